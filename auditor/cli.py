@@ -1,0 +1,233 @@
+"""The ``auditor`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from auditor import __version__
+from auditor.config import Config, ConfigError
+from auditor.config import load as load_config
+from auditor.paths import default_db_url
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def config_candidates() -> list[Path]:
+    """Where the config is looked for when --config is not given, in order."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return [Path("auditor.toml"), Path(xdg) / "auditor" / "auditor.toml", Path("/etc/auditor/auditor.toml")]
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(f"auditor: {message}", err=True)
+    sys.exit(code)
+
+
+def db_url(value: str) -> str:
+    """--db takes an SQLAlchemy URL or a file path (for SQLite)."""
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+class Context:
+    def __init__(self, config_path: str | None, db: str | None):
+        self.config_path = config_path
+        self.db = db
+
+    def config(self) -> Config:
+        from auditor.probe import builtin_probes
+
+        path = self.config_path or os.environ.get("AUDITOR_CONFIG")
+        if path is None:
+            found = [p for p in config_candidates() if p.is_file()]
+            if not found:
+                _fail(
+                    "no config file: pass --config, set AUDITOR_CONFIG, or create one of "
+                    + ", ".join(str(p) for p in config_candidates())
+                )
+            path = str(found[0])
+        try:
+            return load_config(path, known_probes=set(builtin_probes()))
+        except ConfigError as exc:
+            click.echo(f"auditor: config {exc.source} is not usable:", err=True)
+            for e in exc.errors:
+                click.echo(f"  {e}", err=True)
+            sys.exit(EXIT_USAGE)
+
+    def db_url(self, config: Config | None = None) -> str:
+        if self.db:
+            return db_url(self.db)
+        if config is not None:
+            return config.db_url
+        return default_db_url()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="auditor")
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    metavar="PATH",
+    help="Config file. Default: $AUDITOR_CONFIG, else ./auditor.toml, "
+    "~/.config/auditor/auditor.toml, /etc/auditor/auditor.toml.",
+)
+@click.option(
+    "--db",
+    metavar="URL|PATH",
+    help="History database (SQLAlchemy URL or SQLite file). Overrides [storage] url.",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, db: str | None) -> None:
+    """Training/inference consistency auditor for RL policies on MindSpore.
+
+    Exports probe models (a PPO policy, ...) on each training stack, loads the MindIR on
+    the paired inference stacks the way production does, and reports where the two
+    disagree: version incompatibilities, numerical drift, latency. Results go to a
+    history database.
+    """
+    ctx.obj = Context(config_path, db)
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise _Terminated(signal.Signals(signum).name)
+
+
+@cli.command()
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as JSON (non-finite numbers as strings)."
+)
+@click.option("--no-store", is_flag=True, help="Do not write this cycle to the history database.")
+@click.pass_obj
+def audit(obj: Context, as_json: bool, no_store: bool) -> None:
+    """Run one audit cycle over every pair in the config and print the result.
+
+    \b
+    Exit status:
+      0  every probe on every pair is consistent
+      1  drift, an incompatibility, or an error on some pair (see the report)
+      2  usage or config error
+    """
+    from auditor.cycle import Cycle, CycleAborted
+    from auditor.probe import builtin_probes
+    from auditor.report import render_json, render_text
+    from auditor.store import Store, StoreError
+
+    config = obj.config()
+    store = None
+    run_id = None
+    if not no_store:
+        try:
+            store = Store.open(obj.db_url(config))
+            run_id = store.begin_run(config.source)
+        except StoreError as exc:
+            _fail(str(exc))
+    cycle = Cycle(config, builtin_probes())
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        result = cycle.run()
+    except (KeyboardInterrupt, _Terminated, CycleAborted) as exc:
+        cycle.abort()
+        reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
+        if store is not None and run_id is not None:
+            store.abort_run(run_id, f"interrupted by {reason}")
+        _fail(f"cycle interrupted ({reason}); run {run_id} marked aborted", 130)
+    except BaseException as exc:
+        cycle.abort()
+        if store is not None and run_id is not None:
+            store.abort_run(run_id, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if store is not None and run_id is not None:
+        try:
+            store.finish_run(run_id, result, cycle.artifacts)
+        except Exception as exc:
+            store.abort_run(run_id, f"could not store results: {exc}")
+            _fail(f"could not store the results of run {run_id}: {exc}", EXIT_FINDINGS)
+        result.run_id = run_id
+    click.echo(render_json(result) if as_json else render_text(result), nl=False)
+    sys.exit(result.exit_code)
+
+
+@cli.command()
+@click.option("--limit", default=20, show_default=True, help="How many runs to show, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+def runs(obj: Context, limit: int, as_json: bool) -> None:
+    """List recent audit runs in the history database."""
+    from auditor.store import Store, StoreError
+
+    config = None
+    if not obj.db:
+        config = obj.config()
+    try:
+        store = Store.open(obj.db_url(config))
+    except StoreError as exc:
+        _fail(str(exc))
+    rows = store.runs(limit)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "started_at": r.started_at.isoformat() + "Z",
+                        "finished_at": r.finished_at.isoformat() + "Z" if r.finished_at else None,
+                        "status": r.status,
+                        "outcome": r.outcome,
+                        "host": r.host,
+                        "note": r.note,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+        )
+        return
+    click.echo(f"history: {store.url}")
+    if not rows:
+        click.echo("no runs yet: run `auditor audit`")
+    for r in rows:
+        took = f"{(r.finished_at - r.started_at).total_seconds():.1f} s" if r.finished_at else "-"
+        click.echo(
+            f"  {r.id:>5}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<9} {r.outcome or '-':<13} {took:>8}"
+            + (f"  {r.note}" if r.note else "")
+        )
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Inspect the configuration."""
+
+
+@config_group.command("check")
+@click.pass_obj
+def config_check(obj: Context) -> None:
+    """Validate the config file; list every problem with its key path (exit 2 if any)."""
+    config = obj.config()
+    click.echo(f"{config.source}: ok ({len(config.stacks)} stacks, {len(config.pairs)} pairs)")
+    for name, s in config.stacks.items():
+        missing = "" if os.access(s.python, os.X_OK) else "   (interpreter not found)"
+        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}")
+    click.echo(f"  history database: {obj.db_url(config)}")
+
+
+def main() -> None:
+    cli(prog_name="auditor")
+
+
+if __name__ == "__main__":
+    main()

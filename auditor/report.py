@@ -1,0 +1,134 @@
+"""Render a cycle's result for a person (text) or a program (JSON)."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult
+
+COLUMNS = (
+    ("max_abs", "max abs"),
+    ("max_rel", "max rel"),
+    ("mean_abs", "mean abs"),
+    ("cosine", "cosine"),
+    ("rel_lt_1e-3", "rel<1e-3"),
+    ("bitwise_equal", "bitwise"),
+    ("nan_inf_mismatch", "nan/inf"),
+    ("min_atol", "min atol"),
+)
+
+
+def _num(value: float) -> str:
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0:
+        return "0"
+    return f"{value:.3g}"
+
+
+def _cell(name: str, value: float) -> str:
+    if name == "cosine":
+        return "1" if value == 1.0 else f"{value:.7f}"
+    if name == "rel_lt_1e-3":
+        return f"{value * 100:.1f}%"
+    if name == "bitwise_equal":
+        return "yes" if value else "no"
+    if name == "nan_inf_mismatch":
+        return str(int(value))
+    return _num(value)
+
+
+def format_latency(lat: Latency | None) -> str:
+    if lat is None:
+        return "-"
+    us = lat.p50_us
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs"
+
+
+def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _probe_block(r: ProbeResult) -> list[str]:
+    batch = (r.train_latency or r.infer_latency).batch if (r.train_latency or r.infer_latency) else None
+    lat = f"p50 train {format_latency(r.train_latency)}, infer {format_latency(r.infer_latency)}"
+    if batch:
+        lat += f" (batch {batch})"
+    head = f"  {r.probe} [{r.variant}]  {r.status.upper()}  {lat}"
+    lines = [head]
+    if r.outputs:
+        rows = [["output"] + [label for _, label in COLUMNS] + ["atol/rtol", "verdict"]]
+        for c in r.outputs:
+            tol = r.thresholds.get(c.output, {})
+            rows.append(
+                [c.output]
+                + [_cell(k, c.metrics[k]) for k, _ in COLUMNS]
+                + [
+                    f"{_num(tol.get('atol', 0))}/{_num(tol.get('rtol', 0))}",
+                    "ok" if c.passed else f"FAIL {c.failing}/{c.total}",
+                ]
+            )
+        lines += _table(rows)
+    if r.status != CONSISTENT:
+        lines += ["    " + line for line in r.message.splitlines()]
+    return lines
+
+
+def render_text(result: CycleResult) -> str:
+    when = datetime.fromtimestamp(result.started_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    run = f"run {result.run_id}" if result.run_id is not None else "not stored"
+    out = [
+        f"auditor audit · {result.config} · {run} · {when} · {result.finished_at - result.started_at:.1f} s",
+        "",
+        "Stacks",
+    ]
+    rows = []
+    for s in result.stacks.values():
+        fp = s.fingerprint or {}
+        version = f"{fp.get('runtime_package', s.runtime)} {fp.get('runtime_version', '?')}" if fp else "-"
+        python = f"Python {fp['python']}" if fp.get("python") else "-"
+        rows.append(
+            [s.name, s.role, s.runtime, version, python, s.device, "ok" if not s.error else "UNAVAILABLE"]
+        )
+    out += _table(rows, "  ")
+    for s in result.stacks.values():
+        if s.error:
+            out += ["", f"  {s.name}: " + s.error.splitlines()[0]]
+    by_pair: dict[str, list[ProbeResult]] = {}
+    for r in result.results:
+        by_pair.setdefault(r.pair, []).append(r)
+    for pair, results in by_pair.items():
+        out += ["", f"{pair.replace('->', ' → ')}"]
+        for r in results:
+            out += _probe_block(r)
+    incompatible = [f for f in result.findings if f.kind == "incompatible"]
+    if incompatible:
+        out += ["", "Incompatibilities"]
+        out += [f"  ✗ {f.message}" for f in incompatible]
+    counts: dict[str, int] = {}
+    for r in result.results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    out += ["", f"Outcome: {result.outcome.upper()} ({summary}); exit status {result.exit_code}"]
+    return "\n".join(out) + "\n"
+
+
+def _jsonable(value: Any) -> Any:
+    """Strict JSON: non-finite floats become the strings "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def render_json(result: CycleResult) -> str:
+    doc = result.to_json()
+    doc["exit_code"] = result.exit_code
+    return json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,303 @@
+"""The auditor's side of a stack worker: start it with the stack's interpreter, send
+framed requests with a deadline, kill its whole process group when it misses one.
+
+A worker runs in its own session (process group), so a runtime that forks helper
+processes or hangs in native code is taken down completely. Its stderr is drained by a
+thread into a bounded buffer, so a chatty runtime can never block on a full pipe, and the
+tail is attached to every error a person will read.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import auditor
+from auditor.config import StackConfig
+from auditor.worker import protocol
+from auditor.worker.bootstrap import SOURCE
+
+PACKAGE_DIR = Path(auditor.__file__).resolve().parent
+STDERR_LINES = 400
+TAIL_CHARS = 4000
+
+
+def worker_packages() -> list[tuple[str, str]]:
+    """The packages a worker may import, as (module name, directory), parents first."""
+    import auditor.probes
+
+    return [
+        ("auditor", str(PACKAGE_DIR)),
+        ("auditor.worker", str(PACKAGE_DIR / "worker")),
+        ("auditor.probes", str(Path(auditor.probes.__file__).resolve().parent)),
+    ]
+
+
+class WorkerError(Exception):
+    """A request to a stack worker did not produce an answer.
+
+    kind: "start" (interpreter missing or failed to start), "timeout", "crash"
+    (the process died), "protocol" (garbage on the pipe) or "error" (the runtime raised).
+    """
+
+    def __init__(
+        self,
+        stack: str,
+        op: str,
+        kind: str,
+        message: str,
+        log: str = "",
+        error_type: str = "",
+        traceback: str = "",
+    ):
+        self.stack, self.op, self.kind, self.message = stack, op, kind, message
+        self.log, self.error_type, self.traceback = log, error_type, traceback
+        super().__init__(f"{stack}: {op}: {message}")
+
+    def describe(self) -> str:
+        """A message for a person: what failed, and the last lines the worker wrote."""
+        text = f"stack {self.stack}: {self.op} failed: {self.message}"
+        tail = self.log.strip()
+        if tail:
+            tail = tail[-TAIL_CHARS:]
+            text += "\n  worker log (last lines):\n" + "\n".join(
+                "    " + line for line in tail.splitlines()[-25:]
+            )
+        return text
+
+
+@dataclass
+class Reply:
+    result: dict[str, Any]
+    log: str
+    seconds: float
+
+
+class StackWorker:
+    """One running worker process for one stack."""
+
+    def __init__(self, stack: StackConfig, start_timeout: float = 120.0, request_timeout: float = 120.0):
+        self.stack = stack
+        self.start_timeout = start_timeout
+        self.request_timeout = request_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"auditor-{stack.name}-"))
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._reader: threading.Thread | None = None
+        self.hello: dict[str, Any] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        python = self.stack.python
+        if not os.path.isfile(python) or not os.access(python, os.X_OK):
+            raise WorkerError(
+                self.stack.name,
+                "start",
+                "start",
+                f"interpreter not found or not executable: {python} "
+                f"(stacks.{self.stack.name}.python; run scripts/install-stacks?)",
+            )
+        spec = {
+            "runtime": self.stack.runtime,
+            "device": self.stack.device,
+            "workdir": str(self.workdir),
+            "packages": worker_packages(),
+        }
+        env = dict(os.environ)
+        # Raise the native log level so MindSpore Lite says why a model failed to build
+        # (its Python error is only "Common error code"); the stack's env wins.
+        env.setdefault("GLOG_v", "2")
+        env.setdefault("GLOG_logtostderr", "1")
+        env.pop("PYTHONPATH", None)
+        env.pop("PYTHONHOME", None)
+        env.update(self.stack.env)
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-c", SOURCE, json.dumps(spec)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise WorkerError(self.stack.name, "start", "start", f"cannot run {python}: {exc}") from None
+        self._reader = threading.Thread(
+            target=self._drain_stderr, name=f"stderr-{self.stack.name}", daemon=True
+        )
+        self._reader.start()
+        self.hello = self.request("hello", timeout=self.start_timeout).result
+        return self.hello
+
+    def _drain_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for raw in iter(self.proc.stderr.readline, b""):
+            self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group, wherever it is stuck."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._close_pipes()
+
+    def close(self, grace: float = 5.0) -> None:
+        """Ask the worker to exit (end of stdin), then kill it if it does not."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=grace)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _close_pipes(self) -> None:
+        assert self.proc is not None
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        if self._reader is not None:
+            self._reader.join(timeout=2)
+
+    def __enter__(self) -> StackWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests --------------------------------------------------------------------------
+    def _request_log(self) -> str:
+        """What the worker wrote during the current request (it redirects fd 2 to this file)."""
+        try:
+            data = (self.workdir / "request.log").read_bytes()
+        except OSError:
+            return ""
+        return data[-TAIL_CHARS * 4 :].decode("utf-8", "replace")
+
+    def _failure(self, op: str, kind: str, message: str) -> WorkerError:
+        if self._reader is not None and self.proc is not None and self.proc.poll() is not None:
+            self._reader.join(timeout=2)
+        log = "\n".join(filter(None, [self.stderr_tail(), self._request_log()]))
+        return WorkerError(self.stack.name, op, kind, message, log=log)
+
+    def request(self, op: str, timeout: float | None = None, **payload: Any) -> Reply:
+        if self.proc is None:
+            raise WorkerError(self.stack.name, op, "start", "worker not started")
+        if self.proc.poll() is not None:
+            raise self._failure(op, "crash", f"worker is not running (exit status {self.proc.returncode})")
+        timeout = self.request_timeout if timeout is None else timeout
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(protocol.encode(dict(payload, op=op)))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.proc.wait()
+            raise self._failure(
+                op, "crash", f"worker exited (status {self.proc.returncode}) before the request was sent"
+            ) from None
+        frame = _read_with_deadline(self.proc.stdout, timeout)
+        if frame is _TIMEOUT:
+            self.kill()
+            raise self._failure(op, "timeout", f"no answer within {timeout:g} s; worker process group killed")
+        if isinstance(frame, Exception):
+            status = self.proc.wait(timeout=5) if self._wait_quietly() else self.proc.poll()
+            kind = "crash" if isinstance(frame, EOFError) else "protocol"
+            if kind == "crash":
+                message = f"worker died during the request ({_describe_status(status)})"
+            else:
+                message = f"unreadable answer: {frame}"
+                self.kill()
+            raise self._failure(op, kind, message)
+        assert isinstance(frame, dict)
+        if not frame.get("ok"):
+            err = frame.get("error", {})
+            raise WorkerError(
+                self.stack.name,
+                op,
+                "error",
+                err.get("message", "unknown error"),
+                log=frame.get("log", ""),
+                error_type=err.get("type", ""),
+                traceback=err.get("traceback", ""),
+            )
+        return Reply(frame.get("result") or {}, frame.get("log", ""), float(frame.get("seconds", 0.0)))
+
+    def _wait_quietly(self) -> bool:
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=5)
+            return True
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return False
+
+
+_TIMEOUT = object()
+
+
+def _describe_status(status: int | None) -> str:
+    if status is None:
+        return "still running"
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exit status {status}"
+
+
+class _DeadlineReader:
+    """A file-like view of a pipe whose reads give up at a deadline."""
+
+    def __init__(self, stream: Any, deadline: float):
+        self.fd = stream.fileno()
+        self.deadline = deadline
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.fd, selectors.EVENT_READ)
+
+    def read(self, n: int) -> bytes:
+        left = self.deadline - time.monotonic()
+        if left <= 0 or not self.selector.select(left):
+            raise TimeoutError
+        return os.read(self.fd, n)
+
+
+def _read_with_deadline(stream: Any, timeout: float) -> object:
+    reader = _DeadlineReader(stream, time.monotonic() + timeout)
+    try:
+        frame = protocol.read_frame(reader)
+    except TimeoutError:
+        return _TIMEOUT
+    except (EOFError, protocol.ProtocolError, ValueError) as exc:
+        return exc
+    finally:
+        reader.selector.close()
+    if frame is None:
+        return EOFError("end of stream")
+    return frame

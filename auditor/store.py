@@ -1,0 +1,245 @@
+"""The history database: open (and migrate) it, and write a cycle's results atomically.
+
+A run row is committed as ``running`` when a cycle starts; everything the cycle found is
+written in one transaction at the end, which also marks the run ``complete``. A cycle that
+is interrupted is marked ``aborted`` with nothing else written, and a run left ``running``
+by a process that no longer exists (killed, power loss) is marked aborted on the next start.
+So the history holds complete runs and aborted runs, never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+import auditor.migrations
+from auditor import models as m
+from auditor.results import CycleResult, Latency, canonical_json, fingerprint_digest
+
+MIGRATIONS_DIR = Path(auditor.migrations.__file__).resolve().parent
+
+
+class StoreError(Exception):
+    """The history database cannot be opened or written."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def alembic_config(engine_url: str) -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", engine_url.replace("%", "%%"))
+    return cfg
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = url
+        try:
+            parsed = make_url(url)
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises several types here
+            raise StoreError(f"not a database URL: {url!r} ({exc})") from None
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            try:
+                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the directory for {parsed.database}: {exc}") from None
+        self.engine: Engine = create_engine(parsed)
+        if parsed.get_backend_name() == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """Open the database and bring its schema up to date."""
+        store = cls(url)
+        store.upgrade()
+        return store
+
+    def upgrade(self, revision: str = "head") -> None:
+        cfg = alembic_config(self.url)
+        try:
+            with self.engine.begin() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open or migrate the history database {self.url}: {exc}") from None
+
+    def current_revision(self) -> str | None:
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def head_revision(self) -> str | None:
+        return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- runs ------------------------------------------------------------------------------
+    def begin_run(self, config_path: str) -> int:
+        """Record that a cycle started; first mark runs orphaned by dead processes aborted."""
+        self.reap_orphans()
+        with Session(self.engine) as s, s.begin():
+            run = m.Run(
+                started_at=_now(),
+                status="running",
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                config_path=config_path,
+            )
+            s.add(run)
+            s.flush()
+            return run.id
+
+    def abort_run(self, run_id: int, reason: str) -> None:
+        with Session(self.engine) as s, s.begin():
+            run = s.get(m.Run, run_id)
+            if run is not None and run.status == "running":
+                run.status, run.finished_at, run.note = "aborted", _now(), reason
+
+    def reap_orphans(self) -> int:
+        """Mark aborted the runs left 'running' on this host by processes that are gone."""
+        host = socket.gethostname()
+        count = 0
+        with Session(self.engine) as s, s.begin():
+            for run in s.scalars(select(m.Run).where(m.Run.status == "running", m.Run.host == host)):
+                if run.pid != os.getpid() and not _pid_alive(run.pid):
+                    run.status, run.finished_at = "aborted", _now()
+                    run.note = f"process {run.pid} ended before the run finished"
+                    count += 1
+        return count
+
+    def finish_run(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
+        """Write everything the cycle found, and mark the run complete, in one transaction."""
+        with Session(self.engine) as s, s.begin():
+            run = s.get(m.Run, run_id)
+            if run is None:
+                raise StoreError(f"run {run_id} is not in the database")
+            stack_ids: dict[str, int] = {}
+            for name, rep in result.stacks.items():
+                stack = s.scalars(
+                    select(m.Stack).where(m.Stack.host == rep.host, m.Stack.name == name)
+                ).first()
+                if stack is None:
+                    stack = m.Stack(host=rep.host, name=name)
+                    s.add(stack)
+                stack.role, stack.runtime, stack.python, stack.device = (
+                    rep.role,
+                    rep.runtime,
+                    rep.python,
+                    rep.device,
+                )
+                s.flush()
+                stack_ids[name] = stack.id
+                digest = None
+                if rep.fingerprint is not None:
+                    digest = fingerprint_digest(rep.fingerprint)
+                    if s.get(m.Fingerprint, digest) is None:
+                        s.add(m.Fingerprint(digest=digest, created_at=_now(), document=rep.fingerprint))
+                s.add(
+                    m.RunStack(run_id=run_id, stack_id=stack.id, fingerprint_digest=digest, error=rep.error)
+                )
+            for r in result.results:
+                if r.artifact is not None and s.get(m.Artifact, r.artifact.sha256) is None:
+                    s.add(
+                        m.Artifact(
+                            sha256=r.artifact.sha256,
+                            kind=r.artifact.kind,
+                            size=r.artifact.size,
+                            created_at=_now(),
+                            info=r.artifact.info,
+                            data=artifacts.get(r.artifact.sha256),
+                        )
+                    )
+                    s.flush()
+                row = m.ProbeResultRow(
+                    run_id=run_id,
+                    pair=r.pair,
+                    train_stack_id=stack_ids[r.train],
+                    infer_stack_id=stack_ids[r.infer],
+                    probe=r.probe,
+                    probe_version=r.probe_version,
+                    variant=r.variant,
+                    status=r.status,
+                    message=r.message,
+                    artifact_sha256=r.artifact.sha256 if r.artifact else None,
+                    thresholds=r.thresholds,
+                )
+                row.metrics = [
+                    m.MetricRow(output=c.output, name=k, value=v)
+                    for c in r.outputs
+                    for k, v in c.metrics.items()
+                ]
+                row.latencies = [
+                    _latency_row(side, stack_ids[stack], lat)
+                    for side, stack, lat in (
+                        ("train", r.train, r.train_latency),
+                        ("infer", r.infer, r.infer_latency),
+                    )
+                    if lat is not None
+                ]
+                s.add(row)
+            for f in result.findings:
+                s.add(
+                    m.FindingRow(
+                        run_id=run_id,
+                        kind=f.kind,
+                        severity=f.severity,
+                        subject=f.subject,
+                        key=f.key,
+                        message=f.message,
+                        details=f.details,
+                    )
+                )
+            run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
+
+    def runs(self, limit: int = 20) -> list[m.Run]:
+        with Session(self.engine) as s:
+            return list(s.scalars(select(m.Run).order_by(m.Run.id.desc()).limit(limit)))
+
+
+def _latency_row(side: str, stack_id: int, lat: Latency) -> m.LatencyRow:
+    return m.LatencyRow(
+        stack_id=stack_id,
+        side=side,
+        batch=lat.batch,
+        samples=lat.samples,
+        p50_us=lat.p50_us,
+        p90_us=lat.p90_us,
+        p99_us=lat.p99_us,
+        mean_us=lat.mean_us,
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+__all__ = ["Store", "StoreError", "alembic_config", "canonical_json"]

@@ -1,0 +1,130 @@
+"""The stack worker's request loop.
+
+Started by the auditor with the stack's interpreter; serves framed requests on stdin and
+answers on the original stdout. Everything native libraries print to stdout is sent to
+stderr instead, so it can never corrupt a frame. While a request runs, fd 2 is redirected
+to a file in the worker's directory: the runtime's native log for that request (MindSpore
+Lite's real load error, for example) is returned with the answer, and the auditor can still
+read it if the worker dies or hangs mid-request.
+"""
+
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from auditor.worker import protocol
+from auditor.worker.runtimes import RuntimeFailure, make_runtime
+
+LOG_LIMIT = 64 * 1024
+
+
+class StderrCapture(object):
+    """Send fd 2 to ``path`` during a request, then replay it to the real stderr."""
+
+    def __init__(self, path):
+        self.path = path
+        self.saved = None
+
+    def __enter__(self):
+        sys.stderr.flush()
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.saved = os.dup(2)
+        os.dup2(fd, 2)
+        os.close(fd)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        with open(self.path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - LOG_LIMIT))
+            self.text = f.read().decode("utf-8", "replace")
+        os.write(2, self.text.encode("utf-8"))
+        return False
+
+
+class Worker(object):
+    def __init__(self, spec):
+        self.spec = spec
+        self.runtime = None
+        self.workdir = spec["workdir"]
+
+    def handle(self, request):
+        op = request.get("op")
+        if op == "hello":
+            return self.hello()
+        if self.runtime is None:
+            raise RuntimeFailure("runtime not started")
+        if op == "build":
+            self.runtime.build(request["model"], request["probe"], request["weights"])
+            return {}
+        if op == "export":
+            data = self.runtime.export(request["model"], request["inputs"], request["path"])
+            return {"mindir": data}
+        if op == "load":
+            self.runtime.load(request["model"], request["path"])
+            return {}
+        if op == "run":
+            return {"outputs": self.runtime.run(request["model"], request["inputs"])}
+        if op == "time":
+            return {
+                "ns": self.runtime.time(
+                    request["model"],
+                    request["inputs"],
+                    int(request.get("warmup", 5)),
+                    int(request.get("iterations", 50)),
+                )
+            }
+        raise RuntimeFailure("unknown request %r" % (op,))
+
+    def hello(self):
+        if self.runtime is None:
+            self.runtime = make_runtime(self.spec["runtime"], self.spec.get("device", "cpu"))
+        return {
+            "pid": os.getpid(),
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "executable": sys.executable,
+            "numpy": np.__version__,
+            "runtime": self.spec["runtime"],
+            "runtime_package": self.runtime.package,
+            "runtime_version": self.runtime.version,
+        }
+
+
+def serve(spec):
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    proto_in = sys.stdin.buffer
+    worker = Worker(spec)
+    capture_path = os.path.join(spec["workdir"], "request.log")
+    while True:
+        request = protocol.read_frame(proto_in)
+        if request is None or request.get("op") == "shutdown":
+            break
+        started = time.time()
+        capture = StderrCapture(capture_path)
+        try:
+            with capture:
+                result = worker.handle(request)
+            reply = {"ok": True, "result": result}
+        except BaseException as exc:  # the worker must answer, whatever the runtime raised
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            reply = {
+                "ok": False,
+                "error": {
+                    "type": type(exc).__name__,
+                    "message": str(exc),
+                    "traceback": traceback.format_exc(),
+                },
+            }
+        reply["log"] = getattr(capture, "text", "")
+        reply["seconds"] = time.time() - started
+        protocol.write_frame(proto_out, reply)
+    proto_out.close()

@@ -1,0 +1,1 @@
+"""Alembic environment and versions of the history database. Installed as ``auditor.migrations``."""
