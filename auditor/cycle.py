@@ -38,7 +38,7 @@ from auditor.results import (
     ProbeResult,
     StackReport,
 )
-from auditor.stack_worker import StackWorker, WorkerError
+from auditor.stack_worker import StackWorker, WorkerError, worker_packages
 
 MINDIR_REJECTION = re.compile(
     r"maximum mind ?ir version:\s*(\d+).*?support the mind ?ir version:\s*(\d+)", re.IGNORECASE | re.DOTALL
@@ -91,8 +91,14 @@ class _Session:
     request costs one job, not the whole stack. A failure to start is remembered: it would
     only fail the same way again."""
 
-    def __init__(self, stack: StackConfig, config: Config, register: Callable[[StackWorker], None]):
-        self.stack, self.config, self.register = stack, config, register
+    def __init__(
+        self,
+        stack: StackConfig,
+        config: Config,
+        register: Callable[[StackWorker], None],
+        packages: list[tuple[str, str]],
+    ):
+        self.stack, self.config, self.register, self.packages = stack, config, register, packages
         self.worker: StackWorker | None = None
         self.start_error: WorkerError | None = None
         self.hello: dict[str, Any] | None = None
@@ -104,7 +110,7 @@ class _Session:
             if self.worker is not None:
                 self.worker.close()
             worker = StackWorker(
-                self.stack, self.config.worker.start_timeout, self.config.worker.request_timeout
+                self.stack, self.config.worker.start_timeout, self.config.worker.request_timeout, self.packages
             )
             self.register(worker)
             try:
@@ -157,8 +163,9 @@ class Cycle:
     def run(self) -> CycleResult:
         started = time.time()
         pairs = self.config.pairs
+        packages = worker_packages([spec.module for spec in self.probes.values()])
         sessions = self._sessions = {
-            n: _Session(s, self.config, self._register)
+            n: _Session(s, self.config, self._register, packages)
             for n, s in self.config.stacks.items()
             if any(n in (p.train, p.infer) for p in pairs)
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib.util
 import json
 import os
 import selectors
@@ -20,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,15 +36,30 @@ STDERR_LINES = 400
 TAIL_CHARS = 4000
 
 
-def worker_packages() -> list[tuple[str, str]]:
-    """The packages a worker may import, as (module name, directory), parents first."""
+def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The packages a worker may import, as (module name, directory), parents first.
+
+    Always the worker package and the built-in probes; for each probe module given that
+    lives elsewhere (a plugin's, a test's), its top-level package. Each is registered in
+    the worker without running its ``__init__``, so only the probe module itself must be
+    Python 3.7 compatible.
+    """
     import auditor.probes
 
-    return [
+    packages = [
         ("auditor", str(PACKAGE_DIR)),
         ("auditor.worker", str(PACKAGE_DIR / "worker")),
         ("auditor.probes", str(Path(auditor.probes.__file__).resolve().parent)),
     ]
+    for module in modules:
+        top = module.partition(".")[0]
+        if top == "auditor" or any(name == top for name, _ in packages):
+            continue
+        spec = importlib.util.find_spec(top)
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"probe module {module} must live in a package (found no package {top!r})")
+        packages.append((top, str(Path(list(spec.submodule_search_locations)[0]).resolve())))
+    return packages
 
 
 class WorkerError(Exception):
@@ -88,8 +105,15 @@ class Reply:
 class StackWorker:
     """One running worker process for one stack."""
 
-    def __init__(self, stack: StackConfig, start_timeout: float = 120.0, request_timeout: float = 120.0):
+    def __init__(
+        self,
+        stack: StackConfig,
+        start_timeout: float = 120.0,
+        request_timeout: float = 120.0,
+        packages: list[tuple[str, str]] | None = None,
+    ):
         self.stack = stack
+        self.packages = packages if packages is not None else worker_packages()
         self.start_timeout = start_timeout
         self.request_timeout = request_timeout
         self.proc: subprocess.Popen[bytes] | None = None
@@ -113,7 +137,7 @@ class StackWorker:
             "runtime": self.stack.runtime,
             "device": self.stack.device,
             "workdir": str(self.workdir),
-            "packages": worker_packages(),
+            "packages": self.packages,
         }
         env = dict(os.environ)
         # Raise the native log level so MindSpore Lite says why a model failed to build

@@ -1,0 +1,227 @@
+"""Audit cycles through the real reference stacks (MindSpore 2.10, 2.0 and Lite 2.0)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from auditor import models as m
+from auditor.config import parse
+from auditor.cycle import Cycle
+from auditor.probe import ProbeSpec, builtin_probes
+from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
+from auditor.store import Store
+from tests.conftest import DEFAULT_CONFIG, REPO
+
+pytestmark = pytest.mark.stacks
+
+
+def _auditor(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "auditor.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def default_run(stacks, tmp_path_factory):
+    """One `auditor audit --json` on the shipped config, stored in a fresh database."""
+    db = tmp_path_factory.mktemp("db") / "history.db"
+    proc = _auditor("--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--json")
+    assert proc.stderr == "" or "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(proc.stdout)
+    by_pair = {r["pair"]: r for r in doc["results"]}
+    return proc, doc, by_pair, db
+
+
+def test_default_cycle_covers_every_pair_and_exits_1(default_run):
+    proc, doc, by_pair, _ = default_run
+    assert set(by_pair) == {"ms210->ms210-graph", "ms210->lite20", "ms20->lite20", "ms20->ms210-graph"}
+    # ms210 -> lite20 can never load, so the cycle as a whole must not say "consistent".
+    assert doc["outcome"] == INCOMPATIBLE
+    assert proc.returncode == 1 == doc["exit_code"]
+
+
+def test_same_version_graph_pair_is_consistent_and_bitwise_equal(default_run):
+    _, doc, by_pair, _ = default_run
+    r = by_pair["ms210->ms210-graph"]
+    assert r["status"] == CONSISTENT
+    assert [o["output"] for o in r["outputs"]] == ["mean", "std"]
+    for o in r["outputs"]:
+        # PyNative and GraphCell of one version were bitwise equal for fp32 MLPs (FACTS.md).
+        assert o["passed"] and o["metrics"]["bitwise_equal"] == 1.0
+        assert o["metrics"]["max_abs"] == 0.0 and o["metrics"]["cosine"] == 1.0
+        assert o["total"] == 256
+    assert r["train_latency"]["p50_us"] > 0 and r["infer_latency"]["p50_us"] > 0
+    assert r["train_latency"]["samples"] == 50 and r["train_latency"]["batch"] == 256
+    assert doc["stacks"]["ms210"]["fingerprint"]["runtime_version"] == "2.10.0"
+    assert doc["stacks"]["ms210-graph"]["fingerprint"]["python"].startswith("3.11.")
+
+
+def test_ms210_to_lite20_is_an_incompatibility_naming_both_mindir_versions(default_run):
+    proc, doc, by_pair, _ = default_run
+    r = by_pair["ms210->lite20"]
+    assert r["status"] == INCOMPATIBLE
+    assert "MindIR version 3" in r["message"] and "at most version 1" in r["message"]
+    assert (
+        "MindSpore 2.10.0" in r["message"]
+        and "lite20" in r["message"]
+        and "mindspore-lite 2.0.0" in r["message"]
+    )
+    assert r["artifact"]["info"]["mind_ir_version"] == 3
+    assert r["artifact"]["info"]["model_version"] == "2.10.0"
+    assert r["outputs"] == [] and r["infer_latency"] is None
+    # The Lite native log (raised with GLOG_v) carries the real reason, not just "Common error code".
+    assert "maximum mind ir version: 1" in r["log"]
+    kinds = [(f["kind"], f["subject"]) for f in doc["findings"]]
+    assert kinds == [("incompatible", "ms210->lite20")]
+
+
+def test_ms20_to_lite20_loads_with_measured_nonzero_divergence(default_run):
+    _, doc, by_pair, _ = default_run
+    r = by_pair["ms20->lite20"]
+    assert r["status"] == CONSISTENT
+    mean = next(o for o in r["outputs"] if o["output"] == "mean")["metrics"]
+    # Lite's kernels are not bit-identical to MindSpore 2.0 PyNative, but stay far below 1e-5.
+    assert 0 < mean["max_abs"] < 1e-5
+    assert mean["bitwise_equal"] == 0.0 and mean["cosine"] > 0.999999
+    assert r["artifact"]["info"]["mind_ir_version"] == 1
+    assert r["train_latency"]["p50_us"] > 0 and r["infer_latency"]["p50_us"] > 0
+    assert r["infer_latency"]["p90_us"] >= r["infer_latency"]["p50_us"]
+
+
+def test_text_report_is_readable(stacks, tmp_path):
+    proc = _auditor("--config", str(DEFAULT_CONFIG), "--db", str(tmp_path / "h.db"), "audit")
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    for line in ("ms210 → ms210-graph", "ms20 → lite20", "Incompatibilities", "Outcome: INCOMPATIBLE"):
+        assert line in out
+    assert "cannot load the MindIR exported by ms210 (MindSpore 2.10.0)" in out
+
+
+def test_run_is_stored_complete_in_long_format(default_run):
+    _, doc, _, db = default_run
+    store = Store.open(f"sqlite:///{db}")
+    with Session(store.engine) as s:
+        run = s.get(m.Run, doc["run_id"])
+        assert run.status == "complete" and run.outcome == INCOMPATIBLE
+        assert s.scalar(select(func.count()).select_from(m.ProbeResultRow)) == 4
+        # 3 loadable pairs x 2 outputs x 8 metrics, one row each.
+        assert s.scalar(select(func.count()).select_from(m.MetricRow)) == 3 * 2 * 8
+        lite = s.scalars(
+            select(m.MetricRow)
+            .join(m.ProbeResultRow)
+            .where(
+                m.ProbeResultRow.pair == "ms20->lite20",
+                m.MetricRow.output == "mean",
+                m.MetricRow.name == "max_abs",
+            )
+        ).one()
+        assert lite.value > 0
+        assert s.scalar(select(func.count()).select_from(m.Fingerprint)) == 4
+        # Two distinct exports (2.10 and 2.0), content-addressed, bytes kept.
+        artifacts = s.scalars(select(m.Artifact)).all()
+        assert sorted(a.info["mind_ir_version"] for a in artifacts) == [1, 3]
+        assert all(a.data and len(a.data) == a.size for a in artifacts)
+
+
+def _config(doc: dict, pairs: list[dict], extra_probes: dict | None = None, **worker):
+    doc["pairs"] = pairs
+    doc.setdefault("worker", {}).update(worker)
+    if extra_probes:
+        doc.setdefault("probes", {}).update(extra_probes)
+    return parse(doc, "test", known_probes={"ppo_policy", "faulty"})
+
+
+def _probes():
+    return {**builtin_probes(), "faulty": ProbeSpec.from_module("probe_fixtures.faulty")}
+
+
+def test_missing_interpreter_is_an_error_for_its_pair_only(stacks, doc, tmp_path):
+    doc["stacks"]["ghost"] = {"role": "train", "runtime": "mindspore", "python": str(tmp_path / "no/python")}
+    config = _config(
+        doc,
+        [
+            {"train": "ghost", "infer": "lite20", "probes": ["ppo_policy"]},
+            {"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]},
+        ],
+    )
+    result = Cycle(config, builtin_probes()).run()
+    ghost, ok = result.results
+    assert ghost.status == ERROR and str(tmp_path / "no/python") in ghost.message
+    assert "stacks.ghost.python" in ghost.message
+    assert ok.status == CONSISTENT and ok.outputs
+    assert result.stacks["ghost"].error and result.stacks["ghost"].fingerprint is None
+    assert result.exit_code == 1
+
+
+def test_worker_dying_mid_request_fails_its_pair_and_the_rest_completes(stacks, doc):
+    config = _config(
+        doc,
+        [
+            {"train": "ms20", "infer": "lite20", "probes": ["faulty"]},
+            {"train": "ms20", "infer": "ms210-graph", "probes": ["ppo_policy"]},
+        ],
+        {"faulty": {"params": {"mode": "crash"}}},
+    )
+    cycle = Cycle(config, _probes())
+    result = cycle.run()
+    crashed, ok = result.results
+    assert crashed.status == ERROR
+    assert "worker died during the request (killed by SIGKILL)" in crashed.message
+    assert "train side" in crashed.message
+    # The ms20 worker was restarted for the next probe, which completed normally.
+    assert ok.status == CONSISTENT and len(ok.outputs) == 2
+
+
+def test_hanging_worker_is_killed_at_its_deadline(stacks, doc):
+    config = _config(
+        doc,
+        [
+            {"train": "ms20", "infer": "lite20", "probes": ["faulty"]},
+            {"train": "ms210", "infer": "ms210-graph", "probes": ["ppo_policy"]},
+        ],
+        {"faulty": {"params": {"mode": "hang"}}},
+        request_timeout=8,
+    )
+    result = Cycle(config, _probes()).run()
+    hung, ok = result.results
+    assert hung.status == ERROR and "no answer within 8 s; worker process group killed" in hung.message
+    assert ok.status == CONSISTENT
+    # No worker of the cycle is left behind (the hung one was killed with its process group).
+    leftover = subprocess.run(["pgrep", "-f", "auditor.worker.main"], capture_output=True, text=True).stdout
+    assert leftover.strip() == ""
+
+
+def test_runtime_exception_carries_the_worker_traceback(stacks, doc):
+    config = _config(
+        doc,
+        [{"train": "ms20", "infer": "lite20", "probes": ["faulty"]}],
+        {"faulty": {"params": {"mode": "raise"}}},
+    )
+    (r,) = Cycle(config, _probes()).run().results
+    assert r.status == ERROR and "faulty probe refuses to build" in r.message
+
+
+def test_config_error_exits_2_with_every_problem(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[stacks.a]\nrole = "trainer"\nruntime = "mindspore"\npython = "/x"\n'
+        '[[pairs]]\ntrain = "a"\ninfer = "b"\nprobes = ["nope"]\n'
+    )
+    proc = _auditor("--config", str(bad), "--db", str(tmp_path / "h.db"), "audit")
+    assert proc.returncode == 2
+    assert "stacks.a.role: must be 'train' or 'infer'" in proc.stderr
+    assert "pairs[0].infer: no stack named 'b'" in proc.stderr
+    assert "pairs[0].probes[0]: unknown probe 'nope'" in proc.stderr
+    assert not (tmp_path / "h.db").exists()
