@@ -143,7 +143,12 @@ def audit(obj: Context, as_json: bool, no_store: bool) -> None:
         reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
         if store is not None and run_id is not None:
             store.abort_run(run_id, f"interrupted by {reason}")
-        _fail(f"cycle interrupted ({reason}); run {run_id} marked aborted", 130)
+        code = 128 + (signal.SIGTERM if reason == "SIGTERM" else signal.SIGINT)
+        _fail(
+            f"cycle interrupted ({reason}); "
+            + (f"run {run_id} marked aborted" if run_id else "nothing stored"),
+            code,
+        )
     except BaseException as exc:
         cycle.abort()
         if store is not None and run_id is not None:

@@ -110,7 +110,10 @@ class _Session:
             if self.worker is not None:
                 self.worker.close()
             worker = StackWorker(
-                self.stack, self.config.worker.start_timeout, self.config.worker.request_timeout, self.packages
+                self.stack,
+                self.config.worker.start_timeout,
+                self.config.worker.request_timeout,
+                self.packages,
             )
             self.register(worker)
             try:

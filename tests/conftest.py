@@ -44,3 +44,20 @@ def default_doc() -> dict:
 @pytest.fixture
 def doc(default_doc: dict) -> dict:
     return copy.deepcopy(default_doc)
+
+
+def worker_pids(parent: int | None = None) -> list[int]:
+    """Live stack-worker processes (optionally only children of ``parent``), read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if b"auditor.worker.main" in cmdline and state != "Z" and (parent is None or int(ppid) == parent):
+            found.append(int(entry.name))
+    return found

@@ -17,7 +17,7 @@ from auditor.cycle import Cycle
 from auditor.probe import ProbeSpec, builtin_probes
 from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
 from auditor.store import Store
-from tests.conftest import DEFAULT_CONFIG, REPO
+from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 
 pytestmark = pytest.mark.stacks
 
@@ -199,8 +199,7 @@ def test_hanging_worker_is_killed_at_its_deadline(stacks, doc):
     assert hung.status == ERROR and "no answer within 8 s; worker process group killed" in hung.message
     assert ok.status == CONSISTENT
     # No worker of the cycle is left behind (the hung one was killed with its process group).
-    leftover = subprocess.run(["pgrep", "-f", "auditor.worker.main"], capture_output=True, text=True).stdout
-    assert leftover.strip() == ""
+    assert worker_pids(parent=os.getpid()) == []
 
 
 def test_runtime_exception_carries_the_worker_traceback(stacks, doc):

@@ -59,6 +59,9 @@ class Worker(object):
         op = request.get("op")
         if op == "hello":
             return self.hello()
+        if op == "echo":
+            # Sends the payload back untouched: checks the protocol against this interpreter's numpy.
+            return {"value": request.get("value")}
         if self.runtime is None:
             raise RuntimeFailure("runtime not started")
         if op == "build":

@@ -1,0 +1,28 @@
+# The two commands of the README:
+#   make demo   installs everything and runs one audit cycle on auditor.toml
+#   make test   installs everything and runs the whole test suite
+.PHONY: setup demo test lint bench clean
+
+setup:
+	scripts/setup
+
+# Exit status 1 means "the audit found something" (the default config includes a pair that
+# is incompatible on purpose), which is the demo working, not make failing.
+demo: setup
+	@.venv/bin/auditor --config auditor.toml audit; rc=$$?; \
+	  if [ $$rc -eq 1 ]; then echo "(exit status 1: the audit found drift or an incompatibility, shown above)"; \
+	  elif [ $$rc -ne 0 ]; then exit $$rc; fi
+
+test: setup
+	.venv/bin/ruff check .
+	AUDITOR_REQUIRE_STACKS=1 .venv/bin/python -m pytest
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+bench: setup
+	.venv/bin/python bench/latency_overhead.py
+
+clean:
+	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache

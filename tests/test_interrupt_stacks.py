@@ -1,0 +1,95 @@
+"""An audit interrupted mid-cycle leaves a run marked aborted, its workers gone, and the
+runs stored before it intact."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from auditor import models as m
+from auditor.store import Store
+from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
+
+pytestmark = pytest.mark.stacks
+
+
+def _start(db) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "auditor.cli", "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _workers_of(pid: int) -> list[int]:
+    """Stack workers whose parent is pid (they run in their own sessions, so not in its group)."""
+    return worker_pids(parent=pid)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(stacks, tmp_path, signum):
+    db = tmp_path / "h.db"
+    first = _start(db)
+    assert first.wait(timeout=600) == 1, first.stderr.read()
+    store = Store.open(f"sqlite:///{db}")
+    with Session(store.engine) as s:
+        before = s.scalar(select(func.count()).select_from(m.MetricRow))
+    assert before > 0
+
+    proc = _start(db)
+    # Wait until the cycle's workers are up, i.e. we are in the middle of the cycle.
+    deadline = time.monotonic() + 60
+    while not _workers_of(proc.pid):
+        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
+        time.sleep(0.05)
+    proc.send_signal(signum)
+    code = proc.wait(timeout=60)
+    assert code == 128 + signum
+    assert "marked aborted" in proc.stderr.read()
+    time.sleep(0.2)
+    assert _workers_of(proc.pid) == []
+
+    with Session(store.engine) as s:
+        runs = s.scalars(select(m.Run).order_by(m.Run.id)).all()
+        assert [r.status for r in runs] == ["complete", "aborted"]
+        assert signal.Signals(signum).name in runs[1].note
+        assert (
+            s.scalar(
+                select(func.count())
+                .select_from(m.ProbeResultRow)
+                .where(m.ProbeResultRow.run_id == runs[1].id)
+            )
+            == 0
+        )
+        assert s.scalar(select(func.count()).select_from(m.MetricRow)) == before
+
+
+def test_killed_audit_is_marked_aborted_at_next_start(stacks, tmp_path):
+    db = tmp_path / "h.db"
+    proc = _start(db)
+    deadline = time.monotonic() + 60
+    while not _workers_of(proc.pid):
+        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
+        time.sleep(0.05)
+    workers = _workers_of(proc.pid)
+    proc.kill()
+    proc.wait()
+    for pid in workers:  # orphaned workers see EOF on stdin and exit; make sure for the test
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    store = Store.open(f"sqlite:///{db}")
+    (run,) = store.runs()
+    assert run.status == "running"
+    store.begin_run("next")
+    first, _ = sorted(store.runs(), key=lambda r: r.id)
+    assert first.status == "aborted" and f"process {proc.pid}" in first.note
