@@ -55,7 +55,7 @@ class Context:
                 )
             path = str(found[0])
         try:
-            return load_config(path, known_probes=set(builtin_probes()))
+            return load_config(path, known_probes={n: p.default_params for n, p in builtin_probes().items()})
         except ConfigError as exc:
             click.echo(f"auditor: config {exc.source} is not usable:", err=True)
             for e in exc.errors:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,26 +99,44 @@ class Config:
         return self.probes.get(name, ProbeConfig(name))
 
 
-_VAR_RE = re.compile(
-    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-((?:[^{}]|\{[^{}]*\})*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
-)
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def expand(value: str, env: dict[str, str] | None = None) -> str:
-    """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` (defaults may nest), then ``~``."""
-    env = os.environ if env is None else env
+def _expand_vars(value: str, env: Mapping[str, str]) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        if value.startswith("${", i):
+            depth, j = 0, i + 1
+            while j < len(value):
+                depth += {"{": 1, "}": -1}.get(value[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            if j >= len(value):  # unterminated: keep as written
+                out.append(value[i:])
+                break
+            name, sep, default = value[i + 2 : j].partition(":-")
+            if env.get(name):
+                out.append(env[name])
+            elif sep:
+                out.append(_expand_vars(default, env))
+            i = j + 1
+        elif value[i] == "$" and (m := _NAME_RE.match(value, i + 1)):
+            out.append(env.get(m.group(0), ""))
+            i = m.end()
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
 
-    def repl(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
-        if env.get(name):
-            return env[name]
-        default = m.group(2)
-        return expand(default, env) if default is not None else ""
 
-    previous = None
-    while previous != value:
-        previous, value = value, _VAR_RE.sub(repl, value)
-    return os.path.expanduser(value)
+def expand(value: str, env: Mapping[str, str] | None = None) -> str:
+    """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` (defaults may nest), then a leading ``~``.
+
+    One pass: the value of a variable is used as it is, never expanded again.
+    """
+    return os.path.expanduser(_expand_vars(value, os.environ if env is None else env))
 
 
 class _Checker:
@@ -172,22 +191,30 @@ class _Checker:
 
 
 def _thresholds(c: _Checker, doc: dict, path: str, base: Tolerance) -> Tolerance:
-    atol = c.get(doc, "atol", f"{path}.atol", (int, float), base.atol)
-    rtol = c.get(doc, "rtol", f"{path}.rtol", (int, float), base.rtol)
-    for name, value in (("atol", atol), ("rtol", rtol)):
-        if value < 0:
-            c.error(f"{path}.{name}", f"must be 0 or more, not {value!r}")
-    return Tolerance(float(atol), float(rtol))
+    values = {}
+    for name in ("atol", "rtol"):
+        value = c.get(doc, name, f"{path}.{name}", (int, float), getattr(base, name))
+        if not value >= 0:  # also catches NaN
+            c.error(f"{path}.{name}", f"must be a number 0 or more, not {value!r}")
+            value = getattr(base, name)
+        values[name] = float(value)
+    return Tolerance(**values)
 
 
-def parse(doc: dict, source: str = "<config>", known_probes: set[str] | None = None) -> Config:
-    """Validate a parsed TOML document; raise ConfigError listing every problem."""
+def parse(
+    doc: dict, source: str = "<config>", known_probes: Mapping[str, Iterable[str]] | None = None
+) -> Config:
+    """Validate a parsed TOML document; raise ConfigError listing every problem.
+
+    known_probes maps each probe name to its parameter names (a plain set of names skips
+    the parameter check); None skips probe checks altogether.
+    """
     c = _Checker()
     for unknown in sorted(set(doc) - {"storage", "worker", "latency", "stacks", "pairs", "probes"}):
         c.error(unknown, "unknown section (expected storage, worker, latency, stacks, pairs, probes)")
 
     storage = c.table(doc, "storage", "storage", {"url"})
-    url = c.get(storage, "url", "storage.url", str, "") or default_db_url()
+    url = expand(c.get(storage, "url", "storage.url", str, "")) or default_db_url()
 
     w = c.table(doc, "worker", "worker", {"start_timeout", "request_timeout", "parallel"})
     worker = WorkerConfig(
@@ -268,6 +295,13 @@ def parse(doc: dict, source: str = "<config>", known_probes: set[str] | None = N
             else:
                 c.error(f"{path}.outputs.{out}", "must be a table with atol and/or rtol")
         params = c.get(p, "params", f"{path}.params", dict, {})
+        if isinstance(known_probes, Mapping) and name in known_probes:
+            allowed = set(known_probes[name])
+            for unknown in sorted(set(params) - allowed):
+                c.error(
+                    f"{path}.params.{unknown}",
+                    f"probe {name} has no such parameter (known: {', '.join(sorted(allowed))})",
+                )
         probes[name] = ProbeConfig(name, base, outputs, dict(params))
 
     pairs: list[PairConfig] = []
@@ -324,7 +358,7 @@ def parse(doc: dict, source: str = "<config>", known_probes: set[str] | None = N
     )
 
 
-def load(path: str | Path, known_probes: set[str] | None = None) -> Config:
+def load(path: str | Path, known_probes: Mapping[str, Iterable[str]] | None = None) -> Config:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

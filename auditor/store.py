@@ -62,11 +62,16 @@ class Store:
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises several types here
             raise StoreError(f"not a database URL: {url!r} ({exc})") from None
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            path = Path(parsed.database).expanduser()
+            parsed = parsed.set(database=str(path))
             try:
-                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StoreError(f"cannot create the directory for {parsed.database}: {exc}") from None
-        self.engine: Engine = create_engine(parsed)
+                raise StoreError(f"cannot create the directory for {path}: {exc}") from None
+        try:
+            self.engine: Engine = create_engine(parsed)
+        except Exception as exc:  # noqa: BLE001 - unknown dialect, missing driver, bad arguments
+            raise StoreError(f"unsupported database URL {url!r}: {exc}") from None
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
 
@@ -132,6 +137,12 @@ class Store:
 
     def finish_run(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
         """Write everything the cycle found, and mark the run complete, in one transaction."""
+        try:
+            self._write_results(run_id, result, artifacts)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"could not store run {run_id}: {exc}") from exc
+
+    def _write_results(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
         with Session(self.engine) as s, s.begin():
             run = s.get(m.Run, run_id)
             if run is None:

@@ -17,6 +17,7 @@ import numpy as np
 MAGIC = b"AUDF"
 _HEAD = struct.Struct(">4sI")
 MAX_HEADER = 64 * 1024 * 1024
+MAX_BLOBS = 4 * 1024 * 1024 * 1024
 
 
 class ProtocolError(Exception):
@@ -25,9 +26,9 @@ class ProtocolError(Exception):
 
 def _pack(value, blobs):
     if isinstance(value, np.ndarray):
-        arr = np.ascontiguousarray(value)
-        blobs.append(arr.tobytes())
-        return {"__tensor__": len(blobs) - 1, "dtype": arr.dtype.str, "shape": list(arr.shape)}
+        # tobytes() is C order whatever the layout; ascontiguousarray would turn shape () into (1,).
+        blobs.append(value.tobytes())
+        return {"__tensor__": len(blobs) - 1, "dtype": value.dtype.str, "shape": list(value.shape)}
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -93,9 +94,21 @@ def read_frame(stream):
         raise ProtocolError("bad frame magic %r (is something else writing to the worker's stdout?)" % magic)
     if length > MAX_HEADER:
         raise ProtocolError("frame header of %d bytes is over the %d-byte limit" % (length, MAX_HEADER))
-    header = json.loads(_read_exact(stream, length).decode("utf-8"))
-    blobs = [_read_exact(stream, int(n)) for n in header["blobs"]]
-    return _unpack(header["body"], blobs)
+    try:
+        header = json.loads(_read_exact(stream, length).decode("utf-8"))
+        sizes = [int(n) for n in header["blobs"]]
+        body = header["body"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProtocolError("unreadable frame header: %s" % exc) from None
+    if any(n < 0 for n in sizes) or sum(sizes) > MAX_BLOBS:
+        raise ProtocolError(
+            "frame announces %d bytes of tensors, over the %d-byte limit" % (sum(sizes), MAX_BLOBS)
+        )
+    blobs = [_read_exact(stream, n) for n in sizes]
+    try:
+        return _unpack(body, blobs)
+    except (ValueError, IndexError, TypeError, KeyError) as exc:
+        raise ProtocolError("frame body does not match its blobs: %s" % exc) from None
 
 
 def write_frame(stream, message):
