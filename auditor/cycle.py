@@ -166,6 +166,7 @@ class Cycle:
     def run(self) -> CycleResult:
         started = time.time()
         pairs = self.config.pairs
+        jobs = {name: self._job(name) for p in pairs for name in p.probes}
         packages = worker_packages([spec.module for spec in self.probes.values()])
         sessions = self._sessions = {
             n: _Session(s, self.config, self._register, packages)
@@ -177,8 +178,7 @@ class Cycle:
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        job = self._job(name)
-                        train_plan.setdefault(p.train, {})[job.key] = job
+                        train_plan.setdefault(p.train, {})[jobs[name].key] = jobs[name]
                 trained = self._parallel(
                     {
                         s: (lambda s=s: self._train_stack(sessions[s], train_plan[s], Path(tmp)))
@@ -188,7 +188,7 @@ class Cycle:
                 infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        infer_plan.setdefault(p.infer, []).append((p, self._job(name)))
+                        infer_plan.setdefault(p.infer, []).append((p, jobs[name]))
                 inferred = self._parallel(
                     {
                         s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained))
@@ -200,9 +200,7 @@ class Cycle:
                     session.close()
             self._check()
         results = [
-            self._result(
-                p, self._job(name), trained[p.train][self._job(name).key], inferred[p.infer][(p.name, name)]
-            )
+            self._result(p, jobs[name], trained[p.train][jobs[name].key], inferred[p.infer][(p.name, name)])
             for p in pairs
             for name in p.probes
         ]
@@ -213,7 +211,13 @@ class Cycle:
     def _parallel(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
         with ThreadPoolExecutor(max_workers=self.config.worker.parallel, thread_name_prefix="stack") as pool:
             futures = {name: pool.submit(fn) for name, fn in tasks.items()}
-            return {name: f.result() for name, f in futures.items()}
+            try:
+                return {name: f.result() for name, f in futures.items()}
+            except BaseException:
+                # Ctrl-C, SIGTERM or a bug: kill the workers first, or leaving this block would
+                # wait for every running request to reach its deadline.
+                self.abort()
+                raise
 
     # -- the two sides ---------------------------------------------------------------------
     def _train_stack(

@@ -92,7 +92,15 @@ def render_text(result: CycleResult) -> str:
         version = f"{fp.get('runtime_package', s.runtime)} {fp.get('runtime_version', '?')}" if fp else "-"
         python = f"Python {fp['python']}" if fp.get("python") else "-"
         rows.append(
-            [s.name, s.role, s.runtime, version, python, s.device, "ok" if not s.error else "UNAVAILABLE"]
+            [
+                s.name,
+                s.role,
+                s.runtime,
+                version,
+                python,
+                s.device,
+                "UNAVAILABLE" if s.error else ("ok" if fp else "not run"),
+            ]
         )
     out += _table(rows, "  ")
     for s in result.stacks.values():

@@ -1,0 +1,63 @@
+"""scripts/install-stacks: finds its interpreters, never assumes a path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+SCRIPT = REPO / "scripts" / "install-stacks"
+
+
+def _run(tmp_path: Path, *args: str, path: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": path, "HOME": str(tmp_path), "AUDITOR_STACKS_DIR": str(tmp_path / "stacks")}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_missing_python_37_is_named_with_what_to_install(tmp_path):
+    if any(Path(d, "python3.7").exists() for d in ("/usr/bin", "/usr/local/bin")):
+        pytest.skip("this machine has a system python3.7")
+    # A PATH without pyenv or any python3.7: the script must stop and say what to install.
+    proc = _run(tmp_path, "ms20", path="/usr/bin:/bin")
+    assert proc.returncode == 1
+    assert "ms20 needs Python 3.7" in proc.stderr
+    assert "pyenv install 3.7" in proc.stderr
+    assert not (tmp_path / "stacks" / "ms20").exists()
+
+
+def test_python_37_is_found_through_pyenv_when_not_on_path(tmp_path):
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        pytest.skip("no pyenv on this machine")
+    root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+    if not any(p.name.startswith("3.7.") for p in Path(root, "versions").iterdir()):
+        pytest.skip("pyenv has no 3.7")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "pyenv").symlink_to(pyenv)
+    # No python3.7 on this PATH (no shims): only `pyenv root`/versions can provide it.
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "PYENV_ROOT": root}
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--which-python", "3.7"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = proc.stdout.strip()
+    assert found.startswith(f"{root}/versions/3.7.") and found.endswith("/bin/python3.7")
+    version = subprocess.run(
+        [found, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+    ).stdout.strip()
+    assert version == "(3, 7)"
+
+
+def test_present_stacks_are_reused_quickly(stacks):
+    env = {**os.environ, "AUDITOR_STACKS_DIR": str(stacks)}
+    proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("ms210", "ms20", "lite20"):
+        assert f"{name}: " in proc.stderr and "present in" in proc.stderr
+    assert "installing" not in proc.stderr
