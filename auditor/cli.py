@@ -112,7 +112,9 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
 @click.option("--no-store", is_flag=True, help="Do not write this cycle to the history database.")
 @click.pass_obj
 def audit(obj: Context, as_json: bool, no_store: bool) -> None:
-    """Run one audit cycle over every pair in the config and print the result.
+    """Run one audit cycle over every configured pair.
+
+    Prints a report per pair and probe (or JSON with --json) and stores the run.
 
     \b
     Exit status:

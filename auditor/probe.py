@@ -5,9 +5,7 @@ inside the train stack's worker (``build_cell``).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -62,14 +60,6 @@ class ProbeSpec:
 
     def make_inputs(self, params: dict[str, Any]) -> list[np.ndarray]:
         return self._module().make_inputs(params)
-
-    @property
-    def variant(self) -> str:
-        return "default"
-
-
-def params_digest(params: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def builtin_probes() -> dict[str, ProbeSpec]:

@@ -114,8 +114,9 @@ class CycleResult:
 
     @property
     def outcome(self) -> str:
+        """The worst status of the cycle: consistent < drift < incompatible < error."""
         statuses = {r.status for r in self.results}
-        if any(f.severity == "error" for f in self.findings) and INCOMPATIBLE not in statuses:
+        if any(s.error for s in self.stacks.values()):
             statuses.add(ERROR)
         return max(statuses or {CONSISTENT}, key=STATUS_ORDER.index)
 

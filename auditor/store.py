@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 import auditor.migrations
 from auditor import models as m
-from auditor.results import CycleResult, Latency, canonical_json, fingerprint_digest
+from auditor.results import CycleResult, Latency, fingerprint_digest
 
 MIGRATIONS_DIR = Path(auditor.migrations.__file__).resolve().parent
 
@@ -253,4 +253,4 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["Store", "StoreError", "alembic_config", "canonical_json"]
+__all__ = ["Store", "StoreError", "alembic_config"]
