@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,9 +13,9 @@ from typing import Any, NoReturn
 import click
 
 from auditor import __version__
-from auditor.config import Config, ConfigError
-from auditor.config import load as load_config
+from auditor.config import Config, ConfigError, parse, plugin_dirs, read_document
 from auditor.paths import default_db_url
+from auditor.plugin_manager import Plugins
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -41,21 +42,48 @@ class Context:
     def __init__(self, config_path: str | None, db: str | None):
         self.config_path = config_path
         self.db = db
+        self._plugins: Plugins | None = None
 
-    def config(self) -> Config:
-        from auditor.probe import builtin_probes
-
+    def find_config(self, required: bool = True) -> str | None:
         path = self.config_path or os.environ.get("AUDITOR_CONFIG")
         if path is None:
             found = [p for p in config_candidates() if p.is_file()]
             if not found:
+                if not required:
+                    return None
                 _fail(
                     "no config file: pass --config, set AUDITOR_CONFIG, or create one of "
                     + ", ".join(str(p) for p in config_candidates())
                 )
             path = str(found[0])
+        return path
+
+    def plugins(self, dirs: list[str] | None = None) -> Plugins:
+        """The plugins: built-ins, entry points, and the config's plugin directories."""
+        if self._plugins is None:
+            if dirs is None:
+                path = self.find_config(required=False)
+                dirs = []
+                if path is not None:
+                    with contextlib.suppress(ConfigError):  # reported by whoever needs the config
+                        dirs = plugin_dirs(read_document(path), path)
+            self._plugins = Plugins(dirs)
+            for problem in self._plugins.problems:
+                click.echo(f"auditor: warning: {problem.rstrip()}", err=True)
+        return self._plugins
+
+    def config(self) -> Config:
+        path = self.find_config()
+        assert path is not None
         try:
-            return load_config(path, known_probes={n: p.default_params for n, p in builtin_probes().items()})
+            doc = read_document(path)
+            plugins = self.plugins(plugin_dirs(doc, path))
+            return parse(
+                doc,
+                path,
+                known_probes={n: p.default_params for n, p in plugins.probes().items()},
+                runtimes={n: r.can for n, r in plugins.runtimes().items()},
+            )
         except ConfigError as exc:
             click.echo(f"auditor: config {exc.source} is not usable:", err=True)
             for e in exc.errors:
@@ -123,7 +151,6 @@ def audit(obj: Context, as_json: bool, no_store: bool) -> None:
       2  usage or config error
     """
     from auditor.cycle import Cycle, CycleAborted
-    from auditor.probe import builtin_probes
     from auditor.report import render_json, render_text
     from auditor.store import Store, StoreError
 
@@ -136,7 +163,8 @@ def audit(obj: Context, as_json: bool, no_store: bool) -> None:
             run_id = store.begin_run(config.source)
         except StoreError as exc:
             _fail(str(exc))
-    cycle = Cycle(config, builtin_probes())
+    plugins = obj.plugins()
+    cycle = Cycle(config, plugins.probes(), plugins.runtimes())
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         result = cycle.run()
@@ -232,7 +260,35 @@ def config_check(obj: Context) -> None:
     click.echo(f"  history database: {obj.db_url(config)}")
 
 
+@cli.command("plugins")
+@click.option("--all", "show_all", is_flag=True, help="Include the built-in plugins.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+def plugins_command(obj: Context, show_all: bool, as_json: bool) -> None:
+    """List the loaded plugins: name, version, where they came from and the hooks they implement.
+
+    Plugins come from the `auditor` entry-point group of installed packages and from the
+    `[plugins] dirs` of the config. A plugin that failed to load is listed with the reason.
+    """
+    plugins = obj.plugins()
+    infos = [i for i in plugins.infos if show_all or not i.builtin]
+    if as_json:
+        click.echo(json.dumps([i.to_json() for i in infos], indent=2))
+        return
+    if not infos:
+        click.echo("no plugins installed (built-ins are shown with --all)")
+    for i in infos:
+        click.echo(f"{i.name} {i.version}  ({i.source})")
+        if i.error:
+            click.echo(f"    error: {i.error}")
+        else:
+            click.echo(f"    hooks: {', '.join(i.hooks) or '-'}")
+
+
 def main() -> None:
+    # Commands added by plugins (built-ins and entry points; directory plugins are loaded
+    # with the config, after the command line is parsed, so they cannot add commands).
+    Plugins().add_commands(cli)
     cli(prog_name="auditor")
 
 

@@ -18,8 +18,9 @@ from typing import Any
 from auditor.compare import Tolerance
 from auditor.paths import default_db_url
 
+# The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
+# side). Plugins add more; the CLI passes the full map to parse().
 RUNTIMES = {
-    # runtime -> what it can do in a pair: "export" (train side) or "load" (infer side)
     "mindspore": "export",
     "mindspore-graph": "load",
     "mindspore-lite": "load",
@@ -94,6 +95,7 @@ class Config:
     probes: dict[str, ProbeConfig]
     worker: WorkerConfig = WorkerConfig()
     latency: LatencyConfig = LatencyConfig()
+    plugin_dirs: tuple[str, ...] = ()
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -201,17 +203,33 @@ def _thresholds(c: _Checker, doc: dict, path: str, base: Tolerance) -> Tolerance
     return Tolerance(**values)
 
 
+SECTIONS = ("storage", "worker", "latency", "plugins", "stacks", "pairs", "probes")
+
+
 def parse(
-    doc: dict, source: str = "<config>", known_probes: Mapping[str, Iterable[str]] | None = None
+    doc: dict,
+    source: str = "<config>",
+    known_probes: Mapping[str, Iterable[str]] | None = None,
+    runtimes: Mapping[str, str] | None = None,
 ) -> Config:
     """Validate a parsed TOML document; raise ConfigError listing every problem.
 
     known_probes maps each probe name to its parameter names (a plain set of names skips
-    the parameter check); None skips probe checks altogether.
+    the parameter check); None skips probe checks altogether. runtimes maps each runtime
+    name to "export" or "load" (default: the built-in runtimes).
     """
+    known_runtimes = runtimes if runtimes is not None else RUNTIMES
     c = _Checker()
-    for unknown in sorted(set(doc) - {"storage", "worker", "latency", "stacks", "pairs", "probes"}):
-        c.error(unknown, "unknown section (expected storage, worker, latency, stacks, pairs, probes)")
+    for unknown in sorted(set(doc) - set(SECTIONS)):
+        c.error(unknown, f"unknown section (expected {', '.join(SECTIONS)})")
+
+    plugins = c.table(doc, "plugins", "plugins", {"dirs"})
+    plugin_dirs = []
+    for i, d in enumerate(c.get(plugins, "dirs", "plugins.dirs", list, [])):
+        if isinstance(d, str):
+            plugin_dirs.append(_relative_to(source, expand(d)))
+        else:
+            c.error(f"plugins.dirs[{i}]", f"must be a directory path, not {type(d).__name__}")
 
     storage = c.table(doc, "storage", "storage", {"url"})
     url = expand(c.get(storage, "url", "storage.url", str, "")) or default_db_url()
@@ -250,11 +268,14 @@ def parse(
         if role is not None and role not in ROLES:
             c.error(f"{path}.role", f"must be 'train' or 'infer', not {role!r}")
         runtime = c.get(s, "runtime", f"{path}.runtime", str, required=True)
-        if runtime is not None and runtime not in RUNTIMES:
-            c.error(f"{path}.runtime", f"unknown runtime {runtime!r} (known: {', '.join(sorted(RUNTIMES))})")
+        if runtime is not None and runtime not in known_runtimes:
+            c.error(
+                f"{path}.runtime",
+                f"unknown runtime {runtime!r} (known: {', '.join(sorted(known_runtimes))})",
+            )
         elif runtime and role in ROLES:
             needed = "export" if role == "train" else "load"
-            if RUNTIMES[runtime] != needed:
+            if known_runtimes[runtime] != needed:
                 what = "build and export probes" if role == "train" else "load exported MindIR"
                 c.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
         python = c.get(s, "python", f"{path}.python", str, required=True)
@@ -265,7 +286,7 @@ def parse(
         for k, v in env.items():
             if not isinstance(v, str):
                 c.error(f"{path}.env.{k}", f"must be a string, not {type(v).__name__}")
-        if role in ROLES and runtime in RUNTIMES and python:
+        if role in ROLES and runtime in known_runtimes and python:
             stacks[name] = StackConfig(
                 name=name,
                 role=role,
@@ -355,10 +376,19 @@ def parse(
         probes=probes,
         worker=worker,
         latency=latency,
+        plugin_dirs=tuple(plugin_dirs),
     )
 
 
-def load(path: str | Path, known_probes: Mapping[str, Iterable[str]] | None = None) -> Config:
+def _relative_to(source: str, path: str) -> str:
+    """Relative paths in a config file are relative to the file's folder."""
+    if os.path.isabs(path) or source.startswith("<"):
+        return path
+    return str(Path(source).resolve().parent / path)
+
+
+def read_document(path: str | Path) -> dict:
+    """The parsed TOML of a config file, or ConfigError naming the file."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -370,4 +400,22 @@ def load(path: str | Path, known_probes: Mapping[str, Iterable[str]] | None = No
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), [f"not valid TOML: {exc}"]) from None
-    return parse(doc, str(path), known_probes)
+    return doc
+
+
+def plugin_dirs(doc: dict, source: str) -> list[str]:
+    """``[plugins] dirs`` read before validation, which needs the plugins' probes and runtimes;
+    malformed entries are left for parse() to report."""
+    section = doc.get("plugins")
+    dirs = section.get("dirs") if isinstance(section, dict) else None
+    if not isinstance(dirs, list):
+        return []
+    return [_relative_to(source, expand(d)) for d in dirs if isinstance(d, str)]
+
+
+def load(
+    path: str | Path,
+    known_probes: Mapping[str, Iterable[str]] | None = None,
+    runtimes: Mapping[str, str] | None = None,
+) -> Config:
+    return parse(read_document(path), str(path), known_probes, runtimes)

@@ -38,6 +38,7 @@ from auditor.results import (
     ProbeResult,
     StackReport,
 )
+from auditor.runtime import RuntimeSpec
 from auditor.stack_worker import StackWorker, WorkerError, worker_packages
 
 MINDIR_REJECTION = re.compile(
@@ -97,8 +98,10 @@ class _Session:
         config: Config,
         register: Callable[[StackWorker], None],
         packages: list[tuple[str, str]],
+        runtime_class: str | None = None,
     ):
         self.stack, self.config, self.register, self.packages = stack, config, register, packages
+        self.runtime_class = runtime_class
         self.worker: StackWorker | None = None
         self.start_error: WorkerError | None = None
         self.hello: dict[str, Any] | None = None
@@ -114,6 +117,7 @@ class _Session:
                 self.config.worker.start_timeout,
                 self.config.worker.request_timeout,
                 self.packages,
+                self.runtime_class,
             )
             self.register(worker)
             try:
@@ -131,9 +135,15 @@ class _Session:
 
 
 class Cycle:
-    def __init__(self, config: Config, probes: dict[str, ProbeSpec]):
+    def __init__(
+        self,
+        config: Config,
+        probes: dict[str, ProbeSpec],
+        runtimes: dict[str, RuntimeSpec] | None = None,
+    ):
         self.config = config
         self.probes = probes
+        self.runtimes = runtimes or {}
         self._workers: list[StackWorker] = []
         self._lock = threading.Lock()
         self._aborted = threading.Event()
@@ -167,9 +177,12 @@ class Cycle:
         started = time.time()
         pairs = self.config.pairs
         jobs = {name: self._job(name) for p in pairs for name in p.probes}
-        packages = worker_packages([spec.module for spec in self.probes.values()])
+        packages = worker_packages(
+            [spec.module for spec in self.probes.values()]
+            + [r.worker_class.partition(":")[0] for r in self.runtimes.values()]
+        )
         sessions = self._sessions = {
-            n: _Session(s, self.config, self._register, packages)
+            n: _Session(s, self.config, self._register, packages, self._runtime_class(s.runtime))
             for n, s in self.config.stacks.items()
             if any(n in (p.train, p.infer) for p in pairs)
         }
@@ -207,6 +220,10 @@ class Cycle:
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
         findings = list(self._findings(results, stacks))
         return CycleResult(started, time.time(), self.config.source, stacks, results, findings)
+
+    def _runtime_class(self, runtime: str) -> str | None:
+        spec = self.runtimes.get(runtime)
+        return spec.worker_class if spec else None
 
     def _parallel(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
         with ThreadPoolExecutor(max_workers=self.config.worker.parallel, thread_name_prefix="stack") as pool:

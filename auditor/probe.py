@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-BUILTIN_PROBES = ("auditor.probes.ppo_policy",)
-
 
 @dataclass(frozen=True)
 class ProbeSpec:
@@ -63,5 +61,7 @@ class ProbeSpec:
 
 
 def builtin_probes() -> dict[str, ProbeSpec]:
-    specs = [ProbeSpec.from_module(m) for m in BUILTIN_PROBES]
-    return {s.name: s for s in specs}
+    """The probes the built-in plugin registers (no entry points, no plugin directories)."""
+    from auditor.plugin_manager import Plugins
+
+    return Plugins(entry_points=False).probes()

@@ -39,17 +39,19 @@ TAIL_CHARS = 4000
 def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
     """The packages a worker may import, as (module name, directory), parents first.
 
-    Always the worker package and the built-in probes; for each probe module given that
+    Always the worker package, the built-in probes and plugins; for each module given that
     lives elsewhere (a plugin's, a test's), its top-level package. Each is registered in
     the worker without running its ``__init__``, so only the probe module itself must be
     Python 3.7 compatible.
     """
+    import auditor.plugins
     import auditor.probes
 
     packages = [
         ("auditor", str(PACKAGE_DIR)),
         ("auditor.worker", str(PACKAGE_DIR / "worker")),
         ("auditor.probes", str(Path(auditor.probes.__file__).resolve().parent)),
+        ("auditor.plugins", str(Path(auditor.plugins.__file__).resolve().parent)),
     ]
     for module in modules:
         top = module.partition(".")[0]
@@ -111,8 +113,10 @@ class StackWorker:
         start_timeout: float = 120.0,
         request_timeout: float = 120.0,
         packages: list[tuple[str, str]] | None = None,
+        runtime_class: str | None = None,
     ):
         self.stack = stack
+        self.runtime_class = runtime_class
         self.packages = packages if packages is not None else worker_packages()
         self.start_timeout = start_timeout
         self.request_timeout = request_timeout
@@ -138,6 +142,7 @@ class StackWorker:
             "device": self.stack.device,
             "workdir": str(self.workdir),
             "packages": self.packages,
+            "runtime_class": self.runtime_class,
         }
         env = dict(os.environ)
         # Raise the native log level so MindSpore Lite says why a model failed to build

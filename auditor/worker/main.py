@@ -88,7 +88,9 @@ class Worker(object):
 
     def hello(self):
         if self.runtime is None:
-            self.runtime = make_runtime(self.spec["runtime"], self.spec.get("device", "cpu"))
+            self.runtime = make_runtime(
+                self.spec["runtime"], self.spec.get("device", "cpu"), self.spec.get("runtime_class")
+            )
         return {
             "pid": os.getpid(),
             "python": "%d.%d.%d" % sys.version_info[:3],

@@ -212,7 +212,15 @@ RUNTIMES = {
 }
 
 
-def make_runtime(name, device):
+def make_runtime(name, device, worker_class=None):
+    """Instantiate the runtime; ``worker_class`` ("module:Class") comes from a runtime plugin."""
+    if worker_class:
+        module, _, attr = worker_class.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise RuntimeFailure("runtime %r: cannot import %s: %s" % (name, worker_class, exc)) from None
+        return cls(device)
     try:
         cls = RUNTIMES[name]
     except KeyError:
