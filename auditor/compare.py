@@ -250,3 +250,30 @@ def worst(comparisons: Sequence[OutputComparison]) -> dict[str, float]:
         neutral = 0.0 if reduce is max else 1.0
         out[key] = float(reduce((c.metrics[key] for c in comparisons), default=neutral))
     return out
+
+
+@dataclass(frozen=True)
+class MetricCheck:
+    """One figure a comparator computed, and whether it is within the limit it is held to.
+
+    ``output`` names the output it is about (None: the probe as a whole); ``limit`` is the
+    threshold used (None: the metric is informational and always passes).
+    """
+
+    metric: str
+    value: float
+    passed: bool
+    limit: float | None = None
+    output: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Comparator:
+    """A named comparison run in the auditor on a probe's outputs, beyond the element-wise
+    check every output gets. ``compare(train, infer, options)`` takes both sides' outputs by
+    name and the probe's options for this comparator, and returns its MetricChecks."""
+
+    name: str
+    compare: Callable[[dict[str, np.ndarray], dict[str, np.ndarray], dict], list[MetricCheck]]
+    description: str = ""

@@ -82,7 +82,7 @@ class Store:
         store.upgrade()
         return store
 
-    def upgrade(self, revision: str = "head") -> None:
+    def upgrade(self, revision: str = "heads") -> None:
         cfg = alembic_config(self.url)
         try:
             with self.engine.begin() as conn:
