@@ -157,7 +157,7 @@ class Plugins:
     def _each(self, hook: str, **kwargs: Any) -> Iterable[tuple[str, Any]]:
         """Call one hook plugin by plugin, so a hook that raises costs only its plugin."""
         caller = getattr(self.pm.hook, hook)
-        for impl in reversed(caller.get_hookimpls()):  # registration order
+        for impl in caller.get_hookimpls():  # registration order (pluggy calls them LIFO)
             try:
                 answer = impl.function(**{k: kwargs[k] for k in impl.argnames})
             except Exception as exc:
