@@ -12,7 +12,13 @@ import pytest
 
 from tests.conftest import REPO
 
-STACK_SIDE = ["auditor/__init__.py", "auditor/worker/*.py", "probes/*.py", "tests/probe_fixtures/*.py"]
+STACK_SIDE = [
+    "auditor/__init__.py",
+    "auditor/worker/*.py",
+    "probes/*.py",
+    "tests/probe_fixtures/*.py",
+    "examples/*/src/*/policy.py",
+]
 
 
 def _python37() -> str:
