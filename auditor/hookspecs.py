@@ -55,9 +55,11 @@ def auditor_fingerprint_collectors() -> list[str]:
 
     A collector module runs inside every stack's worker (Python 3.7, standard library only).
     It defines ``NAME`` (its section in the fingerprint document) and ``collect(context)``
-    returning a JSON-serialisable dict; ``context`` holds ``ascend_root``, ``npu_smi``,
-    ``timeout`` and ``environ``. A collector that raises is recorded as
-    ``{"error": ...}`` in its section; the others still run.
+    returning a JSON-serialisable dict; ``context`` holds the stack's ``ascend_root``,
+    ``system_root`` (where ``/etc`` is read from), ``npu_smi`` (the command), ``timeout`` (for
+    commands) and ``environ`` (the worker's environment at start, before any framework import).
+    Values that cannot be read are ``None`` with the reason under the section's ``"unknown"``.
+    A collector that raises is recorded as ``{"error": ...}`` in its section; the others still run.
     """
 
 

@@ -18,6 +18,7 @@ STACK_SIDE = [
     "probes/*.py",
     "tests/probe_fixtures/*.py",
     "examples/*/src/*/policy.py",
+    "plugins/collectors/*.py",
 ]
 
 

@@ -1,0 +1,102 @@
+"""Fingerprinting a stack: ask its worker to run the collector modules, add what the worker
+said about itself when it started.
+
+The document has one section per collector (``host``, ``packages``, ``framework``, ``cann``,
+``driver``, ``firmware``, ``npu_smi``, ``environment``, plus any plugin's; each is described
+in its module's docstring in ``auditor.plugins.collectors``) and ``runtime``, from the
+worker's hello. A value that could not be determined is null, with the reason in the
+section's ``unknown`` (``{"driver": {"version": null, "unknown": {"version":
+".../version.info: missing"}}}``); a collector that failed is ``{"error": ...}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from auditor.config import StackConfig
+from auditor.stack_worker import StackWorker, worker_packages
+
+# npu-smi is called up to three times (info, board, chip map) after the file reads.
+NPU_SMI_CALLS = 3
+SLACK = 30.0
+
+
+def context_for(stack: StackConfig) -> dict[str, Any]:
+    """The collectors' context for a stack (the worker adds its own environment)."""
+    return {
+        "ascend_root": stack.ascend_root,
+        "system_root": stack.system_root,
+        "npu_smi": stack.npu_smi,
+        "timeout": stack.npu_smi_timeout,
+    }
+
+
+def deadline_for(stack: StackConfig, base: float) -> float:
+    """Long enough for every npu-smi call to hit its own timeout and still be reported."""
+    return max(base, NPU_SMI_CALLS * stack.npu_smi_timeout + SLACK)
+
+
+def packages_for(collectors: Sequence[str], modules: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The packages a worker must register to import the collectors (and other ``modules``)."""
+    return worker_packages([*modules, *collectors])
+
+
+def collect(
+    worker: StackWorker,
+    stack: StackConfig,
+    collectors: Sequence[str],
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """The fingerprint document of a started worker's stack.
+
+    Raises ``auditor.stack_worker.WorkerError`` when the worker gives no answer (timeout,
+    crash); a collector's own failure stays inside its section.
+    """
+    reply = worker.request(
+        "fingerprint",
+        timeout=deadline_for(stack, timeout if timeout is not None else worker.request_timeout),
+        collectors=list(collectors),
+        context=context_for(stack),
+    )
+    document = dict(reply.result.get("fingerprint") or {})
+    document["runtime"] = {k: v for k, v in worker.hello.items() if k != "pid"}
+    return document
+
+
+def fingerprint_stack(
+    stack: StackConfig,
+    collectors: Sequence[str],
+    start_timeout: float = 120.0,
+    request_timeout: float = 120.0,
+) -> dict[str, Any]:
+    """Start a worker for ``stack``, fingerprint it, stop it. Raises WorkerError."""
+    worker = StackWorker(
+        stack,
+        start_timeout=start_timeout,
+        request_timeout=request_timeout,
+        packages=packages_for(collectors),
+    )
+    try:
+        worker.start()
+        return collect(worker, stack, collectors)
+    finally:
+        worker.close()
+
+
+def unknowns(document: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Section -> field -> reason, for every value the collectors could not determine."""
+    found: dict[str, dict[str, str]] = {}
+    for name, section in document.items():
+        if isinstance(section, dict) and isinstance(section.get("unknown"), dict) and section["unknown"]:
+            found[name] = dict(section["unknown"])
+    return found
+
+
+def errors(document: dict[str, Any]) -> dict[str, str]:
+    """Section -> error, for every collector that failed."""
+    return {
+        name: str(section["error"])
+        for name, section in document.items()
+        if isinstance(section, dict) and "error" in section
+    }

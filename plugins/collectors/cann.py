@@ -1,0 +1,255 @@
+"""The CANN software under the stack's ``ascend_root``: toolkit, its components, nnae, nnrt.
+
+Layouts, tried in this order (the one ``$ASCEND_HOME_PATH`` points at first, since that is
+what MindSpore 2.10 reads):
+
+- ``ascend-toolkit``: ``ascend-toolkit/latest/{compiler,runtime,opp,...}/version.info`` and
+  ``ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info`` (up to CANN 8.3);
+- ``cann``: CANN 8.5, ``cann/<arch>-linux/ascend_toolkit_install.info``;
+- ``share/info``: CANN 9.x, component files in ``<home>/share/info/<pkg>/version.info``;
+- ``latest``: the older ``<root>/latest`` layout MindSpore 2.0 also looks at.
+
+``compiler_version`` is ``Version=`` of ``compiler/version.info``: the number MindSpore
+compares (major.minor) with its supported list. Before CANN 8.2 it is an internal number
+(8.0.0 is 7.6.0.1.220), so ``version`` (the release) is kept beside it. In ``version_cfg``
+a ``[internal:release]`` value becomes ``["internal", "release"]`` (several such groups: a
+list of those; ``[]``: an empty list).
+"""
+
+import glob
+import os
+import platform
+
+from auditor.plugins.collectors._files import (
+    Unreadable,
+    ascend_path,
+    field,
+    parse_codes,
+    parse_groups,
+    parse_kv,
+    read_kv,
+    read_text,
+    system_path,
+)
+
+NAME = "cann"
+HOMES = (("ascend-toolkit", "ascend-toolkit/latest"), ("cann", "cann"), ("latest", "latest"))
+HOME_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+INSTALL_FIELDS = ("version", "innerversion", "compatible_version", "arch", "os", "path", "package_name")
+
+
+def collect(context):
+    unknown = {}
+    root = context.get("ascend_root") or "/usr/local/Ascend"
+    environ = context.get("environ") or {}
+    doc = {
+        "root": root,
+        "home": None,
+        "layout": None,
+        "other_homes": [],
+        "version": None,
+        "version_source": None,
+        "compiler_version": None,
+        "toolkit": None,
+        "components": {},
+        "version_cfg": None,
+        "nnae": None,
+        "nnrt": None,
+        "install_registry": None,
+        "unknown": unknown,
+    }
+    homes = find_homes(root, environ)
+    if homes:
+        (layout, home), others = homes[0], homes[1:]
+        doc.update(home=home, layout=layout, other_homes=[path for _, path in others])
+        doc["toolkit"] = _install_info(
+            _candidates(home, "ascend_toolkit_install.info"), "toolkit", unknown, _machine(context)
+        )
+        doc["components"] = _components(home, layout, unknown)
+        compiler = doc["components"].get("compiler")
+        if compiler is not None:
+            doc["compiler_version"] = compiler.get("Version")
+            if doc["compiler_version"] is None:
+                unknown["compiler_version"] = "%s: no Version= line" % _component_file(
+                    home, layout, "compiler"
+                )
+        elif "components.compiler" in unknown:
+            unknown["compiler_version"] = unknown["components.compiler"]
+        else:
+            unknown["compiler_version"] = "%s: missing" % _component_file(home, layout, "compiler")
+        doc["version_cfg"] = _version_cfg(os.path.join(home, "version.cfg"), unknown)
+    else:
+        reason = "%s: no CANN toolkit (looked for %s)" % (root, ", ".join(rel for _, rel in HOMES))
+        for key in ("home", "layout", "toolkit", "compiler_version", "version_cfg"):
+            unknown[key] = reason
+    nnae_home = ascend_path(context, "nnae", "latest")
+    doc["nnae"] = _install_info(
+        _candidates(nnae_home, "ascend_nnae_install.info"), "nnae", unknown, _machine(context)
+    )
+    if doc["nnae"] is not None:
+        # MindSpore 2.0 checks nnae's compiler before the toolkit's.
+        path = os.path.join(nnae_home, "compiler", "version.info")
+        try:
+            doc["nnae"]["compiler_version"] = field(
+                read_kv(path), "Version", path, unknown, "nnae.compiler_version"
+            )
+        except Unreadable as exc:
+            doc["nnae"]["compiler_version"] = None
+            unknown["nnae.compiler_version"] = str(exc)
+    doc["nnrt"] = _install_info(
+        _candidates(ascend_path(context, "nnrt", "latest"), "ascend_nnrt_install.info"),
+        "nnrt",
+        unknown,
+        _machine(context),
+    )
+    doc["version"], doc["version_source"] = _release(doc)
+    if doc["version"] is None:
+        unknown["version"] = unknown["version_source"] = (
+            "%s: no CANN toolkit, nnae or nnrt release version found" % root
+        )
+    registry = system_path(context, "etc/Ascend/ascend_cann_install.info")
+    try:
+        doc["install_registry"] = read_kv(registry)
+    except Unreadable as exc:
+        unknown["install_registry"] = str(exc)
+    return doc
+
+
+def _machine(context):
+    return platform.machine()
+
+
+def find_homes(root, environ):
+    """[(layout, directory)] of the CANN toolkit homes present, the preferred one first."""
+    found = []
+    for name, relative in HOMES:
+        path = os.path.join(root, relative)
+        if _is_home(path):
+            found.append((_layout(path, name), path))
+    preferred = None
+    for variable in HOME_VARIABLES:
+        value = environ.get(variable)
+        if value and os.path.isabs(value) and _is_home(value):
+            preferred = os.path.realpath(value)
+            break
+    if preferred is None:
+        return found
+    found.sort(key=lambda item: os.path.realpath(item[1]) != preferred)
+    parts = preferred.split(os.sep)
+    if (not found or os.path.realpath(found[0][1]) != preferred) and not ({"nnae", "nnrt"} & set(parts)):
+        # The environment points at a toolkit outside ascend_root: that is the one in use.
+        guess = (
+            "ascend-toolkit"
+            if "ascend-toolkit" in parts
+            else ("cann" if any(p.startswith("cann") for p in parts) else "latest")
+        )
+        found.insert(0, (_layout(preferred, guess), preferred))
+    return found
+
+
+def _is_home(path):
+    if not os.path.isdir(path):
+        return False
+    return bool(
+        os.path.isdir(os.path.join(path, "share", "info"))
+        or os.path.isfile(os.path.join(path, "version.cfg"))
+        or glob.glob(os.path.join(path, "*", "version.info"))
+        or glob.glob(os.path.join(path, "*-linux", "ascend_toolkit_install.info"))
+    )
+
+
+def _layout(path, name):
+    return "share/info" if os.path.isdir(os.path.join(path, "share", "info")) else name
+
+
+def _candidates(home, filename):
+    """Where an install-info file may be: ``<home>/<arch>-linux/`` or ``<home>/`` itself."""
+    return sorted(glob.glob(os.path.join(home, "*-linux", filename))) + [os.path.join(home, filename)]
+
+
+def _install_info(candidates, key, unknown, machine):
+    present = [p for p in candidates if os.path.lexists(p)]
+    if not present:
+        home, filename = os.path.split(candidates[-1])
+        if not os.path.isdir(home):
+            unknown[key] = "%s: missing" % home
+        else:
+            unknown[key] = "%s: missing (nor in %s)" % (os.path.join(home, "<arch>-linux", filename), home)
+        return None
+    # Several architectures installed side by side: the one this host runs.
+    present.sort(key=lambda p: os.path.basename(os.path.dirname(p)) != machine + "-linux")
+    path = present[0]
+    try:
+        values = read_kv(path)
+    except Unreadable as exc:
+        unknown[key] = str(exc)
+        return None
+    info = {"file": path}
+    for name in INSTALL_FIELDS:
+        convert = parse_codes if name == "compatible_version" else None
+        info[name] = field(values, name, path, unknown, "%s.%s" % (key, name), convert)
+    return info
+
+
+def _component_base(home, layout):
+    return os.path.join(home, "share", "info") if layout == "share/info" else home
+
+
+def _component_file(home, layout, name):
+    return os.path.join(_component_base(home, layout), name, "version.info")
+
+
+def _components(home, layout, unknown):
+    base = _component_base(home, layout)
+    components = {}
+    try:
+        names = sorted(os.listdir(base))
+    except OSError as exc:
+        unknown["components"] = "%s: cannot list (%s)" % (base, exc.strerror or exc)
+        return components
+    for name in names:
+        path = os.path.join(base, name, "version.info")
+        if not os.path.lexists(path):
+            continue
+        try:
+            components[name] = read_kv(path)
+        except Unreadable as exc:
+            components[name] = None
+            unknown["components." + name] = str(exc)
+    return components
+
+
+def _version_cfg(path, unknown):
+    try:
+        values = parse_kv(read_text(path))
+    except Unreadable as exc:
+        unknown["version_cfg"] = str(exc)
+        return None
+    except ValueError as exc:
+        unknown["version_cfg"] = "%s: garbled (%s)" % (path, exc)
+        return None
+    parsed = {}
+    for key, value in values.items():
+        try:
+            groups = [",".join(group).split(":") for group in parse_groups(value)]
+        except ValueError:
+            parsed[key] = value
+            continue
+        parsed[key] = groups[0] if len(groups) == 1 else groups
+    return parsed
+
+
+def _release(doc):
+    """The CANN release version and where it came from: the toolkit's install info, the
+    compiler's version_dir, nnae, nnrt, or (CANN 9.x) the compiler's own Version."""
+    toolkit, compiler = doc["toolkit"] or {}, doc["components"].get("compiler") or {}
+    for value, source in (
+        (toolkit.get("version"), "toolkit"),
+        (compiler.get("version_dir"), "compiler version_dir"),
+        ((doc["nnae"] or {}).get("version"), "nnae"),
+        ((doc["nnrt"] or {}).get("version"), "nnrt"),
+        (compiler.get("Version") if doc["layout"] == "share/info" else None, "compiler Version"),
+    ):
+        if value:
+            return value, source
+    return None, None

@@ -1,0 +1,87 @@
+"""The host a stack runs on: name, OS release, kernel, architecture, CPU model, Python.
+
+The OS release is read from ``<system_root>/etc/os-release``; the kernel, architecture and
+CPU come from the running system (``uname``, ``/proc/cpuinfo``), which ``system_root``
+cannot stand in for (the context key ``cpuinfo`` names another file, for tests).
+"""
+
+import platform
+import socket
+import sys
+
+from auditor.plugins.collectors._files import Unreadable, parse_kv, read_text, system_path
+
+NAME = "host"
+OS_RELEASE_KEYS = ("ID", "VERSION_ID", "PRETTY_NAME")
+CPUINFO = "/proc/cpuinfo"
+
+# aarch64 /proc/cpuinfo names no model, only implementer and part codes.
+ARM_IMPLEMENTERS = {"0x41": "ARM", "0x48": "HiSilicon", "0x70": "Phytium", "0xc0": "Ampere"}
+ARM_PARTS = {("0x48", "0xd01"): "Kunpeng-920", ("0x48", "0xd02"): "Kunpeng-930"}
+
+
+def collect(context):
+    unknown = {}
+    return {
+        "hostname": socket.gethostname(),
+        "os_release": _os_release(context, unknown),
+        "kernel": platform.release(),
+        "arch": platform.machine(),
+        "cpu_model": _cpu_model(context.get("cpuinfo", CPUINFO), unknown),
+        "python": {
+            "version": "%d.%d.%d" % sys.version_info[:3],
+            "executable": sys.executable,
+            "implementation": platform.python_implementation(),
+        },
+        "unknown": unknown,
+    }
+
+
+def _os_release(context, unknown):
+    reasons = []
+    for relative in ("etc/os-release", "usr/lib/os-release"):
+        path = system_path(context, relative)
+        try:
+            values = parse_kv(read_text(path))
+        except Unreadable as exc:
+            reasons.append(str(exc))
+            continue
+        except ValueError as exc:
+            reasons.append("%s: garbled (%s)" % (path, exc))
+            continue
+        return {key: values.get(key) for key in OS_RELEASE_KEYS}
+    unknown["os_release"] = "; ".join(reasons)
+    return None
+
+
+def _cpu_model(path, unknown):
+    try:
+        # /proc/cpuinfo grows with the number of cores; the model is in the first block.
+        text = read_text(path, truncate=True)
+    except Unreadable as exc:
+        unknown["cpu_model"] = str(exc)
+        return None
+    model = parse_cpu_model(text)
+    if model is None:
+        unknown["cpu_model"] = "%s: no model name, CPU implementer or CPU part line" % path
+    return model
+
+
+def parse_cpu_model(text):
+    """The CPU model from /proc/cpuinfo text (x86 ``model name``; aarch64 implementer/part)."""
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    for key in ("model name", "cpu model", "cpu"):
+        if fields.get(key):
+            return fields[key]
+    implementer = fields.get("cpu implementer", "").lower()
+    part = fields.get("cpu part", "").lower()
+    if not implementer:
+        return None
+    if (implementer, part) in ARM_PARTS:
+        return ARM_PARTS[(implementer, part)]
+    vendor = ARM_IMPLEMENTERS.get(implementer, "implementer " + implementer)
+    return "%s part %s" % (vendor, part or "?")
