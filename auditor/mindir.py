@@ -1,17 +1,74 @@
-"""Read a MindIR's identity without importing any framework.
+"""Read a MindIR's identity and a summary of its graph without importing any framework.
 
-A MindIR is a protobuf ``ModelProto``; its fields are written in number order, so
-``mind_ir_version`` (13) comes after the large graph (7). A small wire-format walk over the
-top-level fields finds it without parsing the graph. Encrypted, truncated or foreign files
-give ``readable=False`` with a reason, never an exception.
+A MindIR is a protobuf ``ModelProto`` (proto2, ``mindspore/core/proto/mind_ir.proto``); its
+fields are written in number order, so ``mind_ir_version`` (13) comes after the large graph
+(7). A small wire-format reader walks the top-level fields, then the graph's nodes (for the
+operator types) and parameters (for the weights' count, shapes and dtypes).
+
+The file may come from anywhere (a shared database, another host), so the reader never
+trusts it: every length is checked against what is left, nesting is fixed by the schema, and
+the number of fields read is bounded. Encrypted, truncated or foreign files give
+``readable=False`` with a reason, never an exception. A valid file whose graph is larger than
+the bound keeps its identity and says why its graph was not summarised.
+
+Field numbers used (mind_ir.proto):
+  ModelProto     1 ir_version, 2 producer_name, 3 producer_version, 5 model_version,
+                 7 graph, 8 functions, 10 little_endian, 12 primitives, 13 mind_ir_version
+  GraphProto     1 node, 2 name, 3 parameter, 5 input, 6 output
+  NodeProto      4 op_type ("REF::<primitive name>" since MindSpore 2.0, else the type itself)
+  PrimitiveProto 1 name, 2 op_type
+  ValueInfoProto 1 name, 2 tensor
+  TensorProto    1 dims, 2 data_type, 7 name, 9 raw_data, 12 external_data
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _STRING_FIELDS = {1: "ir_version", 2: "producer_name", 3: "producer_version", 5: "model_version"}
+
+# TensorProto.DataType -> numpy-style names.
+DTYPES = {
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    4: "uint16",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    8: "string",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+    12: "uint32",
+    13: "uint64",
+    14: "complex64",
+    15: "complex128",
+    16: "bfloat16",
+    17: "float64",
+}
+
+# MindSpore's encrypted export (mindspore.export(..., enc_key=...)) starts every block with a
+# little-endian magic number: 0x7F3A5ED8 for AES-GCM (seen from 2.10), 0x7F3A5ED9 for AES-CBC
+# (seen from 2.0).
+ENCRYPTION_MAGIC = {b"\xd8\x5e\x3a\x7f": "AES-GCM", b"\xd9\x5e\x3a\x7f": "AES-CBC"}
+
+# Bounds on the work one file can cause (about a second of reading at most). The PPO probe
+# has about 350 fields (a node's attributes are skipped whole).
+MAX_FIELDS = 500_000
+MAX_OP_TYPES = 10_000
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or parameter: name, shape (-1 for a dynamic dimension) and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
 
 
 @dataclass(frozen=True)
@@ -26,24 +83,61 @@ class MindIRInfo:
     model_version: str | None = None
     mind_ir_version: int | None = None
     little_endian: bool | None = None
+    # The graph (main graph and functions), None when it was not summarised (see graph_note).
+    op_types: tuple[str, ...] | None = None
+    node_count: int | None = None
+    parameter_count: int | None = None
+    parameter_elements: int | None = None
+    parameter_dtypes: tuple[str, ...] | None = None
+    parameters: tuple[TensorInfo, ...] | None = None
+    inputs: tuple[TensorInfo, ...] | None = None
+    graph_note: str = ""
 
     def describe(self) -> str:
         if not self.readable:
             return f"not a readable MindIR: {self.reason}"
-        return (
+        text = (
             f"MindIR version {self.mind_ir_version} exported by {self.producer_name} "
             f"{self.model_version} (ir_version {self.ir_version})"
         )
+        if self.op_types is not None:
+            text += (
+                f", {self.node_count} nodes ({', '.join(self.op_types)}), {self.parameter_count} "
+                f"parameters ({self.parameter_elements} values, {', '.join(self.parameter_dtypes or ())})"
+            )
+        elif self.graph_note:
+            text += f"; graph not summarised: {self.graph_note}"
+        return text
 
 
 class _WireError(ValueError):
     pass
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+class _Budget:
+    """Counts fields read across the whole file; past the limit the reader stops."""
+
+    def __init__(self, limit: int):
+        self.left = limit
+
+    def take(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _BudgetExceeded(f"more than {MAX_FIELDS} protobuf fields")
+
+
+class _BudgetExceeded(_WireError):
+    pass
+
+
+class _Incomplete(_WireError):
+    pass
+
+
+def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
-        if pos >= len(data):
+        if pos >= end:
             raise _WireError(f"truncated varint at byte {pos}")
         b = data[pos]
         pos += 1
@@ -55,49 +149,244 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise _WireError(f"varint longer than 10 bytes at byte {pos}")
 
 
-def read_info(data: bytes) -> MindIRInfo:
-    digest = hashlib.sha256(data).hexdigest()
-    fields: dict[str, object] = {}
-    pos = 0
-    seen_graph = False
+def _signed(value: int) -> int:
+    """int64 fields are written as two's complement in 64 bits."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _fields(
+    data: memoryview, start: int, end: int, budget: _Budget
+) -> Iterator[tuple[int, int, int | memoryview]]:
+    """(field number, wire type, value) of one message; value is an int or a view of the bytes."""
+    pos = start
+    while pos < end:
+        budget.take()
+        at = pos
+        key, pos = _varint(data, pos, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise _WireError(f"field number 0 at byte {at}")
+        if wire == 0:
+            value, pos = _varint(data, pos, end)
+            yield number, wire, value
+        elif wire == 1 or wire == 5:
+            width = 8 if wire == 1 else 4
+            if pos + width > end:
+                raise _WireError(f"field {number} at byte {at}: {width}-byte value runs past its message")
+            yield number, wire, int.from_bytes(data[pos : pos + width], "little")
+            pos += width
+        elif wire == 2:
+            length, pos = _varint(data, pos, end)
+            if pos + length > end:
+                raise _WireError(
+                    f"field {number} at byte {at} claims {length} bytes, only {end - pos} are left"
+                )
+            yield number, wire, data[pos : pos + length]
+            pos += length
+        else:
+            raise _WireError(f"wire type {wire} at byte {at}")
+
+
+def _text(value: int | memoryview, what: str) -> str:
+    if not isinstance(value, memoryview):
+        raise _WireError(f"{what} is not a string")
     try:
-        if not data:
-            raise _WireError("empty file")
-        while pos < len(data):
-            key, pos = _varint(data, pos)
-            number, wire = key >> 3, key & 7
-            if number == 0:
-                raise _WireError(f"field number 0 at byte {pos}")
-            if wire == 0:
-                value, pos = _varint(data, pos)
-                if number == 13:
-                    fields["mind_ir_version"] = value
-                elif number == 10:
-                    fields["little_endian"] = bool(value)
-            elif wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
-            elif wire == 2:
-                length, pos = _varint(data, pos)
-                if pos + length > len(data):
-                    raise _WireError(f"field {number} claims {length} bytes, file ends first")
-                chunk = data[pos : pos + length]
-                pos += length
-                if number in _STRING_FIELDS:
-                    try:
-                        fields[_STRING_FIELDS[number]] = chunk.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise _WireError(f"field {number} is not text") from None
-                elif number == 7:
-                    seen_graph = True
-            else:
-                raise _WireError(f"wire type {wire} at byte {pos}")
-            if pos > len(data):
-                raise _WireError("truncated field")
-        if not seen_graph or fields.get("producer_name") is None:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _WireError(f"{what} is not text") from None
+
+
+def _message(value: int | memoryview, what: str) -> memoryview:
+    if not isinstance(value, memoryview):
+        raise _WireError(f"{what} is not a message")
+    return value
+
+
+def _packed_or_single(wire: int, value: int | memoryview, budget: _Budget) -> list[int]:
+    """A repeated int64 field: one varint, or (packed) a run of varints."""
+    if wire == 0:
+        assert isinstance(value, int)
+        return [_signed(value)]
+    if wire != 2:
+        raise _WireError("dims is neither a varint nor a packed run of varints")
+    assert isinstance(value, memoryview)
+    out, pos = [], 0
+    while pos < len(value):
+        budget.take()
+        v, pos = _varint(value, pos, len(value))
+        out.append(_signed(v))
+    return out
+
+
+def _tensor(chunk: memoryview, budget: _Budget) -> TensorInfo:
+    dims: list[int] = []
+    dtype, name = 0, ""
+    for number, wire, value in _fields(chunk, 0, len(chunk), budget):
+        if number == 1:
+            dims.extend(_packed_or_single(wire, value, budget))
+        elif number == 2 and wire == 0:
+            assert isinstance(value, int)
+            dtype = value
+        elif number == 7:
+            name = _text(value, "tensor name")
+    return TensorInfo(name, tuple(dims), DTYPES.get(dtype, f"type{dtype}"))
+
+
+def _value_info(chunk: memoryview, budget: _Budget) -> TensorInfo | None:
+    name, tensor = "", None
+    for number, _, value in _fields(chunk, 0, len(chunk), budget):
+        if number == 1:
+            name = _text(value, "input name")
+        elif number == 2 and tensor is None:
+            tensor = _tensor(_message(value, "input tensor"), budget)
+    if tensor is None:
+        return None  # an input that is not a tensor (a tuple, a scalar attribute)
+    return TensorInfo(name or tensor.name, tensor.shape, tensor.dtype)
+
+
+@dataclass
+class _Graph:
+    name: str
+    op_types: list[str]
+    parameters: list[TensorInfo]
+    inputs: list[TensorInfo]
+
+
+def _graph(chunk: memoryview, budget: _Budget, with_io: bool) -> _Graph:
+    g = _Graph("", [], [], [])
+    for number, _, value in _fields(chunk, 0, len(chunk), budget):
+        if number == 2:
+            g.name = _text(value, "graph name")
+        elif number == 1:
+            node = _message(value, "graph node")
+            for n, _, v in _fields(node, 0, len(node), budget):
+                if n == 4:
+                    g.op_types.append(_text(v, "node op_type"))
+        elif number == 3:
+            g.parameters.append(_tensor(_message(value, "graph parameter"), budget))
+        elif number == 5 and with_io:
+            info = _value_info(_message(value, "graph input"), budget)
+            if info is not None:
+                g.inputs.append(info)
+    # Names are written "<graph name>:<name>"; the graph name is an export counter.
+    prefix = g.name + ":"
+    g.parameters = [_unprefixed(t, prefix) for t in g.parameters]
+    g.inputs = [_unprefixed(t, prefix) for t in g.inputs]
+    return g
+
+
+def _unprefixed(t: TensorInfo, prefix: str) -> TensorInfo:
+    if prefix != ":" and t.name.startswith(prefix):
+        return TensorInfo(t.name[len(prefix) :], t.shape, t.dtype)
+    return t
+
+
+def _primitive(chunk: memoryview, budget: _Budget) -> tuple[str, str]:
+    name = op_type = ""
+    for number, _, value in _fields(chunk, 0, len(chunk), budget):
+        if number == 1:
+            name = _text(value, "primitive name")
+        elif number == 2:
+            op_type = _text(value, "primitive op_type")
+    return name, op_type
+
+
+def _resolve(op_type: str, primitives: dict[str, str]) -> str:
+    """'REF::MatMul:4' names a primitive of the model; older files hold the type itself."""
+    if not op_type.startswith("REF::"):
+        return op_type
+    ref = op_type[len("REF::") :]
+    if ref in primitives and primitives[ref]:
+        return primitives[ref]
+    base, sep, suffix = ref.rpartition(":")
+    return base if sep and suffix.isdigit() else ref
+
+
+def _elements(shape: tuple[int, ...]) -> int | None:
+    if any(d < 0 for d in shape):
+        return None
+    return math.prod(shape)
+
+
+def read_info(data: bytes) -> MindIRInfo:
+    """What a MindIR says about itself; never raises on bad input."""
+    digest = hashlib.sha256(data).hexdigest()
+    if not data:
+        return MindIRInfo(digest, 0, False, "not a MindIR (empty file)")
+    if bytes(data[:4]) in ENCRYPTION_MAGIC:
+        mode = ENCRYPTION_MAGIC[bytes(data[:4])]
+        return MindIRInfo(
+            digest, len(data), False, f"encrypted MindIR ({mode}): it can only be read with its key"
+        )
+    view = memoryview(data)
+    budget = _Budget(MAX_FIELDS)
+    fields: dict[str, object] = {}
+    graph: memoryview | None = None
+    functions: list[memoryview] = []
+    primitives: list[memoryview] = []
+    try:
+        for number, wire, value in _fields(view, 0, len(view), budget):
+            if wire == 0 and number == 13:
+                assert isinstance(value, int)
+                fields["mind_ir_version"] = _signed(value)
+            elif wire == 0 and number == 10:
+                fields["little_endian"] = bool(value)
+            elif wire == 2 and number in _STRING_FIELDS:
+                fields[_STRING_FIELDS[number]] = _text(value, f"field {number} ({_STRING_FIELDS[number]})")
+            elif wire == 2 and number == 7:
+                graph = _message(value, "graph")
+            elif wire == 2 and number == 8:
+                functions.append(_message(value, "function"))
+            elif wire == 2 and number == 12:
+                primitives.append(_message(value, "primitive"))
+        if graph is None or fields.get("producer_name") is None:
             raise _WireError("no graph or producer field")
     except _WireError as exc:
         return MindIRInfo(digest, len(data), False, f"encrypted or not a MindIR ({exc})")
+    has_version = "mind_ir_version" in fields
     fields.setdefault("mind_ir_version", 0)
-    return MindIRInfo(digest, len(data), True, **fields)  # type: ignore[arg-type]
+    try:
+        summary = _summary(graph, functions, primitives, budget, has_version)
+    except _BudgetExceeded as exc:
+        return MindIRInfo(digest, len(data), True, graph_note=str(exc), **fields)  # type: ignore[arg-type]
+    except _Incomplete as exc:
+        return MindIRInfo(digest, len(data), False, f"truncated or incomplete MindIR ({exc})")
+    except _WireError as exc:
+        return MindIRInfo(digest, len(data), False, f"the graph is malformed ({exc})", **fields)  # type: ignore[arg-type]
+    return MindIRInfo(digest, len(data), True, **fields, **summary)  # type: ignore[arg-type]
+
+
+def _summary(
+    graph: memoryview,
+    functions: list[memoryview],
+    primitives: list[memoryview],
+    budget: _Budget,
+    has_version: bool,
+) -> dict[str, object]:
+    refs = dict(_primitive(p, budget) for p in primitives)
+    main = _graph(graph, budget, with_io=True)
+    op_types = list(main.op_types)
+    for f in functions:
+        op_types += _graph(f, budget, with_io=False).op_types
+    # Protobuf has no end marker: a file cut after the graph is still a valid message. Files
+    # whose nodes refer to primitives ("REF::") come from writers that also write the
+    # primitives and mind_ir_version after the graph, so their absence means a cut file.
+    referenced = [t for t in op_types if t.startswith("REF::")]
+    missing = sorted({t[len("REF::") :] for t in referenced} - set(refs))
+    if missing:
+        raise _Incomplete(f"nodes refer to primitive {missing[0]!r}, which the file does not define")
+    if referenced and not has_version:
+        raise _Incomplete("the file ends before its mind_ir_version")
+    distinct = sorted({_resolve(t, refs) for t in op_types})
+    if len(distinct) > MAX_OP_TYPES:
+        raise _BudgetExceeded(f"more than {MAX_OP_TYPES} distinct operator types")
+    counts = [_elements(p.shape) for p in main.parameters]
+    return {
+        "op_types": tuple(distinct),
+        "node_count": len(op_types),
+        "parameter_count": len(main.parameters),
+        "parameter_elements": None if None in counts else sum(c for c in counts if c is not None),
+        "parameter_dtypes": tuple(sorted({p.dtype for p in main.parameters})),
+        "parameters": tuple(main.parameters),
+        "inputs": tuple(main.inputs),
+    }

@@ -1,0 +1,77 @@
+"""``auditor drift STACK``: how a stack's fingerprint changed over time, run by run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from auditor.drift import diff
+
+
+def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[str, Any]]:
+    """One entry per run where the stack's fingerprint differed from its previous one (the
+    first fingerprint included), oldest first."""
+    history = store.fingerprint_history(stack, host)
+    entries: list[dict[str, Any]] = []
+    previous: dict[str, str] = {}  # host -> digest
+    changed: list[tuple[int, Any, str, str | None, str]] = []
+    for run_id, started_at, where, digest in history:
+        before = previous.get(where)
+        if before != digest:
+            changed.append((run_id, started_at, where, before, digest))
+        previous[where] = digest
+    documents = store.fingerprints([d for *_, b, d in changed] + [b for *_, b, _ in changed if b is not None])
+    for run_id, started_at, where, before, digest in changed:
+        changes = [] if before is None else diff(documents[before], documents[digest])
+        entries.append(
+            {
+                "run_id": run_id,
+                "started_at": started_at.isoformat() + "Z",
+                "host": where,
+                "previous_digest": before,
+                "digest": digest,
+                "changes": [asdict(c) for c in changes],
+            }
+        )
+    return entries
+
+
+@click.command("drift")
+@click.argument("stack")
+@click.option("--host", default=None, help="Only the stack of this host (default: every host).")
+@click.option("--limit", default=20, show_default=True, help="How many changes to show, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+def drift_command(obj: Any, stack: str, host: str | None, limit: int, as_json: bool) -> None:
+    """Show how STACK's fingerprint changed over time: each run where it changed, field by field.
+
+    The first entry is the stack's first fingerprint in the history database.
+    """
+    from auditor.store import Store, StoreError
+
+    config = None if obj.db else obj.config()
+    try:
+        store = Store.open(obj.db_url(config))
+    except StoreError as exc:
+        click.echo(f"auditor: {exc}", err=True)
+        sys.exit(2)
+    entries = drift_history(store, stack, host)[-limit:][::-1] if limit > 0 else []
+    if as_json:
+        click.echo(json.dumps({"stack": stack, "changes": entries}, indent=2))
+        return
+    if not store.fingerprint_history(stack, host):
+        click.echo(f"no fingerprint of stack {stack!r} in {store.url}: run `auditor audit` first")
+        return
+    for e in entries:
+        when = e["started_at"][:19].replace("T", " ")
+        head = f"run {e['run_id']:>5}  {when}  {e['host']}  {e['digest'][:12]}"
+        if e["previous_digest"] is None:
+            click.echo(f"{head}  first fingerprint")
+            continue
+        click.echo(f"{head}  ({len(e['changes'])} change{'s' if len(e['changes']) != 1 else ''})")
+        for c in e["changes"]:
+            click.echo(f"    {c['words']}")

@@ -1,0 +1,492 @@
+"""The built-in compatibility rules (FACTS.md §3 "Compatibility rules").
+
+- mindspore-cann: MindSpore's own list of supported CANN versions (read from its installed
+  ``_check_version.py``) against major.minor of the CANN compiler's ``Version=``;
+- mindir-version: an exported MindIR's ``mind_ir_version`` against the highest version the
+  inference runtime reads: learned from the runtime's own rejection message when it has
+  refused a file before, else known (Lite 2.0.0 and 2.2.11 read 1; MindSpore reads what it
+  writes: 1.7-2.2.x -> 1, 2.3-2.4.x -> 2, 2.5 and later -> 3);
+- driver-firmware: the firmware in one of the driver's ``compatible_version_fw`` ranges, or
+  the driver in one of the firmware's ``compatible_version_drv`` ranges; firmware below 6.4
+  never;
+- cann-driver (inferred, unverified): the CANN innerversion code in the driver's
+  ``compatible_version`` list, or the driver's code in CANN's;
+- train-infer-pairing: the two stacks of a pair on the same CANN major.minor, the same
+  MindSpore / MindSpore Lite version, and the same numerics-changing environment.
+
+Every rule stays silent when a fact it needs is unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from auditor.config import PairConfig
+from auditor.hookspecs import hookimpl
+from auditor.results import Finding
+from auditor.rules import Rule, RuleContext, major_minor, version_tuple
+from auditor.rules import finding as _finding
+
+# -- MindSpore <-> CANN ------------------------------------------------------------------------
+
+# The CANN release the MindSpore install guide names for each release (FACTS.md); for advice only.
+RECOMMENDED_CANN = {
+    (2, 0): "6.3.RC1",
+    (2, 1): "6.3.RC2",
+    (2, 2): "7.0.0",
+    (2, 3): "8.0.RC2",
+    (2, 4, 0): "8.0.RC3",
+    (2, 4, 1): "8.0.RC3",
+    (2, 4, 10): "8.0.0",
+    (2, 5): "8.0.0",
+    (2, 6): "8.1.RC1",
+}
+
+
+def recommended_cann(version: str | None) -> str | None:
+    v = version_tuple(version)
+    if v is None:
+        return None
+    return RECOMMENDED_CANN.get(v[:3]) or RECOMMENDED_CANN.get(v[:2])
+
+
+def _on_npu(ctx: RuleContext, stack: str) -> bool:
+    config = ctx.stacks.get(stack)
+    return config is not None and config.device.startswith("ascend")
+
+
+def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
+    for name in ctx.stacks:
+        ms = ctx.section(name, "framework").get("mindspore")
+        if not isinstance(ms, dict):
+            continue  # no MindSpore in this stack (a Lite stack), or no fingerprint
+        cann = ctx.section(name, "cann")
+        compiler, supported = cann.get("compiler_version"), ms.get("supported_cann")
+        version = ms.get("version")
+        if compiler is None or not supported:
+            if _on_npu(ctx, name):
+                if compiler is None:
+                    why = (cann.get("unknown") or {}).get("compiler_version") or "not found"
+                    missing = f"no CANN compiler version ({why})"
+                else:
+                    unknown = ctx.section(name, "framework").get("unknown") or {}
+                    why = unknown.get("mindspore.supported_cann")
+                    missing = f"MindSpore's supported CANN list could not be read ({why or 'empty'})"
+                yield _finding(
+                    "mindspore-cann",
+                    "info",
+                    name,
+                    f"{name}/mindspore-cann",
+                    f"{name} runs on {ctx.stacks[name].device} but MindSpore {version} cannot be "
+                    f"checked against CANN: {missing}",
+                    {"mindspore": version, "supported_cann": supported, "cann_compiler_version": compiler},
+                    "check the stack's ascend_root and that the CANN toolkit is installed there",
+                )
+            continue
+        mm = major_minor(compiler)
+        if mm is not None and mm in {major_minor(s) or s for s in supported}:
+            continue
+        release = cann.get("version")
+        installed = f"CANN {release} (compiler {compiler})" if release else f"CANN compiler {compiler}"
+        advice = recommended_cann(version)
+        yield _finding(
+            "mindspore-cann",
+            "critical" if _on_npu(ctx, name) else "warning",
+            name,
+            f"{name}/mindspore-cann",
+            f"{name}: MindSpore {version} supports CANN {', '.join(supported)}, but {cann.get('root')} "
+            f"holds {installed}, which MindSpore's check reads as {mm or compiler}",
+            {
+                "mindspore": version,
+                "supported_cann": list(supported),
+                "cann_version": release,
+                "cann_compiler_version": compiler,
+                "cann_major_minor": mm,
+                "cann_root": cann.get("root"),
+                "checker_file": ms.get("checker_file"),
+            },
+            f"install a CANN that MindSpore {version} supports ({', '.join(supported)}"
+            + (f"; its install guide names {advice}" if advice else "")
+            + f"), or a MindSpore release that supports CANN {mm or compiler}",
+        )
+
+
+# -- MindIR version <-> inference runtime ------------------------------------------------------
+
+# Known maxima of MindSpore Lite builds (FACTS.md: measured or published).
+LITE_MAXIMA = {"2.0.0": 1, "2.2.11": 1}
+WRITERS = {0: "before 1.7", 1: "1.7 to 2.2.x", 2: "2.3 to 2.4.x", 3: "2.5 and later"}
+
+
+def written_version(mindspore_version: str | None) -> int | None:
+    """The mind_ir_version MindSpore writes (and so the highest it reads); None before 1.7,
+    which neither writes nor checks it."""
+    v = version_tuple(mindspore_version)
+    if v is None or len(v) < 2:
+        return None
+    if v < (1, 7):
+        return None
+    if v < (2, 3):
+        return 1
+    if v < (2, 5):
+        return 2
+    return 3
+
+
+def _runtime(ctx: RuleContext, stack: str) -> tuple[str | None, str | None]:
+    rt = ctx.section(stack, "runtime")
+    package, version = rt.get("runtime_package"), rt.get("runtime_version")
+    if version is None:
+        fw = ctx.section(stack, "framework")
+        key = {"mindspore-lite": "mindspore_lite", "mindspore": "mindspore"}.get(str(package), "")
+        version = (fw.get(key) or {}).get("version") if key else None
+    return package, version
+
+
+def runtime_maximum(ctx: RuleContext, package: str | None, version: str | None) -> tuple[int, str] | None:
+    """(the highest mind_ir_version the runtime reads, where that is known from), or None."""
+    if package is None or version is None:
+        return None
+    learned = ctx.learned_maxima.get((package, version))
+    if learned is not None:
+        when = f" on {learned.learned_at:%Y-%m-%d}" if learned.learned_at else ""
+        return learned.max_mind_ir_version, f"learned from its own rejection message{when}"
+    if package == "mindspore-lite" and version in LITE_MAXIMA:
+        return LITE_MAXIMA[version], f"known limit of MindSpore Lite {version}"
+    if package == "mindspore":
+        written = written_version(version)
+        if written is not None:
+            return written, f"MindSpore {version} reads the version it writes"
+    return None
+
+
+def mindir_version(ctx: RuleContext) -> Iterable[Finding]:
+    """One finding per pair (it is the runtime that cannot read the train stack's files),
+    blocking every probe variant whose file is too new."""
+    for pair in ctx.pairs:
+        package, version = _runtime(ctx, pair.infer)
+        limit = runtime_maximum(ctx, package, version)
+        if limit is None:
+            continue  # unknown: the load is attempted, and a rejection teaches the maximum
+        maximum, source = limit
+        runtime = ctx.stacks[pair.infer].runtime if pair.infer in ctx.stacks else package
+        too_new = []
+        for model in ctx.variants(pair, pair.train):
+            info = model.info
+            file_version = info.get("mind_ir_version")
+            if not info.get("readable") or not isinstance(file_version, int) or file_version <= maximum:
+                continue
+            reader, writer = version_tuple(version), version_tuple(info.get("model_version"))
+            if package == "mindspore" and "learned" not in source and reader and writer and reader >= writer:
+                continue  # a MindSpore reads what it and older releases write
+            too_new.append(model)
+        if not too_new:
+            continue
+        file_version = max(m.info["mind_ir_version"] for m in too_new)
+        producer = ", ".join(sorted({str(m.info.get("model_version")) for m in too_new}))
+        fits = WRITERS.get(maximum, f"writing version {maximum} or lower")
+        yield _finding(
+            "mindir-version",
+            "critical",
+            pair.name,
+            f"{pair.name}/mindir-version",
+            f"{pair.infer} ({runtime} {version}) cannot load the MindIR exported by {pair.train} "
+            f"(MindSpore {producer}): the file has MindIR version {file_version}, the runtime reads "
+            f"at most version {maximum} ({source}); the load was not attempted "
+            f"({len(too_new)} probe variant{'s' if len(too_new) > 1 else ''})",
+            {
+                "mind_ir_version": file_version,
+                "exported_by": producer,
+                "runtime": runtime,
+                "runtime_package": package,
+                "runtime_version": version,
+                "runtime_max_mind_ir_version": maximum,
+                "limit_source": source,
+                "not_loaded": {f"{m.probe} [{m.variant}]": m.info.get("sha256") for m in too_new},
+            },
+            f"export with a MindSpore release that writes MindIR version {maximum} or lower "
+            f"(MindSpore {fits}), or upgrade {pair.infer} to a {package} release that reads "
+            f"version {file_version} (the same release as the training MindSpore, {producer})",
+            kind="incompatible",
+            blocks=[{"pair": pair.name, "probe": m.probe, "variant": m.variant} for m in too_new],
+        )
+
+
+# -- driver <-> firmware <-> CANN --------------------------------------------------------------
+
+
+def _ranges(entries: Any) -> list[tuple[str, str]]:
+    """[[start, end], ...] (or "start,end" strings, or single versions) as (start, end) pairs."""
+    out: list[tuple[str, str]] = []
+    for entry in entries or ():
+        if isinstance(entry, str):
+            parts = [p.strip() for p in entry.strip("[]").split(",")]
+        elif isinstance(entry, (list, tuple)):
+            parts = [str(p).strip() for p in entry]
+        else:
+            continue
+        if len(parts) == 1 and parts[0]:
+            out.append((parts[0], parts[0]))
+        elif len(parts) == 2 and parts[0] and parts[1]:
+            out.append((parts[0], parts[1]))
+    return out
+
+
+def in_version_range(version: str, start: str, end: str) -> bool:
+    """FACTS.md: compared as strings cut to the longer of start/end, inclusive, so
+    [24.1, 24.1.] holds every 24.1.* and [7.0.0, 7.7.99] holds 7.7.0.1.231."""
+    cut = version[: max(len(start), len(end))]
+    return start <= cut <= end
+
+
+def _host_groups(ctx: RuleContext) -> dict[tuple[str, str], list[str]]:
+    """Stacks that share one Ascend install (host and ascend_root), with a fingerprint."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, config in ctx.stacks.items():
+        if ctx.fingerprints.get(name):
+            groups.setdefault((config.host, config.ascend_root), []).append(name)
+    return groups
+
+
+def _host_severity(ctx: RuleContext, stacks: list[str]) -> str:
+    """Critical where a stack uses the NPU, a warning where the stacks only share the host."""
+    return "critical" if any(_on_npu(ctx, s) for s in stacks) else "warning"
+
+
+def driver_firmware(ctx: RuleContext) -> Iterable[Finding]:
+    for (host, root), stacks in _host_groups(ctx).items():
+        driver, firmware = ctx.section(stacks[0], "driver"), ctx.section(stacks[0], "firmware")
+        drv, fw = driver.get("version"), firmware.get("version")
+        if not drv or not fw:
+            continue
+        fw_ranges = _ranges(driver.get("compatible_version_fw"))
+        drv_ranges = _ranges(firmware.get("compatible_version_drv"))
+        facts = {
+            "driver_version": drv,
+            "firmware_version": fw,
+            "driver_compatible_version_fw": [list(r) for r in fw_ranges],
+            "firmware_compatible_version_drv": [list(r) for r in drv_ranges],
+            "ascend_root": root,
+            "stacks": stacks,
+        }
+        fw_tuple = version_tuple(fw)
+        if fw_tuple is not None and fw_tuple[:2] < (6, 4):
+            reason = f"firmware {fw} is older than 6.4, which no driver supports"
+        elif any(in_version_range(fw, a, b) for a, b in fw_ranges) or any(
+            in_version_range(drv, a, b) for a, b in drv_ranges
+        ):
+            continue
+        elif not fw_ranges and not drv_ranges:
+            continue  # neither side says what it works with
+        else:
+            said = []
+            if fw_ranges:
+                said.append(f"driver {drv} takes firmware {_show(fw_ranges)}")
+            if drv_ranges:
+                said.append(f"firmware {fw} takes drivers {_show(drv_ranges)}")
+            reason = "; ".join(said)
+        yield _finding(
+            "driver-firmware",
+            _host_severity(ctx, stacks),
+            host,
+            f"{host}:{root}/driver-firmware",
+            f"NPU driver {drv} and firmware {fw} under {root} ({host}) are not compatible: {reason}",
+            facts,
+            "install the firmware package released with this driver (or the driver released with "
+            "this firmware), then reboot the host",
+        )
+
+
+def _show(ranges: list[tuple[str, str]]) -> str:
+    return ", ".join(f"[{a}, {b}]" for a, b in ranges)
+
+
+_CODE = re.compile(r"^V(\d+)R(\d+)C(\d+)", re.IGNORECASE)
+
+
+def release_code(innerversion: str | None) -> tuple[int, int, int] | None:
+    """'V100R001C22SPC001B231' -> (100, 1, 22): the release code without SPC/B suffix."""
+    m = _CODE.match(str(innerversion or "").strip())
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _code_text(code: tuple[int, int, int]) -> str:
+    return f"V{code[0]}R{code[1]:03d}C{code[2]:02d}"
+
+
+def _code_in(code: tuple[int, int, int], entries: Any) -> bool:
+    for start, end in _ranges(entries):
+        a, b = release_code(start), release_code(end)
+        if a is not None and b is not None and a <= code <= b:
+            return True
+    return False
+
+
+def cann_driver(ctx: RuleContext) -> Iterable[Finding]:
+    for (host, root), stacks in _host_groups(ctx).items():
+        cann, driver = ctx.section(stacks[0], "cann"), ctx.section(stacks[0], "driver")
+        package = next(
+            (
+                (k, cann[k])
+                for k in ("toolkit", "nnae", "nnrt")
+                if isinstance(cann.get(k), dict) and cann[k].get("innerversion")
+            ),
+            None,
+        )
+        if package is None:
+            continue
+        kind, pkg = package
+        cann_code = release_code(pkg.get("innerversion"))
+        driver_code = release_code(driver.get("innerversion"))
+        if cann_code is None or driver_code is None:
+            continue
+        driver_list, cann_list = driver.get("compatible_version"), pkg.get("compatible_version")
+        if not driver_list and not cann_list:
+            continue
+        if _code_in(cann_code, driver_list) or _code_in(driver_code, cann_list):
+            continue
+        yield _finding(
+            "cann-driver",
+            "warning",
+            host,
+            f"{host}:{root}/cann-driver",
+            f"CANN {cann.get('version')} ({kind} {_code_text(cann_code)}) and NPU driver "
+            f"{driver.get('version')} ({_code_text(driver_code)}) under {root} ({host}) do not list each "
+            "other as compatible (inferred rule, unverified: the compatible_version lists of both)",
+            {
+                "cann_version": cann.get("version"),
+                "cann_package": kind,
+                "cann_innerversion": pkg.get("innerversion"),
+                "cann_compatible_version": list(cann_list or []),
+                "driver_version": driver.get("version"),
+                "driver_innerversion": driver.get("innerversion"),
+                "driver_compatible_version": list(driver_list or []),
+                "ascend_root": root,
+                "stacks": stacks,
+            },
+            "check Huawei's compatibility table for this CANN and driver; published pairs: CANN 8.2.RC1 "
+            "with driver 25.0.rc1, CANN 8.0.RC3-8.1.RC1 with 24.1.rc2, CANN 8.0.RC1/RC2 with 24.1.rc1",
+            inferred=True,
+        )
+
+
+# -- train <-> infer pairing -------------------------------------------------------------------
+
+
+def _numerics_env(ctx: RuleContext, stack: str) -> dict[str, str]:
+    """The environment variables that change numbers, minus those that name install paths
+    (different on every host) and log levels."""
+    env = ctx.section(stack, "environment")
+    return {
+        k: str(v)
+        for k, v in env.items()
+        if k not in ("unknown", "error") and not k.endswith(("PATH", "_HOME")) and not k.startswith("GLOG_")
+    }
+
+
+def _cann_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
+    train, infer = ctx.section(pair.train, "cann"), ctx.section(pair.infer, "cann")
+    for key, label in (("compiler_version", "CANN compiler"), ("version", "CANN")):
+        a, b = major_minor(train.get(key)), major_minor(infer.get(key))
+        if a is None or b is None:
+            continue  # compare like with like: internal compiler numbers differ from releases
+        if a == b:
+            return None
+        return _finding(
+            "train-infer-pairing",
+            "warning",
+            pair.name,
+            f"{pair.name}/pairing-cann",
+            f"{pair.name}: trained on {label} {train.get(key)}, served on {label} {infer.get(key)} "
+            f"({a} vs {b})",
+            {"train": train.get(key), "infer": infer.get(key), "field": f"cann.{key}"},
+            "run both stacks of the pair on the same CANN release, or audit the pair after every "
+            "CANN upgrade on either side",
+            aspect="cann",
+        )
+    return None
+
+
+def _version_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
+    ms = ctx.section(pair.train, "framework").get("mindspore") or {}
+    trained = ms.get("version") if isinstance(ms, dict) else None
+    if trained is None:
+        rt = ctx.section(pair.train, "runtime")
+        trained = rt.get("runtime_version") if rt.get("runtime_package") == "mindspore" else None
+    package, served = _runtime(ctx, pair.infer)
+    if trained is None or served is None or package not in ("mindspore", "mindspore-lite"):
+        return None
+    if trained == served:
+        return None
+    lite = package == "mindspore-lite"
+    return _finding(
+        "train-infer-pairing",
+        "warning" if lite else "info",
+        pair.name,
+        f"{pair.name}/pairing-version",
+        f"{pair.name}: exported by MindSpore {trained}, served by {package} {served}"
+        + (" (MindSpore Lite is meant to match the MindSpore that exported the model)" if lite else ""),
+        {"train_mindspore": trained, "infer_package": package, "infer_version": served},
+        f"serve with {package} {trained}, or export with MindSpore {served}",
+        aspect="version",
+    )
+
+
+def _env_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
+    if not ctx.section(pair.train, "environment") or not ctx.section(pair.infer, "environment"):
+        return None  # not collected on one side: unknown, not "unset"
+    a, b = _numerics_env(ctx, pair.train), _numerics_env(ctx, pair.infer)
+    differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    if not differ:
+        return None
+    words = [f"{k}={a.get(k, 'unset')} (train) vs {b.get(k, 'unset')} (infer)" for k in differ]
+    return _finding(
+        "train-infer-pairing",
+        "warning",
+        pair.name,
+        f"{pair.name}/pairing-environment",
+        f"{pair.name}: numerics-changing environment differs: " + "; ".join(words),
+        {"variables": {k: {"train": a.get(k), "infer": b.get(k)} for k in differ}},
+        "set these variables the same way on both stacks (stacks.NAME.env in auditor.toml, and the "
+        "service environment in production)",
+        aspect="environment",
+    )
+
+
+def train_infer_pairing(ctx: RuleContext) -> Iterable[Finding]:
+    for pair in ctx.pairs:
+        if not ctx.fingerprints.get(pair.train) or not ctx.fingerprints.get(pair.infer):
+            continue
+        for check in (_cann_pair, _version_pair, _env_pair):
+            found = check(ctx, pair)
+            if found is not None:
+                yield found
+
+
+RULES = (
+    Rule(
+        "mindspore-cann",
+        "MindSpore's own list of supported CANN versions against the installed CANN compiler",
+        mindspore_cann,
+    ),
+    Rule(
+        "mindir-version",
+        "an exported MindIR's version against the highest version the inference runtime reads",
+        mindir_version,
+        needs_artifacts=True,
+    ),
+    Rule("driver-firmware", "NPU driver and firmware compatible_version ranges", driver_firmware),
+    Rule("cann-driver", "CANN and NPU driver innerversion codes (inferred rule)", cann_driver),
+    Rule(
+        "train-infer-pairing",
+        "a pair's stacks on the same CANN, the same MindSpore/Lite version, the same numerics env",
+        train_infer_pairing,
+    ),
+)
+
+
+@hookimpl
+def auditor_rules() -> list[Rule]:
+    return list(RULES)
