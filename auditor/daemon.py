@@ -1,0 +1,551 @@
+"""``auditor daemon``: audit cycles on a schedule, as a well-behaved service.
+
+- **Schedule**: APScheduler 3 runs the cycle job on ``[schedule]`` (an interval or a cron
+  expression, optional jitter), one at a time: a single-thread executor, ``max_instances=1``,
+  ``coalesce`` (runs missed while one was running or the host slept collapse into one) and a
+  misfire grace time. ``run_on_start`` starts a cycle immediately.
+- **One daemon per state directory**: an exclusive ``flock`` on ``daemon.lock`` there; the
+  kernel drops it when the process dies, so a crash never leaves a stale lock.
+- **Signals** are turned into bytes on a pipe (``signal.set_wakeup_fd``) that the main
+  thread waits on, so nothing runs inside a signal handler. SIGTERM/SIGINT: stop taking new
+  cycles, let the running one finish for ``[daemon] stop_timeout`` seconds, then abort it
+  (workers killed, run marked aborted); a second signal aborts at once. SIGHUP: re-read the
+  config; a valid one takes effect from the next cycle, an invalid one is logged with every
+  problem and the old one stays.
+- **systemd**: READY=1 once listening and scheduled, STATUS= after each cycle, WATCHDOG=1
+  from the main loop, RELOADING=1 / STOPPING=1 (``auditor.notify``). Logs go to stderr;
+  under systemd (``$JOURNAL_STREAM`` is our stderr) without timestamps and with ``<N>``
+  syslog priority prefixes, which journald turns into the entry's priority.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.alerts import AlertEngine, build_sinks
+from auditor.audit_run import AuditRun, RunAborted, RunNotStored
+from auditor.config import Config, ConfigError, ScheduleConfig
+from auditor.metrics_export import MetricsExporter
+from auditor.notify import Notifier
+from auditor.paths import state_dir as default_state_dir
+from auditor.results import STATUS_ORDER, CycleResult
+from auditor.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from auditor.plugin_manager import Plugins
+
+log = logging.getLogger("auditor.daemon")
+
+JOB_ID = "audit-cycle"
+ABORT_GRACE = 20.0  # seconds for an aborted cycle to kill its workers and record the abort
+
+
+class DaemonError(Exception):
+    """The daemon cannot start (lock held, database, listening address)."""
+
+
+# -- logging ---------------------------------------------------------------------------------
+_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
+
+
+class JournalFormatter(logging.Formatter):
+    """``<6>auditor.daemon: message``: journald adds the timestamp and reads the priority."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = _PRIORITY.get(record.levelno, 6 if record.levelno < logging.WARNING else 3)
+        return f"<{priority}>{super().format(record)}"
+
+
+def stderr_is_journal(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
+    """True when stderr is connected to the journal (systemd sets ``$JOURNAL_STREAM`` to the
+    device and inode of the stream it gave us; a redirected stderr no longer matches)."""
+    value = (os.environ if environ is None else environ).get("JOURNAL_STREAM", "")
+    dev, _, ino = value.partition(":")
+    if not (dev.isdigit() and ino.isdigit()):
+        return False
+    try:
+        st = os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return st.st_dev == int(dev) and st.st_ino == int(ino)
+
+
+def setup_logging(level: int = logging.INFO, journal: bool | None = None) -> logging.Handler:
+    journal = stderr_is_journal() if journal is None else journal
+    handler = logging.StreamHandler(sys.stderr)
+    if journal:
+        handler.setFormatter(JournalFormatter("%(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # APScheduler logs every job start and end at INFO; the daemon says what matters itself.
+    logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
+    return handler
+
+
+# -- single instance -------------------------------------------------------------------------
+class StateLock:
+    """An exclusive lock on ``<state_dir>/daemon.lock`` holding the owner's pid."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.path = directory / "daemon.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise DaemonError(f"cannot create the lock file {self.path}: {exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise DaemonError(
+                f"another auditor daemon (pid {owner}) is already running with the state directory "
+                f"{self.directory}; stop it first, or give this one another [daemon] state_dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+# -- schedule --------------------------------------------------------------------------------
+_CRON_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def cron_trigger(expr: str, timezone: Any = None, jitter: float | None = None) -> Any:
+    """An APScheduler CronTrigger for a crontab line (minute hour day month weekday).
+
+    APScheduler 3 numbers weekdays from Monday = 0, crontab from Sunday = 0 (7 too): numeric
+    weekdays are translated to names so ``0``, ``1-5`` mean what they mean in crontab."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(f"expected 5 fields (minute hour day month weekday), got {len(fields)}")
+    weekday = re.sub(r"(?<![/\w])([0-7])(?!\w)", lambda m: _CRON_WEEKDAYS[int(m.group(1))], fields[4])
+    return CronTrigger(
+        minute=fields[0],
+        hour=fields[1],
+        day=fields[2],
+        month=fields[3],
+        day_of_week=weekday,
+        timezone=timezone,
+        jitter=int(jitter) if jitter else None,
+    )
+
+
+def make_trigger(schedule: ScheduleConfig) -> Any:
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    tz = _timezone(schedule)
+    jitter = int(schedule.jitter) if schedule.jitter else None
+    if schedule.cron:
+        return cron_trigger(schedule.cron, tz, jitter)
+    return IntervalTrigger(seconds=schedule.interval or 3600.0, jitter=jitter, timezone=tz)
+
+
+def _timezone(schedule: ScheduleConfig) -> Any:
+    if schedule.timezone:
+        import zoneinfo
+
+        return zoneinfo.ZoneInfo(schedule.timezone)
+    from tzlocal import get_localzone
+
+    return get_localzone()
+
+
+def describe_schedule(schedule: ScheduleConfig) -> str:
+    what = f"cron '{schedule.cron}'" if schedule.cron else f"every {schedule.interval:g} s"
+    if schedule.timezone:
+        what += f" ({schedule.timezone})"
+    if schedule.jitter:
+        what += f", jitter up to {schedule.jitter:g} s"
+    return what
+
+
+# -- the daemon ------------------------------------------------------------------------------
+@dataclass
+class _Setup:
+    """What a cycle uses, swapped as a whole on reload so a running cycle keeps its own."""
+
+    config: Config
+    store: Store
+    alerts: AlertEngine
+
+
+class Daemon:
+    """``context`` is the CLI's: ``load_config()`` (raises ConfigError), ``plugins()``,
+    ``db_url(config)``."""
+
+    def __init__(self, context: Any, config: Config, notifier: Notifier | None = None):
+        self.context = context
+        self.plugins: Plugins = context.plugins()
+        self.notifier = notifier or Notifier()
+        self.state_dir = Path(config.daemon.state_dir) if config.daemon.state_dir else default_state_dir()
+        self.lock = StateLock(self.state_dir)
+        self.exporter = MetricsExporter()
+        self._config = config
+        self._setup: _Setup | None = None
+        self._scheduler: BackgroundScheduler | None = None
+        self._state = threading.Lock()
+        self._current: AuditRun | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping = False
+        self._last_status = "no cycle yet"
+        self._wake_r: int | None = None
+
+    # -- start-up ---------------------------------------------------------------------------
+    def _open(self, config: Config) -> _Setup:
+        url = self.context.db_url(config)
+        store = Store.open(url)
+        engine = AlertEngine(
+            store.engine, config.alerts, build_sinks(config.alerts, self.plugins.alert_sinks())
+        )
+        return _Setup(config, store, engine)
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; the exit status."""
+        try:
+            self.lock.acquire()
+        except DaemonError as exc:
+            log.error("%s", exc)
+            return 1
+        wake_r, wake_w = os.pipe()
+        self._wake_r = wake_r
+        try:
+            try:
+                self._setup = self._open(self._config)
+            except StoreError as exc:
+                log.error("cannot start: %s", exc)
+                return 1
+            self.exporter.record_alerts(self._setup.alerts.open_counts())
+            prom = self._config.prometheus
+            if prom.enabled:
+                try:
+                    host, port = self.exporter.serve(prom.address, prom.port)
+                except OSError as exc:
+                    log.error("cannot serve Prometheus metrics on %s:%s: %s", prom.address, prom.port, exc)
+                    return 1
+                log.info("Prometheus metrics on http://%s:%d/metrics", _url_host(host), port)
+            previous = self._install_signals(wake_w)
+            try:
+                self._start_scheduler()
+                log.info(
+                    "auditor daemon started (pid %d): config %s, history %s, state %s, schedule %s",
+                    os.getpid(),
+                    self._config.source,
+                    self._setup.store.url,
+                    self.state_dir,
+                    describe_schedule(self._config.schedule),
+                )
+                self.notifier.ready(f"started; {self._next_text()}")
+                return self._stop(self._serve(wake_r))
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+                signal.set_wakeup_fd(-1)
+        finally:
+            os.close(wake_r)
+            os.close(wake_w)
+            self.exporter.close()
+            self.lock.release()
+
+    def _install_signals(self, wake_w: int) -> dict[int, Any]:
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            # The handler does nothing: the C-level handler has already written the signal
+            # number to the wakeup pipe, which the main loop reads.
+            previous[sig] = signal.signal(sig, lambda _signum, _frame: None)
+        return previous
+
+    def _start_scheduler(self) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        schedule = self._config.schedule
+        scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=1)},
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": int(max(1, schedule.misfire_grace)),
+            },
+            timezone=_timezone(schedule),
+        )
+        kwargs: dict[str, Any] = {}
+        if schedule.run_on_start:
+            kwargs["next_run_time"] = datetime.now(_timezone(schedule))
+        scheduler.add_job(self._job, make_trigger(schedule), id=JOB_ID, name="audit cycle", **kwargs)
+        scheduler.start()
+        self._scheduler = scheduler
+
+    def _next_text(self) -> str:
+        job = self._scheduler.get_job(JOB_ID) if self._scheduler else None
+        when = job.next_run_time if job is not None else None
+        return f"next cycle {when:%Y-%m-%d %H:%M:%S %Z}" if when else "no cycle scheduled"
+
+    # -- main loop --------------------------------------------------------------------------
+    def _serve(self, wake_r: int) -> str:
+        """Wait for signals, feeding the watchdog; returns the name of the stop signal."""
+        interval = self.notifier.watchdog_interval
+        tick = min(interval, 30.0) if interval else 30.0
+        self.notifier.watchdog()
+        while True:
+            try:
+                readable, _, _ = select.select([wake_r], [], [], tick)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries select itself
+                readable = []
+            self.notifier.watchdog()
+            if not readable:
+                continue
+            for signum in os.read(wake_r, 256):
+                if signum == signal.SIGHUP:
+                    self.reload()
+                elif signum in (signal.SIGTERM, signal.SIGINT):
+                    name = signal.Signals(signum).name
+                    log.info("%s received: stopping", name)
+                    return name
+
+    # -- reload -----------------------------------------------------------------------------
+    def reload(self) -> bool:
+        """Re-read the config; keep the old one if the new one is not usable."""
+        self.notifier.reloading()
+        try:
+            ok = self._reload()
+        finally:
+            self.notifier.ready(self._last_status)
+        return ok
+
+    def _reload(self) -> bool:
+        log.info("SIGHUP: reloading the configuration")
+        try:
+            config = self.context.load_config()
+        except ConfigError as exc:
+            log.error(
+                "config %s not reloaded (%d problem(s)); still running with the previous one:",
+                exc.source,
+                len(exc.errors),
+            )
+            for e in exc.errors:
+                log.error("  %s", e)
+            return False
+        assert self._setup is not None
+        old = self._setup.config
+        try:
+            if self.context.db_url(config) != self._setup.store.url:
+                setup = self._open(config)
+            else:
+                store = self._setup.store
+                sinks = build_sinks(config.alerts, self.plugins.alert_sinks())
+                setup = _Setup(config, store, AlertEngine(store.engine, config.alerts, sinks))
+        except StoreError as exc:
+            log.error("config not reloaded: %s; still running with the previous one", exc)
+            return False
+        for what, a, b in (
+            ("[prometheus]", old.prometheus, config.prometheus),
+            ("[daemon]", old.daemon, config.daemon),
+        ):
+            if a != b:
+                log.warning("%s changed: restart the daemon to apply it", what)
+        with self._state:
+            self._setup = setup
+            self._config = config
+        if config.schedule != old.schedule and self._scheduler is not None:
+            self._scheduler.reschedule_job(JOB_ID, trigger=make_trigger(config.schedule))
+            log.info("schedule is now %s; %s", describe_schedule(config.schedule), self._next_text())
+        log.info("config %s reloaded; it applies from the next cycle", config.source)
+        return True
+
+    # -- stop -------------------------------------------------------------------------------
+    def _stop(self, reason: str) -> int:
+        with self._state:
+            self._stopping = True
+            current = self._current
+        self.notifier.stopping("stopping" + (": finishing the running cycle" if current else ""))
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+        timeout = self._config.daemon.stop_timeout
+        if current is not None and not self._idle.is_set():
+            log.info("waiting up to %g s for the running cycle to finish", timeout)
+            if not self._wait_idle(timeout, interruptible=True):
+                log.warning("the running cycle did not finish within %g s: aborting it", timeout)
+                current.abort(reason)
+        # Abort again on every tick: a worker that was being started at the moment of the
+        # abort escapes it, and would otherwise wait for its hello until the start timeout.
+        tick = (lambda: current.abort(reason)) if current is not None and current.aborted else None
+        if not self._wait_idle(ABORT_GRACE, tick=tick):
+            log.error("the cycle thread did not end %g s after the abort; exiting anyway", ABORT_GRACE)
+            self._close()
+            logging.shutdown()
+            os._exit(1)  # a stuck thread would block the interpreter's exit forever
+        self._close()
+        log.info("auditor daemon stopped")
+        return 0
+
+    def _wait_idle(
+        self, timeout: float, interruptible: bool = False, tick: Callable[[], None] | None = None
+    ) -> bool:
+        """Wait for the cycle thread to be idle, feeding the watchdog and calling ``tick``
+        about every 0.2 s. When ``interruptible``, a second SIGTERM/SIGINT ends the wait
+        early (the caller then aborts the cycle)."""
+        deadline = time.monotonic() + timeout
+        while not self._idle.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._wake_r is None:
+                return self._idle.wait(left)
+            readable, _, _ = select.select([self._wake_r], [], [], min(left, 0.2))
+            self.notifier.watchdog()
+            if tick is not None:
+                tick()
+            if readable:
+                signals = os.read(self._wake_r, 256)
+                if interruptible and (signal.SIGTERM in signals or signal.SIGINT in signals):
+                    log.warning("second stop signal: not waiting for the cycle any longer")
+                    return False
+        return True
+
+    def _close(self) -> None:
+        if self._setup is not None:
+            self._setup.store.close()
+
+    # -- one cycle (in the scheduler's thread) ----------------------------------------------
+    def _job(self) -> None:
+        with self._state:
+            if self._stopping or self._setup is None:
+                return
+            setup = self._setup
+            run = AuditRun(setup.config, self.plugins, setup.store)
+            self._current = run
+            self._idle.clear()
+        try:
+            self._cycle(run, setup)
+        except Exception:
+            log.exception("the audit cycle failed unexpectedly; the daemon carries on")
+            self._last_status = "last cycle failed (see the log)"
+            self.notifier.status(self._last_status)
+        finally:
+            with self._state:
+                self._current = None
+                self._idle.set()
+
+    def _cycle(self, run: AuditRun, setup: _Setup) -> None:
+        started = time.time()
+        try:
+            run_id = run.begin()
+        except StoreError as exc:
+            log.error("cannot record a new run, cycle skipped: %s", exc)
+            self._last_status = "last cycle skipped: history database unavailable"
+            self.notifier.status(self._last_status)
+            return
+        log.info("cycle started: run %s", run_id)
+        try:
+            result = run.run()
+        except (RunAborted, RunNotStored) as exc:
+            log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
+            self.exporter.record_aborted(run_id, started, time.time())
+            self._last_status = f"last cycle: run {run_id} aborted at {time.strftime('%H:%M:%S')}"
+            self.notifier.status(self._last_status)
+            return
+        log.info(
+            "cycle done: run %s %s in %.1f s (%s)",
+            run_id,
+            result.outcome.upper(),
+            result.finished_at - result.started_at,
+            _counts(result),
+        )
+        open_alerts = 0
+        try:
+            if result.run_id is not None:
+                setup.alerts.evaluate(result.run_id)
+            setup.alerts.deliver(should_stop=lambda: self._stopping)
+            counts = setup.alerts.open_counts()
+            open_alerts = sum(counts.values())
+            self.exporter.record_alerts(counts)
+        except Exception:
+            log.exception("alerts of run %s could not be processed; pending ones are retried later", run_id)
+        self.exporter.record_cycle(result)
+        self._apply_retention(setup)
+        self._last_status = (
+            f"last cycle: run {run_id} {result.outcome} at {time.strftime('%H:%M:%S')} "
+            f"({_counts(result)}); {open_alerts} open alert(s)"
+        )
+        self.notifier.status(self._last_status)
+
+    def _apply_retention(self, setup: _Setup) -> None:
+        """[storage] keep_days: drop old runs after each cycle (never the one just stored)."""
+        from auditor.retention import apply_retention
+
+        try:
+            pruned = apply_retention(setup.store, setup.config.keep_days)
+        except Exception:
+            log.exception("retention failed; the history is kept as it is until the next cycle")
+            return
+        if pruned is not None and pruned.runs:
+            log.info("retention: deleted %d run(s) older than %d days", pruned.runs, setup.config.keep_days)
+
+
+def _counts(result: CycleResult) -> str:
+    statuses = [r.status for r in result.results]
+    parts = [f"{statuses.count(s)} {s}" for s in STATUS_ORDER if s in statuses]
+    broken = [n for n, s in result.stacks.items() if s.error]
+    if broken:
+        parts.append(f"stack(s) unavailable: {', '.join(broken)}")
+    return ", ".join(parts) or "nothing to check"
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def run_daemon(context: Any, config: Config, notifier: Notifier | None = None) -> int:
+    return Daemon(context, config, notifier).run()
+
+
+__all__ = [
+    "Daemon",
+    "DaemonError",
+    "JournalFormatter",
+    "StateLock",
+    "cron_trigger",
+    "make_trigger",
+    "run_daemon",
+    "setup_logging",
+    "stderr_is_journal",
+]

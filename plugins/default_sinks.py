@@ -1,0 +1,12 @@
+"""The built-in alert sinks: ``log``, ``jsonl``, ``webhook`` and ``exec`` (one module each, in
+``auditor.plugins.sink_*``; a plugin adds its own the same way)."""
+
+from auditor.plugins import sink_exec, sink_jsonl, sink_log, sink_webhook
+
+from auditor.alerts import SinkType
+from auditor.hookspecs import hookimpl
+
+
+@hookimpl
+def auditor_alert_sinks() -> list[SinkType]:
+    return [sink_log.SINK_TYPE, sink_jsonl.SINK_TYPE, sink_webhook.SINK_TYPE, sink_exec.SINK_TYPE]

@@ -1,0 +1,172 @@
+"""The systemd unit and hardening drop-in: their content, `systemd-analyze verify` on both,
+and `auditor service install --root`."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.service import UnitOptions, hardening_text, unit_text
+
+AUDITOR_EXE = Path(sys.executable).parent / "auditor"
+
+
+@pytest.fixture(scope="session")
+def systemd_analyze() -> str:
+    """systemd-analyze, installed from Debian's systemd package when missing (CI runs as root
+    on Debian; scripts/setup does the same)."""
+    found = shutil.which("systemd-analyze")
+    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, capture_output=True, timeout=600)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "systemd"],
+            env=env,
+            check=False,
+            capture_output=True,
+            timeout=900,
+        )
+        found = shutil.which("systemd-analyze")
+    if found is None:
+        message = "systemd-analyze not found and could not be installed (apt-get install systemd)"
+        if os.environ.get("CI") or os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def write_units(directory: Path, unit: str, hardening: str) -> Path:
+    (directory / "auditor.service.d").mkdir(parents=True, exist_ok=True)
+    (directory / "auditor.service").write_text(unit)
+    (directory / "auditor.service.d" / "hardening.conf").write_text(hardening)
+    return directory / "auditor.service"
+
+
+def verify(analyze: str, unit: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [analyze, "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0"},
+    )
+
+
+def parsed(text: str) -> configparser.ConfigParser:
+    cp = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
+    cp.optionxform = str  # type: ignore[assignment, method-assign]
+    cp.read_string(text)
+    return cp
+
+
+def test_unit_has_what_a_managed_daemon_needs():
+    text = unit_text(UnitOptions(exec_path="/opt/auditor/bin/auditor", config="/etc/auditor/a b.toml"))
+    svc = parsed(text)["Service"]
+    assert svc["Type"] == "notify"
+    assert svc["ExecStart"] == "/opt/auditor/bin/auditor --config '/etc/auditor/a b.toml' daemon"
+    assert svc["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    assert svc["Restart"] == "on-failure"
+    assert int(svc["WatchdogSec"]) > 0
+    assert svc["StateDirectory"] == "auditor"
+    assert svc["User"] == "auditor" and svc["Group"] == "auditor"
+    assert "XDG_STATE_HOME=%S" in svc["Environment"]
+    # the stop timeout leaves room for [daemon] stop_timeout (30 s) plus the abort
+    assert int(svc["TimeoutStopSec"]) >= 30 + 20
+    assert parsed(text)["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_every_hardening_option_says_what_it_breaks():
+    lines = hardening_text().splitlines()
+    options = [i for i, line in enumerate(lines) if line and not line.startswith(("#", "["))]
+    assert len(options) >= 15
+    for i in options:
+        # the comment block right above each group of options has a "Breaks:" line
+        j = i - 1
+        while j >= 0 and lines[j] and not lines[j].startswith("#"):
+            j -= 1
+        block = []
+        while j >= 0 and lines[j].startswith("#"):
+            block.append(lines[j])
+            j -= 1
+        assert any("Breaks:" in b for b in block), f"{lines[i]} has no comment saying what it breaks"
+    text = hardening_text()
+    assert "/dev/davinci" in text  # the NPU device nodes PrivateDevices hides
+    assert "home" in text.lower()  # venvs under home directories
+
+
+def test_systemd_analyze_verifies_unit_and_drop_in(systemd_analyze, tmp_path):
+    runner = CliRunner()
+    unit = runner.invoke(cli, ["service", "print", "--exec", str(AUDITOR_EXE)])
+    hardening = runner.invoke(cli, ["service", "print", "--hardening"])
+    assert unit.exit_code == 0 and hardening.exit_code == 0
+    path = write_units(tmp_path / "units", unit.output, hardening.output)
+    result = verify(systemd_analyze, path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "auditor.service" not in result.stderr, result.stderr  # no warnings about our files
+
+
+def test_systemd_analyze_catches_a_broken_drop_in(systemd_analyze, tmp_path):
+    """The check above is not vacuous: verify reads the drop-in next to the unit."""
+    unit = unit_text(UnitOptions(exec_path=str(AUDITOR_EXE)))
+    path = write_units(tmp_path / "units", unit, hardening_text() + "ProtectHome=sometimes\n")
+    result = verify(systemd_analyze, path)
+    assert "hardening.conf" in result.stderr and "sometimes" in result.stderr
+
+
+def test_systemd_analyze_catches_a_missing_executable(systemd_analyze, tmp_path):
+    unit = unit_text(UnitOptions(exec_path=str(tmp_path / "no-such-auditor")))
+    result = verify(systemd_analyze, write_units(tmp_path / "units", unit, hardening_text()))
+    assert result.returncode != 0 and "no-such-auditor" in result.stderr
+
+
+def test_install_with_root_writes_where_systemd_looks(tmp_path):
+    root = tmp_path / "pkgroot"
+    result = CliRunner().invoke(
+        cli, ["service", "install", "--root", str(root), "--exec", str(AUDITOR_EXE), "--user", "svc-auditor"]
+    )
+    assert result.exit_code == 0, result.output
+    unit = root / "etc/systemd/system/auditor.service"
+    drop_in = root / "etc/systemd/system/auditor.service.d/hardening.conf"
+    assert parsed(unit.read_text())["Service"]["User"] == "svc-auditor"
+    assert drop_in.read_text() == hardening_text()
+    assert oct(unit.stat().st_mode & 0o777) == "0o644"
+    assert str(unit) in result.output
+    assert "systemctl daemon-reload" in result.output and "useradd --system" in result.output
+
+
+def test_install_unit_dir_and_no_hardening(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        [
+            "service",
+            "install",
+            "--root",
+            str(tmp_path),
+            "--unit-dir",
+            "/usr/lib/systemd/system",
+            "--no-hardening",
+            "--exec",
+            str(AUDITOR_EXE),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "usr/lib/systemd/system/auditor.service").is_file()
+    assert not (tmp_path / "usr/lib/systemd/system/auditor.service.d").exists()
+
+
+def test_install_into_an_unwritable_place_fails_clearly(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(
+        cli, ["service", "install", "--root", str(blocker / "x"), "--exec", str(AUDITOR_EXE)]
+    )
+    assert result.exit_code == 1
+    assert "cannot write the unit" in result.output
