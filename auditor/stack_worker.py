@@ -39,19 +39,21 @@ TAIL_CHARS = 4000
 def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
     """The packages a worker may import, as (module name, directory), parents first.
 
-    Always the worker package, the built-in probes and plugins; for each module given that
-    lives elsewhere (a plugin's, a test's), its top-level package. Each is registered in
-    the worker without running its ``__init__``, so only the probe module itself must be
-    Python 3.7 compatible.
+    Always the worker package, the built-in probes, plugins and fingerprint collectors; for
+    each module given that lives elsewhere (a plugin's probe or collector, a test's), its
+    top-level package. Each is registered in the worker without running its ``__init__``,
+    so only the modules themselves must be Python 3.7 compatible.
     """
     import auditor.plugins
     import auditor.probes
 
+    plugins_dir = Path(auditor.plugins.__file__).resolve().parent
     packages = [
         ("auditor", str(PACKAGE_DIR)),
         ("auditor.worker", str(PACKAGE_DIR / "worker")),
         ("auditor.probes", str(Path(auditor.probes.__file__).resolve().parent)),
-        ("auditor.plugins", str(Path(auditor.plugins.__file__).resolve().parent)),
+        ("auditor.plugins", str(plugins_dir)),
+        ("auditor.plugins.collectors", str(plugins_dir / "collectors")),
     ]
     for module in modules:
         top = module.partition(".")[0]
@@ -59,7 +61,7 @@ def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
             continue
         spec = importlib.util.find_spec(top)
         if spec is None or not spec.submodule_search_locations:
-            raise ValueError(f"probe module {module} must live in a package (found no package {top!r})")
+            raise ValueError(f"module {module} must live in a package (found no package {top!r})")
         packages.append((top, str(Path(list(spec.submodule_search_locations)[0]).resolve())))
     return packages
 
@@ -121,6 +123,7 @@ class StackWorker:
         self.start_timeout = start_timeout
         self.request_timeout = request_timeout
         self.proc: subprocess.Popen[bytes] | None = None
+        self._killed = threading.Event()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"auditor-{stack.name}-"))
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._reader: threading.Thread | None = None
@@ -164,6 +167,11 @@ class StackWorker:
             )
         except OSError as exc:
             raise WorkerError(self.stack.name, "start", "start", f"cannot run {python}: {exc}") from None
+        if self._killed.is_set():
+            # kill() ran between registration and Popen (an abort racing a restart): it found
+            # no process, so finish its job here instead of waiting out start_timeout.
+            self.kill()
+            raise WorkerError(self.stack.name, "start", "crash", "killed while starting (cycle aborted)")
         self._reader = threading.Thread(
             target=self._drain_stderr, name=f"stderr-{self.stack.name}", daemon=True
         )
@@ -184,7 +192,8 @@ class StackWorker:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
-        """Kill the worker's whole process group, wherever it is stuck."""
+        """Kill the worker's whole process group, wherever it is stuck (or about to start)."""
+        self._killed.set()
         if self.proc is None:
             return
         if self.proc.poll() is None:
