@@ -46,9 +46,15 @@ def _cached(method: Callable[[Plugins], Any]) -> Any:
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__
     return wrapper
+
+
 BUILTINS = (
     "auditor.plugins.default_probes",
     "auditor.plugins.default_runtimes",
+    "auditor.plugins.default_comparators",
+    "auditor.plugins.default_sinks",
+    "auditor.plugins.default_collectors",
+    "auditor.plugins.default_rules",
 )
 
 

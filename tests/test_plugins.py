@@ -48,6 +48,29 @@ def auditor_fingerprint_collectors():
 
 
 @hookimpl
+def auditor_rules():
+    from auditor.rules import Rule, finding
+
+    def always(context):
+        yield finding("always", "info", "x", "x/always", "always fires", {}, "nothing to do")
+
+    return [Rule("always", "fires on every cycle", always)]
+
+
+@hookimpl
+def auditor_alert_sinks():
+    from auditor.alerts import SinkType
+
+    class Collect:
+        events = []
+
+        def send(self, event):
+            self.events.append(event)
+
+    return [SinkType("collect", "keeps events in memory", lambda o: [], lambda name, o: Collect())]
+
+
+@hookimpl
 def auditor_cli_commands(cli):
     @cli.command("hello-plugin")
     def hello():
@@ -55,7 +78,7 @@ def auditor_cli_commands(cli):
         click.echo("hello from good_plugin")
 '''
 
-TINY_PROBE = '''
+TINY_PROBE = """
 import numpy as np
 NAME = "tiny"
 VERSION = "7"
@@ -68,7 +91,7 @@ def make_inputs(params):
     return [np.zeros((params["batch"], 3), np.float32)]
 def build_cell(params, weights):
     raise NotImplementedError("not built in these tests")
-'''
+"""
 
 
 def write_plugins(root: Path, files: dict[str, str]) -> Path:
@@ -147,6 +170,12 @@ def test_directory_plugins_load_and_broken_ones_are_reported(plugin_dir: Path) -
     assert plugins.runtimes()["onnx-test"].worker_class == "goodpkg.runtime:Onnx"
     assert "always_ok" in plugins.comparators()
     assert "goodpkg.collector" in plugins.fingerprint_collectors()
+    [fired] = plugins.rules()["always"].check(None)
+    assert (fired.key, fired.details["action"]) == ("x/always", "nothing to do")
+    sink = plugins.alert_sinks()["collect"].create("mine", {})
+    sink.send({"event": "opened"})
+    assert sink.events == [{"event": "opened"}]
+    assert {"log", "jsonl", "webhook", "exec"} <= set(plugins.alert_sinks())  # built-ins still there
 
     text = "\n".join(plugins.problems)
     assert "raises_in_hook: auditor_probes raised RuntimeError: database is down" in text
