@@ -1,0 +1,740 @@
+"""Queries over the history database: filtered results and metrics, one run in full, trends,
+and the fingerprint changes that explain them.
+
+Every function takes an open SQLAlchemy ``Connection`` and issues a fixed number of
+statements, whatever the number of rows (joins and ``IN`` batches, never one query per
+row); the long listings are generators that stream rows as the database returns them.
+
+On SQLite the planner needs table statistics to choose the indexed path on a large history
+(without them it may walk a million metric rows to find a week of one pair);
+``refresh_statistics`` keeps them current and the CLI calls it before it queries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Select, and_, func, or_, select, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import aliased
+
+from auditor import models as m
+
+R, P, M, L = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow
+# Aliases made once: an ORM alias adapts its columns on first use, which costs more than the
+# whole query on a short listing if done per call.
+LT, LI, L_FIRST = aliased(L, name="lt"), aliased(L, name="li"), aliased(L, name="l_first")
+S_TRAIN, S_INFER = aliased(m.Stack, name="s_train"), aliased(m.Stack, name="s_infer")
+
+LATENCY_PREFIX = "latency."
+LATENCY_SIDES = ("train", "infer")
+LATENCY_STATS = ("p50_us", "p90_us", "p99_us", "mean_us")
+
+RESULT_COLUMNS = (
+    "run",
+    "started_at",
+    "pair",
+    "probe",
+    "variant",
+    "status",
+    "train_p50_us",
+    "infer_p50_us",
+    "message",
+)
+METRIC_COLUMNS = ("run", "started_at", "pair", "probe", "variant", "status", "output", "metric", "value")
+
+
+class HistoryError(Exception):
+    """A query that cannot be answered as asked (unknown run, bad time, unknown metric)."""
+
+
+def utcnow() -> datetime:
+    """Now as the history stores times: naive UTC."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$")
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_when(value: str, now: datetime | None = None) -> datetime:
+    """A point in time for --since/--until: ``now``, a span back from now (``90m``, ``12h``,
+    ``7d``, ``2w``), or an ISO 8601 date or time (UTC unless it carries an offset)."""
+    now = now or utcnow()
+    if value.strip().lower() == "now":
+        return now
+    rel = _RELATIVE.match(value.lower())
+    if rel:
+        return now - timedelta(seconds=float(rel.group(1)) * _UNITS[rel.group(2)])
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise HistoryError(
+            f"cannot read {value!r} as a time: use an ISO date or time (2026-03-01, "
+            "2026-03-01T12:00, 2026-03-01T12:00+02:00), 'now', or a span back from now (90m, 12h, 7d, 2w)"
+        ) from None
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when
+
+
+def iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat() + "Z"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What ``auditor history``/``trend``/``report`` narrow the history to. Each tuple holds
+    alternatives (any of them matches); ``since`` is inclusive, ``until`` exclusive, both on
+    the run's start time. ``limit``: the newest N rows (None: all)."""
+
+    pairs: tuple[str, ...] = ()
+    probes: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    stacks: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int | None = 50
+
+
+def _in(column: Any, values: Sequence[str]) -> Any:
+    return column == values[0] if len(values) == 1 else column.in_(values)
+
+
+def _where_results(stmt: Select, f: Filters) -> Select:
+    """The filters on runs and probe results shared by every listing."""
+    if f.pairs:
+        stmt = stmt.where(_in(P.pair, f.pairs))
+    if f.probes:
+        stmt = stmt.where(_in(P.probe, f.probes))
+    if f.variants:
+        stmt = stmt.where(_in(P.variant, f.variants))
+    if f.statuses:
+        stmt = stmt.where(_in(P.status, f.statuses))
+    if f.stacks:
+        ids = select(m.Stack.id).where(_in(m.Stack.name, f.stacks))
+        stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
+    if f.since is not None:
+        stmt = stmt.where(R.started_at >= f.since)
+    if f.until is not None:
+        stmt = stmt.where(R.started_at < f.until)
+    return stmt
+
+
+def primary_latency(lat: Any, side: str | None = None) -> Any:
+    """The condition that ``lat`` is the latency row of the probe's own batch: a result stores
+    that one first for each side, then one per extra batch size of ``[latency] batches``."""
+    first = L_FIRST
+    return lat.id == (
+        select(func.min(first.id))
+        .where(first.result_id == lat.result_id, first.side == (lat.side if side is None else side))
+        .scalar_subquery()
+    )
+
+
+def _stream(conn: Connection, stmt: Select) -> Iterator[tuple]:
+    result = conn.execution_options(yield_per=2000).execute(stmt)
+    try:
+        for row in result:
+            yield tuple(row)
+    finally:
+        result.close()
+
+
+def result_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
+    """One row per probe result (columns ``RESULT_COLUMNS``), newest run first, with the p50
+    latency of each side."""
+    lt, li = LT, LI
+    stmt = (
+        select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, lt.p50_us, li.p50_us, P.message)
+        .select_from(P)
+        .join(R, R.id == P.run_id)
+        .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
+        .outerjoin(li, and_(li.result_id == P.id, li.side == "infer", primary_latency(li, "infer")))
+        .order_by(R.started_at.desc(), R.id.desc(), P.id)
+    )
+    stmt = _where_results(stmt, f)
+    if f.limit is not None:
+        stmt = stmt.limit(f.limit)
+    return _stream(conn, stmt)
+
+
+def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
+    """One row per (probe result, output, metric) (columns ``METRIC_COLUMNS``), newest run first."""
+    stmt = (
+        select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, M.output, M.name, M.value)
+        .select_from(M)
+        .join(P, P.id == M.result_id)
+        .join(R, R.id == P.run_id)
+        .order_by(R.started_at.desc(), R.id.desc(), P.id, M.id)
+    )
+    stmt = _where_results(stmt, f)
+    if f.metrics:
+        stmt = stmt.where(_in(M.name, f.metrics))
+    if f.outputs:
+        stmt = stmt.where(_in(M.output, f.outputs))
+    if f.limit is not None:
+        stmt = stmt.limit(f.limit)
+    return _stream(conn, stmt)
+
+
+def known_values(conn: Connection, column: str) -> list[str]:
+    """Distinct values of pair, probe, variant, status (probe results), metric, output
+    (metrics) or stack (stack names): what a filter can match, for error messages."""
+    col = {
+        "pair": P.pair,
+        "probe": P.probe,
+        "variant": P.variant,
+        "status": P.status,
+        "metric": M.name,
+        "output": M.output,
+        "stack": m.Stack.name,
+    }[column]
+    return sorted(conn.scalars(select(col).distinct()))
+
+
+# -- one run in full ----------------------------------------------------------------------------
+
+
+@dataclass
+class RunDetail:
+    """Everything stored about one run, as plain data (``to_json`` for programs)."""
+
+    run: dict[str, Any]
+    stacks: list[dict[str, Any]]
+    results: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    artifacts: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "stacks": self.stacks,
+            "results": self.results,
+            "findings": self.findings,
+            "artifacts": self.artifacts,
+        }
+
+
+def resolve_run(conn: Connection, ref: str) -> int:
+    """A run id from ``N``, ``latest``, or ``latest~K`` (K runs before the latest)."""
+    ref = ref.strip()
+    latest = re.fullmatch(r"latest(?:~(\d+))?", ref)
+    if latest:
+        back = int(latest.group(1) or 0)
+        run_id = conn.scalar(select(R.id).order_by(R.started_at.desc(), R.id.desc()).offset(back).limit(1))
+        if run_id is None:
+            raise HistoryError("the history database has no runs yet" if back == 0 else f"no run {ref}")
+        return int(run_id)
+    if not ref.isdigit():
+        raise HistoryError(f"not a run: {ref!r} (give a run id, 'latest' or 'latest~N')")
+    return int(ref)
+
+
+def run_detail(conn: Connection, run_id: int) -> RunDetail:
+    """One run: its row, stacks with fingerprints (and whether each changed since that stack's
+    previous run), probe results with metrics and latencies, findings and artifacts."""
+    run = conn.execute(select(R).where(R.id == run_id)).mappings().first()
+    if run is None:
+        last = conn.scalar(select(func.max(R.id)))
+        raise HistoryError(
+            f"no run {run_id} in the history database"
+            + (f" (runs go up to {last})" if last else " (it has no runs yet)")
+        )
+    run_json = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in run.items()}
+
+    S, F = m.Stack, m.Fingerprint
+    stacks = []
+    stack_rows = conn.execute(
+        select(S, m.RunStack.fingerprint_digest, m.RunStack.error, F.document)
+        .join(m.RunStack, m.RunStack.stack_id == S.id)
+        .outerjoin(F, F.digest == m.RunStack.fingerprint_digest)
+        .where(m.RunStack.run_id == run_id)
+        .order_by(S.name)
+    ).mappings()
+    stack_rows = list(stack_rows)
+    previous = _previous_digests(conn, run_id, run["started_at"])
+    changed = {
+        row["id"]: previous[row["id"]][1]
+        for row in stack_rows
+        if row["fingerprint_digest"]
+        and row["id"] in previous
+        and previous[row["id"]][1] != row["fingerprint_digest"]
+    }
+    old_docs = _documents(conn, set(changed.values()))
+    for row in stack_rows:
+        prev = previous.get(row["id"])
+        stacks.append(
+            {
+                "id": row["id"],
+                "name": row["name"],
+                "host": row["host"],
+                "role": row["role"],
+                "runtime": row["runtime"],
+                "python": row["python"],
+                "device": row["device"],
+                "fingerprint_digest": row["fingerprint_digest"],
+                "error": row["error"],
+                "fingerprint": row["document"],
+                "previous_run": prev[0] if prev else None,
+                "previous_digest": prev[1] if prev else None,
+                "fingerprint_changed": row["id"] in changed,
+                "changes": (
+                    describe_change(old_docs.get(changed[row["id"]]), row["document"])
+                    if row["id"] in changed
+                    else []
+                ),
+            }
+        )
+    used = (
+        select(P.train_stack_id)
+        .where(P.run_id == run_id)
+        .union(select(P.infer_stack_id).where(P.run_id == run_id))
+    )
+    names = dict(conn.execute(select(S.id, S.name).where(S.id.in_(used))).all())
+
+    results: dict[int, dict[str, Any]] = {}
+    for row in conn.execute(select(P).where(P.run_id == run_id).order_by(P.id)).mappings():
+        results[row["id"]] = {
+            "id": row["id"],
+            "pair": row["pair"],
+            "train": names.get(row["train_stack_id"]),
+            "infer": names.get(row["infer_stack_id"]),
+            "probe": row["probe"],
+            "probe_version": row["probe_version"],
+            "variant": row["variant"],
+            "status": row["status"],
+            "message": row["message"],
+            "artifact_sha256": row["artifact_sha256"],
+            "thresholds": row["thresholds"],
+            "latency": {},
+            "latencies": [],
+            "metrics": {},
+        }
+    ids = select(P.id).where(P.run_id == run_id)
+    for row in conn.execute(
+        select(M.result_id, M.output, M.name, M.value).where(M.result_id.in_(ids)).order_by(M.id)
+    ):
+        results[row.result_id]["metrics"].setdefault(row.output, {})[row.name] = row.value
+    for row in conn.execute(select(L).where(L.result_id.in_(ids)).order_by(L.id)).mappings():
+        values = {k: row[k] for k in ("side", "batch", "samples", "p50_us", "p90_us", "p99_us", "mean_us")}
+        res = results[row["result_id"]]
+        res["latencies"].append(values)
+        res["latency"].setdefault(row["side"], values)  # the first row of a side: the probe's own batch
+    findings = [
+        {k: f[k] for k in ("kind", "severity", "subject", "key", "message", "details")}
+        for f in conn.execute(
+            select(m.FindingRow).where(m.FindingRow.run_id == run_id).order_by(m.FindingRow.id)
+        ).mappings()
+    ]
+    A = m.Artifact
+    artifacts = [
+        {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
+        for a in conn.execute(
+            select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
+            .where(A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id)))
+            .order_by(A.sha256)
+        )
+    ]
+    return RunDetail(run_json, stacks, list(results.values()), findings, artifacts)
+
+
+def _previous_digests(conn: Connection, run_id: int, started_at: datetime) -> dict[int, tuple[int, str]]:
+    """stack id -> (run id, digest) of the latest earlier run that fingerprinted that stack."""
+    rs, r = m.RunStack, R
+    ranked = (
+        select(
+            rs.stack_id,
+            rs.run_id,
+            rs.fingerprint_digest,
+            func.row_number()
+            .over(partition_by=rs.stack_id, order_by=(r.started_at.desc(), r.id.desc()))
+            .label("n"),
+        )
+        .join(r, r.id == rs.run_id)
+        .where(
+            rs.stack_id.in_(select(rs.stack_id).where(rs.run_id == run_id)),
+            rs.fingerprint_digest.is_not(None),
+            or_(r.started_at < started_at, and_(r.started_at == started_at, r.id < run_id)),
+        )
+        .subquery()
+    )
+    return {
+        row.stack_id: (row.run_id, row.fingerprint_digest)
+        for row in conn.execute(select(ranked).where(ranked.c.n == 1))
+    }
+
+
+# -- fingerprint changes --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FingerprintChange:
+    """A run in which a stack's fingerprint differed from that stack's previous fingerprint."""
+
+    run_id: int
+    at: datetime
+    stack: str
+    host: str
+    old_digest: str
+    new_digest: str
+    changes: tuple[str, ...]
+
+    def summary(self, limit: int = 3) -> str:
+        shown = "; ".join(self.changes[:limit])
+        more = f"; +{len(self.changes) - limit} more" if len(self.changes) > limit else ""
+        digests = f"fingerprint {self.old_digest[:8]} → {self.new_digest[:8]}"
+        return f"{self.stack}: {shown or digests}{more}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run_id,
+            "at": iso(self.at),
+            "stack": self.stack,
+            "host": self.host,
+            "old_digest": self.old_digest,
+            "new_digest": self.new_digest,
+            "changes": list(self.changes),
+        }
+
+
+def fingerprint_changes(
+    conn: Connection,
+    stacks: Iterable[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[FingerprintChange]:
+    """The fingerprint changes of the named stacks (None: all) between since and until, oldest
+    first. A stack that could not be fingerprinted in a run (no digest) is compared with its
+    last fingerprint, so an outage is not reported as two changes."""
+    rs, S = m.RunStack, m.Stack
+    lagged = (
+        select(
+            rs.run_id,
+            R.started_at,
+            rs.stack_id,
+            rs.fingerprint_digest.label("digest"),
+            func.lag(rs.fingerprint_digest)
+            .over(partition_by=rs.stack_id, order_by=(R.started_at, R.id))
+            .label("previous"),
+        )
+        .join(R, R.id == rs.run_id)
+        .where(rs.fingerprint_digest.is_not(None))
+    )
+    names = tuple(stacks) if stacks is not None else None
+    if names is not None:
+        if not names:
+            return []
+        lagged = lagged.where(rs.stack_id.in_(select(S.id).where(S.name.in_(names))))
+    sub = lagged.subquery()
+    stmt = (
+        select(sub.c.run_id, sub.c.started_at, S.name, S.host, sub.c.previous, sub.c.digest)
+        .join(S, S.id == sub.c.stack_id)
+        .where(sub.c.previous.is_not(None), sub.c.previous != sub.c.digest)
+        .order_by(sub.c.started_at, sub.c.run_id, S.name)
+    )
+    if since is not None:
+        stmt = stmt.where(sub.c.started_at >= since)
+    if until is not None:
+        stmt = stmt.where(sub.c.started_at < until)
+    rows = conn.execute(stmt).all()
+    docs = _documents(conn, {d for row in rows for d in (row.previous, row.digest)})
+    return [
+        FingerprintChange(
+            row.run_id,
+            row.started_at,
+            row.name,
+            row.host,
+            row.previous,
+            row.digest,
+            tuple(describe_change(docs.get(row.previous), docs.get(row.digest))),
+        )
+        for row in rows
+    ]
+
+
+def _documents(conn: Connection, digests: set[str]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    wanted = sorted(digests)
+    for i in range(0, len(wanted), 500):
+        chunk = wanted[i : i + 500]
+        q = select(m.Fingerprint.digest, m.Fingerprint.document).where(m.Fingerprint.digest.in_(chunk))
+        out.update(dict(conn.execute(q).all()))
+    return out
+
+
+def describe_change(old: dict | None, new: dict | None, limit: int = 20) -> list[str]:
+    """What differs between two fingerprint documents, one line per changed value
+    (``runtime.runtime_version: 2.0.0 → 2.0.1``), most telling first. Uses the drift
+    module's diff when it is installed, so the history and the drift findings agree."""
+    if old is None or new is None:
+        return []
+    lines = _drift_module_diff(old, new)
+    if lines is None:
+        lines = [
+            f"{path}: {_short(a)} → {_short(b)}"
+            for path, a, b in sorted(_leaf_diff(old, new, ""), key=lambda d: (d[0].count("."), d[0]))
+        ]
+    return lines[:limit] + ([f"… and {len(lines) - limit} more"] if len(lines) > limit else [])
+
+
+def _drift_module_diff(old: dict, new: dict) -> list[str] | None:
+    try:
+        from auditor.drift import diff  # the version-drift rule's diff: same words as its findings
+    except ImportError:
+        return None
+    try:
+        return [c.words for c in diff(old, new)]
+    except Exception:  # noqa: BLE001 - a diff failure must not take the history down
+        return None
+
+
+_MISSING = object()
+
+
+def _leaf_diff(a: Any, b: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            yield from _leaf_diff(a.get(key, _MISSING), b.get(key, _MISSING), sub)
+    elif a != b:
+        yield path, a, b
+
+
+def _short(value: Any, width: int = 40) -> str:
+    if value is _MISSING:
+        return "(absent)"
+    s = value if isinstance(value, str) else repr(value)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+# -- trends ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One metric of one (pair, probe, variant, output) over time, oldest point first.
+    For latency series ``output`` is the side (train / infer)."""
+
+    pair: str
+    probe: str
+    variant: str
+    output: str
+    metric: str
+    train: str | None = None
+    infer: str | None = None
+    points: list[tuple[int, datetime, float, str]] = field(default_factory=list)  # run, time, value, status
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.pair, self.probe, self.variant, self.output)
+
+
+def is_latency_metric(metric: str) -> bool:
+    return metric.startswith(LATENCY_PREFIX)
+
+
+def latency_metric(metric: str) -> tuple[str | None, str]:
+    """``latency.infer.p50_us`` -> ("infer", "p50_us"); ``latency.p50_us`` -> (None, "p50_us")."""
+    parts = metric[len(LATENCY_PREFIX) :].split(".")
+    if len(parts) == 1 and parts[0] in LATENCY_STATS:
+        return None, parts[0]
+    if len(parts) == 2 and parts[0] in LATENCY_SIDES and parts[1] in LATENCY_STATS:
+        return parts[0], parts[1]
+    raise HistoryError(
+        f"unknown latency series {metric!r}: use latency.[train.|infer.]STAT with STAT one of "
+        + ", ".join(LATENCY_STATS)
+    )
+
+
+def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
+    """The values of one metric over time, one series per (pair, probe, variant, output), each
+    limited to its newest ``f.limit`` points. ``metric`` is a stored metric name or a latency
+    series (``latency.infer.p50_us``; ``latency.p50_us`` gives both sides)."""
+    S1, S2 = S_TRAIN, S_INFER
+    if is_latency_metric(metric):
+        side, stat = latency_metric(metric)
+        value_col, output_col, source = getattr(L, stat), L.side, L
+    else:
+        value_col, output_col, source = M.value, M.output, M
+    columns = (
+        P.pair.label("pair"),
+        P.probe.label("probe"),
+        P.variant.label("variant"),
+        output_col.label("output"),
+        R.id.label("run_id"),
+        R.started_at.label("started_at"),
+        value_col.label("value"),
+        P.status.label("status"),
+        S1.name.label("train"),
+        S2.name.label("infer"),
+    )
+    stmt = (
+        select(*columns)
+        .select_from(source)
+        .join(P, P.id == source.result_id)
+        .join(R, R.id == P.run_id)
+        .join(S1, S1.id == P.train_stack_id)
+        .join(S2, S2.id == P.infer_stack_id)
+    )
+    if is_latency_metric(metric):
+        stmt = stmt.where(primary_latency(L))
+        if side is not None:
+            stmt = stmt.where(L.side == side)
+    else:
+        stmt = stmt.where(M.name == metric)
+    if f.outputs:
+        stmt = stmt.where(_in(output_col, f.outputs))
+    stmt = _where_results(stmt, f)
+    if f.limit is not None:
+        rank = func.row_number().over(
+            partition_by=(P.pair, P.probe, P.variant, output_col), order_by=(R.started_at.desc(), R.id.desc())
+        )
+        ranked = stmt.add_columns(rank.label("n")).subquery()
+        stmt = (
+            select(*(ranked.c[c.name] for c in columns))
+            .where(ranked.c.n <= f.limit)
+            .order_by(ranked.c.started_at, ranked.c.run_id)
+        )
+    else:
+        stmt = stmt.order_by(R.started_at, R.id)
+    series: dict[tuple[str, str, str, str], Series] = {}
+    for pair, probe, variant, output, run_id, at, value, status, train, infer in conn.execute(stmt):
+        s = series.get((pair, probe, variant, output))
+        if s is None:
+            s = series[(pair, probe, variant, output)] = Series(
+                pair, probe, variant, output, metric, train, infer
+            )
+        s.points.append((run_id, at, value, status))
+    return [series[k] for k in sorted(series)]
+
+
+StatusPoints = dict[tuple[str, str, str], list[tuple[int, datetime, str]]]
+
+
+def result_statuses(conn: Connection, f: Filters) -> StatusPoints:
+    """(pair, probe, variant) -> [(run, time, status)], oldest first, within the filters' window:
+    to mark on a time axis the runs where a probe could not be compared at all."""
+    stmt = _where_results(
+        select(P.pair, P.probe, P.variant, R.id, R.started_at, P.status)
+        .select_from(P)
+        .join(R, R.id == P.run_id)
+        .order_by(R.started_at, R.id),
+        Filters(**{**f.__dict__, "limit": None}),
+    )
+    out: dict[tuple[str, str, str], list[tuple[int, datetime, str]]] = {}
+    for pair, probe, variant, run_id, at, status in conn.execute(stmt):
+        out.setdefault((pair, probe, variant), []).append((run_id, at, status))
+    return out
+
+
+def latest_fingerprints(conn: Connection) -> list[dict[str, Any]]:
+    """Each stack's most recent fingerprint: stack, host, role, runtime, run, time, digest, document."""
+    rs, S = m.RunStack, m.Stack
+    ranked = (
+        select(
+            rs.stack_id,
+            rs.run_id,
+            R.started_at,
+            rs.fingerprint_digest,
+            func.row_number()
+            .over(partition_by=rs.stack_id, order_by=(R.started_at.desc(), R.id.desc()))
+            .label("n"),
+        )
+        .join(R, R.id == rs.run_id)
+        .where(rs.fingerprint_digest.is_not(None))
+        .subquery()
+    )
+    rows = conn.execute(
+        select(
+            S.name,
+            S.host,
+            S.role,
+            S.runtime,
+            ranked.c.run_id,
+            ranked.c.started_at,
+            m.Fingerprint.digest,
+            m.Fingerprint.document,
+        )
+        .join(ranked, ranked.c.stack_id == S.id)
+        .join(m.Fingerprint, m.Fingerprint.digest == ranked.c.fingerprint_digest)
+        .where(ranked.c.n == 1)
+        .order_by(S.role.desc(), S.name, S.host)
+    ).mappings()
+    return [dict(r) for r in rows]
+
+
+def time_span(conn: Connection) -> tuple[datetime | None, datetime | None, int]:
+    """(first run start, last run start, number of runs)."""
+    stmt = select(func.min(R.started_at), func.max(R.started_at), func.count(R.id))
+    first, last, n = conn.execute(stmt).one()
+    return first, last, n
+
+
+# -- planner statistics --------------------------------------------------------------------------------
+
+_STAT_TABLES = ("metrics", "probe_results", "latencies", "runs")
+
+
+def refresh_statistics(conn: Connection, force: bool = False) -> bool:
+    """On SQLite, (re)collect the planner's statistics when they are missing or the history has
+    grown or shrunk by more than half since they were taken; True if it did. Cheap when
+    nothing changed (two indexed look-ups); a full ANALYZE otherwise
+    (about half a second per million metric rows; a sampled one misleads the planner).
+    Other databases keep their own statistics (PostgreSQL's autovacuum), so this does nothing."""
+    if conn.dialect.name != "sqlite":
+        return False
+    try:
+        if not force and not _statistics_stale(conn):
+            return False
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+        return True
+    except OperationalError:  # read-only file or locked: queries still work, only slower
+        conn.rollback()
+        return False
+
+
+def _statistics_stale(conn: Connection) -> bool:
+    has_stat = conn.scalar(text("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'"))
+    if not has_stat:
+        return True
+    for table in _STAT_TABLES:
+        rows = conn.scalar(text(f"SELECT max(rowid) - min(rowid) + 1 FROM {table}")) or 0  # O(log n)
+        stat = conn.scalar(text("SELECT stat FROM sqlite_stat1 WHERE tbl = :t LIMIT 1"), {"t": table})
+        counted = int(stat.split()[0]) if stat else 0
+        if rows >= 1000 and not counted * 0.5 <= rows <= counted * 2:
+            return True
+    return False
+
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "RESULT_COLUMNS",
+    "Filters",
+    "FingerprintChange",
+    "HistoryError",
+    "RunDetail",
+    "Series",
+    "describe_change",
+    "fingerprint_changes",
+    "iso",
+    "known_values",
+    "latest_fingerprints",
+    "metric_rows",
+    "parse_when",
+    "refresh_statistics",
+    "resolve_run",
+    "result_rows",
+    "result_statuses",
+    "run_detail",
+    "time_span",
+    "trend",
+]

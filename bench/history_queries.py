@@ -1,0 +1,229 @@
+"""How fast are the history queries on a long history, and what does the auditor's query layer
+cost over plain SQL?
+
+Generates a history of at least a million metric rows (auditor.history_fixtures: the shipped
+stacks and pairs, two probes x two variants, runs every 15 minutes, one stack upgraded
+half-way), then times the typical filtered queries two ways, each the median of several
+rounds on the same file:
+  - auditor: the functions behind `auditor history` / `auditor trend` (SQLAlchemy select(),
+    rows streamed and converted to Python values, datetimes included);
+  - sqlite3: the same query written by hand and run with the sqlite3 module (rows fetched as
+    the module returns them, times as strings).
+and prints both with their ratio. Both read the same rows (the script checks the counts).
+
+usage: .venv/bin/python bench/history_queries.py [--rows N] [--rounds N] [--db PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from auditor import history as h  # noqa: E402
+from auditor.history_fixtures import DRIFTING_PAIR, generate_history, runs_for  # noqa: E402
+from auditor.store import Store  # noqa: E402
+
+SHAPE = {"probes": ("ppo_policy", "action_sampler"), "variants": ("fp32", "fp16")}
+START = datetime(2026, 1, 1)
+INTERVAL = timedelta(minutes=15)
+
+PRIMARY = (
+    "{a}.id = (SELECT min(x.id) FROM latencies x WHERE x.result_id = {a}.result_id AND x.side = {a}.side)"
+)
+# probe results with the p50 of each side at the probe's own batch (the first latency row per side)
+RESULTS = (
+    "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, lt.p50_us, li.p50_us, p.message "
+    "FROM probe_results p JOIN runs r ON r.id = p.run_id "
+    "LEFT JOIN latencies lt ON lt.result_id = p.id AND lt.side = 'train' AND " + PRIMARY.format(a="lt") + " "
+    "LEFT JOIN latencies li ON li.result_id = p.id AND li.side = 'infer' AND " + PRIMARY.format(a="li") + " "
+)
+TREND_COLUMNS = (
+    "p.pair, p.probe, p.variant, m.output, r.id, r.started_at, m.value, p.status, st.name, si.name"
+)
+
+
+def queries(last: datetime) -> list[tuple[str, Callable, str, tuple]]:
+    """(name, auditor call on a connection, hand-written SQL, its parameters)."""
+    week = (last - timedelta(days=7), last + timedelta(seconds=1))
+    day = (last - timedelta(days=1), last + timedelta(seconds=1))
+    s = lambda d: d.isoformat(" ")  # noqa: E731 - SQLAlchemy stores SQLite datetimes like this
+    return [
+        (
+            "pair + metric, last 7 days",
+            lambda c: list(
+                h.metric_rows(
+                    c,
+                    h.Filters(
+                        pairs=(DRIFTING_PAIR,), metrics=("max_abs",), since=week[0], until=week[1], limit=None
+                    ),
+                )
+            ),
+            "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, m.output, m.name, m.value "
+            "FROM metrics m JOIN probe_results p ON p.id = m.result_id JOIN runs r ON r.id = p.run_id "
+            "WHERE p.pair = ? AND m.name = ? AND r.started_at >= ? AND r.started_at < ? "
+            "ORDER BY r.started_at DESC, r.id DESC, p.id, m.id",
+            (DRIFTING_PAIR, "max_abs", s(week[0]), s(week[1])),
+        ),
+        (
+            "probe + status (drift, error), newest 100",
+            lambda c: list(
+                h.result_rows(
+                    c, h.Filters(probes=("action_sampler",), statuses=("drift", "error"), limit=100)
+                )
+            ),
+            RESULTS + "WHERE p.probe = ? AND p.status IN (?, ?) "
+            "ORDER BY r.started_at DESC, r.id DESC, p.id LIMIT 100",
+            ("action_sampler", "drift", "error"),
+        ),
+        (
+            "latest 50 results",
+            lambda c: list(h.result_rows(c, h.Filters(limit=50))),
+            RESULTS + "ORDER BY r.started_at DESC, r.id DESC, p.id LIMIT 50",
+            (),
+        ),
+        (
+            "stack, last day",
+            lambda c: list(
+                h.result_rows(c, h.Filters(stacks=("lite20",), since=day[0], until=day[1], limit=None))
+            ),
+            RESULTS + "WHERE (p.train_stack_id IN (SELECT id FROM stacks WHERE name = ?) "
+            "OR p.infer_stack_id IN (SELECT id FROM stacks WHERE name = ?)) "
+            "AND r.started_at >= ? AND r.started_at < ? ORDER BY r.started_at DESC, r.id DESC, p.id",
+            ("lite20", "lite20", s(day[0]), s(day[1])),
+        ),
+        (
+            "trend: one metric, one series, all time",
+            lambda c: [
+                p
+                for series in h.trend(
+                    c,
+                    "max_abs",
+                    h.Filters(
+                        pairs=(DRIFTING_PAIR,),
+                        probes=("ppo_policy",),
+                        variants=("fp32",),
+                        outputs=("mean",),
+                        limit=None,
+                    ),
+                )
+                for p in series.points
+            ],
+            f"SELECT {TREND_COLUMNS} "
+            "FROM metrics m JOIN probe_results p ON p.id = m.result_id JOIN runs r ON r.id = p.run_id "
+            "JOIN stacks st ON st.id = p.train_stack_id JOIN stacks si ON si.id = p.infer_stack_id "
+            "WHERE m.name = ? AND m.output = ? AND p.pair = ? AND p.probe = ? AND p.variant = ? "
+            "ORDER BY r.started_at, r.id",
+            ("max_abs", "mean", DRIFTING_PAIR, "ppo_policy", "fp32"),
+        ),
+        (
+            "trend: latest 200 points of every series",
+            lambda c: [p for series in h.trend(c, "cosine", h.Filters(limit=200)) for p in series.points],
+            f"SELECT * FROM (SELECT {TREND_COLUMNS}, "
+            "row_number() OVER (PARTITION BY p.pair, p.probe, p.variant, m.output "
+            "ORDER BY r.started_at DESC, r.id DESC) AS n "
+            "FROM metrics m JOIN probe_results p ON p.id = m.result_id JOIN runs r ON r.id = p.run_id "
+            "JOIN stacks st ON st.id = p.train_stack_id JOIN stacks si ON si.id = p.infer_stack_id "
+            "WHERE m.name = ?) WHERE n <= 200 ORDER BY started_at, id",
+            ("cosine",),
+        ),
+        (
+            "one metric, whole history (export)",
+            lambda c: list(h.metric_rows(c, h.Filters(metrics=("min_atol",), limit=None))),
+            "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, m.output, m.name, m.value "
+            "FROM metrics m JOIN probe_results p ON p.id = m.result_id JOIN runs r ON r.id = p.run_id "
+            "WHERE m.name = ? ORDER BY r.started_at DESC, r.id DESC, p.id, m.id",
+            ("min_atol",),
+        ),
+    ]
+
+
+def timed(fn: Callable[[], list], rounds: int) -> tuple[float, int]:
+    times, n = [], 0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        n = len(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), n
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 100 else f"{ms:.0f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000, help="metric rows to generate at least")
+    ap.add_argument("--rounds", type=int, default=5, help="timed rounds per query (median)")
+    ap.add_argument("--db", type=Path, help="SQLite file to use; generated if it has too few metric rows")
+    args = ap.parse_args()
+
+    tmp = None
+    if args.db is None:
+        tmp = tempfile.TemporaryDirectory(prefix="auditor-bench-")
+        args.db = Path(tmp.name) / "history.db"
+    store = Store.open(f"sqlite:///{args.db}")
+    with store.engine.connect() as conn:
+        have = conn.exec_driver_sql("SELECT count(*) FROM metrics").scalar()
+    if have < args.rows:
+        runs = runs_for(args.rows - have, **SHAPE)
+        t0 = time.perf_counter()
+        with store.engine.connect() as conn:
+            conn_last = conn.exec_driver_sql("SELECT max(started_at) FROM runs").scalar()
+        start = START if conn_last is None else datetime.fromisoformat(conn_last) + INTERVAL
+        gen = generate_history(store.engine, runs, start=start, interval=INTERVAL, **SHAPE)
+        print(
+            f"generated {gen.counts['runs']} runs, {gen.counts['probe_results']} probe results, "
+            f"{gen.counts['metrics']} metric rows, {gen.counts['latencies']} latency rows "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
+    with store.engine.connect() as conn:
+        t0 = time.perf_counter()
+        analyzed = h.refresh_statistics(conn)
+        if analyzed:
+            print(f"planner statistics collected in {time.perf_counter() - t0:.2f} s")
+        counts = {
+            t: conn.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar()
+            for t in ("runs", "probe_results", "metrics", "latencies")
+        }
+        last = datetime.fromisoformat(conn.exec_driver_sql("SELECT max(started_at) FROM runs").scalar())
+    size = args.db.stat().st_size / 2**20
+    print(
+        f"history: {counts['runs']} runs, {counts['probe_results']} probe results, "
+        f"{counts['metrics']} metric rows, {counts['latencies']} latency rows; {size:.0f} MiB ({args.db})"
+    )
+    print(f"median of {args.rounds} rounds, warm cache\n")
+
+    raw = sqlite3.connect(args.db)
+    header = f"{'query':<42} {'rows':>8} {'auditor ms':>11} {'sqlite3 ms':>11} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    with store.engine.connect() as conn:
+        for name, call, sql, params in queries(last):
+            call(conn)  # warm the page cache and SQLAlchemy's statement cache
+            raw.execute(sql, params).fetchall()
+            t_aud, n_aud = timed(lambda call=call: call(conn), args.rounds)
+            t_raw, n_raw = timed(
+                lambda sql=sql, params=params: raw.execute(sql, params).fetchall(), args.rounds
+            )
+            if n_aud != n_raw:
+                raise SystemExit(f"{name}: the auditor read {n_aud} rows, the hand-written SQL {n_raw}")
+            print(f"{name:<42} {n_aud:>8} {fmt_ms(t_aud):>11} {fmt_ms(t_raw):>11} {t_aud / t_raw:>6.2f}")
+    raw.close()
+    store.close()
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

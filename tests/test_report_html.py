@@ -1,0 +1,354 @@
+"""``auditor report``: a self-contained HTML page, checked as markup and as rendered by headless
+Chromium (Debian's ``chromium``, installed by scripts/setup)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import shutil
+import sqlite3
+import subprocess
+from datetime import datetime, timedelta
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+from sqlalchemy import insert, text
+
+from auditor import models as m
+from auditor.cli import cli
+from auditor.history_fixtures import DRIFTING_PAIR, UPGRADED_STACK, UPGRADED_VERSION, generate_history
+from auditor.store import Store
+
+START = datetime(2026, 4, 1)
+RUNS = 192  # two days, 15 minutes apart; lite20 upgraded half-way
+PAIRS = ("ms20->lite20", "ms20->ms210-graph", "ms210->lite20", "ms210->ms210-graph")
+
+
+class Page(HTMLParser):
+    """The parts of the report the tests look at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.imgs: list[dict[str, str]] = []
+        self.h2: list[str] = []
+        self.h3: list[str] = []
+        self.rows: list[list[str]] = []
+        self.row_classes: list[str] = []
+        self.captions: list[str] = []
+        self._in: str | None = None
+        self._text: list[str] = []
+        self.scripts = 0
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.imgs.append(a)
+        elif tag in ("h2", "h3", "td", "th", "figcaption"):
+            self._in, self._text = tag, []
+        elif tag == "tr":
+            self.rows.append([])
+            self.row_classes.append(a.get("class") or "")
+        elif tag == "script":
+            self.scripts += 1
+        elif tag in ("link", "a") and (a.get("href") or "").startswith("http"):
+            self.links.append(a["href"])
+
+    def handle_endtag(self, tag):
+        if tag == self._in:
+            value = "".join(self._text).strip()
+            {"h2": self.h2, "h3": self.h3, "figcaption": self.captions}.get(
+                tag, self.rows[-1] if self.rows else []
+            ).append(value)
+            self._in = None
+
+    def handle_data(self, data):
+        if self._in:
+            self._text.append(data)
+
+
+def parse(html_text: str) -> Page:
+    p = Page()
+    p.feed(html_text)
+    return p
+
+
+def decode_png(src: str) -> Image.Image:
+    prefix = "data:image/png;base64,"
+    assert src.startswith(prefix)
+    data = base64.b64decode(src[len(prefix) :], validate=True)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    img = Image.open(io.BytesIO(data))
+    img.load()
+    return img
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("report") / "history.db"
+    store = Store.open(f"sqlite:///{path}")
+    info = generate_history(store.engine, RUNS, start=START)
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(m.Alert).values(
+                key=f"{DRIFTING_PAIR}/ppo_policy/fp32/drift",
+                state="open",
+                kind="drift",
+                severity="warning",
+                subject=DRIFTING_PAIR,
+                message="mean: 256/256 elements out of tolerance <since the upgrade>",
+                details={},
+                opened_at=info.upgrade_at,
+                opened_run_id=info.upgrade_run_id,
+                last_seen_at=info.last,
+                last_seen_run_id=info.run_ids[-1],
+                notifications=1,
+            )
+        )
+        conn.execute(
+            insert(m.Alert).values(
+                key="old/resolved",
+                state="resolved",
+                kind="error",
+                severity="error",
+                subject="ms20->ms210-graph",
+                message="a resolved alert is not shown",
+                details={},
+                opened_at=START,
+                last_seen_at=START,
+                resolved_at=START,
+                notifications=1,
+            )
+        )
+    store.close()
+    return path, info
+
+
+def report(path, out, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        cli, ["--db", str(path), "report", "--out", str(out), *args], catch_exceptions=False
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def page(db, tmp_path_factory):
+    path, _ = db
+    out = tmp_path_factory.mktemp("out") / "sub" / "report.html"
+    code, stdout, stderr = report(path, out)
+    assert code == 0, stderr
+    return out, stdout
+
+
+def test_report_is_one_self_contained_page(page, db):
+    out, stdout = page
+    _, info = db
+    assert stdout.startswith(f"wrote {out} (")
+    assert "4 pair/probe/variant plot(s)" in stdout and "1 fingerprint change(s), 1 open alert(s)" in stdout
+    doc = out.read_text(encoding="utf-8")
+    p = parse(doc)
+    assert p.h2 == [
+        "Summary",
+        "Version changes",
+        "Divergence (max_abs) and latency over time",
+        "Open alerts",
+        "Latest fingerprints",
+    ]
+    assert p.h3 == [f"{pair} · ppo_policy [fp32]" for pair in PAIRS]
+    # one plot per pair/probe/variant, each an embedded PNG that decodes
+    assert len(p.imgs) == 4
+    for img in p.imgs:
+        png = decode_png(img["src"])
+        assert png.size[0] >= 900 and png.size[1] >= 500
+        assert len(np.unique(np.asarray(png.convert("RGB")).reshape(-1, 3), axis=0)) > 20  # not blank
+        assert img["alt"].startswith("max_abs and p50 latency of ")
+    # nothing is fetched from elsewhere, nothing runs
+    assert p.scripts == 0 and p.links == []
+    assert "http://" not in doc.replace("http://www.w3.org", "") and "https://" not in doc
+    assert 'src="' not in doc.replace('src="data:image/png;base64,', "")
+
+
+def test_report_tables(page, db):
+    out, _ = page
+    _, info = db
+    p = parse(out.read_text(encoding="utf-8"))
+    # pair, probe, variant, latest, consistent, drift, incompatible, error, latest max_abs, p50 x 2
+    summary = {r[0]: r for r in p.rows if r and r[0] in PAIRS and len(r) == 11}
+    assert set(summary) == set(PAIRS)
+    assert summary[DRIFTING_PAIR][3].startswith("drift") and int(summary[DRIFTING_PAIR][5]) > 50
+    incompatible = summary["ms210->lite20"]
+    assert incompatible[3].startswith("incompatible")
+    assert incompatible[4] == "0" and int(incompatible[6]) > 150
+    assert incompatible[8] == "–" and incompatible[9].endswith("ms") and incompatible[10] == "–"
+    assert summary["ms210->ms210-graph"][8] == "0"  # bitwise-equal pair: latest max_abs 0
+    with sqlite3.connect(db[0]) as c:
+        q = "SELECT count(*) FROM probe_results WHERE pair = 'ms20->ms210-graph'"
+        stored = c.execute(q).fetchone()[0]
+    assert sum(int(summary["ms20->ms210-graph"][i]) for i in range(4, 8)) == stored
+    # version changes: the upgrade, with what changed
+    change = next(r for r in p.rows if len(r) == 5 and r[2] == UPGRADED_STACK)
+    assert change[0] == f"{info.upgrade_at:%Y-%m-%d %H:%M}" and change[1] == str(info.upgrade_run_id)
+    assert change[4] == f"mindspore-lite 2.0.0 -> {UPGRADED_VERSION}"  # in the drift rule's words
+    # the plots of the pairs with lite20 name the change; the others do not
+    captions = dict(zip(p.h3, p.captions, strict=True))
+    for pair in PAIRS:
+        marked = (
+            "fingerprint changes: lite20: mindspore-lite 2.0.0 -> 2.0.1"
+            in captions[f"{pair} · ppo_policy [fp32]"]
+        )
+        assert marked == ("lite20" in pair), pair
+    # open alerts only
+    alert = next(r for r in p.rows if len(r) == 6 and r[2] == DRIFTING_PAIR)
+    assert alert[0] == "warning" and "<since the upgrade>" in alert[3]
+    assert not any("a resolved alert is not shown" in c for r in p.rows for c in r)
+    # latest fingerprints side by side: one column per stack, differing values marked
+    version_row = next(i for i, r in enumerate(p.rows) if r and r[0] == "runtime.runtime_version")
+    assert p.rows[version_row][1:] == ["2.0.0", "2.10.0", UPGRADED_VERSION, "2.10.0"]
+    assert p.row_classes[version_row] == "differs"
+    kernel_row = next(i for i, r in enumerate(p.rows) if r and r[0] == "host.kernel")
+    assert p.row_classes[kernel_row] == ""
+
+
+def test_report_window_and_filters(db, tmp_path):
+    path, info = db
+    out = tmp_path / "r.html"
+    code, stdout, _ = report(
+        path,
+        out,
+        "--pair",
+        DRIFTING_PAIR,
+        "--since",
+        (info.upgrade_at + timedelta(hours=1)).isoformat(),
+        "--metric",
+        "mean_abs",
+    )
+    assert code == 0
+    assert "1 pair/probe/variant plot(s)" in stdout and "0 fingerprint change(s)" in stdout
+    p = parse(out.read_text())
+    assert p.h3 == [f"{DRIFTING_PAIR} · ppo_policy [fp32]"] and len(p.imgs) == 1
+    assert "Divergence (mean_abs) and latency over time" in p.h2
+    assert any("No stack changed its fingerprint in this window." in c for c in [out.read_text()])
+
+
+def test_report_escapes_everything(db, tmp_path):
+    src, _ = db
+    path = tmp_path / "evil.db"
+    shutil.copy(src, path)
+    store = Store(f"sqlite:///{path}")
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE probe_results SET pair = '<script>alert(1)</script>' WHERE pair = 'ms20->lite20'")
+        )
+        conn.execute(text("UPDATE alerts SET subject = '<img src=x onerror=alert(2)>'"))
+        conn.execute(text("UPDATE stacks SET host = 'a&b\"<i>'"))
+    store.close()
+    out = tmp_path / "r.html"
+    code, _, err = report(path, out)
+    assert code == 0, err
+    doc = out.read_text()
+    assert "<script>" not in doc and "<img src=x" not in doc and "<i>" not in doc
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in doc and "&lt;img src=x onerror=alert(2)&gt;" in doc
+    assert "a&amp;b&quot;&lt;i&gt;" in doc
+    assert len(parse(doc).imgs) == 4
+
+
+def test_report_without_alert_data(tmp_path):
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    generate_history(store.engine, 10, start=START)
+    with store.engine.begin() as conn:  # a database whose schema has no alert engine's tables
+        conn.execute(text("DROP TABLE alert_deliveries"))
+        conn.execute(text("DROP TABLE alerts"))
+    store.close()
+    from auditor.history import Filters
+    from auditor.html_report import render_report
+
+    store = Store(f"sqlite:///{tmp_path / 'h.db'}")
+    with store.engine.connect() as conn:
+        html_text, summary = render_report(conn, Filters(limit=None))
+    store.close()
+    assert "no alert data" in summary
+    assert "no alert data: the database has no alerts table" in html_text
+
+
+def test_report_errors(tmp_path, db):
+    code, _, err = report(tmp_path / "empty.db", tmp_path / "r.html")
+    assert code == 2 and "no runs yet" in err and not (tmp_path / "r.html").exists()
+    path, _ = db
+    code, _, err = report(path, tmp_path / "r.html", "--metric", "max_abz")
+    assert code == 2 and "no metric 'max_abz'" in err and "max_abs" in err
+    code, _, err = report(path, tmp_path / "r.html", "--since", "2026-05-01", "--until", "2026-04-01")
+    assert code == 2 and "empty window" in err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = report(path, blocker / "r.html")
+    assert code == 2 and "cannot write the report" in err
+
+
+# -- rendered by Chromium --------------------------------------------------------------------------------
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    message = (
+        "headless Chromium is not installed (scripts/setup installs Debian's `chromium` where it runs "
+        "as root with apt-get)"
+    )
+    if os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def run_chromium(tmp_path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, timeout=180)
+
+
+def near(pixels: np.ndarray, hex_color: str, tol: int = 12) -> int:
+    rgb = np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)])
+    return int((np.abs(pixels.astype(int) - rgb).max(axis=-1) <= tol).sum())
+
+
+def test_chromium_renders_the_plots(page, tmp_path):
+    from auditor.html_report import CHANGE_COLOR, OUTPUT_COLORS, SIDE_COLORS
+
+    out, _ = page
+    url = out.resolve().as_uri()
+    dom = run_chromium(tmp_path, "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr.decode(errors="replace")[-2000:]
+    p = parse(dom.stdout.decode())
+    assert len(p.imgs) == 4 and all(decode_png(i["src"]).size[0] >= 900 for i in p.imgs)
+    assert p.h3 == [f"{pair} · ppo_policy [fp32]" for pair in PAIRS]
+
+    shot = tmp_path / "shot.png"
+    r = run_chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,4200", url)
+    assert r.returncode == 0 and shot.is_file(), r.stderr.decode(errors="replace")[-2000:]
+    pixels = np.asarray(Image.open(shot).convert("RGB"))
+    assert pixels.shape[:2] == (4200, 1280)
+    colors = len(np.unique(pixels.reshape(-1, 3), axis=0))
+    assert colors > 2000, "the screenshot has too few colours for a page with plots"
+    # Colours that only the plots use: the second output's line, the infer-latency line and the
+    # dashed fingerprint-change line (which the page's text does not use at this size).
+    assert near(pixels, OUTPUT_COLORS[1]) > 2000
+    assert near(pixels, SIDE_COLORS["infer"]) > 2000
+    # The plots sit below the tables: nothing of them in the header band.
+    assert near(pixels[:150], OUTPUT_COLORS[1]) == 0
+    # The dashed change lines, counted in the band of the plots (the tables above use the same
+    # red for status text).
+    rows = np.nonzero((np.abs(pixels.astype(int) - [0xE3, 0x77, 0xC2]).max(axis=-1) <= 12).any(axis=1))[0]
+    band = pixels[max(0, rows.min() - 150) : rows.max() + 150]
+    assert near(band, CHANGE_COLOR) > 300
