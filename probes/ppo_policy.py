@@ -1,16 +1,29 @@
-"""PPO Gaussian policy: obs -> tanh MLP -> mean, plus a state-independent log-std -> std.
+"""PPO Gaussian policy: obs -> tanh MLP -> mean, a state-independent log-std -> std, and the
+log-probability of given actions, computed inside the exported cell.
 
 This is the shape of the actor that PPO trains for continuous control (Pendulum, MuJoCo).
 Weights come from a numpy seed rather than MindSpore's initializer, which changed between
 2.0 and 2.10, so any difference between the stacks is the runtime's, not the initializer's.
+
+Variants: fp32 and fp16 (weights, inputs and every operation in that dtype), each with an
+unbounded Gaussian head or a tanh-squashed one. The log-probability is part of the graph, as
+an RL trainer computes it for its importance ratios, so a runtime's Log/Exp/Tanh kernels show
+in it. The tanh head's log-probability of an action a in [-1, 1] is
+
+    log N(u; mean, std) - sum log(1 - tanh(u)^2),   u = atanh(clip(a, -1 + eps, 1 - eps))
+
+with the correction in its stable form 2 (log 2 - u - softplus(-2u)) (auditor.metrics holds
+the float64 reference). fp16 needs a larger eps: 1 - 1e-6 rounds to 1 in fp16.
 """
+
+import math
 
 import numpy as np
 
 NAME = "ppo_policy"
-VERSION = "1"
-INPUTS = ("obs",)
-OUTPUTS = ("mean", "std")
+VERSION = "2"
+INPUTS = ("obs", "actions")
+OUTPUTS = ("mean", "std", "logp", "action")
 DEFAULT_PARAMS = {
     "obs_dim": 3,
     "act_dim": 1,
@@ -18,7 +31,18 @@ DEFAULT_PARAMS = {
     "batch": 256,
     "seed": 0,
     "dtype": "float32",
+    "head": "gaussian",
+    "eps": 1e-6,
+    "max_action": 2.0,
 }
+VARIANTS = {
+    "fp32": {"dtype": "float32", "head": "gaussian", "eps": 1e-6},
+    "fp16": {"dtype": "float16", "head": "gaussian", "eps": 1e-3},
+    "tanh-fp32": {"dtype": "float32", "head": "tanh", "eps": 1e-6},
+    "tanh-fp16": {"dtype": "float16", "head": "tanh", "eps": 1e-3},
+}
+COMPARATORS = ("gaussian_kl", "logp_diff", "action_agreement", "finite_where_train_finite")
+HEADS = ("gaussian", "tanh")
 
 
 def layer_sizes(params):
@@ -39,21 +63,63 @@ def make_weights(params):
     return weights
 
 
+def boundary_actions(params):
+    """The fixed actions every batch starts with: the edges where log-probabilities break.
+    For the tanh head ±1 (clipped to ±(1 - eps) inside the cell), just inside them, and 0;
+    for the Gaussian head, the same plus far tails."""
+    eps = float(params["eps"])
+    values = [1.0, -1.0, 1.0 - eps / 2, -(1.0 - eps / 2), 1.0 - 4 * eps, 0.0]
+    if params["head"] == "gaussian":
+        values += [5.0, -5.0]
+    return values
+
+
 def make_inputs(params):
-    """A batch of observations in Pendulum's range: cos, sin in [-1, 1], velocity in [-8, 8]."""
+    """Observations in Pendulum's range (cos, sin in [-1, 1], velocity in [-8, 8]) and fixed
+    actions to score: the boundary values first, then uniform in [-1, 1] (tanh head) or
+    standard normal (Gaussian head)."""
+    if params["head"] not in HEADS:
+        raise ValueError("ppo_policy: head must be one of %s, not %r" % (", ".join(HEADS), params["head"]))
     rng = np.random.RandomState(int(params["seed"]) + 1)
     dtype = np.dtype(params["dtype"])
-    obs = rng.uniform(-1.0, 1.0, size=(int(params["batch"]), int(params["obs_dim"])))
+    batch, act_dim = int(params["batch"]), int(params["act_dim"])
+    obs = rng.uniform(-1.0, 1.0, size=(batch, int(params["obs_dim"])))
     obs[:, -1] *= 8.0
-    return [obs.astype(dtype)]
+    if params["head"] == "tanh":
+        actions = rng.uniform(-1.0, 1.0, size=(batch, act_dim))
+    else:
+        actions = rng.standard_normal((batch, act_dim))
+    edges = boundary_actions(params)[:batch]
+    actions[: len(edges)] = np.asarray(edges, dtype=np.float64)[:, None]
+    return [obs.astype(dtype), actions.astype(dtype)]
 
 
-def build_cell(params, weights):
-    """Runs in a worker: the MindSpore cell with the given weights."""
+def layer_names(params):
+    """The layers whose outputs build_cell(..., expose_layers=True) appends after the regular
+    outputs, in order: each hidden Dense layer after its tanh, named like its weights, so
+    divergence localization can name the layer whose weights or kernel went wrong. The last
+    layer is not repeated: its output is the "mean" output (a graph output listed twice breaks
+    MindSpore Lite 2.0's predict)."""
+    return ["fc%d" % i for i in range(len(layer_sizes(params)) - 2)]
+
+
+def build_cell(params, weights, expose_layers=False):
+    """Runs in a worker: the MindSpore cell with the given weights, computing in params' dtype.
+    Outputs: mean (pre-squash for the tanh head), std, logp of the given actions (one per
+    sample), and the deterministic action (mean clipped to ±max_action, or max_action·tanh(mean)).
+    With ``expose_layers`` the cell also returns every layer's output (see layer_names) after
+    its regular outputs."""
     import mindspore
     from mindspore import nn, ops
 
     sizes = layer_sizes(params)
+    dtype = np.dtype(params["dtype"])
+    head = params["head"]
+    eps = float(params["eps"])
+    max_action = float(params["max_action"])
+
+    def const(value):
+        return mindspore.Tensor(np.asarray(value, dtype=dtype))
 
     class GaussianPolicy(nn.Cell):
         def __init__(self):
@@ -73,14 +139,52 @@ def build_cell(params, weights):
             self.log_std = mindspore.Parameter(mindspore.Tensor(weights["log_std"]), name="log_std")
             self.tanh = ops.Tanh()
             self.exp = ops.Exp()
+            self.log = ops.Log()
+            self.abs = ops.Abs()
+            self.maximum = ops.Maximum()
+            self.minimum = ops.Minimum()
+            self.sum = ops.ReduceSum(keep_dims=False)
             self.zeros_like = ops.ZerosLike()
+            self.squash = head == "tanh"
+            self.expose_layers = bool(expose_layers)
+            self.half = const(0.5)
+            self.one = const(1.0)
+            self.two = const(2.0)
+            self.zero = const(0.0)
+            self.half_log_2pi = const(0.5 * math.log(2.0 * math.pi))
+            self.log_2 = const(math.log(2.0))
+            self.lo = const(-1.0 + eps)
+            self.hi = const(1.0 - eps)
+            self.max_action = const(max_action)
+            self.min_action = const(-max_action)
 
-        def construct(self, obs):
+        def softplus(self, x):
+            # max(x, 0) + log(1 + exp(-|x|)): never overflows, in fp16 either.
+            return self.maximum(x, self.zero) + self.log(self.one + self.exp(-self.abs(x)))
+
+        def gaussian_logp(self, x, mean, std):
+            z = (x - mean) / std
+            return -self.half * z * z - self.log_std - self.half_log_2pi
+
+        def construct(self, obs, actions):
             h = obs
+            layers = ()
             for layer in self.hidden:
                 h = self.tanh(layer(h))
+                layers = layers + (h,)
             mean = self.head(h)
             std = self.exp(self.log_std) + self.zeros_like(mean)
-            return mean, std
+            if self.squash:
+                a = self.minimum(self.maximum(actions, self.lo), self.hi)
+                u = self.half * (self.log(self.one + a) - self.log(self.one - a))
+                log_det = self.two * (self.log_2 - u - self.softplus(-self.two * u))
+                logp = self.sum(self.gaussian_logp(u, mean, std) - log_det, -1)
+                action = self.max_action * self.tanh(mean)
+            else:
+                logp = self.sum(self.gaussian_logp(actions, mean, std), -1)
+                action = self.minimum(self.maximum(mean, self.min_action), self.max_action)
+            if self.expose_layers:
+                return (mean, std, logp, action) + layers
+            return mean, std, logp, action
 
     return GaussianPolicy()

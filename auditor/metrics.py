@@ -1,0 +1,170 @@
+"""The math of the comparators: pure numpy/scipy functions of both sides' outputs.
+
+Everything is computed in float64, whatever the probe's dtype, so a metric describes the
+runtimes' numbers and not the rounding of the comparison. Formulas follow the field's
+definitions (shared FACTS.md §4); each function's docstring names its source.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+LOG_2PI = math.log(2.0 * math.pi)
+LOG_2 = math.log(2.0)
+
+
+def _f64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _per_sample(x: np.ndarray) -> np.ndarray:
+    """Sum over the action dimensions: (batch, act_dim) -> (batch,); a vector is one dim each."""
+    return x.sum(axis=-1) if x.ndim > 1 else x
+
+
+def gaussian_kl(m1: np.ndarray, s1: np.ndarray, m2: np.ndarray, s2: np.ndarray) -> np.ndarray:
+    """Per-sample KL(N(m1, s1) || N(m2, s2)) of diagonal Gaussians, summed over action dims.
+
+    Per dimension (FACTS.md §4): log(s2/s1) + (s1² + (m1 − m2)²) / (2 s2²) − 1/2. Written with
+    d = (s1 − s2) / s2 as (d + d²/2 − log1p(d)) + (m1 − m2)² / (2 s2²), which is the same
+    quantity without the cancellation of log(s2/s1) against s1²/(2 s2²) − 1/2: for runtimes
+    that agree to 1e-7 the KL is ~1e-14, below what the textbook form can resolve in float64.
+    Identical sides give exactly 0, a zero infer-side std inf; other non-finite inputs give
+    inf or NaN, which the comparator treats as a failure.
+    """
+    m1, s1, m2, s2 = _f64(m1), _f64(s1), _f64(m2), _f64(s2)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        d = (s1 - s2) / s2
+        scale = d + 0.5 * d * d - np.log1p(d)
+        scale = np.where(s1 == s2, 0.0, scale)  # exact 0, also for s == inf
+        shift = (m1 - m2) ** 2 / (2.0 * s2 * s2)
+        shift = np.where(m1 == m2, 0.0, shift)
+        kl = np.where((s2 == 0) & (s1 != 0), np.inf, scale + shift)
+    return _per_sample(kl)
+
+
+def gaussian_logp(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Per-sample log-density of x under a diagonal Gaussian, summed over action dims:
+    −((x − m)/s)²/2 − log s − log(2π)/2 per dimension."""
+    x, mean, std = _f64(x), _f64(mean), _f64(std)
+    z = (x - mean) / std
+    return _per_sample(-0.5 * z * z - np.log(std) - 0.5 * LOG_2PI)
+
+
+def tanh_log_det_jacobian(u: np.ndarray) -> np.ndarray:
+    """log(1 − tanh(u)²) = 2 (log 2 − u − softplus(−2u)), the numerically stable form used by
+    SAC implementations: it neither rounds 1 − tanh² to 0 for large |u| nor needs an eps."""
+    u = _f64(u)
+    return 2.0 * (LOG_2 - u - np.logaddexp(0.0, -2.0 * u))
+
+
+def clip_action(action: np.ndarray, eps: float) -> np.ndarray:
+    """Actions in [−1, 1] moved inside (−1, 1): ±1 becomes ±(1 − eps), where atanh is finite."""
+    return np.clip(_f64(action), -1.0 + eps, 1.0 - eps)
+
+
+def tanh_gaussian_logp(action: np.ndarray, mean: np.ndarray, std: np.ndarray, eps: float) -> np.ndarray:
+    """Per-sample log-probability of a tanh-squashed Gaussian action a = tanh(u), u ~ N(m, s):
+    log N(u; m, s) − Σ log(1 − tanh(u)²), with u = atanh(a) after clipping a to ±(1 − eps).
+
+    This is the reference for what the ppo_policy probe computes inside its exported cell.
+    """
+    a = clip_action(action, eps)
+    u = np.arctanh(a)
+    return gaussian_logp(u, mean, std) - _per_sample(tanh_log_det_jacobian(u))
+
+
+@dataclass(frozen=True)
+class LogpDiff:
+    """How far two sides' log-probabilities of the same actions are apart (FACTS.md §4)."""
+
+    max_abs: float
+    """max |lp_train − lp_infer|"""
+    mean_abs: float
+    """mean |lp_train − lp_infer|"""
+    mean_exp_abs: float
+    """mean(exp(|Δlogp|)): NeMo RL's mismatch figure, 1.0 when equal, investigate above 1.05."""
+    k3_kl: float
+    """mean(exp(d) − d − 1), d = lp_train − lp_infer: verl's k3 estimator of the KL."""
+    prob_diff_max: float
+    """max |exp(lp_train) − exp(lp_infer)| (verl)."""
+
+
+def logp_diff(train: np.ndarray, infer: np.ndarray) -> LogpDiff:
+    """Log-probability mismatch metrics; non-finite differences make every figure inf."""
+    a, b = _f64(train).ravel(), _f64(infer).ravel()
+    if a.size == 0:
+        return LogpDiff(0.0, 0.0, 1.0, 0.0, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = a - b
+        # Both -inf (an impossible action on both sides) or both the same value: no difference.
+        d = np.where(a == b, 0.0, d)
+        if not np.all(np.isfinite(d)):
+            inf = float("inf")
+            return LogpDiff(inf, inf, inf, inf, inf)
+        ad = np.abs(d)
+        return LogpDiff(
+            max_abs=float(ad.max()),
+            mean_abs=float(ad.mean()),
+            mean_exp_abs=float(np.mean(np.exp(ad))),
+            k3_kl=float(np.mean(np.expm1(d) - d)),
+            prob_diff_max=float(np.max(np.abs(np.exp(a) - np.exp(b)))),
+        )
+
+
+def agreement_rate(train: np.ndarray, infer: np.ndarray, atol: float) -> float:
+    """Share of samples (rows) whose every action dimension agrees within ``atol``
+    (|train − infer| <= atol; NaN never agrees, the same infinity does)."""
+    a, b = _f64(train), _f64(infer)
+    if a.ndim == 0:
+        a, b = a.reshape(1), b.reshape(1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = (np.abs(a - b) <= atol) | ((a == b) & ~np.isnan(a))
+    rows = close.reshape(close.shape[0], -1).all(axis=1) if close.ndim > 1 else close
+    return float(rows.mean()) if rows.size else 1.0
+
+
+def nonfinite_where_train_finite(train: np.ndarray, infer: np.ndarray) -> int:
+    """Elements that are finite on the train side and NaN or ±Inf on the infer side."""
+    a, b = _f64(train), _f64(infer)
+    return int(np.count_nonzero(np.isfinite(a) & ~np.isfinite(b)))
+
+
+@dataclass(frozen=True)
+class KS:
+    statistic: float
+    pvalue: float
+
+
+def ks_two_sample(x: np.ndarray, y: np.ndarray) -> KS:
+    """Two-sample Kolmogorov–Smirnov test: D = sup |F_x − F_y| over the two empirical CDFs,
+    and its two-sided p-value (scipy.stats.ks_2samp; exact for small samples). Non-finite
+    values are left out; an empty side gives D = 1, p = 0."""
+    x, y = _f64(x).ravel(), _f64(y).ravel()
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if x.size == 0 or y.size == 0:
+        return KS(1.0, 0.0)
+    r = stats.ks_2samp(x, y)
+    return KS(float(r.statistic), float(r.pvalue))
+
+
+def sign_flips(train: np.ndarray, infer: np.ndarray) -> int:
+    """Elements where both sides are non-zero and finite with opposite signs."""
+    a, b = _f64(train), _f64(infer)
+    ok = np.isfinite(a) & np.isfinite(b) & (a != 0) & (b != 0)
+    return int(np.count_nonzero(ok & (np.sign(a) != np.sign(b))))
+
+
+def clip_disagreements(train: np.ndarray, infer: np.ndarray, clip: float) -> int:
+    """Elements where exactly one side is at the clipping bound (|y| >= clip)."""
+    a, b = _f64(train), _f64(infer)
+    return int(np.count_nonzero((np.abs(a) >= clip) != (np.abs(b) >= clip)))
+
+
+def nan_masked(inputs_nan: np.ndarray, outputs: np.ndarray) -> int:
+    """Elements whose input was NaN and whose output is finite: the NaN was silently masked."""
+    return int(np.count_nonzero(np.asarray(inputs_nan, dtype=bool) & np.isfinite(_f64(outputs))))

@@ -1,0 +1,235 @@
+"""The built-in comparators, registered through the same hook as any plugin's.
+
+Each takes both sides' outputs by name and its options (the probe's defaults from
+``comparator_options(params)``, then ``[probes.X.comparators.NAME]``, then the dtype's and the
+variant's tables) and returns MetricChecks. Limits here are about what a policy *does*
+(probability mass, action choices), so their defaults hold for every dtype; the element-wise
+atol/rtol are the precision check. The math lives in auditor.metrics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from auditor import metrics
+from auditor.compare import Comparator, MetricCheck
+from auditor.hookspecs import hookimpl
+
+Outputs = dict[str, np.ndarray]
+
+
+def _option(options: dict[str, Any], key: str, default: Any, kind: type = float) -> Any:
+    value = options.get(key, default)
+    if value is None:
+        return None
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if kind is str and isinstance(value, str):
+        return value
+    if kind is object:
+        return value
+    raise ValueError(f"option {key!r} must be a {kind.__name__}, not {value!r}")
+
+
+def _output(train: Outputs, infer: Outputs, name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name not in train or name not in infer:
+        raise ValueError(f"no output {name!r} (outputs: {', '.join(train)}); set the 'output' option")
+    return train[name], infer[name]
+
+
+def _at_most(metric: str, value: float, limit: float | None, output: str | None, what: str) -> MetricCheck:
+    """A check that passes when value <= limit (NaN never passes); limit None: informational."""
+    if limit is None:
+        return MetricCheck(metric, value, True, None, output)
+    passed = value <= limit
+    return MetricCheck(metric, value, passed, limit, output, "" if passed else what)
+
+
+def _at_least(metric: str, value: float, limit: float | None, output: str | None, what: str) -> MetricCheck:
+    if limit is None:
+        return MetricCheck(metric, value, True, None, output)
+    passed = value >= limit
+    return MetricCheck(metric, value, passed, limit, output, "" if passed else what)
+
+
+def _finite_or_inf(x: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(x), np.inf, x)
+
+
+def gaussian_kl(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
+    """Per-sample KL(train || infer) of the policy's Gaussians: max and mean over the batch."""
+    mean_name = _option(options, "mean", "mean", str)
+    std_name = _option(options, "std", "std", str)
+    m1, m2 = _output(train, infer, mean_name)
+    s1, s2 = _output(train, infer, std_name)
+    kl = _finite_or_inf(metrics.gaussian_kl(m1, s1, m2, s2))
+    kl_max = float(kl.max()) if kl.size else 0.0
+    kl_mean = float(kl.mean()) if kl.size else 0.0
+    return [
+        _at_most(
+            "kl_max", kl_max, _option(options, "max_kl", 1e-4), None, "the policies' distributions differ"
+        ),
+        _at_most(
+            "kl_mean", kl_mean, _option(options, "max_mean_kl", 1e-5), None, "the policies differ on average"
+        ),
+    ]
+
+
+def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
+    """Log-probabilities of the same fixed actions on both sides (computed inside the cells)."""
+    name = _option(options, "output", "logp", str)
+    a, b = _output(train, infer, name)
+    d = metrics.logp_diff(a, b)
+    return [
+        _at_most(
+            "logp_diff_max", d.max_abs, _option(options, "max_abs", 1e-2), name, "log-probabilities differ"
+        ),
+        _at_most(
+            "logp_diff_mean", d.mean_abs, _option(options, "max_mean", 1e-3), name, "log-probabilities differ"
+        ),
+        _at_most(
+            "exp_abs_logp_diff_mean",
+            d.mean_exp_abs,
+            _option(options, "max_mean_exp", 1.001),
+            name,
+            "importance ratios drift from 1 (NeMo RL investigates above 1.05)",
+        ),
+        _at_most("logp_k3_kl", d.k3_kl, _option(options, "max_k3_kl", None), name, "k3 KL too large"),
+        _at_most("prob_diff_max", d.prob_diff_max, _option(options, "max_prob_diff", None), name, ""),
+    ]
+
+
+def action_agreement(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
+    """Share of samples whose deterministic action agrees within ``atol`` on every dimension."""
+    name = _option(options, "output", "action", str)
+    atol = _option(options, "atol", 1e-3)
+    a, b = _output(train, infer, name)
+    rate = metrics.agreement_rate(a, b, atol)
+    return [
+        _at_least(
+            "action_agreement",
+            rate,
+            _option(options, "min_rate", 1.0),
+            name,
+            f"actions differ by more than {atol:g} on {100 * (1 - rate):.2f}% of samples",
+        )
+    ]
+
+
+def finite_where_train_finite(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
+    """Every output: elements the train side computes finite that the infer side does not."""
+    limit = _option(options, "max_count", 0.0)
+    return [
+        _at_most(
+            "nonfinite_where_train_finite",
+            float(metrics.nonfinite_where_train_finite(t, infer[n])),
+            limit,
+            n,
+            "the infer side gives NaN/Inf where the train side is finite",
+        )
+        for n, t in train.items()
+        if n in infer
+    ]
+
+
+def ks_two_sample(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
+    """Do both sides' samples come from one distribution? Two-sample KS statistic and p-value."""
+    name = _option(options, "output", "sample", str)
+    a, b = _output(train, infer, name)
+    ks = metrics.ks_two_sample(a, b)
+    return [
+        _at_most(
+            "ks_statistic", ks.statistic, _option(options, "max_statistic", None), name, "samples differ"
+        ),
+        _at_least(
+            "ks_pvalue",
+            ks.pvalue,
+            _option(options, "min_pvalue", 1e-3),
+            name,
+            "the two sides' samples are unlikely to come from one distribution",
+        ),
+    ]
+
+
+def normalizer_classes(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
+    """The observation normalizer, per class of input element (ordinary, huge, zero variance,
+    NaN, ±Inf, denormal, ...): largest difference, non-finite mismatches, sign flips, clip
+    disagreements, and NaN masking (NaN in, finite out) on each side.
+
+    Options: ``classes``, an array of class names shaped like the output (from the probe);
+    ``clip``, the clipping bound; ``max_nan_masked``: NaN inputs the infer side may turn into
+    finite numbers beyond those the train side does (default 0).
+    """
+    name = _option(options, "output", "normalized", str)
+    a, b = _output(train, infer, name)
+    classes = np.asarray(_option(options, "classes", None, object))
+    if classes.shape != a.shape:
+        raise ValueError(f"option 'classes' has shape {classes.shape}, output {name!r} has {a.shape}")
+    clip = _option(options, "clip", math.inf)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    checks: list[MetricCheck] = []
+    for cls in dict.fromkeys(classes.ravel().tolist()):
+        mask = classes == cls
+        ta, ib = a64[mask], b64[mask]
+        with np.errstate(invalid="ignore", over="ignore"):
+            both = np.isfinite(ta) & np.isfinite(ib)
+            diff = np.abs(ta[both] - ib[both])
+        mismatch = np.count_nonzero(
+            (np.isnan(ta) != np.isnan(ib))
+            | (np.isposinf(ta) != np.isposinf(ib))
+            | (np.isneginf(ta) != np.isneginf(ib))
+        )
+        checks += [
+            MetricCheck(f"{cls}.max_abs", float(diff.max()) if diff.size else 0.0, True, None, name),
+            _at_most(
+                f"{cls}.nan_inf_mismatch",
+                float(mismatch),
+                0.0,
+                name,
+                f"{cls} inputs: NaN/Inf on one side only",
+            ),
+            _at_most(
+                f"{cls}.sign_flips", float(metrics.sign_flips(ta, ib)), 0.0, name, f"{cls} inputs: signs flip"
+            ),
+            _at_most(
+                f"{cls}.clip_disagreements",
+                float(metrics.clip_disagreements(ta, ib, clip)),
+                0.0,
+                name,
+                f"{cls} inputs: one side clips, the other does not",
+            ),
+        ]
+        if cls == "nan":
+            nan_in = np.ones(ta.shape, dtype=bool)
+            masked_train = metrics.nan_masked(nan_in, ta)
+            masked_infer = metrics.nan_masked(nan_in, ib)
+            checks += [
+                MetricCheck("nan.masked_train", float(masked_train), True, None, name),
+                _at_most(
+                    "nan.masked_infer",
+                    float(masked_infer),
+                    float(masked_train) + _option(options, "max_nan_masked", 0.0),
+                    name,
+                    "the infer side turns NaN observations into finite numbers (NaN masking)",
+                ),
+            ]
+    return checks
+
+
+COMPARATORS: tuple[tuple[str, Callable[..., list[MetricCheck]]], ...] = (
+    ("gaussian_kl", gaussian_kl),
+    ("logp_diff", logp_diff),
+    ("action_agreement", action_agreement),
+    ("finite_where_train_finite", finite_where_train_finite),
+    ("ks_two_sample", ks_two_sample),
+    ("normalizer_classes", normalizer_classes),
+)
+
+
+@hookimpl
+def auditor_comparators() -> list[Comparator]:
+    return [Comparator(name, fn, (fn.__doc__ or "").strip().splitlines()[0]) for name, fn in COMPARATORS]
