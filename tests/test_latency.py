@@ -1,0 +1,161 @@
+"""Latency at several batch sizes and regressions against a stack's own history (no stacks)."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+
+import pytest
+
+from auditor import latency
+from auditor.config import ConfigError, LatencyConfig, parse
+from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult, StackReport
+from auditor.store import Store
+
+CFG = LatencyConfig(regression_factor=1.5, regression_window=4, regression_min_runs=3)
+
+
+def lat(p50: float, batch: int = 1) -> Latency:
+    return Latency(batch, 10, p50, p50 * 1.1, p50 * 1.2, p50)
+
+
+def test_extra_batches():
+    assert latency.extra_batches([1, 256], 256, {"batch": 256}) == [1]
+    assert latency.extra_batches([1, 1024, 1], 256, {"batch": 256}) == [1, 1024]
+    assert latency.extra_batches([1, 256], 256, {"seed": 0}) == []  # no batch parameter
+    assert latency.batch_params({"batch": 256, "seed": 3}, 1) == {"batch": 1, "seed": 3}
+    assert latency.batch_model("ms20/ppo-fp32-abc", 1) == "ms20/ppo-fp32-abc@b1"
+
+
+@pytest.mark.parametrize(
+    ("p50", "previous"),
+    [(150.0, [100.0, 100.0, 100.0]), (151.0, [100.0, 90.0, 110.0]), (300.0, [100.0, 100.0]), (10.0, [])],
+)
+def test_judge_against_the_rolling_median(p50, previous):
+    median = statistics.median(previous) if previous else None
+    expected = (
+        median if len(previous) >= CFG.regression_min_runs and p50 > CFG.regression_factor * median else None
+    )
+    assert latency.judge(p50, previous, CFG) == expected
+
+
+def test_judge_uses_the_window_only():
+    previous = [100.0, 100.0, 100.0, 100.0, 1000.0, 1000.0]  # newest first; the old ones are out
+    assert latency.judge(160.0, previous, CFG) == 100.0
+
+
+# -- history in the database ------------------------------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    yield s
+    s.close()
+
+
+def _result(train_p50: float, infer_p50: float, train="tr", infer="inf", b1=True) -> ProbeResult:
+    return ProbeResult(
+        f"{train}->{infer}",
+        train,
+        infer,
+        "ppo_policy",
+        "2",
+        "fp32",
+        CONSISTENT,
+        "ok",
+        train_latency=lat(train_p50 * 10, 256),
+        infer_latency=lat(infer_p50 * 10, 256),
+        train_latencies=(lat(train_p50),) if b1 else (),
+        infer_latencies=(lat(infer_p50),) if b1 else (),
+    )
+
+
+def _run(store: Store, results, abort=False) -> int:
+    stacks = {
+        n: StackReport(n, role, "mindspore", "/py", "cpu", "local", {"runtime": "x"})
+        for n, role in (("tr", "train"), ("tr2", "train"), ("inf", "infer"))
+    }
+    run_id = store.begin_run("t.toml")
+    if abort:
+        store.abort_run(run_id, "test")
+    else:
+        store.finish_run(run_id, CycleResult(1.0, 2.0, "t.toml", stacks, list(results), []), {})
+    return run_id
+
+
+def test_history_is_one_value_per_complete_run_newest_first(store):
+    for p in (100.0, 110.0, 120.0):
+        # Two pairs share the train stack: its latency appears twice per run, counted once.
+        _run(store, [_result(p, p / 2), _result(p, 999.0, infer="inf", train="tr2")])
+    _run(store, [_result(5000.0, 5000.0)], abort=True)
+    series = latency.Series("local", "tr", "train", "ppo_policy", "fp32", 1)
+    assert latency.history(store.engine, series, 10) == [120.0, 110.0, 100.0]
+    assert latency.history(store.engine, series, 2) == [120.0, 110.0]
+    big = latency.Series("local", "tr", "train", "ppo_policy", "fp32", 256)
+    assert latency.history(store.engine, big, 10) == [1200.0, 1100.0, 1000.0]
+    infer = latency.Series("local", "inf", "infer", "ppo_policy", "fp32", 1, source="tr")
+    assert latency.history(store.engine, infer, 10) == [60.0, 55.0, 50.0]
+    other = latency.Series("local", "inf", "infer", "ppo_policy", "fp32", 1, source="tr2")
+    assert latency.history(store.engine, other, 10) == [999.0] * 3
+    assert (
+        latency.history(store.engine, latency.Series("elsewhere", "tr", "train", "ppo_policy", "fp32", 1), 10)
+        == []
+    )
+
+
+def test_regressions_follow_the_numbers(store):
+    previous = [100.0, 104.0, 96.0, 300.0]
+    for p in previous:
+        _run(store, [_result(p, p)])
+    now = [_result(160.0, 140.0), _result(160.0, 200.0, train="tr2")]
+    found = latency.regressions(now, store.engine, CFG, {"tr": "local", "tr2": "local", "inf": "local"})
+    window = list(reversed(previous))[: CFG.regression_window]
+    median = statistics.median(window)
+    expected = set()
+    for r in now:
+        for series, value in latency.series_of(r, {}):
+            past = latency.history(store.engine, series, CFG.regression_window)
+            if len(
+                past
+            ) >= CFG.regression_min_runs and value.p50_us > CFG.regression_factor * statistics.median(past):
+                expected.add(series)
+    assert {(f.details["side"], f.details["batch"], f.details["source"]) for f in found} == {
+        (s.side, s.batch, s.source) for s in expected
+    }
+    assert expected, "the numbers above must produce at least one regression"
+    train_b1 = next(f for f in found if f.key == "tr/ppo_policy/fp32/b1/train/latency-regression")
+    assert train_b1.details["median_us"] == median and train_b1.details["runs"] == 4
+    assert "1.5× the median" not in train_b1.message and "limit 1.5×" in train_b1.message
+    # tr2 has no history: never judged.
+    assert not any(f.key.startswith("tr2/") or "/tr2/" in f.key for f in found)
+
+
+def test_no_judgement_before_min_runs(store):
+    for p in (100.0, 100.0):
+        _run(store, [_result(p, p)])
+    assert latency.regressions([_result(1000.0, 1000.0)], store.engine, CFG, {}) == []
+
+
+# -- config -------------------------------------------------------------------------------------
+
+
+def test_latency_config_defaults_and_errors(default_doc):
+    doc = copy.deepcopy(default_doc)
+    assert parse(doc, "<t>").latency == LatencyConfig()
+    doc["latency"] = {
+        "batches": [0, 2, "x"],
+        "regression_factor": 1.0,
+        "regression_window": 2,
+        "regression_min_runs": 5,
+    }
+    with pytest.raises(ConfigError) as exc:
+        parse(doc, "<t>")
+    assert exc.value.errors == [
+        "latency.batches[0]: must be a whole number 1 or more, not 0",
+        "latency.batches[2]: must be a whole number 1 or more, not 'x'",
+        "latency.regression_factor: must be greater than 1, not 1.0",
+        "latency.regression_min_runs: must be at most regression_window (2), not 5",
+    ]
+    doc["latency"] = {"batches": [512, 1, 512]}
+    assert parse(doc, "<t>").latency.batches == (1, 512)

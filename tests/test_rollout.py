@@ -1,0 +1,201 @@
+"""Closed/open-loop rollouts with plain numpy policies (no stacks), and the [rollout] config."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium
+import numpy as np
+import pytest
+
+from auditor.config import ConfigError, RolloutConfig, parse
+from auditor.probe import builtin_probes
+from auditor.results import CONSISTENT, DRIFT, ERROR
+from auditor.rollout import check_spaces, findings, rollout, run_episode, verdict
+
+W = np.array([-0.5, 0.1, -0.1])  # |action| <= 1.4: never clipped at Pendulum's bound 2
+
+
+def policy(obs: np.ndarray) -> np.ndarray:
+    """A damping controller: enough to make Pendulum's trajectory depend on the actions."""
+    return np.array([float(W @ np.asarray(obs, np.float64))])
+
+
+def offset(delta: float, after: int = 0):
+    """The same policy, off by ``delta`` from step ``after`` (1-based) on."""
+    calls = {"n": 0}
+
+    def p(obs: np.ndarray) -> np.ndarray:
+        calls["n"] += 1
+        return policy(obs) + (delta if calls["n"] > after else 0.0)
+
+    return p
+
+
+def test_identical_policies_agree_at_every_step():
+    e = run_episode("Pendulum-v1", 3, 0, policy, policy, 1e-6)
+    assert e.steps == 200  # 0: until the environment ends it; Pendulum truncates at 200
+    assert max(e.action_diff) == max(e.open_action_diff) == max(e.obs_diff) == 0.0
+    assert e.first_exceed is None and e.train_return == e.infer_return
+    # The train side's return is what the same policy gets alone in the environment.
+    env = gymnasium.make("Pendulum-v1")
+    obs, _ = env.reset(seed=3)
+    total = 0.0
+    for _ in range(200):
+        obs, r, *_ = env.step(np.clip(policy(obs), -2, 2).astype(np.float32))
+        total += float(r)
+    assert e.train_return == pytest.approx(total)
+
+
+def test_closed_loop_amplifies_what_the_open_loop_separates():
+    # The infer side is off by 1e-4 from step 11 on.
+    e = run_episode("Pendulum-v1", 0, 60, policy, offset(1e-4, after=10), 1e-3)
+    assert e.steps == 60
+    assert e.action_diff[:10] == (0.0,) * 10 and e.obs_diff[:10] == (0.0,) * 10
+    # Open loop: the infer side fed the train side's observations sees only its own offset.
+    assert all(d == pytest.approx(1e-4, rel=1e-6) for d in e.open_action_diff[10:])
+    # Closed loop: the trajectories part after step 11, so the action difference changes.
+    assert max(e.obs_diff) > 0.0
+    assert e.action_diff[10] == pytest.approx(1e-4, rel=1e-6)
+    assert any(abs(d - 1e-4) > 1e-6 for d in e.action_diff[11:])
+    assert e.first_exceed == next((i + 1 for i, d in enumerate(e.action_diff) if d > 1e-3), None)
+    assert e.open_first_exceed is None  # 1e-4 < 1e-3 at every step
+
+
+def test_first_exceed_step_and_clipping():
+    e = run_episode("Pendulum-v1", 1, 20, policy, offset(0.05, after=4), 0.01)
+    assert e.first_exceed == e.open_first_exceed == 5
+    # Actions are clipped to the action bounds before they are compared.
+    big = run_episode("Pendulum-v1", 1, 5, lambda o: np.array([10.0]), lambda o: np.array([50.0]), 0.0)
+    assert big.action_diff == (0.0,) * 5 and big.first_exceed is None
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-7, 1e-3, 0.2])
+def test_verdict_follows_the_numbers(delta):
+    eps = [run_episode("Pendulum-v1", s, 50, policy, offset(delta, after=3), 1e-5) for s in (0, 1)]
+    action_atol, return_atol = 1e-5, 0.05
+    status, message = verdict(eps, action_atol, return_atol)
+    exceeds = any(d > action_atol for e in eps for d in e.action_diff)
+    returns = any(abs(e.train_return - e.infer_return) > return_atol for e in eps)
+    assert status == (DRIFT if exceeds or returns else CONSISTENT)
+    assert ("action difference exceeds" in message) == exceeds
+    assert ("returns differ" in message) == returns
+
+
+def test_rollout_result_summary_and_findings():
+    r = rollout(
+        pair="a->b",
+        train="a",
+        infer="b",
+        probe="ppo_policy",
+        variant="fp32",
+        env="Pendulum-v1",
+        seeds=[0, 1],
+        steps=30,
+        action_atol=1e-3,
+        return_atol=1.0,
+        train_policy=policy,
+        infer_policy=offset(0.01, after=5),
+    )
+    assert r.status == DRIFT and len(r.episodes) == 2
+    closed, opened = r.summary("closed-loop"), r.summary("open-loop")
+    # The offset starts at step 6 of the first episode and is on from the start of the second.
+    assert [e.first_exceed for e in r.episodes] == [6, 1] == [e.open_first_exceed for e in r.episodes]
+    assert closed["first_exceed_step"] == 1 == opened["first_exceed_step"]
+    assert closed["steps"] == 60 and closed["episodes_exceeding"] == 2
+    assert closed["max_action_diff"] == max(d for e in r.episodes for d in e.action_diff)
+    assert set(r.episode_metrics()["closed-loop"]) == {"seed0", "seed1"}
+    (f,) = findings([r])
+    assert f.kind == "rollout-divergence" and f.key == "a->b/ppo_policy/fp32/rollout/rollout-divergence"
+    assert f.details["first_exceed_step"] == 1 and "first at step 1 (seed 1)" in f.message
+
+
+def test_a_failing_side_makes_an_error_result():
+    class Broken(Exception):
+        pass
+
+    calls = {"n": 0}
+
+    def dies(obs):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise Broken("worker died")
+        return policy(obs)
+
+    r = rollout(
+        pair="a->b",
+        train="a",
+        infer="b",
+        probe="p",
+        variant="v",
+        env="Pendulum-v1",
+        seeds=[0],
+        steps=10,
+        action_atol=1e-3,
+        return_atol=1.0,
+        train_policy=policy,
+        infer_policy=dies,
+        error_types=(Broken,),
+    )
+    assert r.status == ERROR and "rollout stopped at seed 0: worker died" in r.message
+    assert findings([r])[0].severity == "error"
+
+
+def test_check_spaces():
+    assert check_spaces("Pendulum-v1", 3, 1) is None
+    assert "takes 4 observation values, Pendulum-v1 gives 3" in check_spaces("Pendulum-v1", 4, 1)
+    assert "gives 2 action values, Pendulum-v1 takes 1" in check_spaces("Pendulum-v1", 3, 2)
+
+
+# -- config ------------------------------------------------------------------------------------
+
+
+def _parse(doc: dict, **extra: set):
+    known = {n: set(p.default_params) for n, p in builtin_probes().items()}
+    return parse(doc, "<test>", known_probes={**known, **extra})
+
+
+def test_rollout_defaults_and_shipped_config(default_doc):
+    doc = copy.deepcopy(default_doc)
+    config = _parse(doc)
+    assert config.rollout == RolloutConfig(pairs=())
+    doc.pop("rollout")
+    assert _parse(doc).rollout == RolloutConfig()
+
+
+def test_rollout_config_errors_all_at_once(default_doc):
+    doc = copy.deepcopy(default_doc)
+    doc["rollout"] = {
+        "seeds": [0, -1, "x"],
+        "steps": -5,
+        "action_atol": -1.0,
+        "return_atol": "big",
+        "pairs": ["nope->x"],
+        "probe": "unknown",
+        "colour": 1,
+    }
+    with pytest.raises(ConfigError) as exc:
+        _parse(doc)
+    errors = "\n".join(exc.value.errors)
+    for expected in (
+        "rollout.seeds[1]: must be a whole number 0 or more, not -1",
+        "rollout.seeds[2]: must be a whole number 0 or more, not 'x'",
+        "rollout.steps: must be 0 (the whole episode) or more, not -5",
+        "rollout.action_atol: must be a number 0 or more, not -1.0",
+        "rollout.return_atol: must be int or float, not str 'big'",
+        "rollout.pairs[0]: no pair 'nope->x'",
+        "rollout.probe: unknown probe 'unknown'",
+        "rollout.colour: unknown key",
+    ):
+        assert expected in errors
+
+
+def test_rollout_pairs_must_run_the_probe(default_doc):
+    doc = copy.deepcopy(default_doc)
+    doc["rollout"] = {"pairs": ["ms20->lite20"], "probe": "ppo_policy"}
+    assert _parse(doc).rollout.pairs == ("ms20->lite20",)
+    doc["pairs"][2]["probes"] = ["other"]
+    doc["rollout"]["pairs"] = ["ms20->lite20"]
+    with pytest.raises(ConfigError) as exc:
+        _parse(doc, other=set())
+    assert "rollout.pairs[0]: pair ms20->lite20 does not run probe 'ppo_policy'" in exc.value.errors
