@@ -54,7 +54,14 @@ class AuditRun:
     def __init__(self, config: Config, plugins: Plugins, store: Store | None):
         self.config = config
         self.store = store
-        self.cycle = Cycle(config, plugins.probes(), plugins.runtimes(), history=store)
+        self.cycle = Cycle(
+            config,
+            plugins.probes(),
+            plugins.runtimes(),
+            plugins.comparators(),
+            plugins=plugins,
+            history=store,
+        )
         self.run_id: int | None = None
         self._abort_reason: str | None = None
         self._lock = threading.Lock()

@@ -13,7 +13,12 @@ from typing import Any, NoReturn
 import click
 
 from auditor import __version__
+from auditor.baseline_cli import baseline_group
 from auditor.config import Config, ConfigError, parse, plugin_dirs, read_document
+from auditor.daemon_cli import alerts_command, daemon_command, service_group
+from auditor.drift_cli import drift_command
+from auditor.fingerprint_cli import fingerprint_command
+from auditor.history_cli import db_group, history_command, report_command, show_command, trend_command
 from auditor.paths import default_db_url
 from auditor.plugin_manager import Plugins
 
@@ -72,18 +77,25 @@ class Context:
                 click.echo(f"auditor: warning: {problem.rstrip()}", err=True)
         return self._plugins
 
-    def config(self) -> Config:
+    def load_config(self) -> Config:
+        """The config, or ConfigError listing every problem (the daemon's reload keeps the old
+        config then, instead of exiting)."""
         path = self.find_config()
         assert path is not None
+        doc = read_document(path)
+        plugins = self.plugins(plugin_dirs(doc, path))
+        return parse(
+            doc,
+            path,
+            known_probes={n: p.default_params for n, p in plugins.probes().items()},
+            runtimes={n: r.can for n, r in plugins.runtimes().items()},
+            probe_variants={n: p.variants for n, p in plugins.probes().items()},
+            sink_types={n: t.validate for n, t in plugins.alert_sinks().items()},
+        )
+
+    def config(self) -> Config:
         try:
-            doc = read_document(path)
-            plugins = self.plugins(plugin_dirs(doc, path))
-            return parse(
-                doc,
-                path,
-                known_probes={n: p.default_params for n, p in plugins.probes().items()},
-                runtimes={n: r.can for n, r in plugins.runtimes().items()},
-            )
+            return self.load_config()
         except ConfigError as exc:
             click.echo(f"auditor: config {exc.source} is not usable:", err=True)
             for e in exc.errors:
@@ -125,12 +137,10 @@ def cli(ctx: click.Context, config_path: str | None, db: str | None) -> None:
     ctx.obj = Context(config_path, db)
 
 
-class _Terminated(Exception):
-    pass
-
-
 def _raise_terminated(signum: int, _frame: Any) -> None:
-    raise _Terminated(signal.Signals(signum).name)
+    from auditor.audit_run import Interrupted
+
+    raise Interrupted(signal.Signals(signum).name)
 
 
 @cli.command()
@@ -150,49 +160,36 @@ def audit(obj: Context, as_json: bool, no_store: bool) -> None:
       1  drift, an incompatibility, or an error on some pair (see the report)
       2  usage or config error
     """
-    from auditor.cycle import Cycle, CycleAborted
+    from auditor.audit_run import AuditRun, RunAborted, RunNotStored
     from auditor.report import render_json, render_text
     from auditor.store import Store, StoreError
 
     config = obj.config()
     store = None
-    run_id = None
     if not no_store:
         try:
             store = Store.open(obj.db_url(config))
-            run_id = store.begin_run(config.source)
         except StoreError as exc:
             _fail(str(exc))
-    plugins = obj.plugins()
-    cycle = Cycle(config, plugins.probes(), plugins.runtimes())
+    run = AuditRun(config, obj.plugins(), store)
+    try:
+        run.begin()
+    except StoreError as exc:
+        _fail(str(exc))
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        result = cycle.run()
-    except (KeyboardInterrupt, _Terminated, CycleAborted) as exc:
-        cycle.abort()
-        reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
-        if store is not None and run_id is not None:
-            store.abort_run(run_id, f"interrupted by {reason}")
-        code = 128 + (signal.SIGTERM if reason == "SIGTERM" else signal.SIGINT)
+        result = run.run()
+    except RunAborted as exc:
+        code = 128 + (signal.SIGTERM if exc.reason == "SIGTERM" else signal.SIGINT)
         _fail(
-            f"cycle interrupted ({reason}); "
-            + (f"run {run_id} marked aborted" if run_id else "nothing stored"),
+            f"cycle interrupted ({exc.reason}); "
+            + (f"run {exc.run_id} marked aborted" if exc.run_id else "nothing stored"),
             code,
         )
-    except BaseException as exc:
-        cycle.abort()
-        if store is not None and run_id is not None:
-            store.abort_run(run_id, f"internal error: {type(exc).__name__}: {exc}")
-        raise
+    except RunNotStored as exc:
+        _fail(str(exc), EXIT_FINDINGS)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if store is not None and run_id is not None:
-        try:
-            store.finish_run(run_id, result, cycle.artifacts)
-        except Exception as exc:
-            store.abort_run(run_id, f"could not store results: {exc}")
-            _fail(f"could not store the results of run {run_id}: {exc}", EXIT_FINDINGS)
-        result.run_id = run_id
     click.echo(render_json(result) if as_json else render_text(result), nl=False)
     sys.exit(result.exit_code)
 
@@ -283,6 +280,19 @@ def plugins_command(obj: Context, show_all: bool, as_json: bool) -> None:
             click.echo(f"    error: {i.error}")
         else:
             click.echo(f"    hooks: {', '.join(i.hooks) or '-'}")
+
+
+cli.add_command(fingerprint_command)
+cli.add_command(history_command)
+cli.add_command(show_command)
+cli.add_command(trend_command)
+cli.add_command(report_command)
+cli.add_command(db_group)
+cli.add_command(daemon_command)
+cli.add_command(alerts_command)
+cli.add_command(service_group)
+cli.add_command(drift_command)
+cli.add_command(baseline_group)
 
 
 def main() -> None:

@@ -53,6 +53,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "bitwise_equal",
     "nan_inf_mismatch",
     "min_atol",
+    "min_rtol",
 )
 
 # How worst() reduces each metric: larger is worse for differences and counts,
@@ -66,6 +67,7 @@ _WORST: dict[str, Callable[..., float]] = {
     "bitwise_equal": min,
     "nan_inf_mismatch": max,
     "min_atol": max,
+    "min_rtol": max,
 }
 
 # Kinds astype(float64) would accept but mangle: complex drops the imaginary
@@ -154,6 +156,7 @@ def _shape_mismatch(name: str, a: np.ndarray, b: np.ndarray) -> OutputComparison
         "bitwise_equal": 0.0,
         "nan_inf_mismatch": 0.0,
         "min_atol": inf,
+        "min_rtol": inf,
     }
     return OutputComparison(
         output=name,
@@ -210,11 +213,15 @@ def compare_output(name: str, train: np.ndarray, infer: np.ndarray, tol: Toleran
         fails = (~(absdiff <= tol.atol) & ~(reldiff <= tol.rtol)) | mismatch
         failing = int(np.count_nonzero(fails))
 
+        # The smallest atol that passes at the configured rtol, and the smallest rtol that
+        # passes at the configured atol (Polygraphy reports the former).
         if n_mismatch:
-            min_atol = float("inf")
+            min_atol = min_rtol = float("inf")
         else:
             needs_atol = ~(reldiff <= tol.rtol)
             min_atol = float(np.max(absdiff[needs_atol])) if needs_atol.any() else 0.0
+            needs_rtol = ~(absdiff <= tol.atol)
+            min_rtol = float(np.max(reldiff[needs_rtol])) if needs_rtol.any() else 0.0
 
         metrics = {
             "max_abs": float(np.max(absdiff)) if total else 0.0,
@@ -225,6 +232,7 @@ def compare_output(name: str, train: np.ndarray, infer: np.ndarray, tol: Toleran
             "bitwise_equal": 1.0 if _bitwise_equal(a_raw, b_raw) else 0.0,
             "nan_inf_mismatch": float(n_mismatch),
             "min_atol": min_atol,
+            "min_rtol": min_rtol,
         }
 
     return OutputComparison(

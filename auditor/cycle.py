@@ -1,5 +1,5 @@
-"""One audit cycle: export each probe once on its train stack, load the MindIR on every infer
-stack paired with it, run the same inputs on both, compare, and collect findings.
+"""One audit cycle: export each probe variant once on its train stack, load the MindIR on every
+infer stack paired with it, run the same inputs on both, compare, and collect findings.
 
 This is how production moves a policy: build and export on the training stack, load the
 exported MindIR on the inference stack. Train stacks run in parallel, then infer stacks do;
@@ -14,32 +14,45 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+import traceback
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor.compare import OutputComparison, compare_output
+from auditor import fingerprint
+from auditor.compare import Comparator, MetricCheck, OutputComparison, Tolerance, compare_output
 from auditor.config import Config, PairConfig, StackConfig
+from auditor.drift import diff as drift_diff
+from auditor.drift import drift_finding
 from auditor.mindir import read_info
-from auditor.probe import ProbeSpec
+from auditor.probe import ProbeSpec, dtype_variant_name
+from auditor.probe_suite import ProbeSuite
 from auditor.results import (
     CONSISTENT,
     DRIFT,
     ERROR,
     INCOMPATIBLE,
+    UNSUPPORTED,
     Artifact,
     CycleResult,
     Finding,
     Latency,
+    LearnedMaximum,
     ProbeResult,
     StackReport,
+    fingerprint_digest,
 )
+from auditor.rules import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.runtime import RuntimeSpec
 from auditor.stack_worker import StackWorker, WorkerError, worker_packages
+
+if TYPE_CHECKING:
+    from auditor.plugin_manager import Plugins
+    from auditor.store import Store
 
 MINDIR_REJECTION = re.compile(
     r"maximum mind ?ir version:\s*(\d+).*?support the mind ?ir version:\s*(\d+)", re.IGNORECASE | re.DOTALL
@@ -52,23 +65,35 @@ class CycleAborted(Exception):
 
 @dataclass(frozen=True)
 class ProbeJob:
-    """One probe with its resolved parameters; several pairs may share one export."""
+    """One variant of a probe with its resolved parameters: one export, which several pairs
+    may share. ``variant`` defaults to the name of the params' dtype ("fp32", ...)."""
 
     spec: ProbeSpec
     params: dict[str, Any]
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.variant:
+            object.__setattr__(self, "variant", dtype_variant_name(self.params))
 
     @property
     def key(self) -> str:
         digest = hashlib.sha256(repr(sorted(self.params.items())).encode()).hexdigest()[:10]
-        return f"{self.spec.name}-{digest}"
+        return f"{self.spec.name}-{self.variant}-{digest}"
 
     @property
-    def variant(self) -> str:
-        return {"float32": "fp32", "float16": "fp16"}.get(str(self.params.get("dtype")), "default")
+    def dtype(self) -> str | None:
+        dtype = self.params.get("dtype")
+        return str(dtype) if dtype is not None else None
 
     @property
     def batch(self) -> int:
         return int(self.params.get("batch", 1))
+
+    @property
+    def rerun(self) -> bool:
+        """Whether this variant is run again in a fresh worker process, to check repeatability."""
+        return self.variant in self.spec.rerun
 
 
 @dataclass
@@ -78,6 +103,12 @@ class TrainOutcome:
     mindir: Path | None = None
     artifact: Artifact | None = None
     error: WorkerError | None = None
+    rerun: list[np.ndarray] | WorkerError | None = None
+    """Outputs of the same build and inputs in a fresh worker process (jobs with ``rerun``)."""
+    # probe suite (auditor.probe_suite): other batch sizes
+    latencies: list[Latency] = field(default_factory=list)
+    batch_mindirs: dict[int, Path] = field(default_factory=dict)
+    suite_errors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -85,6 +116,13 @@ class InferOutcome:
     outputs: list[np.ndarray] | None = None
     latency: Latency | None = None
     error: WorkerError | None = None
+    rerun: list[np.ndarray] | WorkerError | None = None
+    blocked: Finding | None = None
+    """A rule's finding that made loading pointless (the load was not attempted)."""
+    # probe suite (auditor.probe_suite): other batch sizes
+    latencies: list[Latency] = field(default_factory=list)
+    batch_models: dict[int, str] = field(default_factory=dict)
+    suite_errors: list[str] = field(default_factory=list)
 
 
 class _Session:
@@ -134,21 +172,39 @@ class _Session:
             self.worker.close()
 
 
-class Cycle:
+class Cycle(ProbeSuite):
     def __init__(
         self,
         config: Config,
         probes: dict[str, ProbeSpec],
         runtimes: dict[str, RuntimeSpec] | None = None,
+        comparators: dict[str, Comparator] | None = None,
+        plugins: Plugins | None = None,
+        collectors: Sequence[str] | None = None,
+        rules: Iterable[Rule] | None = None,
+        history: Store | None = None,
+        tamper: Callable[[bytes], bytes] | None = None,
     ):
+        """``comparators``: by name, as the plugins provide them; None: the built-in ones.
+        ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
+        ``history``: the store that holds earlier runs (version drift, learned MindIR limits,
+        golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
+        infer side loads it (tests: a perturbed artifact must be caught and localized)."""
+        self.tamper = tamper
         self.config = config
         self.probes = probes
         self.runtimes = runtimes or {}
+        if comparators is None:
+            from auditor.plugin_manager import Plugins
+
+            comparators = Plugins(entry_points=False).comparators()
+        self.comparators = comparators
         self._workers: list[StackWorker] = []
         self._lock = threading.Lock()
         self._aborted = threading.Event()
         self._sessions: dict[str, _Session] = {}
         self.artifacts: dict[str, bytes] = {}
+        self._init_rules(plugins, collectors, rules, history)
 
     def _register(self, worker: StackWorker) -> None:
         with self._lock:
@@ -169,17 +225,21 @@ class Cycle:
             raise CycleAborted("cycle aborted")
 
     # -- planning --------------------------------------------------------------------------
-    def _job(self, name: str) -> ProbeJob:
-        spec = self.probes[name]
-        return ProbeJob(spec, spec.params(self.config.probe(name).params))
+    def _jobs(self, name: str) -> list[ProbeJob]:
+        """One job per variant of the probe that the config selects (all by default)."""
+        spec, cfg = self.probes[name], self.config.probe(name)
+        return [
+            ProbeJob(spec, spec.variant_params(v, cfg.params), v) for v in spec.select_variants(cfg.variants)
+        ]
 
     def run(self) -> CycleResult:
         started = time.time()
         pairs = self.config.pairs
-        jobs = {name: self._job(name) for p in pairs for name in p.probes}
+        jobs = {name: self._jobs(name) for p in pairs for name in p.probes}
         packages = worker_packages(
             [spec.module for spec in self.probes.values()]
             + [r.worker_class.partition(":")[0] for r in self.runtimes.values()]
+            + list(self.collectors)
         )
         sessions = self._sessions = {
             n: _Session(s, self.config, self._register, packages, self._runtime_class(s.runtime))
@@ -188,38 +248,55 @@ class Cycle:
         }
         with tempfile.TemporaryDirectory(prefix="auditor-cycle-") as tmp:
             try:
+                self._fingerprint_and_check(sessions)
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        train_plan.setdefault(p.train, {})[jobs[name].key] = jobs[name]
+                        for job in jobs[name]:
+                            train_plan.setdefault(p.train, {})[job.key] = job
                 trained = self._parallel(
                     {
                         s: (lambda s=s: self._train_stack(sessions[s], train_plan[s], Path(tmp)))
                         for s in train_plan
                     }
                 )
+                self._check_exports(trained, train_plan)
                 infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        infer_plan.setdefault(p.infer, []).append((p, jobs[name]))
+                        for job in jobs[name]:
+                            infer_plan.setdefault(p.infer, []).append((p, job))
                 inferred = self._parallel(
                     {
                         s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained))
                         for s in infer_plan
                     }
                 )
+                planned = [(p, job) for p in pairs for name in p.probes for job in jobs[name]]
+                results = [
+                    self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
+                    for p, job in planned
+                ]
+                # Probe suite: localization and rollouts need both workers of each pair alive.
+                results, rollouts = self._suite_follow_up(planned, results, trained, inferred, Path(tmp))
             finally:
                 for session in sessions.values():
                     session.close()
             self._check()
-        results = [
-            self._result(p, jobs[name], trained[p.train][jobs[name].key], inferred[p.infer][(p.name, name)])
-            for p in pairs
-            for name in p.probes
-        ]
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
-        findings = list(self._findings(results, stacks))
-        return CycleResult(started, time.time(), self.config.source, stacks, results, findings)
+        findings = self._with_rule_findings(
+            list(self._findings(results, stacks)) + self._suite_findings(results, rollouts)
+        )
+        return CycleResult(
+            started,
+            time.time(),
+            self.config.source,
+            stacks,
+            results,
+            findings,
+            learned_maxima=self.learned,
+            rollouts=rollouts,
+        )
 
     def _runtime_class(self, runtime: str) -> str | None:
         spec = self.runtimes.get(runtime)
@@ -259,15 +336,54 @@ class Cycle:
                     "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}.mindir")
                 ).result["mindir"]
                 info = read_info(data)
-                path = tmp / f"{info.sha256}.mindir"
-                path.write_bytes(data)
-                outcome.mindir = path
+                outcome.mindir = self._stage_mindir(data, tmp)
                 outcome.artifact = Artifact(info.sha256, "mindir", info.size, asdict(info))
                 self.artifacts[info.sha256] = data
+                self._suite_train(worker, key, job, outcome, tmp)
             except WorkerError as exc:
                 outcome.error = exc
+            except CycleAborted:
+                raise
+            except Exception as exc:  # the probe's own auditor-side code (a plugin's) raised
+                outcome.error = _probe_code_error(session.stack.name, job, exc)
             out[key] = outcome
+        self._rerun(
+            session,
+            [(key, job, out[key]) for key, job in jobs.items() if job.rerun and out[key].outputs is not None],
+            lambda worker, key, job: worker.request(
+                "build",
+                model=key,
+                probe={"module": job.spec.module, "params": job.params},
+                weights=job.spec.make_weights(job.params),
+            ),
+        )
         return out
+
+    def _rerun(
+        self,
+        session: _Session,
+        runs: list[tuple[str, ProbeJob, TrainOutcome | InferOutcome]],
+        prepare: Callable[[StackWorker, str, ProbeJob], Any],
+    ) -> None:
+        """Run jobs again in a fresh worker process of the same stack (one for all of them):
+        a seeded random op must give the same numbers in every process, not only within one."""
+        if not runs:
+            return
+        fresh = _Session(
+            session.stack, session.config, session.register, session.packages, session.runtime_class
+        )
+        try:
+            for model, job, outcome in runs:
+                self._check()
+                try:
+                    worker = fresh.ensure()
+                    prepare(worker, model, job)
+                    inputs = job.spec.make_inputs(job.params)
+                    outcome.rerun = worker.request("run", model=model, inputs=inputs).result["outputs"]
+                except WorkerError as exc:
+                    outcome.rerun = exc
+        finally:
+            fresh.close()
 
     def _infer_stack(
         self,
@@ -281,8 +397,9 @@ class Cycle:
             self._check()
             outcome = InferOutcome()
             train = trained[pair.train][job.key]
-            if train.mindir is None:
-                out[(pair.name, job.spec.name)] = outcome
+            outcome.blocked = blocked(self.rule_findings, pair.name, job.spec.name, job.variant)
+            if train.mindir is None or outcome.blocked is not None:
+                out[(pair.name, job.key)] = outcome
                 continue
             model = f"{pair.train}/{job.key}"
             try:
@@ -293,11 +410,26 @@ class Cycle:
                 inputs = job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
                 outcome.latency = self._time(worker, model, inputs, job.batch)
+                self._suite_infer(worker, model, job, train, outcome)
             except WorkerError as exc:
                 outcome.error = exc
                 if exc.kind != "error":
                     loaded.clear()  # the worker was restarted: its models are gone
-            out[(pair.name, job.spec.name)] = outcome
+            except CycleAborted:
+                raise
+            except Exception as exc:
+                outcome.error = _probe_code_error(session.stack.name, job, exc)
+            out[(pair.name, job.key)] = outcome
+        mindirs = {f"{pair.train}/{job.key}": trained[pair.train][job.key].mindir for pair, job in jobs}
+        self._rerun(
+            session,
+            [
+                (f"{pair.train}/{job.key}", job, out[(pair.name, job.key)])
+                for pair, job in jobs
+                if job.rerun and out[(pair.name, job.key)].outputs is not None
+            ],
+            lambda worker, model, job: worker.request("load", model=model, path=str(mindirs[model])),
+        )
         return out
 
     def _time(self, worker: StackWorker, model: str, inputs: list[np.ndarray], batch: int) -> Latency:
@@ -311,7 +443,6 @@ class Cycle:
     def _result(
         self, pair: PairConfig, job: ProbeJob, train: TrainOutcome, infer: InferOutcome
     ) -> ProbeResult:
-        probe_cfg = self.config.probe(job.spec.name)
         base = dict(
             pair=pair.name,
             train=pair.train,
@@ -322,20 +453,31 @@ class Cycle:
             train_latency=train.latency,
             infer_latency=infer.latency,
             artifact=train.artifact,
-            thresholds={o: asdict(probe_cfg.tolerance_for(o)) for o in job.spec.outputs},
+            thresholds={o: asdict(self._tolerance(job, o)) for o in job.spec.outputs},
         )
         if train.error is not None:
             return ProbeResult(
                 status=ERROR, message=f"train side: {train.error.describe()}", log=train.error.log, **base
             )
+        if infer.blocked is not None:
+            return ProbeResult(status=INCOMPATIBLE, message=infer.blocked.message, **base)
         if infer.error is not None:
             rejection = MINDIR_REJECTION.search(f"{infer.error.message}\n{infer.error.log}")
             if rejection and infer.error.kind == "error":
+                self._learn(pair.infer, int(rejection.group(1)), rejection.group(0))
                 return ProbeResult(
                     status=INCOMPATIBLE,
                     message=self._rejection_message(
                         pair, train, int(rejection.group(1)), int(rejection.group(2))
                     ),
+                    log=infer.error.log,
+                    **base,
+                )
+            operator = unsupported_operator(infer.error)
+            if operator is not None:
+                return ProbeResult(
+                    status=UNSUPPORTED,
+                    message=f"unsupported operator: {operator} ({pair.infer} cannot run this variant)",
                     log=infer.error.log,
                     **base,
                 )
@@ -352,16 +494,82 @@ class Cycle:
             )
         names += [f"output{i}" for i in range(len(names), len(train.outputs))]
         comparisons = tuple(
-            compare_output(n, t, i, probe_cfg.tolerance_for(n))
+            compare_output(n, t, i, self._tolerance(job, n))
             for n, t, i in zip(names, train.outputs, infer.outputs, strict=True)
         )
+        by_name = (dict(zip(names, train.outputs, strict=True)), dict(zip(names, infer.outputs, strict=True)))
+        try:
+            checks = self._rerun_checks(names, train, infer) + self._comparator_checks(job, *by_name)
+        except _CheckError as exc:
+            return ProbeResult(status=ERROR, message=str(exc), outputs=comparisons, **base)
+        for c in checks:
+            if c.limit is not None:
+                base["thresholds"].setdefault(c.output or "*", {})[c.metric] = c.limit
         failed = [c for c in comparisons if not c.passed]
-        if failed:
-            parts = [_failure_text(c) for c in failed]
-            return ProbeResult(status=DRIFT, message="; ".join(parts), outputs=comparisons, **base)
+        failed_checks = [c for c in checks if not c.passed]
+        if failed or failed_checks:
+            parts = [_failure_text(c) for c in failed] + [_check_text(c) for c in failed_checks]
+            return ProbeResult(
+                status=DRIFT, message="; ".join(parts), outputs=comparisons, checks=tuple(checks), **base
+            )
         return ProbeResult(
-            status=CONSISTENT, message="all outputs within tolerance", outputs=comparisons, **base
+            status=CONSISTENT,
+            message="all outputs within tolerance",
+            outputs=comparisons,
+            checks=tuple(checks),
+            **base,
         )
+
+    def _tolerance(self, job: ProbeJob, output: str) -> Tolerance:
+        return self.config.probe(job.spec.name).tolerance_for(output, job.variant, job.dtype)
+
+    def _comparator_checks(
+        self, job: ProbeJob, train: dict[str, np.ndarray], infer: dict[str, np.ndarray]
+    ) -> list[MetricCheck]:
+        """The probe's comparators, each with its options for this variant and dtype."""
+        probe_cfg = self.config.probe(job.spec.name)
+        defaults = job.spec.comparator_defaults(job.params)
+        checks: list[MetricCheck] = []
+        for name in job.spec.comparators:
+            comparator = self.comparators.get(name)
+            if comparator is None:
+                raise _CheckError(
+                    f"probe {job.spec.name} uses comparator {name!r}, which no loaded plugin provides "
+                    f"(loaded: {', '.join(sorted(self.comparators)) or 'none'})"
+                )
+            options = {**defaults.get(name, {}), **probe_cfg.comparator_options(name, job.variant, job.dtype)}
+            try:
+                found = comparator.compare(train, infer, options)
+            except Exception as exc:
+                raise _CheckError(
+                    f"comparator {name} failed on probe {job.spec.name} [{job.variant}] "
+                    f"(options from probes.{job.spec.name}.comparators.{name}): {type(exc).__name__}: {exc}"
+                ) from exc
+            checks.extend(found)
+        return checks
+
+    @staticmethod
+    def _rerun_checks(names: list[str], train: TrainOutcome, infer: InferOutcome) -> list[MetricCheck]:
+        """Each side's outputs against its own rerun in a fresh process: must be identical."""
+        checks: list[MetricCheck] = []
+        for side, outcome in (("train", train), ("infer", infer)):
+            if outcome.rerun is None or outcome.outputs is None:
+                continue
+            if isinstance(outcome.rerun, WorkerError):
+                raise _CheckError(f"{side} side, rerun in a fresh process: {outcome.rerun.describe()}")
+            for n, first, again in zip(names, outcome.outputs, outcome.rerun, strict=False):
+                c = compare_output(n, first, again, Tolerance(0.0, 0.0))
+                checks.append(
+                    MetricCheck(
+                        f"{side}_rerun_max_abs",
+                        c.metrics["max_abs"],
+                        c.passed,
+                        0.0,
+                        n,
+                        "" if c.passed else f"{side} side gives other numbers in a fresh process",
+                    )
+                )
+        return checks
 
     def _rejection_message(self, pair: PairConfig, train: TrainOutcome, supported: int, exported: int) -> str:
         info = train.artifact.info if train.artifact else {}
@@ -380,9 +588,9 @@ class Cycle:
         return (session.hello or {}).get("runtime_version") if session else None
 
     def _stack_report(self, stack: StackConfig, session: _Session) -> StackReport:
-        fp = None
-        if session.hello is not None:
-            fp = {k: v for k, v in session.hello.items() if k != "pid"}
+        fp = self.fingerprints.get(stack.name)
+        if fp is None and session.hello is not None:
+            fp = {"runtime": {k: v for k, v in session.hello.items() if k != "pid"}}
         return StackReport(
             stack.name,
             stack.role,
@@ -401,7 +609,9 @@ class Cycle:
         for r in results:
             if r.status == CONSISTENT:
                 continue
-            severity = {DRIFT: "warning", INCOMPATIBLE: "critical", ERROR: "error"}[r.status]
+            severity = {DRIFT: "warning", UNSUPPORTED: "warning", INCOMPATIBLE: "critical", ERROR: "error"}[
+                r.status
+            ]
             yield Finding(
                 r.status,
                 severity,
@@ -411,6 +621,156 @@ class Cycle:
                 {"probe": r.probe, "variant": r.variant},
             )
 
+    # -- fingerprints, compatibility rules and version drift ---------------------------------
+    # (auditor.rules, auditor.drift). Rules on the fingerprints run once every worker is up,
+    # before any probe; rules on the exported MindIR run after export, before any load. A
+    # finding that blocks a probe variant is its result, reported once; the load is skipped.
+
+    def _init_rules(
+        self,
+        plugins: Plugins | None,
+        collectors: Sequence[str] | None,
+        rules: Iterable[Rule] | None,
+        history: Store | None,
+    ) -> None:
+        if collectors is None or rules is None:
+            from auditor.plugin_manager import Plugins
+
+            source = plugins if plugins is not None else Plugins(entry_points=False)
+            collectors = source.fingerprint_collectors() if collectors is None else collectors
+            rules = source.rules().values() if rules is None else rules
+        self.collectors: list[str] = list(collectors)
+        self.rules: list[Rule] = list(rules)
+        self.history = history
+        self.fingerprints: dict[str, dict[str, Any]] = {}
+        self.rule_findings: list[Finding] = []
+        self.learned: list[LearnedMaximum] = []
+        self._known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
+
+    def _fingerprint_and_check(self, sessions: dict[str, _Session]) -> None:
+        self.fingerprints = {
+            k: v
+            for k, v in self._parallel(
+                {n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()}
+            ).items()
+            if v is not None
+        }
+        self.rule_findings = [f for n in sessions if (f := self._drift(n)) is not None]
+        if self.history is not None:
+            self._known_maxima = self.history.mindir_limits()
+        self.rule_findings += run_rules([r for r in self.rules if not r.needs_artifacts], self._context())
+
+    def _fingerprint(self, session: _Session) -> dict[str, Any] | None:
+        """The stack's fingerprint document; a collection that fails keeps the runtime section
+        and says why in ``fingerprint_error`` (drift is not judged on such a document)."""
+        self._check()
+        try:
+            worker = session.ensure()
+        except WorkerError:
+            return None  # the start error is the stack's result
+        try:
+            return fingerprint.collect(worker, session.stack, self.collectors)
+        except WorkerError as exc:
+            return {
+                "runtime": {k: v for k, v in (session.hello or {}).items() if k != "pid"},
+                "fingerprint_error": exc.describe(),
+            }
+
+    def _drift(self, name: str) -> Finding | None:
+        document, stack = self.fingerprints.get(name), self.config.stacks[name]
+        if self.history is None or document is None or "fingerprint_error" in document:
+            return None
+        previous = self.history.previous_fingerprint(stack.host, name)
+        if previous is None:
+            return None
+        run_id, digest, before = previous
+        now = fingerprint_digest(document)
+        if digest == now or "fingerprint_error" in before:
+            return None
+        changes = drift_diff(before, document)
+        return drift_finding(name, changes, run_id, digest, now) if changes else None
+
+    def _context(self, exported: list[ExportedModel] | None = None) -> RuleContext:
+        return RuleContext(
+            dict(self.config.stacks),
+            {n: self.fingerprints.get(n) for n in self._sessions},
+            tuple(self.config.pairs),
+            exported or [],
+            self._known_maxima,
+        )
+
+    def _check_exports(
+        self, trained: dict[str, dict[str, TrainOutcome]], plan: dict[str, dict[str, ProbeJob]]
+    ) -> None:
+        exported = [
+            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info)
+            for stack, jobs in plan.items()
+            for key, job in jobs.items()
+            if (outcome := trained[stack][key]).artifact is not None
+        ]
+        artifact_rules = [r for r in self.rules if r.needs_artifacts]
+        self.rule_findings += run_rules(artifact_rules, self._context(exported))
+
+    def _learn(self, infer: str, maximum: int, message: str) -> None:
+        """A runtime refused a MindIR and said its maximum: remember it for later runs."""
+        hello = (self._sessions[infer].hello or {}) if infer in self._sessions else {}
+        package, version = hello.get("runtime_package"), hello.get("runtime_version")
+        if not package or not version:
+            return
+        with self._lock:
+            if not any((x.package, x.version) == (package, version) for x in self.learned):
+                self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
+
+    def _with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
+        """Stack errors, then the rules' findings, then the probes' (one finding per key: a
+        variant a rule blocked is reported by the rule's finding only)."""
+        def reported_by_a_rule(f: Finding) -> bool:
+            probe, variant = f.details.get("probe"), f.details.get("variant")
+            return (
+                f.kind == INCOMPATIBLE
+                and probe is not None
+                and blocked(self.rule_findings, f.subject, probe, variant) is not None
+            )
+
+        keys = {f.key for f in self.rule_findings}
+        first = [f for f in findings if f.kind == "stack-unavailable"]
+        rest = [
+            f
+            for f in findings
+            if f.kind != "stack-unavailable" and f.key not in keys and not reported_by_a_rule(f)
+        ]
+        return first + self.rule_findings + rest
+
+
+class _CheckError(Exception):
+    """A comparator or a rerun could not produce its checks: the result is an error."""
+
+
+UNSUPPORTED_OPERATOR = (
+    # MindSpore Lite 2.0, no CPU kernel for a node (its Python error says only "Common error code"):
+    # "schedule node return nullptr, name: Default/StandardNormal-op12, type: RandomStandardNormal"
+    re.compile(r"schedule node return nullptr, name: [^,\n]*, type: (\w+)"),
+    re.compile(r"unsupported op(?:erator)?(?: type)?:?\s*['\"]?([A-Za-z_][\w.]*)", re.IGNORECASE),
+)
+
+
+def unsupported_operator(error: WorkerError) -> str | None:
+    """The operator an inference runtime said it cannot load or run, if that is the failure."""
+    if error.kind != "error":
+        return None
+    text = f"{error.message}\n{error.log}"
+    for pattern in UNSUPPORTED_OPERATOR:
+        m = pattern.search(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _check_text(c: MetricCheck) -> str:
+    where = f"{c.output}: " if c.output else ""
+    limit = f" (limit {c.limit:.3g})" if c.limit is not None else ""
+    return f"{where}{c.metric} {c.value:.3g}{limit}" + (f": {c.message}" if c.message else "")
+
 
 def _failure_text(c: OutputComparison) -> str:
     if c.shape_mismatch:
@@ -418,5 +778,19 @@ def _failure_text(c: OutputComparison) -> str:
     m = c.metrics
     return (
         f"{c.output}: {c.failing}/{c.total} elements out of tolerance "
-        f"(max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}, would pass at atol {m['min_atol']:.3g})"
+        f"(max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}, "
+        f"would pass at atol {m['min_atol']:.3g} or rtol {m['min_rtol']:.3g})"
+    )
+
+
+def _probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:
+    """A probe's auditor-side code (make_inputs, make_weights) raised: an error for this job
+    only, with the traceback, like a failure inside the worker."""
+    return WorkerError(
+        stack,
+        "probe",
+        "error",
+        f"probe {job.spec.name} ({job.spec.module}) raised {type(exc).__name__}: {exc}",
+        traceback="".join(traceback.format_exception(exc)),
+        error_type=type(exc).__name__,
     )

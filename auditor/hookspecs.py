@@ -32,8 +32,14 @@ def auditor_probes() -> list[str]:
     A probe module defines ``NAME``, ``VERSION``, ``INPUTS``, ``OUTPUTS``, ``DEFAULT_PARAMS``,
     ``make_weights(params)``, ``make_inputs(params)`` (run in the auditor, numpy only) and
     ``build_cell(weights, params)`` (run inside the train stack's worker: Python 3.7
-    compatible, framework imports inside the function). Optional: ``COMPARATORS``, the
-    names of extra comparators (see ``auditor_comparators``) to run on its outputs.
+    compatible, framework imports inside the function). Optional:
+    ``VARIANTS`` (variant name -> parameter overrides; each variant is exported and compared
+    on its own), ``COMPARATORS`` (names of comparators, see ``auditor_comparators``, run on its
+    outputs), ``comparator_options(params)`` (per-comparator options only the probe knows),
+    ``RERUN_IN_FRESH_PROCESS`` (variants whose outputs must repeat in a new worker process,
+    e.g. seeded random ops), and ``layer_names(params)`` with
+    ``build_cell(params, weights, expose_layers=True)`` appending each layer's output, which
+    lets the auditor name the first diverging layer when a variant drifts.
     The module must live in a package; the worker registers that package without running
     its ``__init__``.
     """

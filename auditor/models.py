@@ -85,7 +85,7 @@ class RunStack(Base):
     __tablename__ = "run_stacks"
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"), primary_key=True, index=True)
-    fingerprint_digest: Mapped[str | None] = mapped_column(ForeignKey("fingerprints.digest"))
+    fingerprint_digest: Mapped[str | None] = mapped_column(ForeignKey("fingerprints.digest"), index=True)
     error: Mapped[str | None] = mapped_column(Text)
 
     run: Mapped[Run] = relationship(back_populates="stacks")
@@ -108,7 +108,11 @@ class ProbeResultRow(Base):
     """One probe variant on one pair in one run. status: consistent, drift, incompatible, error."""
 
     __tablename__ = "probe_results"
-    __table_args__ = (Index("ix_probe_results_pair_probe", "pair", "probe", "variant"),)
+    __table_args__ = (
+        Index("ix_probe_results_pair_probe", "pair", "probe", "variant"),
+        Index("ix_probe_results_pair_run_id", "pair", "run_id"),
+        Index("ix_probe_results_probe_status", "probe", "status"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     pair: Mapped[str] = mapped_column(String(255))
@@ -119,7 +123,7 @@ class ProbeResultRow(Base):
     variant: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16), index=True)
     message: Mapped[str] = mapped_column(Text)
-    artifact_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"))
+    artifact_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
     thresholds: Mapped[dict] = mapped_column(JSON)
 
     run: Mapped[Run] = relationship(back_populates="results")
@@ -131,9 +135,12 @@ class MetricRow(Base):
     """One metric of one output of a probe result (long format)."""
 
     __tablename__ = "metrics"
-    __table_args__ = (Index("ix_metrics_name_result", "name", "result_id"),)
+    __table_args__ = (
+        Index("ix_metrics_name_result", "name", "result_id"),
+        Index("ix_metrics_result_id_name_output", "result_id", "name", "output"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    result_id: Mapped[int] = mapped_column(ForeignKey("probe_results.id", ondelete="CASCADE"), index=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("probe_results.id", ondelete="CASCADE"))
     output: Mapped[str] = mapped_column(String(128))
     name: Mapped[str] = mapped_column(String(64))
     value: Mapped[float] = mapped_column(Float)
@@ -145,8 +152,9 @@ class LatencyRow(Base):
     """Latency of one side of a probe result, measured inside the worker."""
 
     __tablename__ = "latencies"
+    __table_args__ = (Index("ix_latencies_result_id_side", "result_id", "side"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    result_id: Mapped[int] = mapped_column(ForeignKey("probe_results.id", ondelete="CASCADE"), index=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("probe_results.id", ondelete="CASCADE"))
     stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"), index=True)
     side: Mapped[str] = mapped_column(String(8))
     batch: Mapped[int] = mapped_column(Integer)
@@ -173,3 +181,89 @@ class FindingRow(Base):
     details: Mapped[dict] = mapped_column(JSON)
 
     run: Mapped[Run] = relationship(back_populates="findings")
+
+
+class Alert(Base):
+    """The lifecycle of a finding over runs: opened when its key first appears in a complete
+    run, resolved when a later complete run no longer has it. A key that comes back after
+    being resolved opens a new alert. state: open or resolved."""
+
+    __tablename__ = "alerts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(512), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(String(16))
+    subject: Mapped[str] = mapped_column(String(255))
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict] = mapped_column(JSON)
+    opened_at: Mapped[datetime] = mapped_column(DateTime)
+    opened_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime)
+    last_seen_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime)
+    resolved_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    last_notified_at: Mapped[datetime | None] = mapped_column(DateTime)
+    notifications: Mapped[int] = mapped_column(Integer)
+
+    deliveries: Mapped[list[AlertDelivery]] = relationship(
+        back_populates="alert", cascade="all, delete-orphan"
+    )
+
+
+class AlertDelivery(Base):
+    """One alert event for one sink. state: pending (not yet delivered: retried at the next
+    notification round), delivered, failed (gave up after max_attempts) or dropped (the sink
+    is no longer configured)."""
+
+    __tablename__ = "alert_deliveries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), index=True)
+    sink: Mapped[str] = mapped_column(String(255), index=True)
+    event: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    attempts: Mapped[int] = mapped_column(Integer)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    alert: Mapped[Alert] = relationship(back_populates="deliveries")
+
+
+class Baseline(Base):
+    """The golden result of a probe variant on one stack: the first accepted (consistent) one,
+    kept so that later runs see drift over time even when both sides of a pair moved together.
+    An infer stack has one per train stack whose export it runs (``source``; "" on a train
+    stack). The outputs themselves are an artifact of kind "outputs" (content-addressed)."""
+
+    __tablename__ = "baselines"
+    __table_args__ = (UniqueConstraint("stack_id", "probe", "variant", "source"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"), index=True)
+    probe: Mapped[str] = mapped_column(String(128))
+    variant: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(255))
+    side: Mapped[str] = mapped_column(String(8))
+    probe_version: Mapped[str] = mapped_column(String(32))
+    inputs_sha256: Mapped[str] = mapped_column(String(64))
+    outputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    summary: Mapped[dict] = mapped_column(JSON)
+
+    stack: Mapped[Stack] = relationship()
+
+
+class MindIRLimit(Base):
+    """The highest MindIR version a runtime build loads, learned from its own rejection
+    message, so that later runs check it before attempting a load (auditor.rules)."""
+
+    __tablename__ = "mindir_limits"
+    package: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    max_mind_ir_version: Mapped[int] = mapped_column(Integer)
+    learned_at: Mapped[datetime] = mapped_column(DateTime)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    message: Mapped[str] = mapped_column(Text)

@@ -1,6 +1,11 @@
-"""What the auditor knows about a probe: its name, version, inputs, outputs and how to make
-its seeded weights and inputs. The model-building half lives in the same module and runs
-inside the train stack's worker (``build_cell``).
+"""What the auditor knows about a probe: its name, version, inputs, outputs, variants and how
+to make its seeded weights and inputs. The model-building half lives in the same module and
+runs inside the train stack's worker (``build_cell``).
+
+A probe module may declare ``VARIANTS``, an ordered mapping of variant name to parameter
+overrides (``{"fp32": {"dtype": "float32"}, "fp16": {"dtype": "float16"}}``): each variant is
+built, exported and compared on its own. Without it the probe has one variant named after its
+``dtype`` parameter ("fp32", "fp16", ...; "default" when it has none).
 """
 
 from __future__ import annotations
@@ -12,6 +17,14 @@ from typing import Any
 
 import numpy as np
 
+DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "float64": "fp64", "bfloat16": "bf16"}
+
+
+def dtype_variant_name(params: dict[str, Any]) -> str:
+    """The name of the one variant of a probe without VARIANTS: its dtype's short name."""
+    dtype = params.get("dtype")
+    return DTYPE_NAMES.get(str(dtype), str(dtype)) if dtype is not None else "default"
+
 
 @dataclass(frozen=True)
 class ProbeSpec:
@@ -21,6 +34,12 @@ class ProbeSpec:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     default_params: dict[str, Any] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Variant name -> parameter overrides, in the module's order (never empty after from_module)."""
+    comparators: tuple[str, ...] = ()
+    """Names of the comparators (``auditor_comparators``) run on this probe's outputs."""
+    rerun: frozenset[str] = frozenset()
+    """Variants whose outputs are checked for repeatability in a fresh worker process."""
 
     @classmethod
     def from_module(cls, module: ModuleType | str) -> ProbeSpec:
@@ -32,13 +51,34 @@ class ProbeSpec:
         ]
         if missing:
             raise TypeError(f"probe module {mod.__name__} lacks {', '.join(missing)}")
+        defaults = dict(getattr(mod, "DEFAULT_PARAMS", {}))
+        variants = {str(k): dict(v) for k, v in dict(getattr(mod, "VARIANTS", {})).items()}
+        for variant, overrides in variants.items():
+            unknown = sorted(set(overrides) - set(defaults))
+            if unknown:
+                raise TypeError(
+                    f"probe module {mod.__name__}: VARIANTS[{variant!r}] sets unknown parameter(s) "
+                    f"{', '.join(unknown)} (DEFAULT_PARAMS has {', '.join(sorted(defaults))})"
+                )
+        if not variants:
+            variants = {dtype_variant_name(defaults): {}}
+        rerun = getattr(mod, "RERUN_IN_FRESH_PROCESS", ())
+        rerun_set = frozenset(variants) if rerun is True else frozenset(rerun or ())
+        if rerun_set - set(variants):
+            raise TypeError(
+                f"probe module {mod.__name__}: RERUN_IN_FRESH_PROCESS names unknown variant(s) "
+                f"{', '.join(sorted(rerun_set - set(variants)))}"
+            )
         return cls(
             mod.NAME,
             str(mod.VERSION),
             mod.__name__,
             tuple(mod.INPUTS),
             tuple(mod.OUTPUTS),
-            dict(getattr(mod, "DEFAULT_PARAMS", {})),
+            defaults,
+            variants,
+            tuple(getattr(mod, "COMPARATORS", ())),
+            rerun_set,
         )
 
     def params(self, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +90,26 @@ class ProbeSpec:
             )
         return {**self.default_params, **overrides}
 
+    def variant_params(self, variant: str, overrides: dict[str, Any]) -> dict[str, Any]:
+        """Parameters of one variant: defaults, then the config's overrides, then the variant's
+        own (a variant is defined by its overrides, so they win; the config check reports a
+        params key that a variant sets)."""
+        if variant not in self.variants:
+            raise ValueError(
+                f"probe {self.name} has no variant {variant!r} (known: {', '.join(self.variants)})"
+            )
+        return {**self.params(overrides), **self.variants[variant]}
+
+    def select_variants(self, names: tuple[str, ...] | None) -> tuple[str, ...]:
+        """The variants to run: all of them, or those named (in the probe's order)."""
+        if not names:
+            return tuple(self.variants)
+        unknown = [n for n in names if n not in self.variants]
+        if unknown:
+            known = ", ".join(self.variants)
+            raise ValueError(f"probe {self.name} has no variant(s) {', '.join(unknown)} (known: {known})")
+        return tuple(v for v in self.variants if v in names)
+
     def _module(self) -> ModuleType:
         return importlib.import_module(self.module)
 
@@ -58,6 +118,12 @@ class ProbeSpec:
 
     def make_inputs(self, params: dict[str, Any]) -> list[np.ndarray]:
         return self._module().make_inputs(params)
+
+    def comparator_defaults(self, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Options the probe gives its comparators (``comparator_options(params)``, optional):
+        what only the probe knows, such as which input element belongs to which class."""
+        fn = getattr(self._module(), "comparator_options", None)
+        return dict(fn(params)) if fn is not None else {}
 
 
 def builtin_probes() -> dict[str, ProbeSpec]:

@@ -130,7 +130,7 @@ class ProbeSuite:
                 updates["log"] = "\n".join(filter(None, [r.log, "other batch sizes:", *errors]))
             if r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
                 updates["localization"] = self._localize(pair, job, tmp)
-            if goldens is not None:
+            if goldens is not None and (train.outputs is not None or infer.outputs is not None):
                 updates["baseline"] = self._baseline(pair, job, r, train, infer, goldens)
             r = replace(r, **updates)
             out.append(r)

@@ -7,6 +7,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from auditor import baseline, localize, rollout
 from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult
 
 COLUMNS = (
@@ -18,6 +19,7 @@ COLUMNS = (
     ("bitwise_equal", "bitwise"),
     ("nan_inf_mismatch", "nan/inf"),
     ("min_atol", "min atol"),
+    ("min_rtol", "min rtol"),
 )
 
 
@@ -58,6 +60,7 @@ def _probe_block(r: ProbeResult) -> list[str]:
     lat = f"p50 train {format_latency(r.train_latency)}, infer {format_latency(r.infer_latency)}"
     if batch:
         lat += f" (batch {batch})"
+    lat += _more_latencies(r)
     head = f"  {r.probe} [{r.variant}]  {r.status.upper()}  {lat}"
     lines = [head]
     if r.outputs:
@@ -73,9 +76,33 @@ def _probe_block(r: ProbeResult) -> list[str]:
                 ]
             )
         lines += _table(rows)
+    if r.checks:
+        rows = [["check", "output", "value", "limit", "verdict"]]
+        for k in r.checks:
+            rows.append(
+                [
+                    k.metric,
+                    k.output or "*",
+                    _num(k.value),
+                    "-" if k.limit is None else _num(k.limit),
+                    "ok" if k.passed else "FAIL",
+                ]
+            )
+        lines += _table(rows)
     if r.status != CONSISTENT:
         lines += ["    " + line for line in r.message.splitlines()]
+    lines += localize.report_lines(r.localization) + baseline.report_lines(r.baseline)
     return lines
+
+
+def _more_latencies(r: ProbeResult) -> str:
+    """"; batch 1: train 1.2 ms, infer 80 µs" for each other batch size timed."""
+    train = {lat.batch: lat for lat in r.train_latencies}
+    infer = {lat.batch: lat for lat in r.infer_latencies}
+    return "".join(
+        f"; batch {b}: train {format_latency(train.get(b))}, infer {format_latency(infer.get(b))}"
+        for b in sorted(set(train) | set(infer))
+    )
 
 
 def render_text(result: CycleResult) -> str:
@@ -89,8 +116,9 @@ def render_text(result: CycleResult) -> str:
     rows = []
     for s in result.stacks.values():
         fp = s.fingerprint or {}
-        version = f"{fp.get('runtime_package', s.runtime)} {fp.get('runtime_version', '?')}" if fp else "-"
-        python = f"Python {fp['python']}" if fp.get("python") else "-"
+        rt = fp.get("runtime") if isinstance(fp.get("runtime"), dict) else fp  # the worker's hello
+        version = f"{rt.get('runtime_package', s.runtime)} {rt.get('runtime_version', '?')}" if fp else "-"
+        python = f"Python {rt['python']}" if rt.get("python") else "-"
         rows.append(
             [
                 s.name,
@@ -113,16 +141,55 @@ def render_text(result: CycleResult) -> str:
         out += ["", f"{pair.replace('->', ' → ')}"]
         for r in results:
             out += _probe_block(r)
+        for ro in result.rollouts:
+            if ro.pair == pair:
+                out += rollout.report_lines(ro)
+    regressions = [f for f in result.findings if f.kind == "latency-regression"]
+    if regressions:
+        out += ["", "Latency regressions"]
+        out += [f"  ! {f.message}" for f in regressions]
     incompatible = [f for f in result.findings if f.kind == "incompatible"]
     if incompatible:
         out += ["", "Incompatibilities"]
-        out += [f"  ✗ {f.message}" for f in incompatible]
+        for f in incompatible:
+            out += [f"  ✗ {f.message}"]
+            if f.details.get("action"):
+                out += [f"      → {f.details['action']}"]
+    out += _rule_lines(result)
     counts: dict[str, int] = {}
     for r in result.results:
         counts[r.status] = counts.get(r.status, 0) + 1
+    for ro in result.rollouts:
+        counts[f"rollout {ro.status}"] = counts.get(f"rollout {ro.status}", 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     out += ["", f"Outcome: {result.outcome.upper()} ({summary}); exit status {result.exit_code}"]
     return "\n".join(out) + "\n"
+
+
+RULE_KINDS = ("version-drift", "rule-error")
+MARKS = {"info": "·", "warning": "!", "error": "✗", "critical": "✗"}
+
+
+def _rule_lines(result: CycleResult) -> list[str]:
+    """What the compatibility rules and the drift check found (incompatibilities are above)."""
+    found = [
+        f
+        for f in result.findings
+        if f.kind != "incompatible" and ("rule" in f.details or f.kind in RULE_KINDS)
+    ]
+    if not found:
+        return []
+    out = ["", "Compatibility and version drift"]
+    for f in found:
+        text = f.message.splitlines()[0]
+        if f.kind == "version-drift":  # the changes one per line below, not run together
+            text = text.partition(": ")[0] + ":"
+        out.append(f"  {MARKS.get(f.severity, '!')} {f.severity:<8} {text}")
+        if f.kind == "version-drift":
+            out += [f"      {c['words']}" for c in f.details.get("changes", [])]
+        if f.details.get("action"):
+            out.append(f"      → {f.details['action']}")
+    return out
 
 
 def _jsonable(value: Any) -> Any:

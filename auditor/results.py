@@ -7,14 +7,18 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from auditor.compare import OutputComparison
+from auditor.compare import MetricCheck, OutputComparison
 
 CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", "error"
-STATUS_ORDER = (CONSISTENT, DRIFT, INCOMPATIBLE, ERROR)
+UNSUPPORTED = "unsupported"
+"""The inference runtime cannot load or run an operator this probe variant uses (a random op,
+say): a fact about the runtime, reported for the variant, not a failure of the probe."""
+STATUS_ORDER = (CONSISTENT, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,33 @@ class ProbeResult:
     message: str
     outputs: tuple[OutputComparison, ...] = ()
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Limits by output ("*": the probe as a whole): atol/rtol, and each limited check's metric."""
     train_latency: Latency | None = None
     infer_latency: Latency | None = None
     artifact: Artifact | None = None
     log: str = ""
+    checks: tuple[MetricCheck, ...] = ()
+    """What the probe's comparators (and the fresh-process rerun) measured, beyond ``outputs``."""
+    # -- probe suite (auditor.latency, auditor.localize, auditor.baseline) --
+    train_latencies: tuple[Latency, ...] = ()
+    """Latency at the other batch sizes of ``[latency] batches`` (the probe's own is train_latency)."""
+    infer_latencies: tuple[Latency, ...] = ()
+    localization: Any = None
+    """auditor.localize.Localization of a drifting variant: the first layer out of tolerance."""
+    baseline: tuple[Any, ...] = ()
+    """auditor.baseline.BaselineCheck per side: the outputs against their golden."""
+
+
+@dataclass(frozen=True)
+class LearnedMaximum:
+    """The highest MindIR version a runtime build loads, as its own rejection message said.
+    Stored, so that later cycles check it before attempting a load (see auditor.rules)."""
+
+    package: str
+    version: str
+    max_mind_ir_version: int
+    message: str = ""
+    learned_at: datetime | None = None
 
 
 @dataclass
@@ -111,11 +138,14 @@ class CycleResult:
     results: list[ProbeResult]
     findings: list[Finding]
     run_id: int | None = None
+    learned_maxima: list[LearnedMaximum] = field(default_factory=list)
+    rollouts: list[Any] = field(default_factory=list)
+    """auditor.rollout.RolloutResult per rolled-out pair (closed and open loop)."""
 
     @property
     def outcome(self) -> str:
         """The worst status of the cycle: consistent < drift < incompatible < error."""
-        statuses = {r.status for r in self.results}
+        statuses = {r.status for r in self.results} | {r.status for r in self.rollouts}
         if any(s.error for s in self.stacks.values()):
             statuses.add(ERROR)
         return max(statuses or {CONSISTENT}, key=STATUS_ORDER.index)
@@ -128,6 +158,7 @@ class CycleResult:
         def result_json(r: ProbeResult) -> dict[str, Any]:
             d = asdict(r)
             d["outputs"] = [asdict(o) for o in r.outputs]
+            d["checks"] = [asdict(c) for c in r.checks]
             return d
 
         return {
@@ -140,5 +171,9 @@ class CycleResult:
                 n: {**asdict(s), "fingerprint_digest": s.fingerprint_digest} for n, s in self.stacks.items()
             },
             "results": [result_json(r) for r in self.results],
+            "rollouts": [
+                {**asdict(r), "summary": {mode: r.summary(mode) for mode in ("closed-loop", "open-loop")}}
+                for r in self.rollouts
+            ],
             "findings": [asdict(f) for f in self.findings],
         }

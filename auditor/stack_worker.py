@@ -42,7 +42,8 @@ def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
     Always the worker package, the built-in probes, plugins and fingerprint collectors; for
     each module given that lives elsewhere (a plugin's probe or collector, a test's), its
     top-level package. Each is registered in the worker without running its ``__init__``,
-    so only the modules themselves must be Python 3.7 compatible.
+    so only the modules themselves must be Python 3.7 compatible. A module outside any
+    package is skipped: the worker will report it as not importable when it is needed.
     """
     import auditor.plugins
     import auditor.probes
@@ -59,9 +60,14 @@ def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
         top = module.partition(".")[0]
         if top == "auditor" or any(name == top for name, _ in packages):
             continue
-        spec = importlib.util.find_spec(top)
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
         if spec is None or not spec.submodule_search_locations:
-            raise ValueError(f"module {module} must live in a package (found no package {top!r})")
+            # Not a package the worker can be given: importing the module in the worker then
+            # fails for the probe or collector that needs it, with ImportError, and only for it.
+            continue
         packages.append((top, str(Path(list(spec.submodule_search_locations)[0]).resolve())))
     return packages
 

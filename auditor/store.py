@@ -24,8 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import auditor.migrations
+from auditor import baseline, rollout
 from auditor import models as m
-from auditor.results import CycleResult, Latency, fingerprint_digest
+from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
 
 MIGRATIONS_DIR = Path(auditor.migrations.__file__).resolve().parent
 
@@ -82,7 +83,7 @@ class Store:
         store.upgrade()
         return store
 
-    def upgrade(self, revision: str = "heads") -> None:
+    def upgrade(self, revision: str = "head") -> None:
         cfg = alembic_config(self.url)
         try:
             with self.engine.begin() as conn:
@@ -97,6 +98,30 @@ class Store:
 
     def head_revision(self) -> str | None:
         return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
+
+    def current_heads(self) -> tuple[str, ...]:
+        """The revisions the database is at (several while migration branches are unmerged)."""
+        try:
+            with self.engine.connect() as conn:
+                return tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the schema revision of {self.url}: {exc}") from None
+
+    def head_revisions(self) -> tuple[str, ...]:
+        """The newest revisions this auditor ships."""
+        return tuple(sorted(ScriptDirectory.from_config(alembic_config(self.url)).get_heads()))
+
+    def pending_revisions(self) -> list[str]:
+        """Revisions this auditor ships that the database has not applied yet, oldest first."""
+        script = ScriptDirectory.from_config(alembic_config(self.url))
+        applied: set[str] = set()
+        for rev in script.iterate_revisions(self.current_heads() or (), "base"):
+            applied.add(rev.revision)
+        return [
+            rev.revision
+            for rev in reversed(list(script.walk_revisions("base", "heads")))
+            if rev.revision not in applied
+        ]
 
     def close(self) -> None:
         self.engine.dispose()
@@ -201,16 +226,25 @@ class Store:
                     m.MetricRow(output=c.output, name=k, value=v)
                     for c in r.outputs
                     for k, v in c.metrics.items()
+                ] + [
+                    # A comparator's figure, in the same long format; "*": about the probe as a whole.
+                    m.MetricRow(output=c.output or "*", name=c.metric, value=c.value)
+                    for c in r.checks
                 ]
                 row.latencies = [
                     _latency_row(side, stack_ids[stack], lat)
                     for side, stack, lat in (
                         ("train", r.train, r.train_latency),
                         ("infer", r.infer, r.infer_latency),
+                        *(("train", r.train, lat) for lat in r.train_latencies),
+                        *(("infer", r.infer, lat) for lat in r.infer_latencies),
                     )
                     if lat is not None
                 ]
                 s.add(row)
+            # Probe suite: rollouts as probe results, and goldens of first accepted results.
+            rollout.store_rows(s, run_id, result.rollouts, stack_ids)
+            baseline.record(s, run_id, result.results, stack_ids, artifacts)
             for f in result.findings:
                 s.add(
                     m.FindingRow(
@@ -223,11 +257,60 @@ class Store:
                         details=f.details,
                     )
                 )
+            self._write_mindir_limits(s, run_id, result.learned_maxima)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
 
     def runs(self, limit: int = 20) -> list[m.Run]:
         with Session(self.engine) as s:
             return list(s.scalars(select(m.Run).order_by(m.Run.id.desc()).limit(limit)))
+
+    # -- history that rules and drift read (auditor.rules, auditor.drift) ----------------------
+    @staticmethod
+    def _write_mindir_limits(s: Session, run_id: int, learned: list[LearnedMaximum]) -> None:
+        for lim in learned:
+            row = s.get(m.MindIRLimit, (lim.package, lim.version))
+            if row is None:
+                row = m.MindIRLimit(package=lim.package, version=lim.version)
+                s.add(row)
+            row.max_mind_ir_version, row.message = lim.max_mind_ir_version, lim.message
+            row.learned_at, row.run_id = _now(), run_id
+
+    def mindir_limits(self) -> dict[tuple[str, str], LearnedMaximum]:
+        """The learned maxima, by (runtime package, version)."""
+        with Session(self.engine) as s:
+            return {
+                (r.package, r.version): LearnedMaximum(
+                    r.package, r.version, r.max_mind_ir_version, r.message, r.learned_at
+                )
+                for r in s.scalars(select(m.MindIRLimit))
+            }
+
+    def fingerprint_history(self, name: str, host: str | None = None) -> list[tuple[int, datetime, str, str]]:
+        """(run id, started at, host, digest) of every run that fingerprinted stack ``name``, oldest first."""
+        stmt = (
+            select(m.RunStack.run_id, m.Run.started_at, m.Stack.host, m.RunStack.fingerprint_digest)
+            .join(m.Run, m.Run.id == m.RunStack.run_id)
+            .join(m.Stack, m.Stack.id == m.RunStack.stack_id)
+            .where(m.Stack.name == name, m.RunStack.fingerprint_digest.is_not(None))
+            .order_by(m.RunStack.run_id)
+        )
+        if host is not None:
+            stmt = stmt.where(m.Stack.host == host)
+        with Session(self.engine) as s:
+            return [(r[0], r[1], r[2], r[3]) for r in s.execute(stmt)]
+
+    def previous_fingerprint(self, host: str, name: str) -> tuple[int, str, dict] | None:
+        """(run id, digest, document) of the latest run that has a fingerprint for the stack."""
+        history = self.fingerprint_history(name, host)
+        if not history:
+            return None
+        run_id, _, _, digest = history[-1]
+        return run_id, digest, self.fingerprints([digest])[digest]
+
+    def fingerprints(self, digests: list[str]) -> dict[str, dict]:
+        with Session(self.engine) as s:
+            rows = s.scalars(select(m.Fingerprint).where(m.Fingerprint.digest.in_(set(digests))))
+            return {r.digest: r.document for r in rows}
 
 
 def _latency_row(side: str, stack_id: int, lat: Latency) -> m.LatencyRow:

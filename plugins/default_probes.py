@@ -5,4 +5,4 @@ from auditor.hookspecs import hookimpl
 
 @hookimpl
 def auditor_probes() -> list[str]:
-    return ["auditor.probes.ppo_policy"]
+    return ["auditor.probes.ppo_policy", "auditor.probes.action_sampler", "auditor.probes.obs_normalizer"]

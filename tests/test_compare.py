@@ -46,6 +46,7 @@ def test_metric_names_order() -> None:
         "bitwise_equal",
         "nan_inf_mismatch",
         "min_atol",
+        "min_rtol",
     )
 
 
@@ -380,4 +381,5 @@ def test_worst_of_nothing_is_neutral() -> None:
         "bitwise_equal": 1.0,
         "nan_inf_mismatch": 0.0,
         "min_atol": 0.0,
+        "min_rtol": 0.0,
     }

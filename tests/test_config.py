@@ -13,7 +13,7 @@ from auditor.paths import default_db_url
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "auditor.toml"
-KNOWN = {"ppo_policy"}
+KNOWN = {"ppo_policy", "action_sampler", "obs_normalizer"}
 
 
 def paths_of(err: ConfigError) -> list[str]:
@@ -52,7 +52,7 @@ def test_shipped_config_loads(monkeypatch, tmp_path):
         "ms20->lite20",
         "ms20->ms210-graph",
     ]
-    assert all(p.probes == ("ppo_policy",) for p in cfg.pairs)
+    assert all(p.probes == ("ppo_policy", "action_sampler", "obs_normalizer") for p in cfg.pairs)
     roles = {n: (s.role, s.runtime, s.device) for n, s in cfg.stacks.items()}
     assert roles == {
         "ms210": ("train", "mindspore", "cpu"),

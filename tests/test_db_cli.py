@@ -57,7 +57,7 @@ def test_current_on_an_old_database_then_upgrade(old_db):
     code, out, err = run_cli("--db", str(old_db), "db", "current")
     assert code == 0, err
     assert "revision: 0001\n" in out
-    assert "pending:  " in out and "0002_history_indexes" in out and "auditor db upgrade" in out
+    assert "pending:  " in out and "0005" in out and "auditor db upgrade" in out
     code, _, _ = run_cli("--db", str(old_db), "db", "current", "--check")
     assert code == 1
     assert not any(HISTORY_INDEXES[t] & found for t, found in indexes(old_db).items())
@@ -65,7 +65,7 @@ def test_current_on_an_old_database_then_upgrade(old_db):
 
     code, out, err = run_cli("--db", str(old_db), "db", "upgrade")
     assert code == 0, err
-    assert "from 0001 to " in out and "0002_history_indexes" in out
+    assert "from 0001 to " in out and "0005" in out
 
     for table, wanted in HISTORY_INDEXES.items():
         assert wanted <= indexes(old_db)[table], table
@@ -112,11 +112,11 @@ def test_upgrade_downgrade_round_trip(tmp_path):
     cfg = alembic_config(store.url)
     with store.engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0002_history_indexes-1")  # to the revision before it, wherever it is
-    assert "0002_history_indexes" not in store.current_heads()
+        command.downgrade(cfg, "0005-1")  # to the revision before it, wherever it is
+    assert "0005" not in store.current_heads()
     assert "ix_metrics_result_id" in indexes(path)["metrics"]
     store.upgrade()
-    assert "0002_history_indexes" in store.current_heads()
+    assert "0005" in store.current_heads()
     store.close()
 
 

@@ -18,7 +18,7 @@ from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import Session
 
 from auditor import models as m
-from auditor.compare import OutputComparison, Tolerance, compare_output
+from auditor.compare import METRIC_NAMES, OutputComparison, Tolerance, compare_output
 from auditor.results import (
     Artifact,
     CycleResult,
@@ -30,8 +30,13 @@ from auditor.results import (
 )
 from auditor.store import Store, StoreError
 
+HEAD = "0005"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
+    "alert_deliveries",
+    "alerts",
+    "baselines",
+    "mindir_limits",
     "artifacts",
     "fingerprints",
     "findings",
@@ -153,8 +158,8 @@ def cycle_result(infer_fp: dict | None = None, artifact: Artifact | None = None)
 
 def test_open_creates_schema_at_head(store, tmp_path):
     assert (tmp_path / "db" / "history.db").is_file()  # parent directory created
-    assert store.current_revision() == "0001"
-    assert store.head_revision() == "0001"
+    assert store.current_revision() == HEAD
+    assert store.head_revision() == HEAD
     assert set(inspect(store.engine).get_table_names()) == TABLES
 
 
@@ -164,7 +169,7 @@ def test_open_twice_keeps_data(url):
     first.close()
     second = Store.open(url)
     try:
-        assert second.current_revision() == second.head_revision() == "0001"
+        assert second.current_revision() == second.head_revision() == HEAD
         assert [r.id for r in second.runs()] == [run_id]
     finally:
         second.close()
@@ -175,7 +180,7 @@ def test_store_without_open_has_no_schema(url):
     try:
         assert s.current_revision() is None
         s.upgrade()
-        assert s.current_revision() == "0001"
+        assert s.current_revision() == HEAD
     finally:
         s.close()
 
@@ -251,14 +256,14 @@ def test_finish_run_writes_everything(store):
     # metrics in long format: one row per output x metric, values as computed
     metrics = rows(store, m.MetricRow, m.MetricRow.result_id == drift.id)
     expected = {(c.output, k): v for c in result.results[0].outputs for k, v in c.metrics.items()}
-    assert len(metrics) == len(expected) == 16
+    assert len(metrics) == len(expected) == 2 * len(METRIC_NAMES)
     assert {(r.output, r.name): r.value for r in metrics} == expected
     got = {(r.output, r.name): r.value for r in metrics}
     assert got[("log_std", "max_abs")] == math.inf
     assert got[("log_std", "min_atol")] == math.inf
     assert got[("log_std", "cosine")] == 0.0
     assert 0 < got[("mean", "max_abs")] < 2e-3
-    assert count(store, m.MetricRow) == 16 + 8  # the consistent result's one output
+    assert count(store, m.MetricRow) == 3 * len(METRIC_NAMES)  # + the consistent result's one output
     assert rows(store, m.MetricRow, m.MetricRow.result_id == error.id) == []
 
     # latencies: one row per measured side
@@ -402,7 +407,7 @@ def test_failed_finish_run_writes_nothing(store):
     result_ids = select(m.ProbeResultRow.id).where(m.ProbeResultRow.run_id == run_id)
     assert rows(store, m.MetricRow, m.MetricRow.result_id.in_(result_ids)) == []
     assert rows(store, m.LatencyRow, m.LatencyRow.result_id.in_(result_ids)) == []
-    assert count(store, m.MetricRow) == 24  # only the good run's
+    assert count(store, m.MetricRow) == 3 * len(METRIC_NAMES)  # only the good run's
     assert {model: count(store, model) for model in before} == before
     assert get_run(store, good).status == "complete"
 

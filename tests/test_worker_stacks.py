@@ -58,7 +58,7 @@ def test_lite_outputs_are_copied_not_views(config, exported):
         w.start()
         w.request("load", model="m", path=str(path))
         first = w.request("run", model="m", inputs=x).result["outputs"]
-        other = [np.zeros_like(x[0]) + 3.0]
+        other = [np.zeros_like(x[0]) + 3.0, x[1]]
         second = w.request("run", model="m", inputs=other).result["outputs"]
         again = w.request("run", model="m", inputs=x).result["outputs"]
     assert not np.array_equal(first[0], second[0])
@@ -71,7 +71,7 @@ def test_lite_resizes_for_another_batch(config, exported):
     with StackWorker(config.stacks["lite20"]) as w:
         w.start()
         w.request("load", model="m", path=str(path))
-        one = w.request("run", model="m", inputs=[x[0][:1]]).result["outputs"]
+        one = w.request("run", model="m", inputs=[x[0][:1], x[1][:1]]).result["outputs"]
     assert one[0].shape == (1, 1)
     np.testing.assert_allclose(one[0], ref[0][:1], atol=1e-5)
 

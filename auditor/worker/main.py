@@ -15,7 +15,7 @@ import traceback
 
 import numpy as np
 
-from auditor.worker import protocol
+from auditor.worker import fingerprint, protocol
 from auditor.worker.runtimes import RuntimeFailure, make_runtime
 
 LOG_LIMIT = 64 * 1024
@@ -62,6 +62,9 @@ class Worker(object):
         if op == "echo":
             # Sends the payload back untouched: checks the protocol against this interpreter's numpy.
             return {"value": request.get("value")}
+        if op == "fingerprint":
+            # Reads files and runs npu-smi only: needs no runtime.
+            return fingerprint.collect(request.get("collectors") or [], request.get("context") or {})
         if self.runtime is None:
             raise RuntimeFailure("runtime not started")
         if op == "build":

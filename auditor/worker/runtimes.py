@@ -86,6 +86,10 @@ class MindSporeRuntime(object):
 
     def build(self, model_id, probe, weights):
         module = importlib.import_module(probe["module"])
+        if probe.get("expose_layers"):
+            # Divergence localization: the same cell, returning every layer's output as well.
+            self.models[model_id] = module.build_cell(probe["params"], weights, expose_layers=True)
+            return
         self.models[model_id] = module.build_cell(probe["params"], weights)
 
     def _tensors(self, inputs):
@@ -135,6 +139,19 @@ class MindSporeGraphRuntime(MindSporeRuntime):
     def load(self, model_id, path):
         graph = self.ms.load(path)
         self.models[model_id] = self.ms.nn.GraphCell(graph)
+
+
+_LITE_FLOATS = {"FLOAT16": np.float16, "FLOAT32": np.float32, "FLOAT64": np.float64}
+
+
+def _as_lite_input(tensor, x):
+    """Lite 2.0 on CPU (precision_mode "enforce_fp32", its default) loads an fp16 MindIR with
+    fp32 inputs and computes in fp32; it refuses fp16 data ("data type not equal"). Widen a
+    float input to the dtype the model declares, exactly, as a serving system has to."""
+    want = _LITE_FLOATS.get(str(getattr(tensor, "dtype", "")).rpartition(".")[2])
+    if want is not None and x.dtype.kind == "f" and np.dtype(want).itemsize > x.dtype.itemsize:
+        return x.astype(want)
+    return x
 
 
 class LiteRuntime(object):
@@ -190,7 +207,7 @@ class LiteRuntime(object):
             model.resize(tensors, shapes)
             tensors = model.get_inputs()
         for tensor, x in zip(tensors, inputs):
-            tensor.set_data_from_numpy(np.ascontiguousarray(x))
+            tensor.set_data_from_numpy(_as_lite_input(tensor, np.ascontiguousarray(x)))
         return tensors
 
     def run(self, model_id, inputs):

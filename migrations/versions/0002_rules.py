@@ -1,6 +1,6 @@
 """learned MindIR limits of inference runtimes
 
-Revision ID: 0002_rules
+Revision ID: 0002
 Revises: 0001
 Create Date: 2026-12-02
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002_rules"
+revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -1,7 +1,7 @@
 """golden baselines per (stack, probe, variant, source)
 
-Revision ID: 0002_baselines
-Revises: 0001
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-02
 
 """
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002_baselines"
-down_revision: str | Sequence[str] | None = "0001"
+revision: str = "0004"
+down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

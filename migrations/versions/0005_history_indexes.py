@@ -1,7 +1,7 @@
 """history indexes: keep filtered history queries and retention fast on a long history
 
-Revision ID: 0002_history_indexes
-Revises: 0001
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-02
 
 - metrics (result_id, name, output) replaces metrics (result_id): one result's value of one
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0002_history_indexes"
-down_revision: str | Sequence[str] | None = "0001"
+revision: str = "0005"
+down_revision: str | Sequence[str] | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

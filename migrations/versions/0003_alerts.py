@@ -1,7 +1,7 @@
 """alerts and their deliveries to sinks
 
-Revision ID: 0002_alerts
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-12-02
 
 """
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002_alerts"
-down_revision: str | Sequence[str] | None = "0001"
+revision: str = "0003"
+down_revision: str | Sequence[str] | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,8 @@
+"""A plugin that implements a hook that does not exist (``auditor_probe``, singular)."""
+
+from auditor import hookimpl
+
+
+@hookimpl
+def auditor_probe():
+    return ["nothing"]
