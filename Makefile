@@ -23,6 +23,8 @@ lint: setup
 
 bench: setup
 	.venv/bin/python bench/latency_overhead.py
+	.venv/bin/python bench/full_cycle.py
+	.venv/bin/python bench/history_queries.py
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache

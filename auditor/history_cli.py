@@ -299,10 +299,7 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
 
 # -- show -------------------------------------------------------------------------------------------
 
-
-@click.command("show")
-@click.argument("run", metavar="RUN")
-@click.option(
+text_or_json = click.option(
     "--format",
     "fmt",
     type=click.Choice(("text", "json")),
@@ -310,6 +307,11 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
     show_default=True,
     help="Output format.",
 )
+
+
+@click.command("show")
+@click.argument("run", metavar="RUN")
+@text_or_json
 @click.pass_obj
 def show_command(obj: Context, run: str, fmt: str) -> None:
     """Everything stored about one run: RUN is a run id, 'latest' or 'latest~N'.
@@ -533,14 +535,7 @@ def render_trend(
     help="Bar scale; auto is log when values span more than two orders of magnitude.",
 )
 @click.option("--width", default=60, show_default=True, help="Width of the sparkline in characters.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(("text", "json")),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@text_or_json
 @click.pass_obj
 def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int, fmt: str, **kw: Any) -> None:
     """One metric over time, per pair, probe, variant and output, in the terminal.

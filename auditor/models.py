@@ -8,6 +8,8 @@ adds no fingerprint row, and a MindIR exported twice is stored once.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import (
@@ -146,6 +148,13 @@ class MetricRow(Base):
     value: Mapped[float] = mapped_column(Float)
 
     result: Mapped[ProbeResultRow] = relationship(back_populates="metrics")
+
+    @classmethod
+    def many(cls, figures: Iterable[tuple[str, str, float]]) -> list[MetricRow]:
+        """Rows for (output, name, value). A NaN (a figure that could not be computed, e.g. a
+        cosine over NaN outputs) is left out: SQL has no NaN, and one such figure must not
+        cost the whole run. ±inf is kept."""
+        return [cls(output=o, name=n, value=float(v)) for o, n, v in figures if not math.isnan(v)]
 
 
 class LatencyRow(Base):

@@ -358,11 +358,14 @@ def store_rows(
                 artifact_sha256=None,
                 thresholds={"action": {"atol": r.action_atol}, "return": {"atol": r.return_atol}, "env": {}},
             )
-            row.metrics = [m.MetricRow(output="all", name=k, value=v) for k, v in r.summary(mode).items()] + [
-                m.MetricRow(output=seed, name=k, value=v)
-                for seed, figures in per_episode.get(mode, {}).items()
-                for k, v in figures.items()
-            ]
+            row.metrics = m.MetricRow.many(
+                [("all", k, v) for k, v in r.summary(mode).items()]
+                + [
+                    (seed, k, v)
+                    for seed, figures in per_episode.get(mode, {}).items()
+                    for k, v in figures.items()
+                ]
+            )
             session.add(row)
 
 

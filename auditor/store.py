@@ -222,15 +222,11 @@ class Store:
                     artifact_sha256=r.artifact.sha256 if r.artifact else None,
                     thresholds=r.thresholds,
                 )
-                row.metrics = [
-                    m.MetricRow(output=c.output, name=k, value=v)
-                    for c in r.outputs
-                    for k, v in c.metrics.items()
-                ] + [
+                row.metrics = m.MetricRow.many(
+                    [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]
                     # A comparator's figure, in the same long format; "*": about the probe as a whole.
-                    m.MetricRow(output=c.output or "*", name=c.metric, value=c.value)
-                    for c in r.checks
-                ]
+                    + [(c.output or "*", c.metric, c.value) for c in r.checks]
+                )
                 row.latencies = [
                     _latency_row(side, stack_ids[stack], lat)
                     for side, stack, lat in (
@@ -337,3 +333,4 @@ def _pid_alive(pid: int) -> bool:
 
 
 __all__ = ["Store", "StoreError", "alembic_config"]
+

@@ -538,3 +538,26 @@ def test_sqlite_path_with_tilde(tmp_path, monkeypatch):
         assert (tmp_path / "home" / "state" / "history.db").is_file()
     finally:
         s.close()
+
+
+def test_a_nan_metric_is_left_out_and_the_run_is_stored(store):
+    """A figure that could not be computed (NaN) must not cost the whole run: SQL has no NaN."""
+    result = cycle_result()
+    out = result.results[0].outputs[0]
+    nan_out = dataclasses.replace(out, metrics={**out.metrics, "cosine": math.nan, "max_abs": math.inf})
+    first = result.results[0]
+    result.results[0] = dataclasses.replace(first, outputs=(nan_out, *first.outputs[1:]))
+    run_id = store.begin_run("a.toml")
+    store.finish_run(run_id, result, {})
+    with Session(store.engine) as s:
+        stored = s.scalars(
+            select(m.ProbeResultRow).where(
+                m.ProbeResultRow.pair == first.pair,
+                m.ProbeResultRow.probe == first.probe,
+                m.ProbeResultRow.variant == first.variant,
+            )
+        ).one()
+        rows = {(r.output, r.name): r.value for r in stored.metrics}
+    assert (out.output, "cosine") not in rows
+    assert rows[(out.output, "max_abs")] == math.inf
+    assert store.runs()[0].status == "complete"
