@@ -18,6 +18,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -91,6 +92,12 @@ class Store:
                 command.upgrade(cfg, revision)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open or migrate the history database {self.url}: {exc}") from None
+        except CommandError as exc:
+            # Typically a revision this auditor does not know: a newer auditor wrote the database.
+            raise StoreError(
+                f"cannot migrate the history database {self.url}: {exc} "
+                "(was it written by a newer auditor? upgrade this one, or use another --db)"
+            ) from None
 
     def current_revision(self) -> str | None:
         with self.engine.connect() as conn:

@@ -561,3 +561,12 @@ def test_a_nan_metric_is_left_out_and_the_run_is_stored(store):
     assert (out.output, "cosine") not in rows
     assert rows[(out.output, "max_abs")] == math.inf
     assert store.runs()[0].status == "complete"
+
+
+def test_a_database_from_a_newer_auditor_is_a_clear_store_error(url):
+    store = Store.open(url)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0999'")
+    store.close()
+    with pytest.raises(StoreError, match="newer auditor"):
+        Store.open(url)
