@@ -198,7 +198,10 @@ class StackWorker:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
-        """Kill the worker's whole process group, wherever it is stuck (or about to start)."""
+        """Kill the worker's whole process group, wherever it is stuck (or about to start).
+
+        The pipes stay open until close(): another thread may be waiting on the answer, and
+        the process's death is what wakes it (end of file), not a closed descriptor."""
         self._killed.set()
         if self.proc is None:
             return
@@ -206,7 +209,6 @@ class StackWorker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        self._close_pipes()
 
     def close(self, grace: float = 5.0) -> None:
         """Ask the worker to exit (end of stdin), then kill it if it does not."""
@@ -218,6 +220,8 @@ class StackWorker:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+        if self.proc is not None:
+            self._close_pipes()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _close_pipes(self) -> None:
@@ -265,7 +269,9 @@ class StackWorker:
             raise self._failure(
                 op, "crash", f"worker exited (status {self.proc.returncode}) before the request was sent"
             ) from None
-        frame = _read_with_deadline(self.proc.stdout, timeout)
+        frame = _read_with_deadline(self.proc.stdout, timeout, self._killed)
+        if frame is _STOPPED:
+            raise self._failure(op, "crash", "worker killed while the request ran (cycle aborted)")
         if frame is _TIMEOUT:
             self.kill()
             raise self._failure(op, "timeout", f"no answer within {timeout:g} s; worker process group killed")
@@ -303,6 +309,7 @@ class StackWorker:
 
 
 _TIMEOUT = object()
+_STOPPED = object()
 
 
 def _describe_status(status: int | None) -> str:
@@ -316,26 +323,44 @@ def _describe_status(status: int | None) -> str:
     return f"exit status {status}"
 
 
-class _DeadlineReader:
-    """A file-like view of a pipe whose reads give up at a deadline."""
+class _Stopped(Exception):
+    """The worker was killed from another thread while this one waited for its answer."""
 
-    def __init__(self, stream: Any, deadline: float):
+
+class _DeadlineReader:
+    """A file-like view of a pipe whose reads give up at a deadline, or soon after ``stop``
+    is set. The pipe may be closed by kill() in another thread; epoll forgets a closed fd
+    without waking its waiters, so waits are sliced and the stop flag checked between them."""
+
+    SLICE = 0.25
+
+    def __init__(self, stream: Any, deadline: float, stop: threading.Event):
         self.fd = stream.fileno()
         self.deadline = deadline
+        self.stop = stop
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.fd, selectors.EVENT_READ)
 
     def read(self, n: int) -> bytes:
-        left = self.deadline - time.monotonic()
-        if left <= 0 or not self.selector.select(left):
-            raise TimeoutError
-        return os.read(self.fd, n)
+        while True:
+            if self.stop.is_set():
+                raise _Stopped
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if self.selector.select(min(left, self.SLICE)):
+                try:
+                    return os.read(self.fd, n)
+                except OSError:  # closed underneath us by kill()
+                    raise _Stopped from None
 
 
-def _read_with_deadline(stream: Any, timeout: float) -> object:
-    reader = _DeadlineReader(stream, time.monotonic() + timeout)
+def _read_with_deadline(stream: Any, timeout: float, stop: threading.Event) -> object:
+    reader = _DeadlineReader(stream, time.monotonic() + timeout, stop)
     try:
         frame = protocol.read_frame(reader)
+    except _Stopped:
+        return _STOPPED
     except TimeoutError:
         return _TIMEOUT
     except (EOFError, protocol.ProtocolError, ValueError) as exc:

@@ -1,0 +1,63 @@
+"""StackWorker lifecycle without a real stack: an interpreter that never answers stands in
+for a runtime hung in native code."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from auditor.config import StackConfig
+from auditor.stack_worker import StackWorker, WorkerError
+
+
+@pytest.fixture
+def silent_python(tmp_path: Path) -> str:
+    """An executable that accepts the worker's arguments and never says hello."""
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nexec sleep 600\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def _start_in_thread(worker: StackWorker) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            worker.start()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    return thread, errors
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+def test_kill_from_another_thread_ends_a_waiting_start_at_once(silent_python: str, delay: float) -> None:
+    """An aborted cycle kills workers while their threads wait for an answer: the wait must
+    end now, not at the 60 s deadline (a closed pipe does not wake an epoll wait)."""
+    worker = StackWorker(StackConfig("s", "train", "mindspore", silent_python), start_timeout=60)
+    thread, errors = _start_in_thread(worker)
+    time.sleep(delay)
+    started = time.monotonic()
+    worker.kill()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "start() still waiting after kill()"
+    assert time.monotonic() - started < 5
+    [error] = errors
+    assert isinstance(error, WorkerError) and error.kind == "crash"
+    worker.close()
+    assert worker.proc is not None and worker.proc.returncode is not None
+
+
+def test_a_start_timeout_kills_the_silent_worker(silent_python: str) -> None:
+    worker = StackWorker(StackConfig("s", "train", "mindspore", silent_python), start_timeout=0.5)
+    with pytest.raises(WorkerError) as caught:
+        worker.start()
+    assert caught.value.kind == "timeout" and "0.5 s" in caught.value.message
+    assert worker.proc is not None and worker.proc.poll() is not None
+    worker.close()
