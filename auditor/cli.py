@@ -148,8 +148,14 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     "--json", "as_json", is_flag=True, help="Print the result as JSON (non-finite numbers as strings)."
 )
 @click.option("--no-store", is_flag=True, help="Do not write this cycle to the history database.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show every output and check of every result, not only of failing ones.",
+)
 @click.pass_obj
-def audit(obj: Context, as_json: bool, no_store: bool) -> None:
+def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
     """Run one audit cycle over every configured pair.
 
     Prints a report per pair and probe (or JSON with --json) and stores the run.
@@ -190,7 +196,7 @@ def audit(obj: Context, as_json: bool, no_store: bool) -> None:
         _fail(str(exc), EXIT_FINDINGS)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    click.echo(render_json(result) if as_json else render_text(result), nl=False)
+    click.echo(render_json(result) if as_json else render_text(result, verbose), nl=False)
     sys.exit(result.exit_code)
 
 

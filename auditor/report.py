@@ -55,7 +55,9 @@ def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def _probe_block(r: ProbeResult) -> list[str]:
+def _probe_block(r: ProbeResult, verbose: bool = True, said: str | None = None) -> list[str]:
+    """One result. ``said``: the message of the result above it in the same pair; a blocked
+    variant with the same reason does not repeat it (the default, non-verbose report)."""
     batch = (r.train_latency or r.infer_latency).batch if (r.train_latency or r.infer_latency) else None
     lat = f"p50 train {format_latency(r.train_latency)}, infer {format_latency(r.infer_latency)}"
     if batch:
@@ -63,6 +65,8 @@ def _probe_block(r: ProbeResult) -> list[str]:
     lat += _more_latencies(r)
     head = f"  {r.probe} [{r.variant}]  {r.status.upper()}  {lat}"
     lines = [head]
+    if not verbose and r.status == CONSISTENT:
+        return lines + _summary_lines(r)
     if r.outputs:
         rows = [["output"] + [label for _, label in COLUMNS] + ["atol/rtol", "verdict"]]
         for c in r.outputs:
@@ -89,14 +93,43 @@ def _probe_block(r: ProbeResult) -> list[str]:
                 ]
             )
         lines += _table(rows)
-    if r.status != CONSISTENT:
+    if r.status != CONSISTENT and (verbose or r.message != said):
         lines += ["    " + line for line in r.message.splitlines()]
-    lines += localize.report_lines(r.localization) + baseline.report_lines(r.baseline)
+    lines += localize.report_lines(r.localization) + _baseline_lines(r, verbose)
     return lines
 
 
+def _baseline_lines(r: ProbeResult, verbose: bool) -> list[str]:
+    """The golden-baseline lines: always in verbose, else only when a side moved."""
+    lines = baseline.report_lines(r.baseline)
+    if verbose or not lines or not lines[0].startswith("    baseline: "):
+        return lines
+    return []
+
+
+def _summary_lines(r: ProbeResult) -> list[str]:
+    """A consistent result in one line: how close it came to its tolerance. The tables are in
+    --verbose and --json; a baseline line only when a side moved against its golden."""
+    parts = []
+    if r.outputs:
+        worst = max(r.outputs, key=lambda c: c.metrics.get("max_abs", 0.0))
+        bitwise = all(c.metrics.get("bitwise_equal") == 1.0 for c in r.outputs)
+        parts.append(
+            f"{len(r.outputs)} output{'s' if len(r.outputs) > 1 else ''} "
+            + (
+                "bitwise equal"
+                if bitwise
+                else f"within tolerance (max abs {_num(worst.metrics['max_abs'])} on {worst.output})"
+            )
+        )
+    if r.checks:
+        parts.append(f"{len(r.checks)} checks ok")
+    lines = [f"    {'; '.join(parts)}"] if parts else []
+    return lines + _baseline_lines(r, verbose=False)
+
+
 def _more_latencies(r: ProbeResult) -> str:
-    """"; batch 1: train 1.2 ms, infer 80 µs" for each other batch size timed."""
+    """ "; batch 1: train 1.2 ms, infer 80 µs" for each other batch size timed."""
     train = {lat.batch: lat for lat in r.train_latencies}
     infer = {lat.batch: lat for lat in r.infer_latencies}
     return "".join(
@@ -105,7 +138,9 @@ def _more_latencies(r: ProbeResult) -> str:
     )
 
 
-def render_text(result: CycleResult) -> str:
+def render_text(result: CycleResult, verbose: bool = False) -> str:
+    """The report a person reads. Consistent results take two lines; drift, incompatibilities
+    and errors show every output and check. ``verbose``: the full tables for every result."""
     when = datetime.fromtimestamp(result.started_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     run = f"run {result.run_id}" if result.run_id is not None else "not stored"
     out = [
@@ -139,8 +174,10 @@ def render_text(result: CycleResult) -> str:
         by_pair.setdefault(r.pair, []).append(r)
     for pair, results in by_pair.items():
         out += ["", f"{pair.replace('->', ' → ')}"]
+        said = None
         for r in results:
-            out += _probe_block(r)
+            out += _probe_block(r, verbose, said)
+            said = r.message if r.status != CONSISTENT else None
         for ro in result.rollouts:
             if ro.pair == pair:
                 out += rollout.report_lines(ro)

@@ -254,8 +254,12 @@ def test_checks_are_part_of_the_json_and_the_report():
     doc = result.to_json()["results"][0]
     assert {c["metric"] for c in doc["checks"]} >= {"kl_max", "kl_mean", "logp_diff_max", "action_agreement"}
     assert isinstance(doc["checks"][0], dict) and "limit" in doc["checks"][0]
-    text = render_text(result)
+    text = render_text(result, verbose=True)
     assert "min rtol" in text and "kl_max" in text and "exp_abs_logp_diff_mean" in text
+    # The default report keeps a consistent result to its status line and a summary.
+    compact = render_text(result)
+    assert r.status == "consistent" and "kl_max" not in compact
+    assert f"{len(r.outputs)} outputs bitwise equal; {len(r.checks)} checks ok" in compact
 
 
 def test_metric_check_type_is_the_hook_api():
