@@ -37,6 +37,7 @@ from auditor.history import (
     run_detail,
     trend,
 )
+from auditor.report import format_number as num
 
 if TYPE_CHECKING:
     from auditor.cli import Context
@@ -165,18 +166,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
-
-
-def num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
 
 
 def us(value: float | None) -> str:

@@ -36,6 +36,7 @@ from auditor.history import (
     trend,
     utcnow,
 )
+from auditor.report import format_number as num
 
 DEFAULT_WINDOW = timedelta(days=30)
 STATUS_COLORS = {"consistent": "#2ca02c", "drift": "#ff7f0e", "incompatible": "#d62728", "error": "#9467bd"}
@@ -52,19 +53,9 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _num(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return "0" if value == 0 else f"{value:.3g}"
-
-
 def _us(value: float | None) -> str:
     if value is None:
-        return "–"
+        return "-"
     return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.0f} µs"
 
 
@@ -352,7 +343,7 @@ def _page(
                     f"<td>{_e(key[0])}</td><td>{_e(key[1])}</td><td>{_e(key[2])}</td>",
                     f"<td>{_status(latest_status)} <span class='muted'>run {latest_run}</span></td>",
                     "".join(f'<td class="num">{counts.get(st, 0)}</td>' for st in STATUS_COLORS),
-                    f'<td class="num">{_e(_num(div_latest.get(key)))}</td>',
+                    f'<td class="num">{_e(num(div_latest.get(key)))}</td>',
                     f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("train")))}</td>',
                     f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("infer")))}</td>',
                 ]

@@ -23,12 +23,20 @@ COLUMNS = (
 )
 
 
-def _num(value: float) -> str:
+def format_number(value: float | None) -> str:
+    """Three significant digits for tables; "-" for a missing value, non-finite spelled out."""
+    if value is None:
+        return "-"
+    if math.isnan(value):
+        return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     if value == 0:
         return "0"
     return f"{value:.3g}"
+
+
+_num = format_number
 
 
 def _cell(name: str, value: float) -> str:

@@ -18,6 +18,7 @@ from auditor.plugins.default_collectors import COLLECTORS
 from auditor.plugin_manager import Plugins
 from auditor.stack_worker import worker_packages
 from auditor.worker import fingerprint as runner
+from auditor.worker.bootstrap import SOURCE
 from tests.ascend_trees import SPECS, TREE_NAMES, Npu, build_tree, write, write_npu_smi
 from tests.conftest import REPO
 from tests.test_py37_compat import _python37
@@ -599,19 +600,13 @@ def test_collectors_parse_on_python_37() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-BOOTSTRAP = """
-import json, sys, types
-spec = json.loads(sys.argv[1])
-for name, path in spec["packages"]:
-    module = types.ModuleType(name)
-    module.__path__ = [path]
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)
-from auditor.worker.fingerprint import collect
-print(json.dumps(collect(spec["collectors"], spec["context"], spec["environ"])))
-"""
+# The worker's own bootstrap, ending in a collection instead of the request loop.
+BOOTSTRAP = SOURCE.replace(
+    "from auditor.worker.main import serve\nserve(spec)",
+    "from auditor.worker.fingerprint import collect\n"
+    'print(json.dumps(collect(spec["collectors"], spec["context"], spec["environ"])))',
+)
+assert BOOTSTRAP != SOURCE
 
 
 @pytest.mark.parametrize("name", ["consistent-8.2", "310p-nnrt"])

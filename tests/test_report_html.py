@@ -183,7 +183,7 @@ def test_report_tables(page, db):
     incompatible = summary["ms210->lite20"]
     assert incompatible[3].startswith("incompatible")
     assert incompatible[4] == "0" and int(incompatible[6]) > 150
-    assert incompatible[8] == "–" and incompatible[9].endswith("ms") and incompatible[10] == "–"
+    assert incompatible[8] == "-" and incompatible[9].endswith("ms") and incompatible[10] == "-"
     assert summary["ms210->ms210-graph"][8] == "0"  # bitwise-equal pair: latest max_abs 0
     with sqlite3.connect(db[0]) as c:
         q = "SELECT count(*) FROM probe_results WHERE pair = 'ms20->ms210-graph'"
