@@ -21,6 +21,12 @@ from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 pytestmark = pytest.mark.stacks
 
 
+def _default_sigint() -> None:
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored
+    # (no KeyboardInterrupt): give the audit the disposition an interactive user's has.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(db) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "auditor.cli", "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit"],
@@ -28,6 +34,7 @@ def _start(db) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
 
 
