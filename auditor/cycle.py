@@ -194,11 +194,11 @@ class Cycle(ProbeSuite):
         self.config = config
         self.probes = probes
         self.runtimes = runtimes or {}
-        if comparators is None:
+        if plugins is None and (comparators is None or collectors is None or rules is None):
             from auditor.plugin_manager import Plugins
 
-            comparators = Plugins(entry_points=False).comparators()
-        self.comparators = comparators
+            plugins = Plugins(entry_points=False)  # the built-ins, loaded once for all three
+        self.comparators = comparators if comparators is not None else plugins.comparators()
         self._workers: list[StackWorker] = []
         self._lock = threading.Lock()
         self._aborted = threading.Event()
@@ -634,11 +634,9 @@ class Cycle(ProbeSuite):
         history: Store | None,
     ) -> None:
         if collectors is None or rules is None:
-            from auditor.plugin_manager import Plugins
-
-            source = plugins if plugins is not None else Plugins(entry_points=False)
-            collectors = source.fingerprint_collectors() if collectors is None else collectors
-            rules = source.rules().values() if rules is None else rules
+            assert plugins is not None  # __init__ loaded the built-ins
+            collectors = plugins.fingerprint_collectors() if collectors is None else collectors
+            rules = plugins.rules().values() if rules is None else rules
         self.collectors: list[str] = list(collectors)
         self.rules: list[Rule] = list(rules)
         self.history = history
