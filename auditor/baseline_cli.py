@@ -4,30 +4,11 @@
 from __future__ import annotations
 
 import json
-import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any
 
 import click
 
-if TYPE_CHECKING:
-    from auditor.cli import Context
-
-EXIT_USAGE = 2
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"auditor: {message}", err=True)
-    sys.exit(EXIT_USAGE)
-
-
-def _store(obj: Context) -> Any:
-    """The Store for --db, else the config's [storage] url."""
-    from auditor.store import Store, StoreError
-
-    try:
-        return Store.open(obj.db_url(None if obj.db else obj.config()))
-    except StoreError as exc:
-        _fail(str(exc))
+from auditor.cli_context import Context
 
 
 def _filters(f: Any) -> Any:
@@ -57,7 +38,7 @@ def show_command(
     """List the goldens."""
     from auditor import baseline
 
-    store = _store(obj)
+    store = obj.store()
     try:
         rows = baseline.show(store.engine, probe, variant, stack)
     finally:
@@ -98,7 +79,7 @@ def reset_command(obj: Context, probe: str | None, variant: str | None, stack: s
 
     if not (probe or variant or stack or yes):
         click.confirm("Reset every golden baseline?", abort=True, err=True)
-    store = _store(obj)
+    store = obj.store()
     try:
         count = baseline.reset(store.engine, probe, variant, stack)
     finally:

@@ -2,112 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import sys
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from auditor import __version__
 from auditor.baseline_cli import baseline_group
-from auditor.config import Config, ConfigError, parse, plugin_dirs, read_document
+from auditor.cli_context import EXIT_FINDINGS, Context, fail
 from auditor.daemon_cli import alerts_command, daemon_command, service_group
 from auditor.drift_cli import drift_command
 from auditor.fingerprint_cli import fingerprint_command
 from auditor.history_cli import db_group, history_command, report_command, show_command, trend_command
-from auditor.paths import default_db_url
 from auditor.plugin_manager import Plugins
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-
-
-def config_candidates() -> list[Path]:
-    """Where the config is looked for when --config is not given, in order."""
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return [Path("auditor.toml"), Path(xdg) / "auditor" / "auditor.toml", Path("/etc/auditor/auditor.toml")]
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"auditor: {message}", err=True)
-    sys.exit(code)
-
-
-def db_url(value: str) -> str:
-    """--db takes an SQLAlchemy URL or a file path (for SQLite)."""
-    if "://" in value:
-        return value
-    return f"sqlite:///{Path(value).expanduser().resolve()}"
-
-
-class Context:
-    def __init__(self, config_path: str | None, db: str | None):
-        self.config_path = config_path
-        self.db = db
-        self._plugins: Plugins | None = None
-
-    def find_config(self, required: bool = True) -> str | None:
-        path = self.config_path or os.environ.get("AUDITOR_CONFIG")
-        if path is None:
-            found = [p for p in config_candidates() if p.is_file()]
-            if not found:
-                if not required:
-                    return None
-                _fail(
-                    "no config file: pass --config, set AUDITOR_CONFIG, or create one of "
-                    + ", ".join(str(p) for p in config_candidates())
-                )
-            path = str(found[0])
-        return path
-
-    def plugins(self, dirs: list[str] | None = None) -> Plugins:
-        """The plugins: built-ins, entry points, and the config's plugin directories."""
-        if self._plugins is None:
-            if dirs is None:
-                path = self.find_config(required=False)
-                dirs = []
-                if path is not None:
-                    with contextlib.suppress(ConfigError):  # reported by whoever needs the config
-                        dirs = plugin_dirs(read_document(path), path)
-            self._plugins = Plugins(dirs)
-            for problem in self._plugins.problems:
-                click.echo(f"auditor: warning: {problem.rstrip()}", err=True)
-        return self._plugins
-
-    def load_config(self) -> Config:
-        """The config, or ConfigError listing every problem (the daemon's reload keeps the old
-        config then, instead of exiting)."""
-        path = self.find_config()
-        assert path is not None
-        doc = read_document(path)
-        plugins = self.plugins(plugin_dirs(doc, path))
-        return parse(
-            doc,
-            path,
-            known_probes={n: p.default_params for n, p in plugins.probes().items()},
-            runtimes={n: r.can for n, r in plugins.runtimes().items()},
-            probe_variants={n: p.variants for n, p in plugins.probes().items()},
-            sink_types={n: t.validate for n, t in plugins.alert_sinks().items()},
-        )
-
-    def config(self) -> Config:
-        try:
-            return self.load_config()
-        except ConfigError as exc:
-            click.echo(f"auditor: config {exc.source} is not usable:", err=True)
-            for e in exc.errors:
-                click.echo(f"  {e}", err=True)
-            sys.exit(EXIT_USAGE)
-
-    def db_url(self, config: Config | None = None) -> str:
-        if self.db:
-            return db_url(self.db)
-        if config is not None:
-            return config.db_url
-        return default_db_url()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -176,24 +86,24 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
         try:
             store = Store.open(obj.db_url(config))
         except StoreError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     run = AuditRun(config, obj.plugins(), store)
     try:
         run.begin()
     except StoreError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         result = run.run()
     except RunAborted as exc:
         code = 128 + (signal.SIGTERM if exc.reason == "SIGTERM" else signal.SIGINT)
-        _fail(
+        fail(
             f"cycle interrupted ({exc.reason}); "
             + (f"run {exc.run_id} marked aborted" if exc.run_id else "nothing stored"),
             code,
         )
     except RunNotStored as exc:
-        _fail(str(exc), EXIT_FINDINGS)
+        fail(str(exc), EXIT_FINDINGS)
     finally:
         signal.signal(signal.SIGTERM, previous)
     click.echo(render_json(result) if as_json else render_text(result, verbose), nl=False)
@@ -206,15 +116,7 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
 @click.pass_obj
 def runs(obj: Context, limit: int, as_json: bool) -> None:
     """List recent audit runs in the history database."""
-    from auditor.store import Store, StoreError
-
-    config = None
-    if not obj.db:
-        config = obj.config()
-    try:
-        store = Store.open(obj.db_url(config))
-    except StoreError as exc:
-        _fail(str(exc))
+    store = obj.store()
     rows = store.runs(limit)
     if as_json:
         click.echo(

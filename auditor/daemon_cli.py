@@ -1,8 +1,4 @@
-"""The ``daemon``, ``alerts`` and ``service`` commands (registered at the end of auditor.cli).
-
-This module does not import auditor.cli: ``python -m auditor.cli`` runs that module as
-``__main__``, and importing it back from here would load a second copy.
-"""
+"""The ``daemon``, ``alerts`` and ``service`` commands (registered at the end of auditor.cli)."""
 
 from __future__ import annotations
 
@@ -10,19 +6,10 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-if TYPE_CHECKING:
-    from auditor.cli import Context
-
-EXIT_USAGE = 2
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"auditor: {message}", err=True)
-    sys.exit(code)
+from auditor.cli_context import Context, fail
 
 
 @click.command("daemon")
@@ -72,7 +59,7 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
     try:
         store = Store.open(obj.db_url(config))
     except StoreError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     alerts = list_alerts(store.engine, open_only=open_only, limit=limit)
     sinks = sink_status(store.engine)
     if as_json:
@@ -176,5 +163,5 @@ def service_install(
     try:
         written = install(options, root, unit_dir, hardening=not no_hardening)
     except OSError as exc:
-        _fail(f"cannot write the unit: {exc} (run as root, or use --root for a staging directory)", 1)
+        fail(f"cannot write the unit: {exc} (run as root, or use --root for a staging directory)", 1)
     click.echo(next_steps(options, root, written), nl=False)

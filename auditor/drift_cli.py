@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict
 from typing import Any
 
 import click
 
+from auditor.cli_context import Context
 from auditor.drift import diff
 
 
@@ -46,19 +46,12 @@ def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[
 @click.option("--limit", default=20, show_default=True, help="How many changes to show, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_obj
-def drift_command(obj: Any, stack: str, host: str | None, limit: int, as_json: bool) -> None:
+def drift_command(obj: Context, stack: str, host: str | None, limit: int, as_json: bool) -> None:
     """Show how STACK's fingerprint changed over time: each run where it changed, field by field.
 
     The first entry is the stack's first fingerprint in the history database.
     """
-    from auditor.store import Store, StoreError
-
-    config = None if obj.db else obj.config()
-    try:
-        store = Store.open(obj.db_url(config))
-    except StoreError as exc:
-        click.echo(f"auditor: {exc}", err=True)
-        sys.exit(2)
+    store = obj.store()
     entries = drift_history(store, stack, host)[-limit:][::-1] if limit > 0 else []
     if as_json:
         click.echo(json.dumps({"stack": stack, "changes": entries}, indent=2))

@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from auditor import fingerprint as fp
+from auditor.cli_context import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, Context
 from auditor.config import StackConfig
 from auditor.stack_worker import WorkerError
 
-if TYPE_CHECKING:
-    from auditor.cli import Context
-
-EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
+EXIT_INCOMPLETE = EXIT_FINDINGS
 VALUE_WIDTH = 70
 
 

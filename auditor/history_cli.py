@@ -14,10 +14,11 @@ import statistics
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 import click
 
+from auditor.cli_context import EXIT_FINDINGS, EXIT_USAGE, Context, fail
 from auditor.history import (
     METRIC_COLUMNS,
     RESULT_COLUMNS,
@@ -39,27 +40,7 @@ from auditor.history import (
 )
 from auditor.report import format_number as num
 
-if TYPE_CHECKING:
-    from auditor.cli import Context
-
 STATUSES = ("consistent", "drift", "incompatible", "error")
-EXIT_FINDINGS, EXIT_USAGE = 1, 2
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"auditor: {message}", err=True)
-    sys.exit(code)
-
-
-def _open(obj: Context, migrate: bool = True) -> Any:
-    """The Store for --db, else the config's [storage] url (the config is only read then)."""
-    from auditor.store import Store, StoreError
-
-    url = obj.db_url(None if obj.db else obj.config())
-    try:
-        return Store.open(url) if migrate else Store(url)
-    except StoreError as exc:
-        _fail(str(exc))
 
 
 def _when(value: str | None, option: str) -> datetime | None:
@@ -271,7 +252,7 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
     if limit < 0:
         raise click.BadParameter("must be 0 (all) or more", param_hint="--limit")
     f = _filters(kw, limit)
-    store = _open(obj)
+    store = obj.store()
     out = sys.stdout
     with store.engine.connect() as conn:
         refresh_statistics(conn)
@@ -309,12 +290,12 @@ def show_command(obj: Context, run: str, fmt: str) -> None:
     that stack's previous run), every probe result with its metrics and latencies, the
     findings and the exported models.
     """
-    store = _open(obj)
+    store = obj.store()
     with store.engine.connect() as conn:
         try:
             detail = run_detail(conn, resolve_run(conn, run))
         except HistoryError as exc:
-            _fail(str(exc), EXIT_FINDINGS if "no run" in str(exc) else EXIT_USAGE)
+            fail(str(exc), EXIT_FINDINGS if "no run" in str(exc) else EXIT_USAGE)
     if fmt == "json":
         click.echo(json.dumps(_jsonable(detail.to_json()), indent=2, allow_nan=False))
         return
@@ -542,13 +523,13 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
     if width < 1:
         raise click.BadParameter("must be 1 or more", param_hint="--width")
     f = _filters(kw, limit)
-    store = _open(obj)
+    store = obj.store()
     with store.engine.connect() as conn:
         refresh_statistics(conn)
         try:
             series = trend(conn, metric, f)
         except HistoryError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         changes: list[FingerprintChange] = []
         if series:
             stacks = {n for s in series for n in (s.train, s.infer) if n}
@@ -557,7 +538,7 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
             changes = [c for c in fingerprint_changes(conn, sorted(stacks), since=first) if c.at <= last]
         elif not metric.startswith("latency.") and metric not in known_values(conn, "metric"):
             known = ", ".join(known_values(conn, "metric"))
-            _fail(f"no metric {metric!r} in the history (known: {known or 'none yet'})")
+            fail(f"no metric {metric!r} in the history (known: {known or 'none yet'})")
         else:
             _warn_unknown(conn, f)
     if fmt == "json":
@@ -617,19 +598,19 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
     from auditor.html_report import ReportError, render_report
 
     f = _filters(kw, None)
-    store = _open(obj)
+    store = obj.store()
     with store.engine.connect() as conn:
         refresh_statistics(conn)
         try:
             page, summary = render_report(conn, f, metric=metric, source=_redacted(store.url))
         except ReportError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     path = Path(out_path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page, encoding="utf-8")
     except OSError as exc:
-        _fail(f"cannot write the report to {path}: {exc}")
+        fail(f"cannot write the report to {path}: {exc}")
     click.echo(f"wrote {path} ({len(page) / 1024:.0f} KiB): {summary}")
 
 
@@ -655,7 +636,7 @@ def db_current(obj: Context, check: bool) -> None:
     from alembic.script.revision import RevisionError
     from alembic.util import CommandError
 
-    store = _open(obj, migrate=False)
+    store = obj.store(migrate=False)
     current = store.current_heads()
     heads = store.head_revisions()
     click.echo(f"database: {_redacted(store.url)}")
@@ -664,7 +645,7 @@ def db_current(obj: Context, check: bool) -> None:
     try:
         pending = store.pending_revisions()
     except (CommandError, RevisionError):
-        _fail(
+        fail(
             f"the database is at revision {', '.join(current)}, which this auditor does not know: "
             "a newer auditor migrated it; upgrade the auditor",
             EXIT_FINDINGS,
@@ -683,13 +664,13 @@ def db_upgrade(obj: Context) -> None:
     """Apply the pending schema migrations (the auditor also does this when it opens the database)."""
     from auditor.store import StoreError
 
-    store = _open(obj, migrate=False)
+    store = obj.store(migrate=False)
     before = store.current_heads()
     pending = store.pending_revisions()
     try:
         store.upgrade()
     except StoreError as exc:
-        _fail(str(exc), EXIT_FINDINGS)
+        fail(str(exc), EXIT_FINDINGS)
     if not pending:
         click.echo(f"already up to date at {', '.join(before)}")
         return
@@ -722,7 +703,7 @@ def db_prune(obj: Context, keep_days: int | None, dry_run: bool, as_json: bool) 
     if keep_days is None:
         config = obj.config() if obj.find_config(required=not obj.db) else None
         keep_days = config.keep_days if config is not None else Config.keep_days
-    store = _open(obj)
+    store = obj.store()
     result = prune(store.engine, keep_days, dry_run=dry_run)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))

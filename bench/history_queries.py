@@ -1,7 +1,7 @@
 """How fast are the history queries on a long history, and what does the auditor's query layer
 cost over plain SQL?
 
-Generates a history of at least a million metric rows (auditor.history_fixtures: the shipped
+Generates a history of at least a million metric rows (tests/history_fixtures.py: the
 stacks and pairs, two probes x two variants, runs every 15 minutes, one stack upgraded
 half-way), then times the typical filtered queries two ways, each the median of several
 rounds on the same file:
@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from auditor import history as h  # noqa: E402
-from auditor.history_fixtures import DRIFTING_PAIR, generate_history, runs_for  # noqa: E402
 from auditor.store import Store  # noqa: E402
+from tests.history_fixtures import DRIFTING_PAIR, generate_history, runs_for  # noqa: E402
 
 SHAPE = {"probes": ("ppo_policy", "action_sampler"), "variants": ("fp32", "fp16")}
 START = datetime(2026, 1, 1)

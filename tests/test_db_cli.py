@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from sqlalchemy import inspect
 
 from auditor.cli import cli
-from auditor.history_fixtures import generate_history
 from auditor.store import Store
 from tests.conftest import DEFAULT_CONFIG
+from tests.history_fixtures import generate_history
 
 HISTORY_INDEXES = {
     "metrics": {"ix_metrics_result_id_name_output"},

@@ -20,13 +20,13 @@ from sqlalchemy import insert, select, text
 from auditor import history as h
 from auditor import models as m
 from auditor.cli import cli
-from auditor.history_fixtures import (
+from auditor.store import Store
+from tests.history_fixtures import (
     DRIFTING_PAIR,
     UPGRADED_STACK,
     UPGRADED_VERSION,
     generate_history,
 )
-from auditor.store import Store
 
 START = datetime(2026, 3, 1)
 RUNS = 240  # 15 minutes apart: 2.5 days; lite20 is upgraded at run 120
@@ -625,7 +625,7 @@ def test_refresh_statistics_and_indexed_plans(tmp_path):
 
 def test_describe_change_without_the_drift_module(monkeypatch):
     """Where no drift module is installed, the history names the changed fields itself."""
-    from auditor.history_fixtures import fingerprint_document
+    from tests.history_fixtures import fingerprint_document
 
     monkeypatch.setattr(h, "_drift_module_diff", lambda old, new: None)
     old, new = fingerprint_document("lite20"), fingerprint_document("lite20", "2.0.1")

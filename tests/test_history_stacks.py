@@ -14,9 +14,9 @@ from datetime import timedelta
 import pytest
 
 from auditor.history import utcnow
-from auditor.history_fixtures import generate_history
 from auditor.store import Store
 from tests.conftest import REPO, stack_python
+from tests.history_fixtures import generate_history
 
 pytestmark = pytest.mark.stacks
 

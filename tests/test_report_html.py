@@ -20,8 +20,8 @@ from sqlalchemy import insert, text
 
 from auditor import models as m
 from auditor.cli import cli
-from auditor.history_fixtures import DRIFTING_PAIR, UPGRADED_STACK, UPGRADED_VERSION, generate_history
 from auditor.store import Store
+from tests.history_fixtures import DRIFTING_PAIR, UPGRADED_STACK, UPGRADED_VERSION, generate_history
 
 START = datetime(2026, 4, 1)
 RUNS = 192  # two days, 15 minutes apart; lite20 upgraded half-way

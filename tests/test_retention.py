@@ -11,9 +11,9 @@ from sqlalchemy import Column, ForeignKey, Integer, Table, insert, select, text,
 from auditor import models as m
 from auditor import retention
 from auditor.config import ConfigError, parse
-from auditor.history_fixtures import generate_history
 from auditor.retention import apply_retention, prune
 from auditor.store import Store
+from tests.history_fixtures import generate_history
 
 START = datetime(2026, 1, 1)
 RUNS = 200  # every 15 minutes: a bit over two days
