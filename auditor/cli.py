@@ -165,6 +165,25 @@ def config_check(obj: Context) -> None:
     click.echo(f"  history database: {obj.db_url(config)}")
 
 
+@config_group.command("generate")
+@click.pass_obj
+def config_generate(obj: Context) -> None:
+    """Print a commented auditor.toml: every key with its description, range and default."""
+    from auditor.config_doc import generate
+
+    click.echo(generate(obj.plugins().probes()), nl=False)
+
+
+@config_group.command("schema")
+@click.pass_obj
+def config_schema(obj: Context) -> None:
+    """Print the JSON Schema of auditor.toml (for editors: completion and checks)."""
+    from auditor.config_doc import json_schema
+
+    probes = obj.plugins().probes()
+    click.echo(json.dumps(json_schema({n: p.param_schema for n, p in probes.items()}), indent=2))
+
+
 @cli.command("plugins")
 @click.option("--all", "show_all", is_flag=True, help="Include the built-in plugins.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")

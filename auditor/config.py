@@ -1,23 +1,48 @@
-"""auditor.toml: one schema drives validation, defaults and error messages.
+"""auditor.toml: one declarative schema drives validation, defaults, error messages,
+``auditor config generate`` and ``auditor config schema``.
 
-Every problem in a config file is reported at once, each with its key path
-(``stacks.lite20.runtime: unknown runtime 'lite' (known: ...)``), so a user fixes a
-broken file in one pass instead of one error per run.
+Each section is a frozen pydantic dataclass whose fields declare their type, finiteness,
+range, default and description (the docstring under the field) once, with the field types of
+auditor.schema. Every problem in a file is reported at once, each with its key path
+(``stacks.lite20.runtime: unknown runtime 'lite' (known: ...)``), so a user fixes a broken
+file in one pass. Checks that need more than one key or the plugins (runtimes, probes and
+their parameters, variants, sink types, a cron that never fires) run after the per-key ones.
+
+Adding a section: one ``@section`` class, a field of that type in ``Document`` and one in
+``Config`` with the same name; parse() validates it with the others.
 """
 
-from __future__ import annotations
-
-import math
+import dataclasses
+import difflib
 import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
 from auditor.compare import Tolerance
 from auditor.paths import default_db_url
+from auditor.schema import (
+    DAY,
+    MAX_BATCH,
+    MAX_SEED,
+    Bool,
+    Choice,
+    Duration,
+    Float,
+    Int,
+    Scalar,
+    Text,
+    check_param,
+    infer_param_spec,
+    show,
+    validate,
+)
 
 # The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
 # side). Plugins add more; the CLI passes the full map to parse().
@@ -29,6 +54,9 @@ RUNTIMES = {
 ROLES = ("train", "infer")
 DEVICE_RE = re.compile(r"^(cpu|(ascend|gpu):\d+)$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SEVERITIES = ("info", "warning", "error", "critical")
+"""Finding and alert severities, least to most severe."""
+DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 class ConfigError(Exception):
@@ -40,21 +68,112 @@ class ConfigError(Exception):
         super().__init__(f"{source}: {len(errors)} problem(s)\n" + "\n".join(f"  {e}" for e in errors))
 
 
-@dataclass(frozen=True)
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _expand_vars(value: str, env: Mapping[str, str]) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        if value.startswith("${", i):
+            depth, j = 0, i + 1
+            while j < len(value):
+                depth += {"{": 1, "}": -1}.get(value[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            if j >= len(value):  # unterminated: keep as written
+                out.append(value[i:])
+                break
+            name, sep, default = value[i + 2 : j].partition(":-")
+            if env.get(name):
+                out.append(env[name])
+            elif sep:
+                out.append(_expand_vars(default, env))
+            i = j + 1
+        elif value[i] == "$" and (m := _NAME_RE.match(value, i + 1)):
+            out.append(env.get(m.group(0), ""))
+            i = m.end()
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
+
+
+def expand(value: str, env: Mapping[str, str] | None = None) -> str:
+    """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` (defaults may nest), then a leading ``~``.
+
+    One pass: the value of a variable is used as it is, never expanded again.
+    """
+    return os.path.expanduser(_expand_vars(value, os.environ if env is None else env))
+
+
+def _relative_to(source: str, path: str) -> str:
+    """Relative paths in a config file are relative to the file's folder."""
+    if os.path.isabs(path) or source.startswith("<"):
+        return path
+    return str(Path(source).resolve().parent / path)
+
+
+def _expanded(value: str, info: ValidationInfo) -> str:
+    return expand(value)
+
+
+def _expanded_path(value: str, info: ValidationInfo) -> str:
+    """$VAR and ~ expanded; a relative path is relative to the config file's folder."""
+    out = expand(value)
+    source = (info.context or {}).get("source", "<config>")
+    return _relative_to(source, out) if out else out
+
+
+def section(cls: type) -> Any:
+    """A config section: a frozen pydantic dataclass that rejects unknown keys and takes each
+    field's description from the docstring under it."""
+    config = ConfigDict(extra="forbid", use_attribute_docstrings=True, arbitrary_types_allowed=True)
+    return _pydantic_dataclass(frozen=True, config=config)(cls)
+
+
+def _from_key(description: str) -> Any:
+    """A field filled from the table's key (or its other keys), not written as a key itself."""
+    return Field(description=description, json_schema_extra={"x-not-a-key": True})
+
+
+# Reusable field types.
+Tol = Float(0.0, 1e6)
+"""A tolerance: beyond 1e6 a comparison can no longer fail, which is a typo, not a setting."""
+Seconds = Duration
+Name = Text(nonempty=True)
+Path_ = Text(expand=_expanded)
+RelativePath = Text(expand=_expanded_path)
+AbsPath = Text(nonempty=True, pattern=r"/.*", what="an absolute path", expand=_expanded)
+Command = Text(nonempty=True, what="a command name or path", expand=_expanded)
+
+
+@section
 class StackConfig:
-    name: str
-    role: str
-    runtime: str
-    python: str
-    device: str = "cpu"
-    host: str = "local"
-    ascend_root: str = "/usr/local/Ascend"
-    env: dict[str, str] = field(default_factory=dict)
-    system_root: str = "/"
+    """``[stacks.NAME]``: one runtime environment, driven through a worker process."""
+
+    name: Annotated[str, _from_key("The stack's name: the table's key.")]
+    role: Choice(*ROLES)
+    """train (builds and exports probes) or infer (loads the exported MindIR)."""
+    runtime: Name
+    """mindspore (PyNative, train), mindspore-graph (GraphCell over MindIR, infer), mindspore-lite
+    (MindSpore Lite, infer), or a plugin's runtime."""
+    python: Text(nonempty=True, what="the path of the stack's Python interpreter", expand=_expanded)
+    """The stack's Python interpreter ($VAR and ~ are expanded)."""
+    device: Text(pattern=DEVICE_RE.pattern[1:-1], what="'cpu', 'ascend:N' or 'gpu:N'") = "cpu"
+    """cpu, ascend:N or gpu:N."""
+    host: Name = "local"
+    """Where the stack runs."""
+    ascend_root: Path_ = "/usr/local/Ascend"
+    """CANN toolkit / nnae / nnrt, driver and firmware are read under this folder."""
+    env: dict[str, Path_] = field(default_factory=dict)
+    """Environment variables of the stack's worker ($VAR expanded)."""
+    system_root: AbsPath = "/"
     """Where the stack's /etc is read from (fingerprints); a container's or a test tree's root."""
-    npu_smi: str = "npu-smi"
+    npu_smi: Command = "npu-smi"
     """The npu-smi command (looked up on the worker's PATH) or its path."""
-    npu_smi_timeout: float = 10.0
+    npu_smi_timeout: Seconds(0.0, 3600.0, lo_open=True) = 10.0
     """Seconds one npu-smi call may take before its process group is killed."""
 
 
@@ -67,10 +186,8 @@ DTYPE_TOLERANCES: dict[str, dict[str, float]] = {
 passes a one-ULP difference, msProbe's acceptance for fp16; bf16's ULP is 2**-7 (7.8e-3).
 Every other dtype starts from ``Tolerance()`` (1e-5, about 84 fp32 ULPs, Polygraphy's default)."""
 
-DTYPES = ("float16", "bfloat16", "float32", "float64")
 
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ThresholdScope:
     """What one level of a probe's config sets (None: not set there, inherited): atol/rtol,
     per-output atol/rtol, and comparator options. Used for ``dtype.D`` and ``variant.V``."""
@@ -85,7 +202,7 @@ class ThresholdScope:
         return {**own, **self.outputs.get(output, {})}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ProbeConfig:
     """A probe's settings. Thresholds are resolved per key (atol and rtol separately), the most
     specific level that sets the key winning:
@@ -141,104 +258,266 @@ class ProbeConfig:
         return options
 
 
-@dataclass(frozen=True)
+@section
+class OutputTable:
+    """``outputs.O``: thresholds of one output."""
+
+    atol: Tol | None = None
+    """Absolute tolerance (0 or more)."""
+    rtol: Tol | None = None
+    """Relative tolerance (0 or more)."""
+
+
+ComparatorTables = dict[str, dict[str, Scalar]]
+
+
+@section
+class ScopeTable:
+    """``dtype.D`` or ``variant.V``: what that level sets, the rest inherited."""
+
+    atol: Tol | None = None
+    """Absolute tolerance at this level."""
+    rtol: Tol | None = None
+    """Relative tolerance at this level."""
+    outputs: dict[str, OutputTable] = field(default_factory=dict)
+    """Per-output atol/rtol at this level."""
+    comparators: ComparatorTables = field(default_factory=dict)
+    """Per-comparator options at this level."""
+
+
+@section
+class ProbeTable:
+    """``[probes.NAME]``: a probe's thresholds, parameters and variants."""
+
+    atol: Tol | None = None
+    """Absolute tolerance of every output (default 1e-5)."""
+    rtol: Tol | None = None
+    """Relative tolerance of every output (default 1e-5)."""
+    outputs: dict[str, OutputTable] = field(default_factory=dict)
+    """Per-output atol/rtol."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Parameter overrides, checked against the probe's declared parameters (`auditor probes`)."""
+    variants: tuple[Name, ...] = ()
+    """The variants to run; empty: all the probe declares."""
+    variant: dict[str, ScopeTable] = field(default_factory=dict)
+    """Per-variant thresholds and comparator options."""
+    dtype: dict[str, ScopeTable] = field(default_factory=dict)
+    """Per-dtype thresholds and comparator options (float16, bfloat16, float32, float64)."""
+    comparators: ComparatorTables = field(default_factory=dict)
+    """Per-comparator options."""
+
+
+@section
 class PairConfig:
-    train: str
-    infer: str
-    probes: tuple[str, ...]
+    """``[[pairs]]``: a train stack, an infer stack and the probes compared between them."""
+
+    train: Name
+    """The train stack's name."""
+    infer: Name
+    """The infer stack's name."""
+    probes: tuple[Name, ...] = ()
+    """The probes to run on this pair."""
 
     @property
     def name(self) -> str:
         return f"{self.train}->{self.infer}"
 
 
-@dataclass(frozen=True)
+@section
 class WorkerConfig:
-    start_timeout: float = 120.0
-    request_timeout: float = 120.0
-    parallel: int = 2
+    """``[worker]``: the stack worker processes."""
+
+    start_timeout: Seconds(0.0, DAY, lo_open=True) = 120.0
+    """Seconds for a stack's interpreter to import its runtime and answer."""
+    request_timeout: Seconds(0.0, DAY, lo_open=True) = 120.0
+    """Seconds for any one request (build, export, load, run, time)."""
+    parallel: Int(1, 64) = 2
+    """Stacks driven at the same time."""
 
 
-@dataclass(frozen=True)
+@section
 class LatencyConfig:
-    warmup: int = 5
-    iterations: int = 50
-    batches: tuple[int, ...] = (1, 256)
+    """``[latency]``: timing of every loaded probe variant."""
+
+    warmup: Int(0, 100_000) = 5
+    """Untimed calls before measuring."""
+    iterations: Int(1, 1_000_000) = 50
+    """Timed calls; p50/p90/p99 are taken over these."""
+    batches: tuple[Int(1, MAX_BATCH), ...] = (1, 256)
     """Batch sizes timed besides the probe's own (a probe takes part if it has a "batch" parameter)."""
-    regression_factor: float = 1.5
+    regression_factor: Float(1.0, 1000.0, lo_open=True) = 1.5
     """A latency-regression finding when p50 exceeds this factor of the rolling median."""
-    regression_window: int = 10
+    regression_window: Int(1, 10_000) = 10
     """How many previous complete runs of the same stack, probe, variant, batch make the median."""
-    regression_min_runs: int = 3
-    """No judgement before this many previous runs."""
+    regression_min_runs: Int(1, 10_000) = 3
+    """No judgement before this many previous runs (at most regression_window)."""
+
+    @field_validator("batches")
+    @classmethod
+    def _sorted(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(set(value)))
 
 
-@dataclass(frozen=True)
+@section
 class RolloutConfig:
     """``[rollout]``: closed-loop episodes of a probe's deterministic action (auditor.rollout)."""
 
-    enabled: bool = True
-    env: str = "Pendulum-v1"
-    probe: str = "ppo_policy"
-    variant: str = "fp32"
-    seeds: tuple[int, ...] = (0, 1, 2)
-    steps: int = 200
+    enabled: Bool = True
+    """Run the rollouts."""
+    env: Name = "Pendulum-v1"
+    """A registered gymnasium environment id."""
+    probe: Name = "ppo_policy"
+    """The probe whose action drives the episodes."""
+    variant: Name = "fp32"
+    """The probe's variant."""
+    seeds: tuple[Int(0, MAX_SEED), ...] = Field(default=(0, 1, 2), min_length=1)
+    """One episode per seed."""
+    steps: Int(0, 1_000_000) = 200
     """Steps per episode at most; 0: until the environment ends it (Pendulum-v1: 200)."""
-    action_atol: float = 1e-5
-    return_atol: float = 0.1
-    pairs: tuple[str, ...] = ()
+    action_atol: Tol = 1e-5
+    """Drift when |action_train - action_infer| exceeds this at any step."""
+    return_atol: Tol = 0.1
+    """Drift when an episode's returns differ by more than this."""
+    pairs: tuple[Name, ...] = ()
     """Pairs ("train->infer") to roll out; empty: every pair that runs the probe."""
 
 
-SEVERITIES = ("info", "warning", "error", "critical")
-"""Finding and alert severities, least to most severe."""
-
-
-@dataclass(frozen=True)
+@section
 class ScheduleConfig:
-    """When ``auditor daemon`` runs cycles: every ``interval`` seconds, or on ``cron``."""
+    """``[schedule]``: when ``auditor daemon`` runs cycles: every ``interval``, or on ``cron``."""
 
-    interval: float | None = 3600.0
-    cron: str | None = None
-    timezone: str | None = None
-    jitter: float = 0.0
-    run_on_start: bool = True
-    misfire_grace: float = 300.0
+    interval: Seconds(1.0, 366 * DAY) | None = 3600.0
+    """Time between cycles (not with cron)."""
+    cron: Name | None = None
+    """A crontab line (minute hour day month weekday) instead of interval."""
+    timezone: Name | None = None
+    """The cron's time zone, e.g. "UTC", "Europe/Berlin"; unset: the host's."""
+    jitter: Seconds(0.0, DAY) = 0.0
+    """Each cycle starts up to this much later, at random."""
+    run_on_start: Bool = True
+    """Run a cycle as soon as the daemon starts."""
+    misfire_grace: Seconds(1.0, 7 * DAY) = 300.0
+    """A cycle missed by less than this (e.g. the host slept) still runs."""
 
 
-@dataclass(frozen=True)
+@section
 class SinkConfig:
     """``[alerts.sinks.NAME]``: ``type`` and ``min_severity``; every other key is an option of
     the sink type, checked by its ``validate``."""
 
-    name: str
-    type: str
-    min_severity: str = "info"
+    name: Annotated[str, _from_key("The sink's name: the table's key.")]
+    type: Name
+    """The sink type: log, jsonl, webhook, exec, or a plugin's."""
+    min_severity: Choice(*SEVERITIES) = "info"
+    """Alerts below this severity are not sent to this sink."""
     options: dict[str, Any] = field(default_factory=dict)
+    """The sink type's options: the table's other keys."""
 
 
-@dataclass(frozen=True)
+@section
 class AlertsConfig:
-    cooldown: float = 21600.0
-    max_attempts: int = 5
+    """``[alerts]``: alerts from findings, sent to sinks."""
+
+    cooldown: Seconds(0.0, 365 * DAY) = 21600.0
+    """The same alert is not sent again within this time."""
+    max_attempts: Int(1, 1000) = 5
+    """Deliveries of one alert to one sink are tried this often."""
     sinks: dict[str, SinkConfig] = field(default_factory=dict)
+    """The sinks, by name: type = "log" | "jsonl" | "webhook" | "exec" | a plugin's, and options."""
 
 
-@dataclass(frozen=True)
+@section
 class PrometheusConfig:
-    enabled: bool = False
-    address: str = "127.0.0.1"
-    port: int = 9731
+    """``[prometheus]``: the daemon's metrics endpoint."""
+
+    enabled: Bool = False
+    """Serve /metrics."""
+    address: Text(nonempty=True, what="an address to listen on, e.g. '127.0.0.1' or '::1'") = "127.0.0.1"
+    """The address to listen on."""
+    port: Int(0, 65535) = 9731
+    """The port (0: any free port)."""
 
 
-@dataclass(frozen=True)
+@section
 class DaemonConfig:
-    state_dir: str = ""
-    """Empty: ``auditor.paths.state_dir()``."""
-    stop_timeout: float = 30.0
+    """``[daemon]``: the daemon's state."""
+
+    state_dir: RelativePath = ""
+    """The daemon's lock and state; empty: ``auditor.paths.state_dir()``."""
+    stop_timeout: Seconds(0.0, 3600.0) = 30.0
+    """Seconds a running cycle may take to stop on SIGTERM."""
 
 
-@dataclass(frozen=True)
+@section
+class SecretsConfig:
+    """``[secrets]``: what is redacted from fingerprints, logs, alerts and exports, besides the
+    built-in rules (names with TOKEN, SECRET, PASSWORD, AUTH or KEY, ``--password=...`` options,
+    URLs with credentials)."""
+
+    names: tuple[Name, ...] = ()
+    """More environment variable names to redact: shell patterns, case-insensitive ("*_CRED*")."""
+    values: tuple[Name, ...] = ()
+    """More values to redact: regular expressions, searched in every value."""
+
+
+@section
+class StorageTable:
+    """``[storage]``: the history database."""
+
+    url: Path_ = ""
+    """SQLAlchemy URL of the history database; empty: SQLite at
+    ${XDG_STATE_HOME:-~/.local/state}/auditor/history.db."""
+    keep_days: Int(0, 36500) = 90
+    """Runs older than this many days are deleted (0: keep forever)."""
+
+
+@section
+class PluginsTable:
+    """``[plugins]``: folders of plugin .py files."""
+
+    dirs: tuple[Text(nonempty=True, what="a directory path", expand=_expanded_path), ...] = ()
+    """Folders of plugin .py files (relative paths are relative to the config file)."""
+
+
+class Document(BaseModel):
+    """auditor.toml: every section, as written in the file (the JSON Schema's root)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, title="auditor.toml")
+
+    storage: StorageTable = StorageTable()
+    """The history database."""
+    worker: WorkerConfig = WorkerConfig()
+    """The stack worker processes."""
+    latency: LatencyConfig = LatencyConfig()
+    """Timing of every loaded probe variant."""
+    rollout: RolloutConfig = RolloutConfig()
+    """Closed-loop rollouts."""
+    plugins: PluginsTable = PluginsTable()
+    """Plugin folders."""
+    secrets: SecretsConfig = SecretsConfig()
+    """Extra redaction patterns."""
+    stacks: dict[str, StackConfig] = Field(default_factory=dict)
+    """The stacks, by name."""
+    pairs: list[PairConfig] = Field(default_factory=list)
+    """Pairs of a train and an infer stack."""
+    probes: dict[str, ProbeTable] = Field(default_factory=dict)
+    """Per-probe settings, by probe name."""
+    schedule: ScheduleConfig = ScheduleConfig()
+    """When the daemon runs cycles."""
+    alerts: AlertsConfig = AlertsConfig()
+    """Alerts and their sinks."""
+    prometheus: PrometheusConfig = PrometheusConfig()
+    """The daemon's metrics endpoint."""
+    daemon: DaemonConfig = DaemonConfig()
+    """The daemon's state."""
+
+
+SECTIONS = tuple(Document.model_fields)
+SIMPLE_SECTIONS = ("worker", "latency", "rollout", "secrets", "schedule", "prometheus", "daemon")
+"""Sections whose table is the Config attribute of the same name as it is."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     source: str
     db_url: str
@@ -255,177 +534,52 @@ class Config:
     daemon: DaemonConfig = DaemonConfig()
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
+    secrets: SecretsConfig = SecretsConfig()
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
 
 
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# -- parse: per-key validation by the schema, then the checks that need more ------------------
+
+_OPTION_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\[\]-]*$")
 
 
-def _expand_vars(value: str, env: Mapping[str, str]) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(value):
-        if value.startswith("${", i):
-            depth, j = 0, i + 1
-            while j < len(value):
-                depth += {"{": 1, "}": -1}.get(value[j], 0)
-                if depth == 0:
-                    break
-                j += 1
-            if j >= len(value):  # unterminated: keep as written
-                out.append(value[i:])
-                break
-            name, sep, default = value[i + 2 : j].partition(":-")
-            if env.get(name):
-                out.append(env[name])
-            elif sep:
-                out.append(_expand_vars(default, env))
-            i = j + 1
-        elif value[i] == "$" and (m := _NAME_RE.match(value, i + 1)):
-            out.append(env.get(m.group(0), ""))
-            i = m.end()
-        else:
-            out.append(value[i])
-            i += 1
-    return "".join(out)
+class _Parse:
+    """One parse: the problems found so far and the validation context."""
 
-
-def expand(value: str, env: Mapping[str, str] | None = None) -> str:
-    """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` (defaults may nest), then a leading ``~``.
-
-    One pass: the value of a variable is used as it is, never expanded again.
-    """
-    return os.path.expanduser(_expand_vars(value, os.environ if env is None else env))
-
-
-class _Checker:
-    """Collects errors with their key paths while reading a parsed TOML document."""
-
-    def __init__(self) -> None:
+    def __init__(self, doc: dict, source: str):
+        self.doc = doc
+        self.source = source
         self.errors: list[str] = []
+        self.context = {"source": source}
 
     def error(self, path: str, message: str) -> None:
-        self.errors.append(f"{path}: {message}")
+        line = f"{path}: {message}"
+        if line not in self.errors:
+            self.errors.append(line)
 
-    def table(self, doc: dict, key: str, path: str, allowed: set[str] | None = None) -> dict:
-        value = doc.get(key, {})
+    def table(self, parent: Any, key: str, path: str) -> dict:
+        value = parent.get(key, {}) if isinstance(parent, dict) else {}
         if not isinstance(value, dict):
-            self.error(path, f"must be a table, not {type(value).__name__}")
+            self.error(path, f"must be a table, not {show(value)}")
             return {}
-        if allowed is not None:
-            for unknown in sorted(set(value) - allowed):
-                self.error(
-                    f"{path}.{unknown}", f"unknown key (expected one of: {', '.join(sorted(allowed))})"
-                )
         return value
 
-    def get(
-        self,
-        doc: dict,
-        key: str,
-        path: str,
-        kind: type | tuple[type, ...],
-        default: Any = None,
-        required: bool = False,
-    ) -> Any:
-        if key not in doc:
-            if required:
-                self.error(path, "is required")
-            return default
-        value = doc[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-        if not ok:
-            names = " or ".join(k.__name__ for k in kinds)
-            self.error(path, f"must be {names}, not {type(value).__name__} {value!r}")
-            return default
-        return value
+    def check(self, cls: Any, value: Any, path: str) -> Any:
+        return validate(cls, value, path, self.errors, self.context)
 
-    def positive(self, doc: dict, key: str, path: str, kind: type, default: Any) -> Any:
-        value = self.get(doc, key, path, (int, float) if kind is float else kind, default)
-        if value is not None and value <= 0:
-            self.error(path, f"must be greater than 0, not {value!r}")
-            return default
-        return kind(value)
+    def raw(self, section: str, key: str, kind: type, default: Any) -> Any:
+        """A key as written, if it is of ``kind``: cross-key checks still run on the keys that
+        are right when others in their section are wrong."""
+        table = self.doc.get(section)
+        value = table.get(key, default) if isinstance(table, dict) else default
+        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
+        return value if ok else default
 
 
-def _partial_thresholds(c: _Checker, doc: dict, path: str) -> dict[str, float]:
-    """The atol/rtol a table sets (only those it sets), each a number 0 or more."""
-    values = {}
-    for name in ("atol", "rtol"):
-        value = c.get(doc, name, f"{path}.{name}", (int, float))
-        if value is None:
-            continue
-        if not value >= 0:  # also catches NaN
-            c.error(f"{path}.{name}", f"must be a number 0 or more, not {value!r}")
-            continue
-        values[name] = float(value)
-    return values
-
-
-def _comparator_tables(c: _Checker, doc: dict, path: str) -> dict[str, dict[str, Any]]:
-    out = {}
-    for comp, options in c.get(doc, "comparators", f"{path}.comparators", dict, {}).items():
-        if not isinstance(options, dict):
-            c.error(f"{path}.comparators.{comp}", "must be a table of the comparator's options")
-            continue
-        for key, value in options.items():
-            if not isinstance(value, (int, float, str, bool)):
-                c.error(
-                    f"{path}.comparators.{comp}.{key}",
-                    f"must be a number, string or boolean, not {type(value).__name__}",
-                )
-        out[comp] = dict(options)
-    return out
-
-
-def _scope(c: _Checker, doc: Any, path: str) -> ThresholdScope:
-    """A ``dtype.D`` or ``variant.V`` table: atol, rtol, outputs.O.{atol,rtol}, comparators.C."""
-    if not isinstance(doc, dict):
-        c.error(path, "must be a table with atol, rtol, outputs and/or comparators")
-        return ThresholdScope()
-    allowed = {"atol", "rtol", "outputs", "comparators"}
-    for unknown in sorted(set(doc) - allowed):
-        c.error(f"{path}.{unknown}", f"unknown key (expected one of: {', '.join(sorted(allowed))})")
-    own = _partial_thresholds(c, doc, path)
-    outputs = {}
-    for out, t in c.get(doc, "outputs", f"{path}.outputs", dict, {}).items():
-        if isinstance(t, dict):
-            for unknown in sorted(set(t) - {"atol", "rtol"}):
-                c.error(f"{path}.outputs.{out}.{unknown}", "unknown key (expected one of: atol, rtol)")
-            outputs[out] = _partial_thresholds(c, t, f"{path}.outputs.{out}")
-        else:
-            c.error(f"{path}.outputs.{out}", "must be a table with atol and/or rtol")
-    return ThresholdScope(own.get("atol"), own.get("rtol"), outputs, _comparator_tables(c, doc, path))
-
-
-def _thresholds(c: _Checker, doc: dict, path: str, base: Tolerance) -> Tolerance:
-    values = {}
-    for name in ("atol", "rtol"):
-        value = c.get(doc, name, f"{path}.{name}", (int, float), getattr(base, name))
-        if not value >= 0:  # also catches NaN
-            c.error(f"{path}.{name}", f"must be a number 0 or more, not {value!r}")
-            value = getattr(base, name)
-        values[name] = float(value)
-    return Tolerance(**values)
-
-
-SECTIONS = (
-    "storage",
-    "worker",
-    "latency",
-    "rollout",
-    "plugins",
-    "stacks",
-    "pairs",
-    "probes",
-    "schedule",
-    "alerts",
-    "prometheus",
-    "daemon",
-)
+def _known(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
 
 
 def parse(
@@ -435,420 +589,325 @@ def parse(
     runtimes: Mapping[str, str] | None = None,
     probe_variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     sink_types: Mapping[str, Callable[[dict[str, Any]], list[str]]] | None = None,
+    param_schemas: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> Config:
     """Validate a parsed TOML document; raise ConfigError listing every problem.
 
-    known_probes maps each probe name to its parameter names (a plain set of names skips
-    the parameter check); None skips probe checks altogether. runtimes maps each runtime
+    known_probes maps each probe name to its parameters (name -> default; a plain set of names
+    skips the parameter check); None skips probe checks altogether. runtimes maps each runtime
     name to "export" or "load" (default: the built-in runtimes). probe_variants maps a probe
     name to its variants (name -> parameter overrides), to check variant names and params
     that a variant sets; a probe not in it skips those checks. sink_types maps each alert
     sink type to its ``validate(options)``; None skips the sink type and option checks.
+    param_schemas maps a probe name to its parameters' declarations (``ProbeSpec.param_schema``);
+    a probe not in it has its parameters' types inferred from the defaults in known_probes.
     """
-    known_runtimes = runtimes if runtimes is not None else RUNTIMES
-    c = _Checker()
+    p = _Parse(doc, source)
     for unknown in sorted(set(doc) - set(SECTIONS)):
-        c.error(unknown, f"unknown section (expected {', '.join(SECTIONS)})")
+        p.error(unknown, f"unknown section (expected {', '.join(SECTIONS)})")
 
-    plugins = c.table(doc, "plugins", "plugins", {"dirs"})
-    plugin_dirs = []
-    for i, d in enumerate(c.get(plugins, "dirs", "plugins.dirs", list, [])):
-        if isinstance(d, str):
-            plugin_dirs.append(_relative_to(source, expand(d)))
-        else:
-            c.error(f"plugins.dirs[{i}]", f"must be a directory path, not {type(d).__name__}")
+    simple = {}
+    for name in SIMPLE_SECTIONS:
+        cls = type(getattr(Config, name))
+        simple[name] = p.check(cls, p.table(doc, name, name), name) or cls()
+    storage = p.check(StorageTable, p.table(doc, "storage", "storage"), "storage") or StorageTable()
+    plugins = p.check(PluginsTable, p.table(doc, "plugins", "plugins"), "plugins") or PluginsTable()
 
-    storage = c.table(doc, "storage", "storage", {"url", "keep_days"})
-    url = expand(c.get(storage, "url", "storage.url", str, "")) or default_db_url()
-    keep_days = c.get(storage, "keep_days", "storage.keep_days", int, Config.keep_days)
-    if keep_days < 0:
-        c.error("storage.keep_days", f"must be a number of days (0: keep every run), not {keep_days}")
-        keep_days = Config.keep_days
-
-    w = c.table(doc, "worker", "worker", {"start_timeout", "request_timeout", "parallel"})
-    worker = WorkerConfig(
-        start_timeout=c.positive(
-            w, "start_timeout", "worker.start_timeout", float, WorkerConfig.start_timeout
-        ),
-        request_timeout=c.positive(
-            w, "request_timeout", "worker.request_timeout", float, WorkerConfig.request_timeout
-        ),
-        parallel=c.positive(w, "parallel", "worker.parallel", int, WorkerConfig.parallel),
-    )
-    lat = c.table(
-        doc,
-        "latency",
-        "latency",
-        {"warmup", "iterations", "batches", "regression_factor", "regression_window", "regression_min_runs"},
-    )
-    warmup = c.get(lat, "warmup", "latency.warmup", int, LatencyConfig.warmup)
-    if warmup < 0:
-        c.error("latency.warmup", f"must be 0 or more, not {warmup}")
-    latency = LatencyConfig(
-        warmup=max(0, warmup),
-        iterations=c.positive(lat, "iterations", "latency.iterations", int, LatencyConfig.iterations),
-        **_latency_extras(c, lat),
-    )
-
-    stacks: dict[str, StackConfig] = {}
-    stack_keys = {"role", "runtime", "python", "device", "host", "ascend_root", "env"}
-    stack_keys |= {"system_root", "npu_smi", "npu_smi_timeout"}  # fingerprint options
-    for name, s in c.table(doc, "stacks", "stacks").items():
-        path = f"stacks.{name}"
-        if not isinstance(s, dict):
-            c.error(path, "must be a table")
-            continue
-        if not NAME_RE.match(name):
-            c.error(path, "stack names use letters, digits, '.', '_' and '-'")
-        for unknown in sorted(set(s) - stack_keys):
-            c.error(f"{path}.{unknown}", f"unknown key (expected one of: {', '.join(sorted(stack_keys))})")
-        role = c.get(s, "role", f"{path}.role", str, required=True)
-        if role is not None and role not in ROLES:
-            c.error(f"{path}.role", f"must be 'train' or 'infer', not {role!r}")
-        runtime = c.get(s, "runtime", f"{path}.runtime", str, required=True)
-        if runtime is not None and runtime not in known_runtimes:
-            c.error(
-                f"{path}.runtime",
-                f"unknown runtime {runtime!r} (known: {', '.join(sorted(known_runtimes))})",
-            )
-        elif runtime and role in ROLES:
-            needed = "export" if role == "train" else "load"
-            if known_runtimes[runtime] != needed:
-                what = "build and export probes" if role == "train" else "load exported MindIR"
-                c.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
-        python = c.get(s, "python", f"{path}.python", str, required=True)
-        device = c.get(s, "device", f"{path}.device", str, "cpu")
-        if not DEVICE_RE.match(device):
-            c.error(f"{path}.device", f"must be 'cpu', 'ascend:N' or 'gpu:N', not {device!r}")
-        env = c.get(s, "env", f"{path}.env", dict, {})
-        for k, v in env.items():
-            if not isinstance(v, str):
-                c.error(f"{path}.env.{k}", f"must be a string, not {type(v).__name__}")
-        system_root = expand(c.get(s, "system_root", f"{path}.system_root", str, "/"))
-        if not os.path.isabs(system_root):
-            c.error(f"{path}.system_root", f"must be an absolute path, not {system_root!r}")
-        npu_smi = expand(c.get(s, "npu_smi", f"{path}.npu_smi", str, "npu-smi"))
-        if not npu_smi.strip():
-            c.error(f"{path}.npu_smi", "must name the npu-smi command or its path, not an empty string")
-        npu_smi_timeout = c.positive(s, "npu_smi_timeout", f"{path}.npu_smi_timeout", float, 10.0)
-        if not math.isfinite(npu_smi_timeout):
-            c.error(f"{path}.npu_smi_timeout", f"must be a finite number of seconds, not {npu_smi_timeout!r}")
-            npu_smi_timeout = 10.0
-        if role in ROLES and runtime in known_runtimes and python:
-            stacks[name] = StackConfig(
-                name=name,
-                role=role,
-                runtime=runtime,
-                python=expand(python),
-                device=device,
-                host=c.get(s, "host", f"{path}.host", str, "local"),
-                ascend_root=expand(c.get(s, "ascend_root", f"{path}.ascend_root", str, "/usr/local/Ascend")),
-                env={k: expand(v) for k, v in env.items() if isinstance(v, str)},
-                system_root=system_root,
-                npu_smi=npu_smi,
-                npu_smi_timeout=npu_smi_timeout,
-            )
-
-    probes: dict[str, ProbeConfig] = {}
-    for name, p in c.table(doc, "probes", "probes").items():
-        path = f"probes.{name}"
-        if not isinstance(p, dict):
-            c.error(path, "must be a table")
-            continue
-        if known_probes is not None and name not in known_probes:
-            c.error(path, f"unknown probe (known: {', '.join(sorted(known_probes))})")
-        probe_keys = {"atol", "rtol", "outputs", "params", "variants", "variant", "dtype", "comparators"}
-        for unknown in sorted(set(p) - probe_keys):
-            c.error(f"{path}.{unknown}", f"unknown key (expected one of: {', '.join(sorted(probe_keys))})")
-        base = _thresholds(c, p, path, Tolerance())
-        outputs = {}
-        for out, t in c.get(p, "outputs", f"{path}.outputs", dict, {}).items():
-            if isinstance(t, dict):
-                outputs[out] = _thresholds(c, t, f"{path}.outputs.{out}", base)
-            else:
-                c.error(f"{path}.outputs.{out}", "must be a table with atol and/or rtol")
-        params = c.get(p, "params", f"{path}.params", dict, {})
-        if isinstance(known_probes, Mapping) and name in known_probes:
-            allowed = set(known_probes[name])
-            for unknown in sorted(set(params) - allowed):
-                c.error(
-                    f"{path}.params.{unknown}",
-                    f"probe {name} has no such parameter (known: {', '.join(sorted(allowed))})",
-                )
-        declared = (probe_variants or {}).get(name)
-        selected: list[str] = []
-        raw_variants = p.get("variants", [])
-        if not isinstance(raw_variants, list):
-            c.error(
-                f"{path}.variants",
-                f"must be a list of variant names (per-variant thresholds go in [{path}.variant.NAME])",
-            )
-            raw_variants = []
-        for j, v in enumerate(raw_variants):
-            if not isinstance(v, str):
-                c.error(f"{path}.variants[{j}]", "must be a variant name")
-            elif declared is not None and v not in declared:
-                c.error(f"{path}.variants[{j}]", f"unknown variant {v!r} (known: {', '.join(declared)})")
-            else:
-                selected.append(v)
-        if declared is not None and isinstance(params, dict):
-            for key in sorted(params):
-                setters = [v for v, o in declared.items() if isinstance(o, Mapping) and key in o]
-                if setters:
-                    c.error(
-                        f"{path}.params.{key}",
-                        f"is set by the variant(s) {', '.join(setters)}; choose them with {path}.variants",
-                    )
-        variant_scopes = {}
-        for v, t in c.get(p, "variant", f"{path}.variant", dict, {}).items():
-            if declared is not None and v not in declared:
-                c.error(f"{path}.variant.{v}", f"unknown variant {v!r} (known: {', '.join(declared)})")
-            variant_scopes[v] = _scope(c, t, f"{path}.variant.{v}")
-        dtypes = {}
-        for d, t in c.get(p, "dtype", f"{path}.dtype", dict, {}).items():
-            if d not in DTYPES:
-                c.error(f"{path}.dtype.{d}", f"unknown dtype {d!r} (known: {', '.join(DTYPES)})")
-            dtypes[d] = _scope(c, t, f"{path}.dtype.{d}")
-        probes[name] = ProbeConfig(
-            name,
-            base,
-            outputs,
-            dict(params),
-            tuple(selected),
-            dtypes,
-            variant_scopes,
-            _comparator_tables(c, p, path),
-        )
-
-    pairs: list[PairConfig] = []
-    raw_pairs = doc.get("pairs", [])
-    if not isinstance(raw_pairs, list):
-        c.error("pairs", "must be an array of tables ([[pairs]])")
-        raw_pairs = []
-    if not raw_pairs:
-        c.error("pairs", "no pairs configured: add at least one [[pairs]] with train, infer and probes")
-    seen: set[tuple[str, str]] = set()
-    for i, p in enumerate(raw_pairs):
-        path = f"pairs[{i}]"
-        if not isinstance(p, dict):
-            c.error(path, "must be a table")
-            continue
-        for unknown in sorted(set(p) - {"train", "infer", "probes"}):
-            c.error(f"{path}.{unknown}", "unknown key (expected one of: infer, probes, train)")
-        train = c.get(p, "train", f"{path}.train", str, required=True)
-        infer = c.get(p, "infer", f"{path}.infer", str, required=True)
-        for side, role in ((train, "train"), (infer, "infer")):
-            if side is None:
-                continue
-            raw = doc.get("stacks", {}).get(side) if isinstance(doc.get("stacks"), dict) else None
-            if raw is None:
-                c.error(f"{path}.{role}", f"no stack named {side!r} in [stacks]")
-            elif isinstance(raw, dict) and raw.get("role") in ROLES and raw.get("role") != role:
-                c.error(f"{path}.{role}", f"stack {side!r} has role {raw.get('role')!r}, not {role!r}")
-        names = c.get(p, "probes", f"{path}.probes", list, [])
-        if not names:
-            c.error(f"{path}.probes", "list at least one probe")
-        for j, n in enumerate(names):
-            if not isinstance(n, str):
-                c.error(f"{path}.probes[{j}]", "must be a probe name")
-            elif known_probes is not None and n not in known_probes:
-                c.error(
-                    f"{path}.probes[{j}]", f"unknown probe {n!r} (known: {', '.join(sorted(known_probes))})"
-                )
-        if train and infer:
-            if (train, infer) in seen:
-                c.error(path, f"pair {train} -> {infer} is listed twice")
-            seen.add((train, infer))
-            pairs.append(PairConfig(train, infer, tuple(n for n in names if isinstance(n, str))))
-
-    rollout = _rollout_section(c, doc, pairs, known_probes)
-    daemon_sections = _daemon_sections(c, doc, source, sink_types)
-    if c.errors:
-        raise ConfigError(source, c.errors)
+    stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)
+    probes = _probes(p, known_probes, probe_variants, param_schemas)
+    pairs = _pairs(p, known_probes)
+    _check_latency(p)
+    _check_rollout(p, pairs, known_probes, probe_variants)
+    simple["schedule"] = _check_schedule(p, simple["schedule"])
+    _check_secrets(p, simple["secrets"])
+    alerts = _alerts(p, sink_types)
+    if p.errors:
+        raise ConfigError(source, p.errors)
     return Config(
         source=source,
-        db_url=url,
+        db_url=storage.url or default_db_url(),
         stacks=stacks,
         pairs=tuple(pairs),
         probes=probes,
-        worker=worker,
-        latency=latency,
-        rollout=rollout,
-        plugin_dirs=tuple(plugin_dirs),
-        **daemon_sections,
-        keep_days=keep_days,
+        plugin_dirs=tuple(plugins.dirs),
+        alerts=alerts,
+        keep_days=storage.keep_days,
+        **simple,
     )
 
 
-def _int_list(
-    c: _Checker, doc: dict, key: str, path: str, default: tuple[int, ...], minimum: int
-) -> tuple[int, ...]:
-    values = c.get(doc, key, path, list, list(default))
-    out = []
-    for i, v in enumerate(values):
-        if isinstance(v, int) and not isinstance(v, bool) and v >= minimum:
-            out.append(v)
-        else:
-            c.error(f"{path}[{i}]", f"must be a whole number {minimum} or more, not {v!r}")
-    return tuple(out)
+def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConfig]:
+    stacks: dict[str, StackConfig] = {}
+    for name, s in p.table(p.doc, "stacks", "stacks").items():
+        path = f"stacks.{name}"
+        if not isinstance(s, dict):
+            p.error(path, f"must be a table, not {show(s)}")
+            continue
+        if not NAME_RE.match(name):
+            p.error(path, "stack names use letters, digits, '.', '_' and '-'")
+        stack = p.check(StackConfig, {**s, "name": name}, path)
+        role, runtime = s.get("role"), s.get("runtime")
+        if isinstance(runtime, str) and runtime and runtime not in known_runtimes:
+            p.error(f"{path}.runtime", f"unknown runtime {runtime!r} (known: {_known(known_runtimes)})")
+        elif isinstance(runtime, str) and runtime and role in ROLES:
+            needed = "export" if role == "train" else "load"
+            if known_runtimes[runtime] != needed:
+                what = "build and export probes" if role == "train" else "load exported MindIR"
+                p.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
+        if stack is not None:
+            stacks[name] = stack
+    return stacks
 
 
-def _latency_extras(c: _Checker, lat: dict) -> dict[str, Any]:
-    """``[latency]`` batches and the latency-regression settings."""
-    batches = _int_list(c, lat, "batches", "latency.batches", LatencyConfig.batches, 1)
-    factor = c.get(lat, "regression_factor", "latency.regression_factor", (int, float), 1.5)
-    if not factor > 1:
-        c.error("latency.regression_factor", f"must be greater than 1, not {factor!r}")
-        factor = LatencyConfig.regression_factor
-    window = c.positive(lat, "regression_window", "latency.regression_window", int, 10)
-    min_runs = c.positive(lat, "regression_min_runs", "latency.regression_min_runs", int, 3)
-    if min_runs > window:
-        c.error(
+def _scope(scope: ScopeTable) -> ThresholdScope:
+    outputs = {
+        out: {k: v for k, v in (("atol", t.atol), ("rtol", t.rtol)) if v is not None}
+        for out, t in scope.outputs.items()
+    }
+    return ThresholdScope(scope.atol, scope.rtol, outputs, {k: dict(v) for k, v in scope.comparators.items()})
+
+
+def _param_schema(
+    name: str,
+    known_probes: Mapping[str, Iterable[str]] | None,
+    param_schemas: Mapping[str, Mapping[str, Mapping[str, Any]]] | None,
+) -> Mapping[str, Mapping[str, Any]] | None:
+    if param_schemas is not None and name in param_schemas:
+        return param_schemas[name]
+    if isinstance(known_probes, Mapping) and isinstance(known_probes.get(name), Mapping):
+        return {k: infer_param_spec(v) for k, v in known_probes[name].items()}  # type: ignore[union-attr]
+    return None
+
+
+def _probes(
+    p: _Parse,
+    known_probes: Mapping[str, Iterable[str]] | None,
+    probe_variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None,
+    param_schemas: Mapping[str, Mapping[str, Mapping[str, Any]]] | None,
+) -> dict[str, ProbeConfig]:
+    probes: dict[str, ProbeConfig] = {}
+    for name, raw in p.table(p.doc, "probes", "probes").items():
+        path = f"probes.{name}"
+        if not isinstance(raw, dict):
+            p.error(path, f"must be a table, not {show(raw)}")
+            continue
+        if known_probes is not None and name not in known_probes:
+            p.error(path, f"unknown probe (known: {_known(known_probes)})")
+        if "variants" in raw and not isinstance(raw["variants"], list):
+            p.error(
+                f"{path}.variants",
+                f"must be a list of variant names (per-variant thresholds go in [{path}.variant.NAME])",
+            )
+            raw = {k: v for k, v in raw.items() if k != "variants"}
+        table = p.check(ProbeTable, raw, path)
+        params = raw.get("params", {})
+        params = params if isinstance(params, dict) else {}
+        if isinstance(known_probes, Mapping) and name in known_probes:
+            allowed = set(known_probes[name])
+            for unknown in sorted(set(params) - allowed):
+                p.error(
+                    f"{path}.params.{unknown}",
+                    f"probe {name} has no such parameter (known: {_known(allowed)})",
+                )
+        schema = _param_schema(name, known_probes, param_schemas)
+        for key, value in params.items():
+            if schema is not None and key in schema:
+                for problem in check_param(schema[key], value, f"{path}.params.{key}"):
+                    p.errors.append(problem)
+        declared = (probe_variants or {}).get(name)
+        if declared is not None:
+            for j, v in enumerate(raw.get("variants", []) if isinstance(raw.get("variants"), list) else []):
+                if isinstance(v, str) and v not in declared:
+                    p.error(f"{path}.variants[{j}]", f"unknown variant {v!r} (known: {', '.join(declared)})")
+            for v in p.table(raw, "variant", f"{path}.variant"):
+                if v not in declared:
+                    p.error(f"{path}.variant.{v}", f"unknown variant {v!r} (known: {', '.join(declared)})")
+            for key in sorted(params):
+                setters = [v for v, o in declared.items() if isinstance(o, Mapping) and key in o]
+                if setters:
+                    p.error(
+                        f"{path}.params.{key}",
+                        f"is set by the variant(s) {', '.join(setters)}; choose them with {path}.variants",
+                    )
+        for d in p.table(raw, "dtype", f"{path}.dtype"):
+            if d not in DTYPES:
+                p.error(f"{path}.dtype.{d}", f"unknown dtype {d!r} (known: {', '.join(DTYPES)})")
+        if table is None:
+            continue
+        base = Tolerance(
+            table.atol if table.atol is not None else Tolerance().atol,
+            table.rtol if table.rtol is not None else Tolerance().rtol,
+        )
+        probes[name] = ProbeConfig(
+            name,
+            base,
+            {
+                out: Tolerance(
+                    t.atol if t.atol is not None else base.atol, t.rtol if t.rtol is not None else base.rtol
+                )
+                for out, t in table.outputs.items()
+            },
+            dict(params),
+            tuple(table.variants),
+            {d: _scope(t) for d, t in table.dtype.items()},
+            {v: _scope(t) for v, t in table.variant.items()},
+            {k: dict(v) for k, v in table.comparators.items()},
+        )
+    return probes
+
+
+def _pairs(p: _Parse, known_probes: Mapping[str, Iterable[str]] | None) -> list[PairConfig]:
+    pairs: list[PairConfig] = []
+    raw_pairs = p.doc.get("pairs", [])
+    if not isinstance(raw_pairs, list):
+        p.error("pairs", "must be an array of tables ([[pairs]])")
+        raw_pairs = []
+    if not raw_pairs:
+        p.error("pairs", "no pairs configured: add at least one [[pairs]] with train, infer and probes")
+    raw_stacks = p.doc.get("stacks") if isinstance(p.doc.get("stacks"), dict) else {}
+    seen: set[tuple[str, str]] = set()
+    for i, raw in enumerate(raw_pairs):
+        path = f"pairs[{i}]"
+        if not isinstance(raw, dict):
+            p.error(path, f"must be a table, not {show(raw)}")
+            continue
+        pair = p.check(PairConfig, raw, path)
+        for role in ROLES:
+            side = raw.get(role)
+            if not isinstance(side, str) or not side:
+                continue
+            stack = raw_stacks.get(side)
+            if stack is None:
+                p.error(
+                    f"{path}.{role}", f"no stack named {side!r} in [stacks] (stacks: {_known(raw_stacks)})"
+                )
+            elif isinstance(stack, dict) and stack.get("role") in ROLES and stack.get("role") != role:
+                p.error(f"{path}.{role}", f"stack {side!r} has role {stack.get('role')!r}, not {role!r}")
+        names = raw.get("probes", [])
+        if isinstance(names, list) and not names:
+            p.error(f"{path}.probes", "list at least one probe")
+        for j, n in enumerate(names if isinstance(names, list) else []):
+            if isinstance(n, str) and known_probes is not None and n not in known_probes:
+                p.error(f"{path}.probes[{j}]", f"unknown probe {n!r} (known: {_known(known_probes)})")
+        if pair is not None:
+            if (pair.train, pair.infer) in seen:
+                p.error(path, f"pair {pair.train} -> {pair.infer} is listed twice")
+            seen.add((pair.train, pair.infer))
+            pairs.append(pair)
+    return pairs
+
+
+def _check_latency(p: _Parse) -> None:
+    window = p.raw("latency", "regression_window", int, LatencyConfig.regression_window)
+    min_runs = p.raw("latency", "regression_min_runs", int, LatencyConfig.regression_min_runs)
+    if 1 <= window < min_runs:
+        p.error(
             "latency.regression_min_runs", f"must be at most regression_window ({window}), not {min_runs}"
         )
-    return {
-        "batches": tuple(sorted(set(batches))),
-        "regression_factor": float(factor),
-        "regression_window": window,
-        "regression_min_runs": min(min_runs, window),
-    }
 
 
-def _rollout_section(
-    c: _Checker, doc: dict, pairs: list[PairConfig], known_probes: Mapping[str, Iterable[str]] | None
-) -> RolloutConfig:
-    keys = {"enabled", "env", "probe", "variant", "seeds", "steps", "action_atol", "return_atol", "pairs"}
-    r = c.table(doc, "rollout", "rollout", keys)
-    d = RolloutConfig()
-    probe = c.get(r, "probe", "rollout.probe", str, d.probe)
-    if known_probes is not None and probe not in known_probes:
-        c.error("rollout.probe", f"unknown probe {probe!r} (known: {', '.join(sorted(known_probes))})")
-    seeds = _int_list(c, r, "seeds", "rollout.seeds", d.seeds, 0)
-    if not seeds and "seeds" in r:
-        c.error("rollout.seeds", "list at least one seed")
-    steps = c.get(r, "steps", "rollout.steps", int, d.steps)
-    if steps < 0:
-        c.error("rollout.steps", f"must be 0 (the whole episode) or more, not {steps}")
-    tolerances = {}
-    for key in ("action_atol", "return_atol"):
-        value = c.get(r, key, f"rollout.{key}", (int, float), getattr(d, key))
-        if not value >= 0:
-            c.error(f"rollout.{key}", f"must be a number 0 or more, not {value!r}")
-            value = getattr(d, key)
-        tolerances[key] = float(value)
-    names = {p.name: p for p in pairs}
-    selected = []
-    for i, name in enumerate(c.get(r, "pairs", "rollout.pairs", list, [])):
-        if not isinstance(name, str) or name not in names:
-            c.error(f"rollout.pairs[{i}]", f"no pair {name!r} (pairs: {', '.join(names) or 'none'})")
+def gym_envs() -> set[str] | None:
+    """The registered gymnasium environment ids (None without gymnasium); nothing is made."""
+    try:
+        from gymnasium.envs.registration import registry
+    except ImportError:
+        return None
+    return set(registry)
+
+
+def _check_rollout(
+    p: _Parse,
+    pairs: list[PairConfig],
+    known_probes: Mapping[str, Iterable[str]] | None,
+    probe_variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None,
+) -> None:
+    raw = p.doc.get("rollout") if isinstance(p.doc.get("rollout"), dict) else {}
+    probe = p.raw("rollout", "probe", str, RolloutConfig.probe)
+    variant = p.raw("rollout", "variant", str, RolloutConfig.variant)
+    env = p.raw("rollout", "env", str, RolloutConfig.env)
+    if "probe" in raw and known_probes is not None and probe not in known_probes:
+        p.error("rollout.probe", f"unknown probe {probe!r} (known: {_known(known_probes)})")
+    declared = (probe_variants or {}).get(probe)
+    if declared is not None and variant not in declared:
+        p.error(
+            "rollout.variant", f"unknown variant {variant!r} of probe {probe} (known: {', '.join(declared)})"
+        )
+    envs = gym_envs() if "env" in raw and env else None
+    if envs is not None and env not in envs:
+        close = difflib.get_close_matches(env, sorted(envs), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        p.error("rollout.env", f"no gymnasium environment {env!r} is registered{hint}")
+    names = {pair.name: pair for pair in pairs}
+    for i, name in enumerate(raw.get("pairs", []) if isinstance(raw.get("pairs"), list) else []):
+        if not isinstance(name, str):
+            continue
+        if name not in names:
+            p.error(f"rollout.pairs[{i}]", f"no pair {name!r} (pairs: {', '.join(names) or 'none'})")
         elif probe not in names[name].probes:
-            c.error(f"rollout.pairs[{i}]", f"pair {name} does not run probe {probe!r}")
-        else:
-            selected.append(name)
-    return RolloutConfig(
-        enabled=c.get(r, "enabled", "rollout.enabled", bool, d.enabled),
-        env=c.get(r, "env", "rollout.env", str, d.env),
-        probe=probe,
-        variant=c.get(r, "variant", "rollout.variant", str, d.variant),
-        seeds=seeds,
-        steps=max(0, steps),
-        pairs=tuple(selected),
-        **tolerances,
-    )
+            p.error(f"rollout.pairs[{i}]", f"pair {name} does not run probe {probe!r}")
 
 
-def _relative_to(source: str, path: str) -> str:
-    """Relative paths in a config file are relative to the file's folder."""
-    if os.path.isabs(path) or source.startswith("<"):
-        return path
-    return str(Path(source).resolve().parent / path)
-
-
-_OPTION_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\[\]-]*$")
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _duration(c: _Checker, doc: dict, key: str, path: str, default: float, minimum: float = 0.0) -> float:
-    """Seconds, written as a number or as a string with units: "90s", "15m", "1h30m", "2d"."""
-    value = doc.get(key, default)
-    seconds: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.replace(" ", "")
-        parts = _DURATION_RE.findall(text)
-        if parts and "".join(n + u for n, u in parts) == text:
-            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if seconds is None:
-        c.error(path, f'must be a duration: seconds, or a string like "90s", "15m", "1h30m", not {value!r}')
-        return default
-    if not seconds >= minimum:
-        c.error(path, f"must be at least {minimum:g} s, not {value!r}")
-        return default
-    return seconds
-
-
-def _daemon_sections(
-    c: _Checker,
-    doc: dict,
-    source: str,
-    sink_types: Mapping[str, Callable[[dict[str, Any]], list[str]]] | None,
-) -> dict[str, Any]:
-    """[schedule], [alerts], [prometheus] and [daemon]: what only ``auditor daemon`` uses."""
-    sch_keys = {"interval", "cron", "timezone", "jitter", "run_on_start", "misfire_grace"}
-    sch = c.table(doc, "schedule", "schedule", sch_keys)
-    cron = c.get(sch, "cron", "schedule.cron", str)
-    timezone = c.get(sch, "timezone", "schedule.timezone", str)
-    if "cron" in sch and "interval" in sch:
-        c.error("schedule", "set either interval or cron, not both")
-    interval: float | None = None
-    if cron is None:
-        interval = _duration(c, sch, "interval", "schedule.interval", ScheduleConfig.interval or 3600.0, 1.0)
-    else:
-        from apscheduler.triggers.cron import CronTrigger
-
-        try:
-            CronTrigger.from_crontab(cron)
-        except ValueError as exc:
-            c.error("schedule.cron", f"not a cron expression (minute hour day month weekday): {exc}")
-    if timezone is not None:
+def _check_schedule(p: _Parse, schedule: ScheduleConfig) -> ScheduleConfig:
+    """Interval or cron, a known time zone, and a cron that fires: the daemon never starts with a
+    schedule under which no cycle would ever run."""
+    raw = p.doc.get("schedule") if isinstance(p.doc.get("schedule"), dict) else {}
+    if "cron" in raw and "interval" in raw:
+        p.error("schedule", "set either interval or cron, not both")
+    tz = None
+    timezone = p.raw("schedule", "timezone", str, None)
+    if timezone:
         import zoneinfo
 
         try:
-            zoneinfo.ZoneInfo(timezone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            c.error("schedule.timezone", f"unknown time zone {timezone!r} (e.g. 'UTC', 'Europe/Berlin')")
-            timezone = None
-    schedule = ScheduleConfig(
-        interval=interval,
-        cron=cron,
-        timezone=timezone,
-        jitter=_duration(c, sch, "jitter", "schedule.jitter", ScheduleConfig.jitter),
-        run_on_start=c.get(sch, "run_on_start", "schedule.run_on_start", bool, ScheduleConfig.run_on_start),
-        misfire_grace=_duration(
-            c, sch, "misfire_grace", "schedule.misfire_grace", ScheduleConfig.misfire_grace, 1.0
-        ),
-    )
+            tz = zoneinfo.ZoneInfo(timezone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            p.error("schedule.timezone", f"unknown time zone {timezone!r} (e.g. 'UTC', 'Europe/Berlin')")
+    cron = p.raw("schedule", "cron", str, None)
+    if not cron:
+        return schedule
+    from datetime import UTC, datetime
 
-    al = c.table(doc, "alerts", "alerts", {"cooldown", "max_attempts", "sinks"})
+    from auditor.daemon import cron_trigger
+
+    try:
+        trigger = cron_trigger(cron, tz or UTC)
+        first = trigger.get_next_fire_time(None, datetime.now(UTC))
+    except (ValueError, KeyError, OverflowError) as exc:
+        p.error("schedule.cron", f"not a cron expression (minute hour day month weekday): {exc}")
+    else:
+        if first is None:
+            p.error("schedule.cron", f"{cron!r} never fires (no date matches it), so no cycle would run")
+    return dataclasses.replace(schedule, interval=None)
+
+
+def _check_secrets(p: _Parse, secrets: SecretsConfig) -> None:
+    for i, pattern in enumerate(secrets.values):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            p.error(f"secrets.values[{i}]", f"not a regular expression: {exc}")
+
+
+def _alerts(
+    p: _Parse, sink_types: Mapping[str, Callable[[dict[str, Any]], list[str]]] | None
+) -> AlertsConfig:
+    raw = p.table(p.doc, "alerts", "alerts")
+    alerts = p.check(AlertsConfig, {k: v for k, v in raw.items() if k != "sinks"}, "alerts") or AlertsConfig()
     sinks: dict[str, SinkConfig] = {}
-    for name, s in c.table(al, "sinks", "alerts.sinks").items():
+    for name, s in p.table(raw, "sinks", "alerts.sinks").items():
         path = f"alerts.sinks.{name}"
         if not isinstance(s, dict):
-            c.error(path, "must be a table with type = ... and the sink's options")
+            p.error(path, "must be a table with type = ... and the sink's options")
             continue
         if not NAME_RE.match(name):
-            c.error(path, "sink names use letters, digits, '.', '_' and '-'")
-        kind = c.get(s, "type", f"{path}.type", str, required=True)
-        severity = c.get(s, "min_severity", f"{path}.min_severity", str, "info")
-        if severity not in SEVERITIES:
-            c.error(f"{path}.min_severity", f"must be one of {', '.join(SEVERITIES)}, not {severity!r}")
+            p.error(path, "sink names use letters, digits, '.', '_' and '-'")
         options = {k: v for k, v in s.items() if k not in ("type", "min_severity")}
-        if kind is not None and sink_types is not None:
+        own = {k: s[k] for k in ("type", "min_severity") if k in s}
+        sink = p.check(SinkConfig, {"name": name, **own, "options": options}, path)
+        kind = s.get("type")
+        if isinstance(kind, str) and kind and sink_types is not None:
             if kind not in sink_types:
-                known = ", ".join(sorted(sink_types))
-                c.error(f"{path}.type", f"unknown sink type {kind!r} (known: {known})")
+                p.error(f"{path}.type", f"unknown sink type {kind!r} (known: {_known(sink_types)})")
             else:
                 try:
                     problems = list(sink_types[kind](dict(options)))
@@ -858,39 +917,12 @@ def _daemon_sections(
                     # "KEY: message" names an option; anything else is about the whole sink.
                     key, sep, message = str(problem).partition(": ")
                     if sep and _OPTION_PATH_RE.match(key):
-                        c.error(f"{path}.{key}", message)
+                        p.error(f"{path}.{key}", message)
                     else:
-                        c.error(path, str(problem))
-        if kind is not None:
-            sinks[name] = SinkConfig(name, kind, severity if severity in SEVERITIES else "info", options)
-    max_attempts = c.positive(al, "max_attempts", "alerts.max_attempts", int, AlertsConfig.max_attempts)
-    alerts = AlertsConfig(
-        cooldown=_duration(c, al, "cooldown", "alerts.cooldown", AlertsConfig.cooldown),
-        max_attempts=max_attempts,
-        sinks=sinks,
-    )
-
-    pr = c.table(doc, "prometheus", "prometheus", {"enabled", "address", "port"})
-    port = c.get(pr, "port", "prometheus.port", int, PrometheusConfig.port)
-    if not 0 <= port <= 65535:
-        c.error("prometheus.port", f"must be a port number 0-65535 (0: any free port), not {port}")
-        port = PrometheusConfig.port
-    address = c.get(pr, "address", "prometheus.address", str, PrometheusConfig.address)
-    if not address.strip():
-        c.error("prometheus.address", "must be an address to listen on, e.g. '127.0.0.1' or '::1'")
-    prometheus = PrometheusConfig(
-        enabled=c.get(pr, "enabled", "prometheus.enabled", bool, PrometheusConfig.enabled),
-        address=address,
-        port=port,
-    )
-
-    dm = c.table(doc, "daemon", "daemon", {"state_dir", "stop_timeout"})
-    state_dir = expand(c.get(dm, "state_dir", "daemon.state_dir", str, ""))
-    daemon = DaemonConfig(
-        state_dir=_relative_to(source, state_dir) if state_dir else "",
-        stop_timeout=_duration(c, dm, "stop_timeout", "daemon.stop_timeout", DaemonConfig.stop_timeout),
-    )
-    return {"schedule": schedule, "alerts": alerts, "prometheus": prometheus, "daemon": daemon}
+                        p.error(path, str(problem))
+        if sink is not None:
+            sinks[name] = sink
+    return dataclasses.replace(alerts, sinks=sinks)
 
 
 def read_document(path: str | Path) -> dict:

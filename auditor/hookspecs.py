@@ -33,6 +33,11 @@ def auditor_probes() -> list[str]:
     ``make_weights(params)``, ``make_inputs(params)`` (run in the auditor, numpy only) and
     ``build_cell(weights, params)`` (run inside the train stack's worker: Python 3.7
     compatible, framework imports inside the function). Optional:
+    ``PARAMS`` (parameter name -> a plain dict declaring its type and range, a JSON Schema
+    subset: ``{"type": "integer", "minimum": 1, "maximum": 65536}``, ``"number"`` with
+    ``minimum``/``exclusiveMinimum``/``maximum``, ``"string"`` with ``enum``, ``"boolean"``,
+    ``"array"`` with ``items``/``minItems``/``maxItems``; ``[probes.NAME.params]`` is validated
+    against it, and a parameter left out gets its default's type),
     ``VARIANTS`` (variant name -> parameter overrides; each variant is exported and compared
     on its own), ``COMPARATORS`` (names of comparators, see ``auditor_comparators``, run on its
     outputs), ``comparator_options(params)`` (per-comparator options only the probe knows),

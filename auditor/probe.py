@@ -2,6 +2,11 @@
 to make its seeded weights and inputs. The model-building half lives in the same module and
 runs inside the train stack's worker (``build_cell``).
 
+A probe module declares its parameters' types and ranges in ``PARAMS`` (a plain dict per
+parameter, a JSON Schema subset: ``{"type": "integer", "minimum": 1, "maximum": 65536}``), and
+``[probes.NAME.params]`` in auditor.toml is validated against it like every other key; a
+parameter it leaves out gets the type of its default.
+
 A probe module may declare ``VARIANTS``, an ordered mapping of variant name to parameter
 overrides (``{"fp32": {"dtype": "float32"}, "fp16": {"dtype": "float16"}}``): each variant is
 built, exported and compared on its own. Without it the probe has one variant named after its
@@ -40,6 +45,8 @@ class ProbeSpec:
     """Names of the comparators (``auditor_comparators``) run on this probe's outputs."""
     rerun: frozenset[str] = frozenset()
     """Variants whose outputs are checked for repeatability in a fresh worker process."""
+    param_schema: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Parameter name -> its declaration (``PARAMS``, else the type of its default)."""
 
     @classmethod
     def from_module(cls, module: ModuleType | str) -> ProbeSpec:
@@ -60,6 +67,7 @@ class ProbeSpec:
                     f"probe module {mod.__name__}: VARIANTS[{variant!r}] sets unknown parameter(s) "
                     f"{', '.join(unknown)} (DEFAULT_PARAMS has {', '.join(sorted(defaults))})"
                 )
+        schema = _param_schema(mod.__name__, defaults, dict(getattr(mod, "PARAMS", {})), variants)
         if not variants:
             variants = {dtype_variant_name(defaults): {}}
         rerun = getattr(mod, "RERUN_IN_FRESH_PROCESS", ())
@@ -79,6 +87,7 @@ class ProbeSpec:
             variants,
             tuple(getattr(mod, "COMPARATORS", ())),
             rerun_set,
+            schema,
         )
 
     def params(self, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +133,28 @@ class ProbeSpec:
         what only the probe knows, such as which input element belongs to which class."""
         fn = getattr(self._module(), "comparator_options", None)
         return dict(fn(params)) if fn is not None else {}
+
+
+def _param_schema(
+    module: str, defaults: dict[str, Any], declared: dict[str, Any], variants: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """PARAMS completed from the defaults' types; the defaults and every variant's overrides
+    must satisfy it (a probe that contradicts its own declaration is the author's bug)."""
+    from auditor.schema import check_param, infer_param_spec
+
+    unknown = sorted(set(declared) - set(defaults))
+    if unknown:
+        raise TypeError(f"probe module {module}: PARAMS declares {', '.join(unknown)}, not in DEFAULT_PARAMS")
+    schema = {k: dict(declared[k]) if k in declared else infer_param_spec(v) for k, v in defaults.items()}
+    problems = []
+    for where, values in [("DEFAULT_PARAMS", defaults)] + [
+        (f"VARIANTS[{v!r}]", o) for v, o in variants.items()
+    ]:
+        for key, value in values.items():
+            problems += check_param(schema[key], value, f"{where}[{key!r}]")
+    if problems:
+        raise TypeError(f"probe module {module}: {'; '.join(problems)}")
+    return schema
 
 
 def builtin_probes() -> dict[str, ProbeSpec]:

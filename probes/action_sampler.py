@@ -30,6 +30,15 @@ VARIANTS = {
     "seeded-normal": {"noise": "normal"},
     "seeded-uniform": {"noise": "uniform"},
 }
+PARAMS = {
+    "act_dim": {"type": "integer", "minimum": 1, "maximum": 1024},
+    "batch": {"type": "integer", "minimum": 1, "maximum": 65536},
+    "seed": {"type": "integer", "minimum": 0, "maximum": 4294967295},
+    "dtype": {"type": "string", "enum": ["float32", "float16"]},
+    "noise": {"type": "string", "enum": ["input", "normal", "uniform"]},
+}
+"""The parameters' types and ranges: auditor.toml's [probes.action_sampler.params] is checked
+against them."""
 COMPARATORS = ("ks_two_sample", "finite_where_train_finite")
 RERUN_IN_FRESH_PROCESS = ("seeded-normal", "seeded-uniform")
 NOISE = ("input", "normal", "uniform")

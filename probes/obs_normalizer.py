@@ -28,6 +28,16 @@ VARIANTS = {
     "fp32": {"dtype": "float32"},
     "fp16": {"dtype": "float16"},
 }
+PARAMS = {
+    "obs_dim": {"type": "integer", "minimum": 1, "maximum": 4096},
+    "batch": {"type": "integer", "minimum": 1, "maximum": 65536},
+    "seed": {"type": "integer", "minimum": 0, "maximum": 4294967295},
+    "dtype": {"type": "string", "enum": ["float32", "float16"]},
+    "clip": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e6},
+    "eps": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+}
+"""The parameters' types and ranges: auditor.toml's [probes.obs_normalizer.params] is checked
+against them."""
 COMPARATORS = ("normalizer_classes", "finite_where_train_finite")
 ROW_CLASSES = ("ordinary", "huge", "denormal", "nan", "+inf", "-inf")
 NEAR_ZERO_VAR = 1e-12

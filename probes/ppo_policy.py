@@ -41,6 +41,24 @@ VARIANTS = {
     "tanh-fp32": {"dtype": "float32", "head": "tanh", "eps": 1e-6},
     "tanh-fp16": {"dtype": "float16", "head": "tanh", "eps": 1e-3},
 }
+PARAMS = {
+    "obs_dim": {"type": "integer", "minimum": 1, "maximum": 4096},
+    "act_dim": {"type": "integer", "minimum": 1, "maximum": 1024},
+    "hidden": {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1, "maximum": 4096},
+        "minItems": 1,
+        "maxItems": 16,
+    },
+    "batch": {"type": "integer", "minimum": 1, "maximum": 65536},
+    "seed": {"type": "integer", "minimum": 0, "maximum": 4294967295},
+    "dtype": {"type": "string", "enum": ["float32", "float16"]},
+    "head": {"type": "string", "enum": ["gaussian", "tanh"]},
+    "eps": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5},
+    "max_action": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e6},
+}
+"""The parameters' types and ranges: auditor.toml's [probes.ppo_policy.params] is checked
+against them."""
 COMPARATORS = ("gaussian_kl", "logp_diff", "action_agreement", "finite_where_train_finite")
 HEADS = ("gaussian", "tanh")
 

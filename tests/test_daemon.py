@@ -200,6 +200,7 @@ def test_every_problem_in_the_daemon_sections_with_its_key_path():
     assert paths == sorted(
         [
             "schedule",  # interval and cron both set
+            "schedule.interval",  # below 1 s
             "schedule.every",
             "schedule.cron",
             "schedule.timezone",
@@ -224,7 +225,10 @@ def test_every_problem_in_the_daemon_sections_with_its_key_path():
 def test_interval_below_one_second_is_refused():
     with pytest.raises(ConfigError) as err:
         parse(minimal(schedule={"interval": -1}))
-    assert err.value.errors == ["schedule.interval: must be at least 1 s, not -1"]
+    assert err.value.errors == [
+        'schedule.interval: must be a duration from 1s to 366d (seconds, or a string like "90s", "15m", '
+        '"1h30m"), not -1'
+    ]
 
 
 def test_shipped_config_documents_the_daemon_sections(monkeypatch, tmp_path):

@@ -152,9 +152,9 @@ def test_latency_config_defaults_and_errors(default_doc):
     with pytest.raises(ConfigError) as exc:
         parse(doc, "<t>")
     assert exc.value.errors == [
-        "latency.batches[0]: must be a whole number 1 or more, not 0",
-        "latency.batches[2]: must be a whole number 1 or more, not 'x'",
-        "latency.regression_factor: must be greater than 1, not 1.0",
+        "latency.batches[0]: must be a whole number from 1 to 65536, not 0",
+        "latency.batches[2]: must be a whole number from 1 to 65536, not string 'x'",
+        "latency.regression_factor: must be a finite number greater than 1 and at most 1000, not 1.0",
         "latency.regression_min_runs: must be at most regression_window (2), not 5",
     ]
     doc["latency"] = {"batches": [512, 1, 512]}

@@ -275,10 +275,11 @@ def test_keep_days_config(doc):
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (-1, "storage.keep_days: must be a number of days (0: keep every run), not -1"),
-        ("30d", "storage.keep_days: must be int, not str '30d'"),
-        (1.5, "storage.keep_days: must be int, not float 1.5"),
-        (True, "storage.keep_days: must be int, not bool True"),
+        (-1, "storage.keep_days: must be a whole number from 0 to 36500, not -1"),
+        ("30d", "storage.keep_days: must be a whole number from 0 to 36500, not string '30d'"),
+        (1.5, "storage.keep_days: must be a whole number from 0 to 36500, not float 1.5"),
+        (True, "storage.keep_days: must be a whole number from 0 to 36500, not boolean True"),
+        (10**9, "storage.keep_days: must be a whole number from 0 to 36500, not 1000000000"),
     ],
 )
 def test_keep_days_config_errors(doc, value, message):

@@ -178,11 +178,11 @@ def test_rollout_config_errors_all_at_once(default_doc):
         _parse(doc)
     errors = "\n".join(exc.value.errors)
     for expected in (
-        "rollout.seeds[1]: must be a whole number 0 or more, not -1",
-        "rollout.seeds[2]: must be a whole number 0 or more, not 'x'",
-        "rollout.steps: must be 0 (the whole episode) or more, not -5",
-        "rollout.action_atol: must be a number 0 or more, not -1.0",
-        "rollout.return_atol: must be int or float, not str 'big'",
+        "rollout.seeds[1]: must be a whole number from 0 to 4294967295, not -1",
+        "rollout.seeds[2]: must be a whole number from 0 to 4294967295, not string 'x'",
+        "rollout.steps: must be a whole number from 0 to 1000000, not -5",
+        "rollout.action_atol: must be a finite number from 0 to 1000000, not -1.0",
+        "rollout.return_atol: must be a finite number from 0 to 1000000, not string 'big'",
         "rollout.pairs[0]: no pair 'nope->x'",
         "rollout.probe: unknown probe 'unknown'",
         "rollout.colour: unknown key",
