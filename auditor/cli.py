@@ -18,6 +18,7 @@ from auditor.drift_cli import drift_command
 from auditor.fingerprint_cli import fingerprint_command
 from auditor.history_cli import db_group, history_command, report_command, show_command, trend_command
 from auditor.plugin_manager import Plugins
+from auditor.redact import redact_url
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -137,7 +138,7 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
             )
         )
         return
-    click.echo(f"history: {store.url}")
+    click.echo(f"history: {redact_url(store.url)}")
     if not rows:
         click.echo("no runs yet: run `auditor audit`")
     for r in rows:
@@ -162,7 +163,7 @@ def config_check(obj: Context) -> None:
     for name, s in config.stacks.items():
         missing = "" if os.access(s.python, os.X_OK) else "   (interpreter not found)"
         click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}")
-    click.echo(f"  history database: {obj.db_url(config)}")
+    click.echo(f"  history database: {redact_url(obj.db_url(config))}")
 
 
 @config_group.command("generate")

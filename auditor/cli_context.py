@@ -15,6 +15,7 @@ import click
 from auditor.config import Config, ConfigError, parse, plugin_dirs, read_document
 from auditor.paths import default_db_url
 from auditor.plugin_manager import Plugins
+from auditor.redact import redact_text
 
 if TYPE_CHECKING:
     from auditor.store import Store
@@ -24,7 +25,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print ``auditor: MESSAGE`` on stderr and exit (2, a usage or input error, by default)."""
-    click.echo(f"auditor: {message}", err=True)
+    click.echo(f"auditor: {redact_text(message)}", err=True)
     sys.exit(code)
 
 

@@ -619,7 +619,7 @@ def parse(
     _check_latency(p)
     _check_rollout(p, pairs, known_probes, probe_variants)
     simple["schedule"] = _check_schedule(p, simple["schedule"])
-    _check_secrets(p, simple["secrets"])
+    _check_secrets(p)
     alerts = _alerts(p, sink_types)
     if p.errors:
         raise ConfigError(source, p.errors)
@@ -880,12 +880,13 @@ def _check_schedule(p: _Parse, schedule: ScheduleConfig) -> ScheduleConfig:
     return dataclasses.replace(schedule, interval=None)
 
 
-def _check_secrets(p: _Parse, secrets: SecretsConfig) -> None:
-    for i, pattern in enumerate(secrets.values):
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            p.error(f"secrets.values[{i}]", f"not a regular expression: {exc}")
+def _check_secrets(p: _Parse) -> None:
+    for i, pattern in enumerate(p.raw("secrets", "values", list, [])):
+        if isinstance(pattern, str):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                p.error(f"secrets.values[{i}]", f"not a regular expression: {exc}")
 
 
 def _alerts(

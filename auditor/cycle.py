@@ -667,7 +667,7 @@ class Cycle(ProbeSuite):
         except WorkerError:
             return None  # the start error is the stack's result
         try:
-            return fingerprint.collect(worker, session.stack, self.collectors)
+            return fingerprint.collect(worker, session.stack, self.collectors, secrets=self.config.secrets)
         except WorkerError as exc:
             return {
                 "runtime": {k: v for k, v in (session.hello or {}).items() if k != "pid"},

@@ -42,6 +42,7 @@ from auditor.config import Config, ConfigError, ScheduleConfig
 from auditor.metrics_export import MetricsExporter
 from auditor.notify import Notifier
 from auditor.paths import state_dir as default_state_dir
+from auditor.redact import RedactingFilter, redact_url
 from auditor.results import STATUS_ORDER, CycleResult
 from auditor.store import Store, StoreError
 
@@ -93,6 +94,7 @@ def setup_logging(level: int = logging.INFO, journal: bool | None = None) -> log
         handler.setFormatter(JournalFormatter("%(name)s: %(message)s"))
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())  # no database password in the journal, whoever logs it
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -267,7 +269,7 @@ class Daemon:
                     "auditor daemon started (pid %d): config %s, history %s, state %s, schedule %s",
                     os.getpid(),
                     self._config.source,
-                    self._setup.store.url,
+                    redact_url(self._setup.store.url),
                     self.state_dir,
                     describe_schedule(self._config.schedule),
                 )

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from auditor.cli_context import Context, fail
+from auditor.redact import redact_url
 
 
 @click.command("daemon")
@@ -65,7 +66,7 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
     if as_json:
         click.echo(json.dumps({"alerts": alerts, "sinks": sinks}, indent=2))
         return
-    click.echo(f"history: {store.url}")
+    click.echo(f"history: {redact_url(store.url)}")
     if not alerts:
         click.echo("no open alerts" if open_only else "no alerts yet")
     for a in alerts:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from auditor.config import StackConfig
+from auditor.config import SecretsConfig, StackConfig
+from auditor.redact import redact_fingerprint
 from auditor.stack_worker import StackWorker, worker_packages
 
 # npu-smi is called up to three times (info, board, chip map) after the file reads.
@@ -22,13 +23,16 @@ NPU_SMI_CALLS = 3
 SLACK = 30.0
 
 
-def context_for(stack: StackConfig) -> dict[str, Any]:
+def context_for(stack: StackConfig, secrets: SecretsConfig | None = None) -> dict[str, Any]:
     """The collectors' context for a stack (the worker adds its own environment)."""
+    secrets = secrets or SecretsConfig()
     return {
         "ascend_root": stack.ascend_root,
         "system_root": stack.system_root,
         "npu_smi": stack.npu_smi,
         "timeout": stack.npu_smi_timeout,
+        "redact_names": list(secrets.names),
+        "redact_values": list(secrets.values),
     }
 
 
@@ -47,21 +51,24 @@ def collect(
     stack: StackConfig,
     collectors: Sequence[str],
     timeout: float | None = None,
+    secrets: SecretsConfig | None = None,
 ) -> dict[str, Any]:
-    """The fingerprint document of a started worker's stack.
+    """The fingerprint document of a started worker's stack, secrets redacted (``[secrets]``
+    adds patterns) before anyone stores, logs, compares or sends it.
 
     Raises ``auditor.stack_worker.WorkerError`` when the worker gives no answer (timeout,
     crash); a collector's own failure stays inside its section.
     """
+    secrets = secrets or SecretsConfig()
     reply = worker.request(
         "fingerprint",
         timeout=deadline_for(stack, timeout if timeout is not None else worker.request_timeout),
         collectors=list(collectors),
-        context=context_for(stack),
+        context=context_for(stack, secrets),
     )
     document = dict(reply.result.get("fingerprint") or {})
     document["runtime"] = {k: v for k, v in worker.hello.items() if k != "pid"}
-    return document
+    return redact_fingerprint(document, secrets.names, secrets.values)
 
 
 def fingerprint_stack(
@@ -69,6 +76,7 @@ def fingerprint_stack(
     collectors: Sequence[str],
     start_timeout: float = 120.0,
     request_timeout: float = 120.0,
+    secrets: SecretsConfig | None = None,
 ) -> dict[str, Any]:
     """Start a worker for ``stack``, fingerprint it, stop it. Raises WorkerError."""
     worker = StackWorker(
@@ -79,7 +87,7 @@ def fingerprint_stack(
     )
     try:
         worker.start()
-        return collect(worker, stack, collectors)
+        return collect(worker, stack, collectors, secrets=secrets)
     finally:
         worker.close()
 

@@ -52,7 +52,11 @@ def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) ->
         stack = config.stacks[name]
         try:
             return fp.fingerprint_stack(
-                stack, collectors, config.worker.start_timeout, config.worker.request_timeout
+                stack,
+                collectors,
+                config.worker.start_timeout,
+                config.worker.request_timeout,
+                secrets=config.secrets,
             )
         except WorkerError as exc:
             return exc.describe()

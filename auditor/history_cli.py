@@ -38,6 +38,7 @@ from auditor.history import (
     run_detail,
     trend,
 )
+from auditor.redact import redact_url
 from auditor.report import format_number as num
 
 STATUSES = ("consistent", "drift", "incompatible", "error")
@@ -614,10 +615,7 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
     click.echo(f"wrote {path} ({len(page) / 1024:.0f} KiB): {summary}")
 
 
-def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
+_redacted = redact_url
 
 
 # -- db ---------------------------------------------------------------------------------------------
