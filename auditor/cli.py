@@ -12,7 +12,7 @@ import click
 
 from auditor import __version__
 from auditor.baseline_cli import baseline_group
-from auditor.cli_context import EXIT_FINDINGS, Context, fail
+from auditor.cli_context import EXIT_FINDINGS, MAX_LIMIT, Context, fail
 from auditor.daemon_cli import alerts_command, daemon_command, service_group
 from auditor.drift_cli import drift_command
 from auditor.fingerprint_cli import fingerprint_command
@@ -112,7 +112,13 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
 
 
 @cli.command()
-@click.option("--limit", default=20, show_default=True, help="How many runs to show, newest first.")
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, MAX_LIMIT),
+    help="How many runs to show, newest first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_obj
 def runs(obj: Context, limit: int, as_json: bool) -> None:

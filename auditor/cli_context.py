@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from auditor.store import Store
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+MAX_LIMIT = 10**9
+"""--limit beyond this is a typo: no history holds that many rows, and SQL integers overflow."""
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

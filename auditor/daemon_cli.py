@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from auditor.cli_context import Context, fail
+from auditor.cli_context import MAX_LIMIT, Context, fail
 from auditor.redact import redact_url
 
 
@@ -43,7 +43,13 @@ def daemon_command(obj: Context, log_level: str) -> None:
 
 @click.command("alerts")
 @click.option("--open", "open_only", is_flag=True, help="Only alerts that are still open.")
-@click.option("--limit", default=50, show_default=True, help="How many alerts to show.")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, MAX_LIMIT),
+    help="How many alerts to show.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON (alerts and sink delivery state).")
 @click.pass_obj
 def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> None:

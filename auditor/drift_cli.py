@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from auditor.cli_context import Context
+from auditor.cli_context import MAX_LIMIT, Context
 from auditor.drift import diff
 from auditor.redact import redact_url
 
@@ -44,7 +44,13 @@ def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[
 @click.command("drift")
 @click.argument("stack")
 @click.option("--host", default=None, help="Only the stack of this host (default: every host).")
-@click.option("--limit", default=20, show_default=True, help="How many changes to show, newest first.")
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, MAX_LIMIT),
+    help="How many changes to show, newest first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_obj
 def drift_command(obj: Context, stack: str, host: str | None, limit: int, as_json: bool) -> None:

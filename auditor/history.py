@@ -57,7 +57,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$")
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.ASCII)
+EARLIEST = datetime(1970, 1, 1)
+LATEST = datetime(9999, 12, 31)
+"""--since/--until outside these are typos (and beyond them datetime arithmetic overflows)."""
+_RANGE = "between 1970-01-01 and 9999-12-31"
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -68,17 +72,22 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
     if value.strip().lower() == "now":
         return now
     rel = _RELATIVE.match(value.lower())
-    if rel:
-        return now - timedelta(seconds=float(rel.group(1)) * _UNITS[rel.group(2)])
     try:
-        when = datetime.fromisoformat(value.strip())
-    except ValueError:
+        if rel:
+            when = now - timedelta(seconds=float(rel.group(1)) * _UNITS[rel.group(2)])
+        else:
+            when = datetime.fromisoformat(value.strip())
+            if when.tzinfo is not None:
+                when = when.astimezone(UTC).replace(tzinfo=None)
+    except (OverflowError, ValueError) as exc:
+        if rel or isinstance(exc, OverflowError):
+            raise HistoryError(f"{value!r} is out of range: a time must be {_RANGE}") from None
         raise HistoryError(
             f"cannot read {value!r} as a time: use an ISO date or time (2026-03-01, "
             "2026-03-01T12:00, 2026-03-01T12:00+02:00), 'now', or a span back from now (90m, 12h, 7d, 2w)"
         ) from None
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
+    if not EARLIEST <= when <= LATEST:
+        raise HistoryError(f"{value!r} is {iso(when)}: a time must be {_RANGE}")
     return when
 
 
@@ -226,14 +235,15 @@ class RunDetail:
 def resolve_run(conn: Connection, ref: str) -> int:
     """A run id from ``N``, ``latest``, or ``latest~K`` (K runs before the latest)."""
     ref = ref.strip()
-    latest = re.fullmatch(r"latest(?:~(\d+))?", ref)
+    latest = re.fullmatch(r"latest(?:~([0-9]{1,9}))?", ref)
     if latest:
         back = int(latest.group(1) or 0)
         run_id = conn.scalar(select(R.id).order_by(R.started_at.desc(), R.id.desc()).offset(back).limit(1))
         if run_id is None:
             raise HistoryError("the history database has no runs yet" if back == 0 else f"no run {ref}")
         return int(run_id)
-    if not ref.isdigit():
+    # ASCII digits only ("١٢" and "²" are str.isdigit() too), and small enough for SQL.
+    if not re.fullmatch(r"[0-9]{1,18}", ref):
         raise HistoryError(f"not a run: {ref!r} (give a run id, 'latest' or 'latest~N')")
     return int(ref)
 

@@ -13,12 +13,13 @@ import math
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TextIO
 
 import click
 
-from auditor.cli_context import EXIT_FINDINGS, EXIT_USAGE, Context, fail
+from auditor.cli_context import EXIT_FINDINGS, EXIT_USAGE, MAX_LIMIT, Context, fail
 from auditor.history import (
     METRIC_COLUMNS,
     RESULT_COLUMNS,
@@ -40,8 +41,10 @@ from auditor.history import (
 )
 from auditor.redact import redact_url
 from auditor.report import format_number as num
+from auditor.results import STATUS_ORDER
 
-STATUSES = ("consistent", "drift", "incompatible", "error")
+STATUSES = STATUS_ORDER
+"""Every status a probe result is stored with (``unsupported`` included)."""
 
 
 def _when(value: str | None, option: str) -> datetime | None:
@@ -117,8 +120,9 @@ def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
     )
 
 
-def _warn_unknown(conn: Any, f: Filters) -> None:
-    """A filter value that matches nothing in the whole history is most likely a typo."""
+def _reject_unknown(conn: Any, f: Filters) -> None:
+    """A filter value that matches nothing in the whole history is a typo: a usage error
+    naming the values there are, before any output."""
     for column, values in (
         ("pair", f.pairs),
         ("probe", f.probes),
@@ -130,12 +134,12 @@ def _warn_unknown(conn: Any, f: Filters) -> None:
         if not values:
             continue
         known = known_values(conn, column)
+        if column == "metric":
+            values = tuple(v for v in values if not v.startswith("latency."))
         for v in values:
             if v not in known:
                 shown = ", ".join(known[:20]) + (", …" if len(known) > 20 else "")
-                click.echo(
-                    f"auditor: warning: no {column} {v!r} in the history (known: {shown or 'none'})", err=True
-                )
+                fail(f"no {column} {v!r} in the history (known: {shown or 'none yet'})", EXIT_USAGE)
 
 
 # -- formatting ---------------------------------------------------------------------------------
@@ -227,7 +231,13 @@ WRITERS = {"table": write_table, "json": write_json, "csv": write_csv}
 
 @click.command("history")
 @filter_options()
-@click.option("--limit", default=50, show_default=True, help="At most this many rows, newest first (0: all).")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(0, MAX_LIMIT),
+    help="At most this many rows, newest first (0: all).",
+)
 @click.option(
     "--format",
     "fmt",
@@ -250,22 +260,19 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
       auditor history --probe ppo_policy --status drift --status error
       auditor history --stack lite20 --limit 0 --format csv > lite20.csv
     """
-    if limit < 0:
-        raise click.BadParameter("must be 0 (all) or more", param_hint="--limit")
     f = _filters(kw, limit)
     store = obj.store()
     out = sys.stdout
     with store.engine.connect() as conn:
         refresh_statistics(conn)
+        _reject_unknown(conn, f)
         if f.metrics or f.outputs:
             columns, rows = METRIC_COLUMNS, metric_rows(conn, f)
         else:
             columns, rows = RESULT_COLUMNS, result_rows(conn, f)
         n = WRITERS[fmt](out, columns, rows)
-        if n == 0:
-            _warn_unknown(conn, f)
-            if fmt == "table":
-                click.echo("(no matching rows)", err=True)
+        if n == 0 and fmt == "table":
+            click.echo("(no matching rows)", err=True)
 
 
 # -- show -------------------------------------------------------------------------------------------
@@ -497,7 +504,13 @@ def render_trend(
     help="A stored metric (max_abs, cosine, ...) or latency.[train.|infer.]p50_us (also p90, p99, mean).",
 )
 @filter_options(metric=False)
-@click.option("--limit", default=50, show_default=True, help="Newest points per series (0: all).")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(0, MAX_LIMIT),
+    help="Newest points per series (0: all).",
+)
 @click.option(
     "--scale",
     type=click.Choice(("auto", "linear", "log")),
@@ -505,7 +518,13 @@ def render_trend(
     show_default=True,
     help="Bar scale; auto is log when values span more than two orders of magnitude.",
 )
-@click.option("--width", default=60, show_default=True, help="Width of the sparkline in characters.")
+@click.option(
+    "--width",
+    default=60,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Width of the sparkline in characters.",
+)
 @text_or_json
 @click.pass_obj
 def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int, fmt: str, **kw: Any) -> None:
@@ -519,14 +538,11 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
       auditor trend --metric max_abs --pair 'ms20->lite20' --output mean
       auditor trend --metric latency.infer.p50_us --since 7d
     """
-    if limit < 0:
-        raise click.BadParameter("must be 0 (all) or more", param_hint="--limit")
-    if width < 1:
-        raise click.BadParameter("must be 1 or more", param_hint="--width")
     f = _filters(kw, limit)
     store = obj.store()
     with store.engine.connect() as conn:
         refresh_statistics(conn)
+        _reject_unknown(conn, replace(f, metrics=(metric,)))
         try:
             series = trend(conn, metric, f)
         except HistoryError as exc:
@@ -540,8 +556,6 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
         elif not metric.startswith("latency.") and metric not in known_values(conn, "metric"):
             known = ", ".join(known_values(conn, "metric"))
             fail(f"no metric {metric!r} in the history (known: {known or 'none yet'})")
-        else:
-            _warn_unknown(conn, f)
     if fmt == "json":
         doc = {
             "metric": metric,
@@ -602,6 +616,7 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
     store = obj.store()
     with store.engine.connect() as conn:
         refresh_statistics(conn)
+        _reject_unknown(conn, f)  # an unknown --metric is the report's ReportError
         try:
             page, summary = render_report(conn, f, metric=metric, source=_redacted(store.url))
         except ReportError as exc:

@@ -359,14 +359,55 @@ def test_history_metric_table_format(gen):
     ]
 
 
-def test_history_empty_result_warns_about_unknown_values(gen):
+def test_history_unknown_names_are_usage_errors_naming_the_known_ones(gen):
     path, _, _ = gen
     code, out, err = run_cli(path, "history", "--pair", "ms20->lite2O", "--format", "csv")
-    assert code == 0
-    assert out.splitlines() == [",".join(h.RESULT_COLUMNS)]
+    assert code == 2 and out == ""
     assert "no pair 'ms20->lite2O' in the history" in err and "ms20->lite20" in err
-    code, out, err = run_cli(path, "history", "--pair", "ms20->lite2O", "--format", "json")
-    assert json.loads(out) == []
+    for option, value, known in (
+        ("--stack", "lite2O", "lite20"),
+        ("--metric", "max_abz", "max_abs"),
+        ("--probe", "ppo", "ppo_policy"),
+    ):
+        code, out, err = run_cli(path, "history", option, value)
+        assert code == 2 and f"no {option[2:]} {value!r} in the history" in err and known in err, err
+    code, _, err = run_cli(path, "history", "--status", "fine")
+    assert code == 2 and "unsupported" in err  # the choices name every stored status
+
+
+def test_history_status_accepts_every_stored_status(gen):
+    path, _, _ = gen
+    for status in ("consistent", "drift", "unsupported", "incompatible", "error"):
+        code, _, err = run_cli(path, "history", "--status", status, "--format", "json")
+        assert code == 0, (status, err)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("history", "--limit", "-1"),
+        ("history", "--limit", str(10**30)),
+        ("trend", "--metric", "max_abs", "--limit", str(10**30)),
+        ("trend", "--metric", "max_abs", "--width", "-5"),
+        ("runs", "--limit", "-1"),
+        ("runs", "--limit", str(10**30)),
+        ("alerts", "--limit", str(10**30)),
+        ("drift", "ms20", "--limit", str(10**30)),
+        ("history", "--since", "99999999999999999999d"),
+        ("history", "--since", "0001-01-01T00:00+14:00"),
+        ("history", "--until", "1900-01-01"),
+        ("history", "--until", "9999-12-31T23:59:59-05:00"),
+        ("show", "١٢"),
+        ("show", "²"),
+        ("show", str(10**30)),
+        ("show", "latest~" + "9" * 30),
+    ],
+)
+def test_absurd_cli_input_is_a_usage_error(gen, args):
+    path, _, _ = gen
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "Traceback" not in result.output
 
 
 def test_history_bad_time_is_a_usage_error(gen):
