@@ -957,5 +957,7 @@ def load(
     known_probes: Mapping[str, Iterable[str]] | None = None,
     runtimes: Mapping[str, str] | None = None,
     probe_variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+    **checks: Any,
 ) -> Config:
-    return parse(read_document(path), str(path), known_probes, runtimes, probe_variants)
+    """The config file at ``path``; ``checks`` are parse()'s sink_types and param_schemas."""
+    return parse(read_document(path), str(path), known_probes, runtimes, probe_variants, **checks)
