@@ -860,7 +860,7 @@ def _check_schedule(p: _Parse, schedule: ScheduleConfig) -> ScheduleConfig:
 
         try:
             tz = zoneinfo.ZoneInfo(timezone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError, TypeError):
             p.error("schedule.timezone", f"unknown time zone {timezone!r} (e.g. 'UTC', 'Europe/Berlin')")
     cron = p.raw("schedule", "cron", str, None)
     if not cron:
@@ -872,7 +872,7 @@ def _check_schedule(p: _Parse, schedule: ScheduleConfig) -> ScheduleConfig:
     try:
         trigger = cron_trigger(cron, tz or UTC)
         first = trigger.get_next_fire_time(None, datetime.now(UTC))
-    except (ValueError, KeyError, OverflowError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError) as exc:
         p.error("schedule.cron", f"not a cron expression (minute hour day month weekday): {exc}")
     else:
         if first is None:

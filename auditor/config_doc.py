@@ -4,6 +4,7 @@ so the documentation of a key cannot drift from its validation."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -50,6 +51,11 @@ def json_schema(param_schemas: Mapping[str, Mapping[str, Any]] | None = None) ->
     return schema
 
 
+@functools.cache
+def _definitions() -> dict[str, Any]:
+    return json_schema()["$defs"]
+
+
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -87,7 +93,7 @@ def _comment(text: str | None, out: list[str]) -> None:
 def _table(cls: Any, header: str, out: list[str], values: Mapping[str, Any] | None = None) -> None:
     """A table of a section class: each key's description, range and default; keys without a
     default (None) are shown commented out."""
-    props = json_schema()["$defs"][cls.__name__]["properties"]
+    props = _definitions()[cls.__name__]["properties"]
     out.append(header)
     for name, info in fields_of(cls).items():
         default = (values or {}).get(name, info.get_default(call_default_factory=True))

@@ -249,3 +249,42 @@ def test_document_defaults_are_the_config_defaults():
     defaults = Document()
     for name in ("worker", "latency", "rollout", "schedule", "prometheus", "daemon", "secrets"):
         assert getattr(defaults, name) == getattr(Config, name), name
+
+
+# -- the daemon uses the same loader -----------------------------------------------------------------
+
+
+def test_daemon_start_refuses_a_schedule_that_never_fires(doc, tmp_path):
+    doc["schedule"] = {"cron": "0 0 31 2 *"}
+    doc["daemon"]["state_dir"] = str(tmp_path / "state")
+    path = config_file(tmp_path, doc)
+    result = CliRunner().invoke(cli, ["--config", str(path), "daemon"])
+    assert result.exit_code == 2, result.output
+    assert "schedule.cron: '0 0 31 2 *' never fires" in result.output
+    assert not (tmp_path / "state").exists()  # refused before anything started
+
+
+def test_daemon_reload_keeps_running_on_a_config_the_loader_refuses(doc, tmp_path, caplog):
+    import logging
+
+    from auditor.daemon import Daemon
+
+    caplog.set_level(logging.INFO)
+    doc["storage"]["url"] = f"sqlite:///{tmp_path / 'h.db'}"
+    doc["daemon"]["state_dir"] = str(tmp_path / "state")
+    path = config_file(tmp_path, doc)
+    context = Context(str(path), None)
+    config = context.load_config()
+    daemon = Daemon(context, config)
+    daemon._setup = daemon._open(config)
+    try:
+        bad = copy.deepcopy(doc)
+        bad["schedule"] = {"cron": "0 0 30 2 *", "jitter": float("nan")}
+        bad["probes"]["ppo_policy"]["params"]["batch"] = -1
+        path.write_text(to_toml(bad))
+        assert not daemon.reload()
+        assert daemon._setup.config is config
+        for where in ("schedule.cron", "schedule.jitter", "probes.ppo_policy.params.batch"):
+            assert where in caplog.text
+    finally:
+        daemon._setup.store.close()
