@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import auditor.migrations
-from auditor import baseline, rollout
+from auditor import baseline, rollout, series
 from auditor import models as m
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
 
@@ -261,6 +261,8 @@ class Store:
                     )
                 )
             self._write_mindir_limits(s, run_id, result.learned_maxima)
+            s.flush()
+            series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
 
     def runs(self, limit: int = 20) -> list[m.Run]:

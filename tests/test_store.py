@@ -30,7 +30,7 @@ from auditor.results import (
 )
 from auditor.store import Store, StoreError
 
-HEAD = "0005"  # the newest migration in migrations/versions
+HEAD = "0006"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -43,6 +43,7 @@ TABLES = {
     "latencies",
     "metrics",
     "probe_results",
+    "series",
     "run_stacks",
     "runs",
     "stacks",
@@ -570,3 +571,17 @@ def test_a_database_from_a_newer_auditor_is_a_clear_store_error(url):
     store.close()
     with pytest.raises(StoreError, match="newer auditor"):
         Store.open(url)
+
+
+def test_finish_run_lists_new_series_once(store):
+    """Each (metric, pair, probe, variant, output) stored is listed in `series`, once, however
+    many runs store it (auditor.series: the trend's index of series)."""
+    for _ in range(2):
+        store.finish_run(store.begin_run("a.toml"), cycle_result(), {MINDIR_SHA: MINDIR})
+    listed = {(s.metric, s.pair, s.probe, s.variant, s.output) for s in rows(store, m.SeriesRow)}
+    stored = {
+        (mt.name, p.pair, p.probe, p.variant, mt.output)
+        for mt in rows(store, m.MetricRow)
+        for p in rows(store, m.ProbeResultRow, m.ProbeResultRow.id == mt.result_id)
+    }
+    assert listed == stored and len(listed) == count(store, m.SeriesRow) > 0
