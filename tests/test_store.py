@@ -8,6 +8,7 @@ import math
 import os
 import socket
 import subprocess
+import sys
 from datetime import datetime
 
 import numpy as np
@@ -585,3 +586,21 @@ def test_finish_run_lists_new_series_once(store):
         for p in rows(store, m.ProbeResultRow, m.ProbeResultRow.id == mt.result_id)
     }
     assert listed == stored and len(listed) == count(store, m.SeriesRow) > 0
+
+
+def test_shipped_head_read_without_alembic_matches_alembic(store):
+    """Store.open skips Alembic when the database is at the head read from the version files;
+    that reading must agree with Alembic's own, or a database could be left unmigrated."""
+    from auditor.store import shipped_head
+
+    assert (shipped_head(),) == store.head_revisions() == (HEAD,)
+
+
+def test_open_of_an_up_to_date_database_does_not_import_alembic(url, tmp_path):
+    Store.open(url).close()
+    probe = (
+        "import sys; from auditor.store import Store; Store.open(sys.argv[1]).close(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
