@@ -18,6 +18,7 @@ from auditor.drift_cli import drift_command
 from auditor.fingerprint_cli import fingerprint_command
 from auditor.history_cli import db_group, history_command, report_command, show_command, trend_command
 from auditor.plugin_manager import Plugins
+from auditor.plugins_cli import plugins_command
 from auditor.redact import redact_url
 
 
@@ -191,32 +192,8 @@ def config_schema(obj: Context) -> None:
     click.echo(json.dumps(json_schema({n: p.param_schema for n, p in probes.items()}), indent=2))
 
 
-@cli.command("plugins")
-@click.option("--all", "show_all", is_flag=True, help="Include the built-in plugins.")
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@click.pass_obj
-def plugins_command(obj: Context, show_all: bool, as_json: bool) -> None:
-    """List the loaded plugins: name, version, where they came from and the hooks they implement.
-
-    Plugins come from the `auditor` entry-point group of installed packages and from the
-    `[plugins] dirs` of the config. A plugin that failed to load is listed with the reason.
-    """
-    plugins = obj.plugins()
-    infos = [i for i in plugins.infos if show_all or not i.builtin]
-    if as_json:
-        click.echo(json.dumps([i.to_json() for i in infos], indent=2))
-        return
-    if not infos:
-        click.echo("no plugins installed (built-ins are shown with --all)")
-    for i in infos:
-        click.echo(f"{i.name} {i.version}  ({i.source})")
-        if i.error:
-            click.echo(f"    error: {i.error}")
-        else:
-            click.echo(f"    hooks: {', '.join(i.hooks) or '-'}")
-
-
 cli.add_command(fingerprint_command)
+cli.add_command(plugins_command)
 cli.add_command(history_command)
 cli.add_command(show_command)
 cli.add_command(trend_command)

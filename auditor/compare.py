@@ -265,7 +265,9 @@ class MetricCheck:
     """One figure a comparator computed, and whether it is within the limit it is held to.
 
     ``output`` names the output it is about (None: the probe as a whole); ``limit`` is the
-    threshold used (None: the metric is informational and always passes).
+    threshold used (None: the metric is informational and always passes); ``direction`` how the
+    value is held to it: "<=" (at most) or ">=" (at least); empty: inferred for display from
+    the value, the limit and the verdict (``bound``).
     """
 
     metric: str
@@ -274,6 +276,20 @@ class MetricCheck:
     limit: float | None = None
     output: str | None = None
     message: str = ""
+    direction: str = ""
+
+    def bound(self) -> str:
+        """ "<=" or ">=" for a limited check: the declared direction, else the one the verdict
+        implies (a value under its limit that passed, or over it that failed, had an upper
+        bound); "" when it cannot be told (informational, or value equal to the limit)."""
+        if self.limit is None:
+            return ""
+        if self.direction:
+            return self.direction
+        if self.value == self.limit or self.value != self.value:
+            return ""
+        below = self.value < self.limit
+        return "<=" if below == self.passed else ">="
 
 
 @dataclass(frozen=True)

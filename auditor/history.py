@@ -23,6 +23,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import aliased
 
 from auditor import models as m
+from auditor import series as series_index
 
 R, P, M, L = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow
 # Aliases made once: an ORM alias adapts its columns on first use, which costs more than the
@@ -574,6 +575,8 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
         value_col, output_col, source = getattr(L, stat), L.side, L
     else:
         value_col, output_col, source = M.value, M.output, M
+        if f.limit is not None:
+            return _series(metric, series_index.newest_points(conn, metric, f, f.limit))
     columns = (
         P.pair.label("pair"),
         P.probe.label("probe"),
@@ -615,8 +618,14 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
         )
     else:
         stmt = stmt.order_by(R.started_at, R.id)
+    return _series(metric, conn.execute(stmt))
+
+
+def _series(metric: str, rows: Iterable[Sequence[Any]]) -> list[Series]:
+    """Rows (pair, probe, variant, output, run, time, value, status, train, infer), oldest first
+    within each series, as Series sorted by key."""
     series: dict[tuple[str, str, str, str], Series] = {}
-    for pair, probe, variant, output, run_id, at, value, status, train, infer in conn.execute(stmt):
+    for pair, probe, variant, output, run_id, at, value, status, train, infer in rows:
         s = series.get((pair, probe, variant, output))
         if s is None:
             s = series[(pair, probe, variant, output)] = Series(

@@ -31,7 +31,7 @@ def auditor_probes() -> list[str]:
 
     A probe module defines ``NAME``, ``VERSION``, ``INPUTS``, ``OUTPUTS``, ``DEFAULT_PARAMS``,
     ``make_weights(params)``, ``make_inputs(params)`` (run in the auditor, numpy only) and
-    ``build_cell(weights, params)`` (run inside the train stack's worker: Python 3.7
+    ``build_cell(params, weights)`` (run inside the train stack's worker: Python 3.7
     compatible, framework imports inside the function). Optional:
     ``PARAMS`` (parameter name -> a plain dict declaring its type and range, a JSON Schema
     subset: ``{"type": "integer", "minimum": 1, "maximum": 65536}``, ``"number"`` with

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 LOG_2PI = math.log(2.0 * math.pi)
 LOG_2 = math.log(2.0)
@@ -148,6 +147,8 @@ def ks_two_sample(x: np.ndarray, y: np.ndarray) -> KS:
     x, y = x[np.isfinite(x)], y[np.isfinite(y)]
     if x.size == 0 or y.size == 0:
         return KS(1.0, 0.0)
+    from scipy import stats  # here, not at import: scipy is ~60 MB the idle daemon need not hold
+
     r = stats.ks_2samp(x, y)
     return KS(float(r.statistic), float(r.pvalue))
 

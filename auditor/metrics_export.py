@@ -27,21 +27,18 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-    Metric,
-    StateSetMetricFamily,
-)
-from prometheus_client.exposition import generate_latest
+from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.config import SEVERITIES
 from auditor.results import STATUS_ORDER, CycleResult, StackReport
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
+
+# prometheus_client (about 10 MB resident) is imported when metrics are first rendered or
+# served, not with this module: a daemon with [prometheus] disabled never loads it.
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +60,21 @@ class MetricsExporter:
     """Holds the latest snapshot and renders it; ``serve`` exposes it over HTTP."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
+        self._registry: CollectorRegistry | None = None
         self._snapshot = Snapshot()
         self._lock = threading.Lock()
-        self.registry.register(_Collector(self))
         self.server: Any = None
         self.address: tuple[str, int] | None = None
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        with self._lock:
+            if self._registry is None:
+                from prometheus_client import CollectorRegistry
+
+                self._registry = CollectorRegistry(auto_describe=False)
+                self._registry.register(_Collector(self))
+            return self._registry
 
     @property
     def snapshot(self) -> Snapshot:
@@ -111,10 +117,14 @@ class MetricsExporter:
         self._replace(open_alerts=dict(open_by_severity))
 
     def render(self) -> bytes:
+        from prometheus_client.exposition import generate_latest
+
         return generate_latest(self.registry)
 
     def serve(self, address: str, port: int) -> tuple[str, int]:
         """Listen on address:port (port 0: any free port); returns the bound address."""
+        from prometheus_client import start_http_server
+
         server, _thread = start_http_server(port, addr=address, registry=self.registry)
         self.server = server
         host, bound = server.server_address[:2]
@@ -133,6 +143,13 @@ class _Collector:
         self.exporter = exporter
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            InfoMetricFamily,
+            StateSetMetricFamily,
+        )
+
         snap = self.exporter.snapshot
         build = InfoMetricFamily("auditor_build", "The auditor's version.", labels=["version"])
         build.add_metric([__version__], {})
@@ -171,6 +188,12 @@ class _Collector:
 
 
 def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
+    from prometheus_client.core import (
+        GaugeMetricFamily,
+        InfoMetricFamily,
+        StateSetMetricFamily,
+    )
+
     divergence = GaugeMetricFamily(
         "auditor_divergence",
         "Comparison metrics of the last complete cycle, per pair, probe variant, output and metric.",

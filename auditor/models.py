@@ -157,6 +157,21 @@ class MetricRow(Base):
         return [cls(output=o, name=n, value=float(v)) for o, n, v in figures if not math.isnan(v)]
 
 
+class SeriesRow(Base):
+    """A (metric, pair, probe, variant, output) that has at least one stored value: the list of
+    trend series, so "the latest N points of every series" walks each series' newest runs
+    through indexes instead of ranking every row of the metric (auditor.series)."""
+
+    __tablename__ = "series"
+    __table_args__ = (UniqueConstraint("metric", "pair", "probe", "variant", "output"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metric: Mapped[str] = mapped_column(String(64))
+    pair: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(128))
+    variant: Mapped[str] = mapped_column(String(64))
+    output: Mapped[str] = mapped_column(String(128))
+
+
 class LatencyRow(Base):
     """Latency of one side of a probe result, measured inside the worker."""
 

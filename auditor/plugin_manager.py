@@ -175,6 +175,14 @@ class Plugins:
             if answer is not None:
                 yield impl.plugin_name, answer
 
+    def answers(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """(plugin name, answer) of every plugin implementing ``hook``, in load order; asked
+        once per hook (``auditor plugins`` shows who contributes what)."""
+        key = f"answers:{hook}"
+        if key not in self._cache:
+            self._cache[key] = list(self._each(hook, **kwargs))
+        return self._cache[key]
+
     def _named(self, hook: str, key: Callable[[Any], str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         owner: dict[str, str] = {}
@@ -195,6 +203,7 @@ class Plugins:
 
     @_cached
     def probes(self) -> dict[str, ProbeSpec]:
+        from auditor.plugin_check import single_file_problem
         from auditor.probe import ProbeSpec
 
         specs: dict[str, ProbeSpec] = {}
@@ -211,6 +220,9 @@ class Plugins:
                         f"{specs[spec.name].module}"
                     )
                     continue
+                lone = single_file_problem(spec.module)
+                if lone is not None:  # it loads here, but its build_cell cannot run in a worker
+                    self.problems.append(f"plugin {plugin}: probe {spec.name!r}: {lone}")
                 specs[spec.name] = spec
         return specs
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from auditor import baseline, localize, rollout
+from auditor.compare import MetricCheck
 from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult
 
 COLUMNS = (
@@ -96,7 +97,7 @@ def _probe_block(r: ProbeResult, verbose: bool = True, said: str | None = None) 
                     k.metric,
                     k.output or "*",
                     _num(k.value),
-                    "-" if k.limit is None else _num(k.limit),
+                    "-" if k.limit is None else _limit(k),
                     "ok" if k.passed else "FAIL",
                 ]
             )
@@ -105,6 +106,15 @@ def _probe_block(r: ProbeResult, verbose: bool = True, said: str | None = None) 
         lines += ["    " + line for line in r.message.splitlines()]
     lines += localize.report_lines(r.localization) + _baseline_lines(r, verbose)
     return lines
+
+
+SYMBOLS = {"<=": "≤", ">=": "≥"}
+
+
+def _limit(k: MetricCheck) -> str:
+    """The limit with its direction: "≤ 0.001" (value at most), "≥ 0.99" (at least)."""
+    symbol = SYMBOLS.get(k.bound(), "")
+    return f"{symbol} {_num(k.limit)}" if symbol else _num(k.limit)
 
 
 def _baseline_lines(r: ProbeResult, verbose: bool) -> list[str]:

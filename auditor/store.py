@@ -10,26 +10,48 @@ So the history holds complete runs and aborted runs, never half of one.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import auditor.migrations
-from auditor import baseline, rollout
+from auditor import baseline, rollout, series
 from auditor import models as m
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
 
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
+
+# Alembic (with Mako and Pygments, about 12 MB resident) is imported only when the schema
+# must change or be inspected: a daemon that opens an up-to-date database never loads it.
 MIGRATIONS_DIR = Path(auditor.migrations.__file__).resolve().parent
+_REVISION = re.compile(r"^revision\s*(?::[^=\n]*)?=\s*[\"']([^\"']+)[\"']", re.M)
+_DOWN_REVISION = re.compile(r"^down_revision\s*(?::[^=\n]*)?=(.*)$", re.M)
+
+
+def shipped_head() -> str | None:
+    """The newest migration this auditor ships, read from the version files' ``revision`` and
+    ``down_revision`` lines without importing Alembic; None when that is not one revision."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        rev = _REVISION.search(source)
+        if rev is None:
+            continue
+        revisions.add(rev.group(1))
+        down = _DOWN_REVISION.search(source)
+        if down is not None:
+            parents.update(re.findall(r"[\"']([^\"']+)[\"']", down.group(1)))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
 
 
 class StoreError(Exception):
@@ -50,6 +72,8 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
 
 
 def alembic_config(engine_url: str) -> AlembicConfig:
+    from alembic.config import Config as AlembicConfig
+
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", engine_url.replace("%", "%%"))
@@ -81,10 +105,26 @@ class Store:
     def open(cls, url: str) -> Store:
         """Open the database and bring its schema up to date."""
         store = cls(url)
-        store.upgrade()
+        if not store._at_shipped_head():
+            store.upgrade()
         return store
 
+    def _at_shipped_head(self) -> bool:
+        """Whether the database is at the newest shipped revision (one query, no Alembic)."""
+        head = shipped_head()
+        if head is None:
+            return False
+        try:
+            with self.engine.connect() as conn:
+                versions = [r[0] for r in conn.execute(text("SELECT version_num FROM alembic_version"))]
+        except SQLAlchemyError:  # no alembic_version table yet: a new database
+            return False
+        return versions == [head]
+
     def upgrade(self, revision: str = "head") -> None:
+        from alembic import command
+        from alembic.util.exc import CommandError
+
         cfg = alembic_config(self.url)
         try:
             with self.engine.begin() as conn:
@@ -100,14 +140,20 @@ class Store:
             ) from None
 
     def current_revision(self) -> str | None:
+        from alembic.runtime.migration import MigrationContext
+
         with self.engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
 
     def head_revision(self) -> str | None:
+        from alembic.script import ScriptDirectory
+
         return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
 
     def current_heads(self) -> tuple[str, ...]:
         """The revisions the database is at (several while migration branches are unmerged)."""
+        from alembic.runtime.migration import MigrationContext
+
         try:
             with self.engine.connect() as conn:
                 return tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
@@ -116,10 +162,14 @@ class Store:
 
     def head_revisions(self) -> tuple[str, ...]:
         """The newest revisions this auditor ships."""
+        from alembic.script import ScriptDirectory
+
         return tuple(sorted(ScriptDirectory.from_config(alembic_config(self.url)).get_heads()))
 
     def pending_revisions(self) -> list[str]:
         """Revisions this auditor ships that the database has not applied yet, oldest first."""
+        from alembic.script import ScriptDirectory
+
         script = ScriptDirectory.from_config(alembic_config(self.url))
         applied: set[str] = set()
         for rev in script.iterate_revisions(self.current_heads() or (), "base"):
@@ -261,6 +311,8 @@ class Store:
                     )
                 )
             self._write_mindir_limits(s, run_id, result.learned_maxima)
+            s.flush()
+            series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
 
     def runs(self, limit: int = 20) -> list[m.Run]:
@@ -340,4 +392,3 @@ def _pid_alive(pid: int) -> bool:
 
 
 __all__ = ["Store", "StoreError", "alembic_config"]
-

@@ -6,41 +6,74 @@ side, several rounds interleaved:
     perf_counter_ns around the runtime call only);
   - bare: a minimal script in the same stack interpreter that loads/builds the same model
     and times the same call in a plain loop, with nothing of the auditor imported.
-and prints reported/bare per stack. A ratio near 1.0 means the figures in the history are
-the runtime's, not the auditor's.
+and prints reported/bare per stack (goal: within ±10%). A ratio near 1.0 means the figures in
+the history are the runtime's, not the auditor's.
 
-usage: .venv/bin/python bench/latency_overhead.py [--rounds N] [--iterations N]
+The bare call is built from the probe's own input specs (``INPUTS`` and ``make_inputs``): every
+input the probe declares is fed, so the bench follows the probe when its inputs change.
+
+Making the comparison honest (why the bare loop once looked 2x slower on the Python 3.7
+stacks): the two sides must run under the same conditions, so the bare script gets the
+worker's environment (GLOG_v=2 and GLOG_logtostderr=1 set as StackWorker sets them, the
+stack's env, no PYTHONPATH), the same inputs (the exact arrays, fp16 widened to the model's
+declared dtype for Lite as the worker does), the same warm-up and iteration counts, and its
+stderr goes to a file as the worker's does during a request, not to a pipe. And the cycle
+here drives one stack at a time ([worker] parallel = 1): with two stacks at once on a small
+machine, one worker's timing loop shares the cores with the other's build or export, and
+MindSpore's CPU thread pool degrades badly when its threads are preempted. Finally the bare
+process does what the worker's did before its `time` request (one run; on the train side the
+export), because PyNative MindSpore takes tens of calls to reach its steady speed after a
+cold start: a bare loop timed right after the build measured that ramp (2-3x slower on the
+Python 3.7 stack, measured), not the runtime.
+
+The machine's load is printed with the figures: on a shared 2-core machine the spread
+between rounds (min-max) is as informative as the median.
+
+usage: .venv/bin/python bench/latency_overhead.py [--quick] [--rounds N] [--iterations N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
-from auditor.config import load  # noqa: E402
+from bench_config import reference_config  # noqa: E402
+
 from auditor.cycle import Cycle  # noqa: E402
-from auditor.probe import builtin_probes  # noqa: E402
+
+PROBE = "ppo_policy"
+VARIANT = "fp32"
 
 BARE = r"""
-import json, sys, time
+import importlib.util, json, os, sys, time
 import numpy as np
 args = json.loads(sys.argv[1])
-x = np.load(args["inputs"])
+data = np.load(args["inputs"])
+inputs = [np.ascontiguousarray(data["a%d" % i]) for i in range(len(data.files))]
 n, warmup = args["iterations"], args["warmup"]
 rt = args["runtime"]
 if rt == "mindspore-lite":
     import mindspore_lite as mslite
     ctx = mslite.Context(); ctx.target = ["cpu"]
     m = mslite.Model(); m.build_from_file(args["mindir"], mslite.ModelType.MINDIR, ctx)
-    ins = m.get_inputs(); ins[0].set_data_from_numpy(x)
+    ins = m.get_inputs()
+    assert len(ins) == len(inputs), "model takes %d inputs, the probe declares %d" % (len(ins), len(inputs))
+    for t, x in zip(ins, inputs):
+        if str(t.dtype).endswith("FLOAT32") and x.dtype == np.float16:
+            x = x.astype(np.float32)
+        t.set_data_from_numpy(x)
     call = lambda: m.predict(ins)
 else:
     import mindspore as ms
@@ -52,14 +85,20 @@ else:
     if rt == "mindspore-graph":
         cell = ms.nn.GraphCell(ms.load(args["mindir"]))
     else:
-        sys.path.insert(0, args["probes_dir"])
-        import ppo_policy
-        weights = dict(np.load(args["weights"]))
-        cell = ppo_policy.build_cell(args["params"], weights)
-    t = ms.Tensor(x)
+        spec = importlib.util.spec_from_file_location("bare_probe", args["probe_file"])
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        cell = mod.build_cell(args["params"], dict(np.load(args["weights"])))
+    tensors = [ms.Tensor(x) for x in inputs]
     def call():
-        for o in cell(t):
+        for o in cell(*tensors):
             o.asnumpy()
+# What the worker's process did before its `time` request: one `run`, and on the train side
+# the export; MindSpore's thread pool and caches are warm by then, so the bare loop warms too.
+call()
+if rt == "mindspore":
+    ms.export(cell, *tensors, file_name="bare_export", file_format="MINDIR")
 for _ in range(warmup):
     call()
 ns = []
@@ -69,33 +108,55 @@ print(json.dumps(float(np.percentile(np.array(ns) / 1000.0, 50))))
 """
 
 
+def worker_env(stack_env: dict[str, str]) -> dict[str, str]:
+    """The environment StackWorker gives a worker (see StackWorker.start)."""
+    env = dict(os.environ)
+    env.setdefault("GLOG_v", "2")
+    env.setdefault("GLOG_logtostderr", "1")
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    env.update(stack_env)
+    return env
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--quick", action="store_true", help="one round of 20 calls: checks the bench works")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.iterations = 1, 20
 
-    import dataclasses
-
-    config = load(REPO / "auditor.toml", set(builtin_probes()))
-    config = dataclasses.replace(
-        config, latency=dataclasses.replace(config.latency, iterations=args.iterations)
+    config, plugins = reference_config(
+        probes=(PROBE,),
+        variants={PROBE: (VARIANT,)},
+        rollout=False,
+        batches=(),
+        iterations=args.iterations,
+        parallel=1,
     )
-    probes = builtin_probes()
-    spec = probes["ppo_policy"]
-    params = spec.params(config.probe("ppo_policy").params)
+    probes = plugins.probes()
+    spec = probes[PROBE]
+    params = spec.variant_params(VARIANT, config.probe(PROBE).params)
+    inputs = spec.make_inputs(params)
+    if len(inputs) != len(spec.inputs):
+        raise SystemExit(f"{PROBE}: make_inputs gave {len(inputs)} arrays for INPUTS {spec.inputs}")
+    probe_file = sys.modules[spec.module].__file__
+    load_before = os.getloadavg()[0]
     reported: dict[str, list[float]] = {}
     bare: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        import numpy as np
-
-        np.save(f"{tmp}/inputs.npy", spec.make_inputs(params)[0])
+        np.savez(f"{tmp}/inputs.npz", **{f"a{i}": x for i, x in enumerate(inputs)})
         np.savez(f"{tmp}/weights.npz", **spec.make_weights(params))
         for _ in range(args.rounds):
-            cycle = Cycle(config, probes)
+            cycle = Cycle(config, probes, plugins.runtimes())
             result = cycle.run()
-            mindirs = {}
+            mindirs: dict[str, str] = {}
+            seen: set[str] = set()  # a train stack's latency is shared by its pairs: once per round
             for r in result.results:
+                if r.probe != PROBE or r.variant != VARIANT:
+                    continue
                 if r.artifact is not None:
                     path = Path(tmp) / f"{r.artifact.sha256}.mindir"
                     path.write_bytes(cycle.artifacts[r.artifact.sha256])
@@ -107,35 +168,48 @@ def main() -> None:
                     if lat is None:
                         continue
                     key = stack if side == "train" else f"{stack} ({r.train} export)"
+                    if key in seen:
+                        continue
+                    seen.add(key)
                     reported.setdefault(key, []).append(lat.p50_us)
                     st = config.stacks[stack]
                     payload = {
                         "runtime": st.runtime,
-                        "inputs": f"{tmp}/inputs.npy",
+                        "inputs": f"{tmp}/inputs.npz",
                         "weights": f"{tmp}/weights.npz",
                         "mindir": mindirs.get(r.train, ""),
                         "params": params,
                         "iterations": args.iterations,
                         "warmup": config.latency.warmup,
-                        "probes_dir": str(REPO / "probes"),
+                        "probe_file": probe_file,
                     }
-                    if len(bare.get(key, [])) >= len(reported[key]):
-                        continue
-                    out = subprocess.run(
-                        [st.python, "-c", BARE, json.dumps(payload)],
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                        cwd=tmp,
-                    )
+                    with open(f"{tmp}/stderr.log", "w") as err:
+                        out = subprocess.run(
+                            [st.python, "-c", BARE, json.dumps(payload)],
+                            stdout=subprocess.PIPE,
+                            stderr=err,
+                            text=True,
+                            cwd=tmp,
+                            env=worker_env(st.env),
+                        )
+                    if out.returncode != 0:
+                        tail = Path(f"{tmp}/stderr.log").read_text(errors="replace")[-3000:]
+                        raise SystemExit(f"bare loop for {key} failed:\n{tail}")
                     bare.setdefault(key, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+    if not reported:
+        raise SystemExit(f"the cycle reported no latency for {PROBE}/{VARIANT}: are the stacks installed?")
     print(
-        f"p50 latency, batch {params['batch']}, {args.iterations} timed calls, median of {args.rounds} rounds"
+        f"p50 latency, {PROBE}/{VARIANT} batch {params['batch']}, inputs {', '.join(spec.inputs)}, "
+        f"{args.iterations} timed calls, median of {args.rounds} round(s)"
     )
-    print(f"{'stack':<34} {'reported µs':>12} {'bare µs':>10} {'ratio':>7}")
+    print(f"load average (1 min) before {load_before:.1f}, after {os.getloadavg()[0]:.1f}")
+    print(f"{'stack':<34} {'reported µs':>12} {'bare µs':>10} {'ratio':>7} {'rounds min-max':>15}  goal")
     for key in reported:
         rep, b = statistics.median(reported[key]), statistics.median(bare[key])
-        print(f"{key:<34} {rep:>12.1f} {b:>10.1f} {rep / b:>7.2f}")
+        ratios = [r / x for r, x in zip(reported[key], bare[key], strict=True)]
+        verdict = "ok" if 0.9 <= rep / b <= 1.1 else "outside"
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        print(f"{key:<34} {rep:>12.1f} {b:>10.1f} {rep / b:>7.2f} {spread:>15}  0.90-1.10 {verdict}")
 
 
 if __name__ == "__main__":

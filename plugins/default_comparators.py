@@ -46,14 +46,14 @@ def _at_most(metric: str, value: float, limit: float | None, output: str | None,
     if limit is None:
         return MetricCheck(metric, value, True, None, output)
     passed = value <= limit
-    return MetricCheck(metric, value, passed, limit, output, "" if passed else what)
+    return MetricCheck(metric, value, passed, limit, output, "" if passed else what, "<=")
 
 
 def _at_least(metric: str, value: float, limit: float | None, output: str | None, what: str) -> MetricCheck:
     if limit is None:
         return MetricCheck(metric, value, True, None, output)
     passed = value >= limit
-    return MetricCheck(metric, value, passed, limit, output, "" if passed else what)
+    return MetricCheck(metric, value, passed, limit, output, "" if passed else what, ">=")
 
 
 def _finite_or_inf(x: np.ndarray) -> np.ndarray:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, func, insert, inspect, select
 
 from auditor import models as m
+from auditor import series
 from auditor.compare import METRIC_NAMES
 from auditor.results import fingerprint_digest
 
@@ -287,6 +288,8 @@ def generate_history(
             ):
                 if rows[key]:
                     conn.execute(insert(model), rows[key])
+            if inspect(conn).has_table("series"):  # absent in a database at an older revision
+                series.rebuild(conn)  # what the store does per run, once for the bulk insert
         out.counts["runs"] += len(rows["runs"])
         out.counts["probe_results"] += len(rows["pr"])
         out.counts["metrics"] += len(rows["mt"])

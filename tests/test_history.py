@@ -19,6 +19,7 @@ from sqlalchemy import insert, select, text
 
 from auditor import history as h
 from auditor import models as m
+from auditor import series
 from auditor.cli import cli
 from auditor.store import Store
 from tests.history_fixtures import (
@@ -56,6 +57,7 @@ def gen(tmp_path_factory):
         conn.execute(
             insert(m.MetricRow).values(result_id=rid, output="log_std", name="min_atol", value=math.inf)
         )
+        series.record_run(conn, info.run_ids[-1])  # as the store does in a run's transaction
     yield path, store, info
     store.close()
 
@@ -679,3 +681,47 @@ def test_describe_change_without_the_drift_module(monkeypatch):
     ]
     assert h.describe_change(old, new, limit=1) == ["environment.MS_DEV_X: (absent) → 1", "… and 3 more"]
     assert h.describe_change(None, new) == []
+
+
+def test_trend_limit_matches_ranking_every_row(gen):
+    """The series walk (auditor.series) returns exactly the rows that ranking every value of
+    the metric per series returns, for every series, with and without a time window."""
+    path, store, info = gen
+    since = info.last - timedelta(days=1)
+    for f, where, args in (
+        (h.Filters(limit=7), "", ()),
+        (h.Filters(limit=3, since=since), "AND r.started_at >= ?", (since.isoformat(" "),)),
+    ):
+        with store.engine.connect() as conn:
+            got = [(s.key, [(p[0], p[2]) for p in s.points]) for s in h.trend(conn, "min_atol", f)]
+        ranked = sql(
+            path,
+            "SELECT pair, probe, variant, output, id, value FROM (SELECT p.pair, p.probe, p.variant, "
+            "mt.output, r.id, r.started_at, mt.value, row_number() OVER (PARTITION BY p.pair, p.probe, "
+            "p.variant, mt.output ORDER BY r.started_at DESC, r.id DESC) AS n FROM metrics mt "
+            "JOIN probe_results p ON p.id = mt.result_id JOIN runs r ON r.id = p.run_id "
+            f"WHERE mt.name = 'min_atol' {where}) WHERE n <= ? ORDER BY pair, probe, variant, output, "
+            "started_at, id",
+            *args,
+            f.limit,
+        )
+        want: dict[tuple, list] = {}
+        for pair, probe, variant, output, run, value in ranked:
+            want.setdefault((pair, probe, variant, output), []).append((run, value))
+        assert got == sorted(want.items())
+        assert any(key[3] == "log_std" for key, _ in got) == (f.since is None or info.last >= since)
+
+
+def test_store_lists_the_series_of_a_run(tmp_path):
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    generate_history(store.engine, 3, start=START)
+    with store.engine.connect() as conn:
+        listed = conn.execute(text("SELECT count(*) FROM series")).scalar()
+        distinct = conn.execute(
+            text(
+                "SELECT count(*) FROM (SELECT DISTINCT m.name, p.pair, p.probe, p.variant, m.output "
+                "FROM metrics m JOIN probe_results p ON p.id = m.result_id)"
+            )
+        ).scalar()
+    assert listed == distinct > 0
+    store.close()

@@ -5,21 +5,27 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import re
+import subprocess
+import sys
 import textwrap
+import tomllib
 import types
 from pathlib import Path
 
 import click
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from auditor import hookspecs
+from auditor.cli import cli
 from auditor.compare import Comparator, MetricCheck
 from auditor.config import PairConfig
 from auditor.plugin_manager import Plugins
 from auditor.rules import RuleContext
-from tests.conftest import REPO
+from tests.conftest import DEFAULT_CONFIG, REPO
 
 GUIDE = REPO / "docs" / "plugins.md"
 HOOKS = sorted(n for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("auditor_"))
@@ -83,7 +89,9 @@ def test_the_comparator_example_computes_what_it_says() -> None:
     train = {"value": np.array([1.0, -2.0, 3.0, 0.5])}
     infer = {"value": np.array([1.0, -2.0, -3.0, 0.5])}
     [check] = comparator.compare(train, infer, {"min_agreement": 0.5})
-    expected = MetricCheck("value_sign_agreement", 0.75, True, 0.5, "value", "value signs agree on 75.00%")
+    expected = MetricCheck(
+        "value_sign_agreement", 0.75, True, 0.5, "value", "value signs agree on 75.00%", ">="
+    )
     assert check == expected
     [strict] = comparator.compare(train, infer, {})
     assert not strict.passed
@@ -123,3 +131,112 @@ def test_the_cli_example_runs() -> None:
     _plugins_from_examples().add_commands(group)
     result = CliRunner().invoke(group, ["policy-report", "--help"])
     assert result.exit_code == 0 and "Summarise PROBE" in result.output
+
+
+# -- every block of the guide runs ---------------------------------------------------------------
+# Python blocks that start with "# <path>.py:" are files of the guide's plugin folder (written
+# into a temporary tree and loaded, checked and run from there); other Python blocks are plugin
+# modules (the tests above); TOML blocks are parsed, and those about the example probe make up
+# its config with the reference stacks; console blocks are run, their `$ auditor ...` lines.
+
+FENCE = re.compile(r"^( *)```(\w+)\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
+FILE_HEADER = re.compile(r"^# ([\w/.]+\.py):")
+
+
+def blocks() -> list[tuple[str, str]]:
+    return [(m.group(2), textwrap.dedent(m.group(3))) for m in FENCE.finditer(GUIDE.read_text())]
+
+
+def guide_tree(root: Path) -> Path:
+    """The guide's plugin folder and tests, as files under ``root``; its config as auditor.toml."""
+    config = tomllib.loads(DEFAULT_CONFIG.read_text())
+    text = "".join(
+        f"[stacks.{name}]\n" + "".join(f'{k} = "{v}"\n' for k, v in stack.items())
+        for name, stack in config["stacks"].items()
+    )
+    for lang, body in blocks():
+        header = FILE_HEADER.match(body)
+        if lang == "python" and header:
+            path = root / header.group(1)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+        elif lang == "toml" and ("value_net" in body or body.startswith('[plugins]\ndirs = ["plugins"]')):
+            text += body + "\n"
+    (root / "auditor.toml").write_text(text)
+    return root
+
+
+def test_every_block_is_run_by_a_test() -> None:
+    kinds = {"file": 0, "plugin": 0, "toml": 0, "console": 0}
+    for lang, body in blocks():
+        if lang == "python":
+            kinds["file" if FILE_HEADER.match(body) else "plugin"] += 1
+            assert FILE_HEADER.match(body) or "@hookimpl" in body, f"a Python block no test runs:\n{body}"
+        else:
+            assert lang in ("toml", "console"), f"a {lang} block no test runs:\n{body}"
+            kinds[lang] += 1
+            if lang == "toml":
+                tomllib.loads(body)
+            else:
+                assert any(line.startswith("$ auditor ") for line in body.splitlines())
+    assert kinds["file"] >= 5 and kinds["plugin"] >= len(HOOKS) - 1 and kinds["console"] >= 2
+
+
+def test_the_guide_plugin_folder_loads_and_its_config_is_valid(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    root = guide_tree(tmp_path)
+    plugins = Plugins([root / "plugins"], entry_points=False)
+    assert plugins.problems == []
+    assert "value_net" in plugins.probes() and "my_collectors.hccl_conf" in plugins.fingerprint_collectors()
+    result = CliRunner().invoke(cli, ["--config", str(root / "auditor.toml"), "config", "check"])
+    assert result.exit_code == 0, result.output
+    sink_block = next(b for lang, b in blocks() if lang == "toml" and "statsd" in b)
+    options = tomllib.loads(sink_block)["alerts"]["sinks"]["metrics"]
+    sink_type = _plugins_from_examples().alert_sinks()[options.pop("type")]
+    assert sink_type.validate(options) == []
+    entry = next(b for lang, b in blocks() if lang == "toml" and "entry-points" in b)
+    assert tomllib.loads(entry)["project"]["entry-points"]["auditor"]
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_loads.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    for name in [m for m in sys.modules if m.split(".")[0] in ("my_policies", "my_collectors")]:
+        del sys.modules[name]
+
+
+@pytest.mark.stacks
+def test_the_guide_runs_on_the_reference_stacks(stacks: Path, tmp_path: Path) -> None:
+    """The console blocks, the 3.7 check and the guide's run_probe test, on the real stacks."""
+    root = guide_tree(tmp_path)
+    env = {**os.environ, "AUDITOR_CONFIG": str(root / "auditor.toml")}
+    auditor = Path(sys.executable).parent / "auditor"
+    for lang, body in blocks():
+        if lang != "console":
+            continue
+        shown = [line for line in body.splitlines() if line and not line.startswith("$ ")]
+        for line in body.splitlines():
+            if line.startswith("$ auditor "):
+                args = line[len("$ auditor ") :].split("#")[0].split()
+                proc = subprocess.run(
+                    [str(auditor), *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
+                )
+                assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+                if shown and "--json" not in args and "--check" not in args:
+                    assert set(shown) <= set(proc.stdout.splitlines()), proc.stdout
+                if "--check" in args:
+                    assert "my_policies.probe" not in proc.stdout or "failed" in proc.stdout
+                    assert ", 0 failed" in proc.stdout, proc.stdout
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_value_net.py"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
+    assert "1 passed" in tests.stdout

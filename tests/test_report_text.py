@@ -46,3 +46,20 @@ def test_a_reason_shared_by_blocked_variants_is_said_once() -> None:
     assert text.count(REASON) == 1
     assert all(f"ppo_policy [{v}]  INCOMPATIBLE" in text for v in ("fp32", "fp16", "tanh-fp32"))
     assert render_text(_cycle(*results), verbose=True).count(REASON) == 3
+
+
+def test_check_limits_show_their_direction() -> None:
+    checks = (
+        MetricCheck("kl_max", 2e-4, False, 1e-4, None, "", "<="),  # declared: at most
+        MetricCheck("agreement", 0.5, False, 0.9),  # inferred: failed below its limit, so at least
+        MetricCheck("sign_rate", 1.0, True, 0.75),  # inferred: passed above, so at least
+        MetricCheck("rerun_max_abs", 0.0, True, 0.0, None, "", "<="),
+        MetricCheck("info_only", 3.0, True),
+    )
+    r = ProbeResult("tr->inf", "tr", "inf", "ppo_policy", "1", "fp32", DRIFT, "differs", checks=checks)
+    lines = {line.split()[0]: line for line in render_text(_cycle(r)).splitlines() if line.strip()}
+    assert "≤ 0.0001" in lines["kl_max"] and "FAIL" in lines["kl_max"]
+    assert "≥ 0.9" in lines["agreement"] and "≥ 0.75" in lines["sign_rate"]
+    assert "≤ 0" in lines["rerun_max_abs"]
+    assert "≤" not in lines["info_only"] and "≥" not in lines["info_only"]
+    assert [c.bound() for c in checks] == ["<=", ">=", ">=", "<=", ""]

@@ -8,6 +8,7 @@ import math
 import os
 import socket
 import subprocess
+import sys
 from datetime import datetime
 
 import numpy as np
@@ -30,7 +31,7 @@ from auditor.results import (
 )
 from auditor.store import Store, StoreError
 
-HEAD = "0005"  # the newest migration in migrations/versions
+HEAD = "0006"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -43,6 +44,7 @@ TABLES = {
     "latencies",
     "metrics",
     "probe_results",
+    "series",
     "run_stacks",
     "runs",
     "stacks",
@@ -570,3 +572,35 @@ def test_a_database_from_a_newer_auditor_is_a_clear_store_error(url):
     store.close()
     with pytest.raises(StoreError, match="newer auditor"):
         Store.open(url)
+
+
+def test_finish_run_lists_new_series_once(store):
+    """Each (metric, pair, probe, variant, output) stored is listed in `series`, once, however
+    many runs store it (auditor.series: the trend's index of series)."""
+    for _ in range(2):
+        store.finish_run(store.begin_run("a.toml"), cycle_result(), {MINDIR_SHA: MINDIR})
+    listed = {(s.metric, s.pair, s.probe, s.variant, s.output) for s in rows(store, m.SeriesRow)}
+    stored = {
+        (mt.name, p.pair, p.probe, p.variant, mt.output)
+        for mt in rows(store, m.MetricRow)
+        for p in rows(store, m.ProbeResultRow, m.ProbeResultRow.id == mt.result_id)
+    }
+    assert listed == stored and len(listed) == count(store, m.SeriesRow) > 0
+
+
+def test_shipped_head_read_without_alembic_matches_alembic(store):
+    """Store.open skips Alembic when the database is at the head read from the version files;
+    that reading must agree with Alembic's own, or a database could be left unmigrated."""
+    from auditor.store import shipped_head
+
+    assert (shipped_head(),) == store.head_revisions() == (HEAD,)
+
+
+def test_open_of_an_up_to_date_database_does_not_import_alembic(url, tmp_path):
+    Store.open(url).close()
+    probe = (
+        "import sys; from auditor.store import Store; Store.open(sys.argv[1]).close(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

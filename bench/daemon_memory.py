@@ -1,0 +1,147 @@
+"""What does the idle daemon hold, and does it grow from cycle to cycle?
+
+Starts `auditor daemon` on a narrowed copy of the default config (one pair, the PPO policy's
+fp32 variant, with its closed-loop rollout; a cycle every --interval seconds, none at start;
+an existing history database),
+then reads the daemon's resident memory (VmRSS in /proc/PID/status) right after start and
+after each cycle, once the cycle is over, and the CPU time it used while idle between cycles
+(utime + stime in /proc/PID/stat). Goals: idle RSS <= 80 MB, no growth across cycles, ~0 CPU
+between cycles.
+
+usage: .venv/bin/python bench/daemon_memory.py [--quick] [--cycles N] [--interval S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_config import reference_config  # noqa: E402
+
+from auditor.store import Store  # noqa: E402
+
+PAIR = ("ms20", "lite20")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def config_text(interval: float) -> str:
+    config, _ = reference_config()
+    train, infer = (config.stacks[n] for n in PAIR)
+    stacks = "".join(
+        f'[stacks.{s.name}]\nrole = "{s.role}"\nruntime = "{s.runtime}"\npython = "{s.python}"\n'
+        f'device = "{s.device}"\n\n'
+        for s in (train, infer)
+    )
+    return (
+        '[storage]\nurl = ""\nkeep_days = 90\n\n'
+        f"{stacks}"
+        f'[[pairs]]\ntrain = "{train.name}"\ninfer = "{infer.name}"\nprobes = ["ppo_policy"]\n\n'
+        '[probes.ppo_policy]\nvariants = ["fp32"]\n\n'
+        "[latency]\nbatches = []\niterations = 10\n\n"
+        f"[schedule]\ninterval = {interval}\nrun_on_start = false\n\n"
+        '[alerts.sinks.journal]\ntype = "log"\n'
+    )
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+def wait_for(log: Path, text: str, count: int, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.read_text(errors="replace").count(text) >= count:
+            return
+        if proc.poll() is not None:
+            raise SystemExit(f"the daemon exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+    raise SystemExit(
+        f"no {count}x {text!r} in the daemon's log within {timeout:g} s:\n{log.read_text()[-3000:]}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=int, default=10)
+    ap.add_argument("--interval", type=float, default=45.0, help="seconds between cycle starts")
+    ap.add_argument("--quick", action="store_true", help="two cycles: checks that the bench works")
+    args = ap.parse_args()
+    if args.quick:
+        args.cycles = 2
+    with tempfile.TemporaryDirectory(prefix="auditor-bench-") as tmp:
+        cfg = Path(tmp) / "auditor.toml"
+        cfg.write_text(config_text(args.interval))
+        log = Path(tmp) / "daemon.log"
+        env = {**os.environ, "XDG_STATE_HOME": f"{tmp}/state"}
+        # The history exists already, as it does for a daemon that restarts: creating it is a
+        # one-off migration (Alembic is imported for it, and stays).
+        Store.open(f"sqlite:///{tmp}/h.db").close()
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "auditor"),
+                    "--config",
+                    str(cfg),
+                    "--db",
+                    f"sqlite:///{tmp}/h.db",
+                    "daemon",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=tmp,
+            )
+        try:
+            wait_for(log, "auditor daemon started", 1, 60, proc)
+            time.sleep(2)
+            start_rss = rss_mb(proc.pid)
+            print(
+                f"daemon pid {proc.pid}, a cycle every {args.interval:g} s "
+                f"on {'->'.join(PAIR)} ppo_policy/fp32"
+            )
+            print(f"{'after':<16} {'VmRSS MB':>9} {'idle CPU %':>11}  goal: <= 80 MB, no growth, ~0 % CPU")
+            print(f"{'start':<16} {start_rss:>9.1f}")
+            figures = []
+            for n in range(1, args.cycles + 1):
+                wait_for(log, "cycle done", n, args.interval + 300, proc)
+                time.sleep(2)  # the alerts and retention that follow a cycle
+                c0, t0 = cpu_s(proc.pid), time.monotonic()
+                time.sleep(5)
+                idle = 100 * (cpu_s(proc.pid) - c0) / (time.monotonic() - t0)
+                rss = rss_mb(proc.pid)
+                figures.append(rss)
+                print(f"{f'cycle {n}':<16} {rss:>9.1f} {idle:>11.1f}")
+            growth = figures[-1] - figures[0]
+            print(
+                f"idle RSS after the last cycle {figures[-1]:.1f} MB (goal <= 80: "
+                f"{'ok' if figures[-1] <= 80 else 'MISSED'}); growth from cycle 1 to {args.cycles}: "
+                f"{growth:+.1f} MB"
+            )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    main()
