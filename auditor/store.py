@@ -340,4 +340,3 @@ def _pid_alive(pid: int) -> bool:
 
 
 __all__ = ["Store", "StoreError", "alembic_config"]
-
