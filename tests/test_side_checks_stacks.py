@@ -99,7 +99,7 @@ def test_a_wrong_value_computed_by_both_sides_is_a_finding_per_stack(run):
         assert f.details["output"] == "std" and f.details["check"] == "positive"
         assert f.details["value"] == pytest.approx(-STD, rel=1e-6)
         assert f.details["input_class"] == "random" and f.details["index"] == 0
-        assert f"{f.subject} computed std = -0.6065307" in f.message
+        assert f"{f.subject} computed std = -0.60653" in f.message
     (action,) = [
         f for f in _findings(result, "invariant", "wrong_policy", "unbounded") if f.subject == "ms210"
     ]
@@ -136,7 +136,7 @@ def test_results_reach_history_reports_and_json(run):
     assert {"invariant", "nan-hazard"} <= kinds
     text = render_text(result)
     assert "Each stack on its own (invariants, NaN/Inf hazards)" in text
-    assert "ms210 computed std = -0.6065307" in text
+    assert "ms210 computed std = -0.60653" in text
     with store.engine.connect() as conn:
         detail = history.run_detail(conn, result.run_id)
     stored = {(f["kind"], f["subject"]) for f in detail.findings}
