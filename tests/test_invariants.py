@@ -149,3 +149,41 @@ def test_the_ppo_sweep_drives_first_layer_units_through_saturation():
     assert np.allclose(driven, np.linspace(-12, 12, pre.shape[0]), atol=1e-4)
     assert (np.abs(driven) > 3).sum() > 100 and (np.abs(driven) < 1).sum() > 15  # saturated and transition
     assert sweep.inputs[1].min() == -1.0 and sweep.inputs[1].max() == 1.0 or params["head"] == "gaussian"
+
+
+class _Outcome:
+    def __init__(self, classes):
+        self.classes = classes
+
+
+class _Job:
+    rerun = False
+
+
+def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
+    from auditor.compare import Tolerance
+    from auditor.probe_suite import ProbeSuite
+
+    suite = ProbeSuite()
+    suite._tolerance = lambda job, name: Tolerance()
+    x = np.linspace(-1, 1, 8, dtype=np.float32)[:, None]
+    batch = input_classes.ClassBatch("sweep", [x], np.zeros(8, bool))
+    same = {"sweep": (batch, [x]), "nan-inf": (batch, [x])}
+    moved = x.copy()
+    moved[5] += 0.01
+    nan = x.copy()
+    nan[2] = np.nan
+    other = {"sweep": (batch, [moved]), "nan-inf": (batch, [nan])}
+    checks = suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(other))
+    by = {(c.output, c.metric): c for c in checks}
+    assert not by[("mean@sweep", "failing")].passed and by[("mean@sweep", "failing")].value == 1.0
+    assert "1/8 elements out of tolerance" in by[("mean@sweep", "failing")].message
+    # Extreme classes: recorded, judged on each side alone.
+    assert (
+        by[("mean@nan-inf", "nan_inf_mismatch")].value == 1.0
+        and by[("mean@nan-inf", "nan_inf_mismatch")].passed
+    )
+    assert all(c.passed for c in suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(same)))
+    job = _Job()
+    job.rerun = True  # seeded random ops: their state moves on with every call
+    assert suite._class_checks(job, ["mean"], _Outcome(same), _Outcome(other)) == []

@@ -19,6 +19,7 @@ import pytest
 from auditor import history
 from auditor.config import parse
 from auditor.cycle import Cycle
+from auditor.html_report import render_report
 from auditor.plugin_manager import Plugins
 from auditor.probe import ProbeSpec
 from auditor.report import render_json, render_text
@@ -143,3 +144,11 @@ def test_results_reach_history_reports_and_json(run):
     assert ("invariant", "ms210-graph") in stored and ("nan-hazard", "ms210") in stored
     r = [x for x in detail.results if x["probe"] == "wrong_policy" and x["variant"] == "ok"][0]
     assert {"mean@sweep", "action@nan-inf"} <= set(r["metrics"])  # per-class checks stored as metrics
+
+
+def test_the_html_report_lists_the_latest_per_side_findings(run):
+    _, store = run
+    with store.engine.connect() as conn:
+        page, _ = render_report(conn, history.Filters())
+    assert "Each stack on its own (invariants, NaN/Inf hazards)" in page
+    assert "ms210-graph computed std = -0.60653" in page and "nan-hazard" in page
