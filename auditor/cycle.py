@@ -336,8 +336,8 @@ class Cycle(ProbeSuite):
                     weights=job.spec.make_weights(job.params),
                 )
                 outcome.outputs = worker.request("run", model=key, inputs=inputs).result["outputs"]
-                self._suite_classes(worker, key, job, outcome)
                 outcome.latency = self._time(worker, key, inputs, job.batch)
+                self._suite_classes(worker, key, job, outcome)
                 data = worker.request(
                     "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}.mindir")
                 ).result["mindir"]
@@ -415,8 +415,8 @@ class Cycle(ProbeSuite):
                     loaded.add(model)
                 inputs = job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
-                self._suite_classes(worker, model, job, outcome)
                 outcome.latency = self._time(worker, model, inputs, job.batch)
+                self._suite_classes(worker, model, job, outcome)
                 self._suite_infer(worker, model, job, train, outcome)
             except WorkerError as exc:
                 outcome.error = exc
