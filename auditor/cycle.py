@@ -109,6 +109,8 @@ class TrainOutcome:
     latencies: list[Latency] = field(default_factory=list)
     batch_mindirs: dict[int, Path] = field(default_factory=dict)
     suite_errors: list[str] = field(default_factory=list)
+    classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
+    """Input class -> (its batch, the outputs) (auditor.input_classes)."""
 
 
 @dataclass
@@ -123,6 +125,7 @@ class InferOutcome:
     latencies: list[Latency] = field(default_factory=list)
     batch_models: dict[int, str] = field(default_factory=dict)
     suite_errors: list[str] = field(default_factory=list)
+    classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
 
 
 class _Session:
@@ -285,7 +288,9 @@ class Cycle(ProbeSuite):
             self._check()
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
         findings = self._with_rule_findings(
-            list(self._findings(results, stacks)) + self._suite_findings(results, rollouts)
+            list(self._findings(results, stacks))
+            + self._suite_findings(results, rollouts)
+            + self._side_findings(planned, trained, inferred)
         )
         return CycleResult(
             started,
@@ -332,6 +337,7 @@ class Cycle(ProbeSuite):
                 )
                 outcome.outputs = worker.request("run", model=key, inputs=inputs).result["outputs"]
                 outcome.latency = self._time(worker, key, inputs, job.batch)
+                self._suite_classes(worker, key, job, outcome)
                 data = worker.request(
                     "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}.mindir")
                 ).result["mindir"]
@@ -410,6 +416,7 @@ class Cycle(ProbeSuite):
                 inputs = job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
                 outcome.latency = self._time(worker, model, inputs, job.batch)
+                self._suite_classes(worker, model, job, outcome)
                 self._suite_infer(worker, model, job, train, outcome)
             except WorkerError as exc:
                 outcome.error = exc
@@ -499,7 +506,11 @@ class Cycle(ProbeSuite):
         )
         by_name = (dict(zip(names, train.outputs, strict=True)), dict(zip(names, infer.outputs, strict=True)))
         try:
-            checks = self._rerun_checks(names, train, infer) + self._comparator_checks(job, *by_name)
+            checks = (
+                self._rerun_checks(names, train, infer)
+                + self._comparator_checks(job, *by_name)
+                + self._class_checks(job, names, train, infer)
+            )
         except _CheckError as exc:
             return ProbeResult(status=ERROR, message=str(exc), outputs=comparisons, **base)
         for c in checks:

@@ -87,6 +87,7 @@ def render_report(
     stacks_of = _stacks_of(divergence + latency)
     changes = fingerprint_changes(conn, None, since, until)
     alerts, alert_note = _open_alerts(conn)
+    side = side_findings(conn, since, until)
     fingerprints = latest_fingerprints(conn)
 
     figures = []
@@ -117,8 +118,37 @@ def render_report(
         alerts=alerts,
         alert_note=alert_note,
         fingerprints=fingerprints,
+        side=side,
     )
     return page, summary
+
+
+SIDE_KINDS = ("invariant", "nan-hazard")
+
+
+def side_findings(conn: Connection, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """The per-side findings (auditor.invariants) of the latest complete run in the window
+    that has any."""
+    from sqlalchemy import select
+
+    from auditor import models as m
+
+    F, R = m.FindingRow, m.Run
+    latest = conn.execute(
+        select(R.id)
+        .join(F, F.run_id == R.id)
+        .where(R.started_at >= since, R.started_at < until, F.kind.in_(SIDE_KINDS))
+        .order_by(R.started_at.desc())
+        .limit(1)
+    ).scalar()
+    if latest is None:
+        return []
+    rows = conn.execute(
+        select(F.run_id, F.kind, F.severity, F.subject, F.message)
+        .where(F.run_id == latest, F.kind.in_(SIDE_KINDS))
+        .order_by(F.id)
+    ).mappings()
+    return [dict(r) for r in rows]
 
 
 def _stacks_of(series: Iterable[Series]) -> dict[tuple[str, str, str], set[str]]:
@@ -309,6 +339,7 @@ def _page(
     alerts: list[dict[str, Any]] | None,
     alert_note: str,
     fingerprints: list[dict[str, Any]],
+    side: list[dict[str, Any]] | None = None,
 ) -> str:
     first, last, n_runs = history
     parts = [
@@ -416,6 +447,21 @@ def _page(
             for a in alerts
         ]
         parts.append(_table(["severity", "kind", "subject", "message", "opened", "last seen"], rows))
+
+    # per-side checks
+    parts.append("<h2>Each stack on its own (invariants, NaN/Inf hazards)</h2>")
+    if not side:
+        parts.append('<p class="muted">No per-side finding in this window.</p>')
+    else:
+        parts.append(f'<p class="muted">From run {side[0]["run_id"]}, the latest in the window with any.</p>')
+        rows = [
+            [
+                f"<td>{_status(f['severity'])}</td><td>{_e(f['kind'])}</td>",
+                f"<td>{_e(f['subject'])}</td><td>{_e(f['message'])}</td>",
+            ]
+            for f in side
+        ]
+        parts.append(_table(["severity", "kind", "stack", "message"], rows))
 
     # fingerprints
     parts.append("<h2>Latest fingerprints</h2>")

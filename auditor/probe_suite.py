@@ -8,6 +8,11 @@
   and the infer stack's loaded MindIR together:
   - divergence localization of each drifting variant (auditor.localize);
   - closed-loop and open-loop rollouts (auditor.rollout), step by step on batch-1 models;
+- the probe's input classes (auditor.input_classes): right after each side's own run, the
+  same model runs one batch per class (sweeps through saturation, extreme magnitudes, fp16
+  edges, NaN/Inf); the pair is compared per class (checks ``output@class``) and each side's
+  outputs are checked alone (auditor.invariants: invariants and NaN/Inf hazards), even when
+  the other side could not run;
 - and, from the history database, golden baselines (auditor.baseline) and latency
   regressions (auditor.latency).
 
@@ -25,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor import baseline, latency, localize, rollout
+from auditor import baseline, input_classes, invariants, latency, localize, rollout
+from auditor.compare import MetricCheck, compare_output
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
 from auditor.stack_worker import StackWorker, WorkerError
 
@@ -102,6 +108,128 @@ class ProbeSuite:
                 outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
                 if exc.kind != "error":
                     return
+
+    # -- input classes: both sides, right after the probe's own run ----------------------------
+    def _suite_classes(self, worker: StackWorker, model: str, job: Any, outcome: Any) -> None:
+        """Run the model on every input class's batch; outcome.classes[name] = outputs."""
+        try:
+            batches = input_classes.class_batches(job.spec, job.params)
+        except Exception as exc:  # a probe's class_inputs hook or INPUT_CLASSES is broken
+            outcome.suite_errors.append(f"input classes: the probe cannot make them: {exc}")
+            return
+        for batch in batches:
+            self._check()
+            try:
+                result = worker.request("run", model=model, inputs=batch.inputs).result["outputs"]
+            except WorkerError as exc:
+                outcome.suite_errors.append(f"input class {batch.name}: {exc.describe()}")
+                if exc.kind != "error":
+                    return
+                continue
+            outcome.classes[batch.name] = (batch, result)
+
+    def _class_checks(self, job: Any, names: list[str], train: Any, infer: Any) -> list[MetricCheck]:
+        """The pair compared on each input class, one check per output and class named
+        ``output@class``. On the ``sweep`` class (ordinary magnitudes) every element must be
+        within the output's tolerance. On the extreme classes (magnitude, fp16-edge, nan-inf),
+        where a reordered sum legitimately differs by far more than the ordinary tolerance,
+        the count of values NaN/Inf on one side only and the largest finite difference are
+        recorded (no limit): what is wrong there is judged on each side alone
+        (``_side_findings``: a runtime turning NaN into numbers is a hazard finding).
+        Variants drawing from the framework's seeded random ops are left out: their
+        generator state moves on with every call."""
+        if job.rerun:
+            return []
+        checks = []
+        for cls, (_, a) in train.classes.items():
+            if cls not in infer.classes:
+                continue
+            b = infer.classes[cls][1]
+            for name, x, y in zip(names, a, b, strict=False):
+                c = compare_output(name, x, y, self._tolerance(job, name))
+                where = f"{name}@{cls}"
+                if c.shape_mismatch:
+                    checks.append(
+                        MetricCheck("failing", float(c.failing), False, 0.0, where, c.shape_mismatch)
+                    )
+                    continue
+                m = c.metrics
+                diff = f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}"
+                if cls == "sweep":
+                    words = "" if c.passed else f"{c.failing}/{c.total} elements out of tolerance ({diff})"
+                    checks.append(MetricCheck("failing", float(c.failing), c.passed, 0.0, where, words))
+                    continue
+                mismatch = int(m["nan_inf_mismatch"])
+                words = f"{mismatch}/{c.total} elements NaN/Inf on one side only" if mismatch else ""
+                checks.append(MetricCheck("nan_inf_mismatch", float(mismatch), True, None, where, words))
+                if not mismatch:
+                    checks.append(MetricCheck("max_abs", m["max_abs"], True, None, where, ""))
+        return checks
+
+    def _side_findings(
+        self,
+        planned: list[tuple[PairConfig, Any]],
+        trained: dict[str, dict[str, Any]],
+        inferred: dict[str, dict[tuple[str, str], Any]],
+    ) -> list[Finding]:
+        """Invariants and NaN/Inf hazards of every stack's outputs, each side alone (a stack
+        shared by several pairs is checked once per probe variant)."""
+        found: dict[str, Finding] = {}
+        for pair, job in planned:
+            train = trained.get(pair.train, {}).get(job.key)
+            infer = inferred.get(pair.infer, {}).get((pair.name, job.key))
+            for stack, outcome in ((pair.train, train), (pair.infer, infer)):
+                if outcome is None or outcome.outputs is None:
+                    continue
+                for f in self._side_checks(stack, job, outcome):
+                    found.setdefault(f.key, f)
+        return list(found.values())
+
+    def _side_checks(self, stack: str, job: Any, outcome: Any) -> list[Finding]:
+        spec = job.spec
+        cfg = self.config.probe(spec.name)
+        try:
+            declared, propagates = invariants.declared(spec, job.params)
+            inputs = spec.make_inputs(job.params)
+            index = input_classes.varied_index(spec)
+        except Exception as exc:
+            return [
+                Finding(
+                    "probe-error",
+                    "error",
+                    stack,
+                    f"{stack}/{spec.name}/{job.variant}/invariants",
+                    f"probe {spec.name} [{job.variant}]: its invariants cannot be checked: {exc}",
+                    {"probe": spec.name, "variant": job.variant},
+                )
+            ]
+        runs = [invariants.SideRun(input_classes.RANDOM, inputs, list(outcome.outputs))] + [
+            invariants.SideRun(name, batch.inputs, list(outputs))
+            for name, (batch, outputs) in outcome.classes.items()
+        ]
+        names = list(spec.outputs)
+        out: list[Finding] = []
+        inv_opts = cfg.comparator_options(invariants.INVARIANTS, job.variant, job.dtype)
+        if inv_opts.get("enabled", True):
+            out += invariants.check_invariants(
+                stack, spec.name, job.variant, declared, names, list(spec.inputs), runs
+            )
+        hazard_opts = cfg.comparator_options(invariants.HAZARD, job.variant, job.dtype)
+        if propagates and hazard_opts.get("enabled", True):
+            hazard = invariants.check_hazards(
+                stack,
+                spec.name,
+                job.variant,
+                propagates,
+                names,
+                [spec.inputs[index]],
+                index,
+                runs,
+                float(hazard_opts.get("max_share", 0.0)),
+            )
+            if hazard is not None:
+                out.append(hazard)
+        return out
 
     # -- follow-up phase: both workers of each pair alive ------------------------------------
     def _suite_follow_up(

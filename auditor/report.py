@@ -211,6 +211,7 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
             if f.details.get("action"):
                 out += [f"      → {f.details['action']}"]
     out += _rule_lines(result)
+    out += _side_lines(result)
     counts: dict[str, int] = {}
     for r in result.results:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -244,6 +245,20 @@ def _rule_lines(result: CycleResult) -> list[str]:
             out += [f"      {c['words']}" for c in f.details.get("changes", [])]
         if f.details.get("action"):
             out.append(f"      → {f.details['action']}")
+    return out
+
+
+SIDE_KINDS = ("invariant", "nan-hazard")
+
+
+def _side_lines(result: CycleResult) -> list[str]:
+    """What each stack's outputs showed on their own (auditor.invariants)."""
+    found = [f for f in result.findings if f.kind in SIDE_KINDS]
+    if not found:
+        return []
+    out = ["", "Each stack on its own (invariants, NaN/Inf hazards)"]
+    for f in found:
+        out.append(f"  {MARKS.get(f.severity, '!')} {f.severity:<8} {f.message}")
     return out
 
 

@@ -30,6 +30,7 @@ import auditor
 from auditor.config import StackConfig
 from auditor.worker import protocol
 from auditor.worker.bootstrap import SOURCE
+from auditor.worker.fingerprint import WORKER_SET_ENV
 
 PACKAGE_DIR = Path(auditor.__file__).resolve().parent
 STDERR_LINES = 400
@@ -161,6 +162,10 @@ class StackWorker:
         env.pop("PYTHONPATH", None)
         env.pop("PYTHONHOME", None)
         env.update(self.stack.env)
+        # What the auditor added is not the stack's environment: the fingerprint leaves it out.
+        env[WORKER_SET_ENV] = ",".join(
+            k for k in ("GLOG_v", "GLOG_logtostderr") if k not in os.environ and k not in self.stack.env
+        )
         try:
             self.proc = subprocess.Popen(
                 [python, "-c", SOURCE, json.dumps(spec)],

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from auditor import cann_choice
 from auditor.config import PairConfig
 from auditor.hookspecs import hookimpl
 from auditor.results import Finding
@@ -63,12 +64,31 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
         if not isinstance(ms, dict):
             continue  # no MindSpore in this stack (a Lite stack), or no fingerprint
         cann = ctx.section(name, "cann")
-        compiler, supported = cann.get("compiler_version"), ms.get("supported_cann")
-        version = ms.get("version")
+        choice = cann_choice.for_mindspore(cann, ms.get("cann_lookup"))
+        if choice is None:  # a fingerprint from before cann.packages: the toolkit's numbers
+            compiler, chosen = cann.get("compiler_version"), None
+            release, home = cann.get("version"), cann.get("root")
+        else:
+            compiler, chosen = choice.compiler, choice.package
+            release, home = choice.release, (chosen or {}).get("home") or cann.get("root")
+        supported, version = ms.get("supported_cann"), ms.get("version")
+        if chosen is not None and chosen.get("compiler_error"):
+            yield _finding(
+                "mindspore-cann",
+                "critical" if _on_npu(ctx, name) else "warning",
+                name,
+                f"{name}/mindspore-cann",
+                f"{name}: the CANN version file MindSpore {version} checks cannot be parsed: "
+                f"{chosen['compiler_error']}",
+                {"mindspore": version, "cann_package": chosen, "how": choice.how if choice else None},
+                "repair or reinstall the CANN package; MindSpore reads Version= from this file",
+            )
+            continue
         if compiler is None or not supported:
             if _on_npu(ctx, name):
                 if compiler is None:
-                    why = (cann.get("unknown") or {}).get("compiler_version") or "not found"
+                    why = choice.how if choice is not None and chosen is None else None
+                    why = why or (cann.get("unknown") or {}).get("compiler_version") or "not found"
                     missing = f"no CANN compiler version ({why})"
                 else:
                     unknown = ctx.section(name, "framework").get("unknown") or {}
@@ -86,27 +106,51 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
                 )
             continue
         mm = major_minor(compiler)
+        others = choice.others if choice is not None else []
+        also = "; also installed: " + ", ".join(cann_choice.describe(p) for p in others) if others else ""
+        used = (
+            f"{cann_choice.describe(chosen)} at {home} ({choice.how})"
+            if choice is not None and chosen is not None
+            else (f"CANN {release} (compiler {compiler})" if release else f"CANN compiler {compiler}")
+        )
+        facts = {
+            "mindspore": version,
+            "supported_cann": list(supported),
+            "cann_version": release,
+            "cann_compiler_version": compiler,
+            "cann_major_minor": mm,
+            "cann_root": cann.get("root"),
+            "cann_home": home,
+            "cann_package": (chosen or {}).get("name"),
+            "how": choice.how if choice is not None else None,
+            "other_cann": [
+                {k: p.get(k) for k in ("name", "home", "version", "compiler_version")} for p in others
+            ],
+            "checker_file": ms.get("checker_file"),
+        }
         if mm is not None and mm in {major_minor(s) or s for s in supported}:
+            differing = [p for p in others if major_minor(p.get("compiler_version")) not in (None, mm)]
+            if differing:
+                yield _finding(
+                    "mindspore-cann",
+                    "info",
+                    name,
+                    f"{name}/mindspore-cann",
+                    f"{name}: MindSpore {version} uses {used}, which it supports{also}",
+                    facts,
+                    "nothing to do while the stack keeps this environment; a changed ASCEND_HOME_PATH "
+                    "or a removed package would switch MindSpore to another CANN",
+                )
             continue
-        release = cann.get("version")
-        installed = f"CANN {release} (compiler {compiler})" if release else f"CANN compiler {compiler}"
         advice = recommended_cann(version)
         yield _finding(
             "mindspore-cann",
             "critical" if _on_npu(ctx, name) else "warning",
             name,
             f"{name}/mindspore-cann",
-            f"{name}: MindSpore {version} supports CANN {', '.join(supported)}, but {cann.get('root')} "
-            f"holds {installed}, which MindSpore's check reads as {mm or compiler}",
-            {
-                "mindspore": version,
-                "supported_cann": list(supported),
-                "cann_version": release,
-                "cann_compiler_version": compiler,
-                "cann_major_minor": mm,
-                "cann_root": cann.get("root"),
-                "checker_file": ms.get("checker_file"),
-            },
+            f"{name}: MindSpore {version} supports CANN {', '.join(supported)}, but it uses {used}, "
+            f"which MindSpore's check reads as {mm or compiler}{also}",
+            facts,
             f"install a CANN that MindSpore {version} supports ({', '.join(supported)}"
             + (f"; its install guide names {advice}" if advice else "")
             + f"), or a MindSpore release that supports CANN {mm or compiler}",
@@ -303,6 +347,14 @@ def _show(ranges: list[tuple[str, str]]) -> str:
     return ", ".join(f"[{a}, {b}]" for a, b in ranges)
 
 
+# cann.packages name -> the section of the fingerprint holding its install-info fields.
+INSTALL_INFO = {
+    "ascend-toolkit": "toolkit",
+    "cann": "toolkit",
+    "latest": "toolkit",
+    "nnae": "nnae",
+    "nnrt": "nnrt",
+}
 _CODE = re.compile(r"^V(\d+)R(\d+)C(\d+)", re.IGNORECASE)
 
 
@@ -327,10 +379,13 @@ def _code_in(code: tuple[int, int, int], entries: Any) -> bool:
 def cann_driver(ctx: RuleContext) -> Iterable[Finding]:
     for (host, root), stacks in _host_groups(ctx).items():
         cann, driver = ctx.section(stacks[0], "cann"), ctx.section(stacks[0], "driver")
+        # The package the stacks' runtimes load first (a Lite stack's nnrt, MindSpore's toolkit
+        # or nnae), then any other.
+        loaded = [INSTALL_INFO.get(str((runtime_cann(ctx, s) or {}).get("name")), "") for s in stacks]
         package = next(
             (
                 (k, cann[k])
-                for k in ("toolkit", "nnae", "nnrt")
+                for k in dict.fromkeys([k for k in loaded if k] + ["toolkit", "nnae", "nnrt"])
                 if isinstance(cann.get(k), dict) and cann[k].get("innerversion")
             ),
             None,
@@ -386,27 +441,53 @@ def _numerics_env(ctx: RuleContext, stack: str) -> dict[str, str]:
     }
 
 
+def runtime_cann(ctx: RuleContext, stack: str) -> dict[str, Any] | None:
+    """The entry of ``cann.packages`` the stack's runtime loads (auditor.cann_choice), or None."""
+    choice = cann_choice.for_runtime(ctx, stack)
+    return choice.package if choice is not None else None
+
+
+def _cann_side(ctx: RuleContext, stack: str) -> tuple[str | None, str | None, str | None]:
+    """(release, compiler Version=, package name) of the CANN the stack's runtime loads."""
+    choice = cann_choice.for_runtime(ctx, stack)
+    if choice is None:  # a fingerprint from before cann.packages
+        cann = ctx.section(stack, "cann")
+        return cann.get("version"), cann.get("compiler_version"), None
+    return choice.release, choice.compiler, (choice.package or {}).get("name")
+
+
 def _cann_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
-    train, infer = ctx.section(pair.train, "cann"), ctx.section(pair.infer, "cann")
-    for key, label in (("compiler_version", "CANN compiler"), ("version", "CANN")):
-        a, b = major_minor(train.get(key)), major_minor(infer.get(key))
-        if a is None or b is None:
-            continue  # compare like with like: internal compiler numbers differ from releases
-        if a == b:
+    """Like with like: the releases of the packages each runtime loads; only when a side's
+    release is unknown, the compilers' ``Version=`` major.minor (never a release against an
+    internal build number: before 8.2 the compiler says 7.6 for CANN 8.0.0)."""
+    (ra, ca, pa), (rb, cb, pb) = _cann_side(ctx, pair.train), _cann_side(ctx, pair.infer)
+    if ra and rb:
+        if ra.strip().lower() == rb.strip().lower():
             return None
-        return _finding(
-            "train-infer-pairing",
-            "warning",
-            pair.name,
-            f"{pair.name}/pairing-cann",
-            f"{pair.name}: trained on {label} {train.get(key)}, served on {label} {infer.get(key)} "
-            f"({a} vs {b})",
-            {"train": train.get(key), "infer": infer.get(key), "field": f"cann.{key}"},
-            "run both stacks of the pair on the same CANN release, or audit the pair after every "
-            "CANN upgrade on either side",
-            aspect="cann",
-        )
-    return None
+        a, b, label, shown = ra, rb, "CANN", ""
+        field = "release"
+    elif ca and cb and major_minor(ca) and major_minor(cb):
+        if major_minor(ca) == major_minor(cb):
+            return None
+        a, b, label, shown = ca, cb, "CANN compiler", f" ({major_minor(ca)} vs {major_minor(cb)})"
+        field = "compiler_version"
+    else:
+        return None
+
+    def side(value: str, package: str | None) -> str:
+        return f"{label} {value}" + (f" ({package})" if package else "")
+
+    return _finding(
+        "train-infer-pairing",
+        "warning",
+        pair.name,
+        f"{pair.name}/pairing-cann",
+        f"{pair.name}: trained on {side(a, pa)}, served on {side(b, pb)}{shown}",
+        {"train": a, "infer": b, "field": f"cann.{field}", "train_package": pa, "infer_package": pb},
+        "run both stacks of the pair on the same CANN release, or audit the pair after every "
+        "CANN upgrade on either side",
+        aspect="cann",
+    )
 
 
 def _version_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:

@@ -44,6 +44,21 @@ RERUN_IN_FRESH_PROCESS = ("seeded-normal", "seeded-uniform")
 NOISE = ("input", "normal", "uniform")
 
 
+# Checked on each stack's outputs alone (auditor.invariants).
+NAN_PROPAGATES = ("sample",)
+
+
+def invariants(params):
+    """Noise and samples of ordinary means are finite; uniform noise lies in [0, 1]."""
+    out = [
+        {"output": "noise", "check": "finite"},
+        {"output": "sample", "check": "finite", "classes": ("random", "sweep", "magnitude")},
+    ]
+    if params["noise"] == "uniform":
+        out.append({"output": "noise", "check": "within", "low": 0.0, "high": 1.0})
+    return out
+
+
 def make_weights(params):
     """No weights: the distribution's parameters are inputs."""
     return {}

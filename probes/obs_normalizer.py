@@ -43,6 +43,16 @@ ROW_CLASSES = ("ordinary", "huge", "denormal", "nan", "+inf", "-inf")
 NEAR_ZERO_VAR = 1e-12
 
 
+# Checked on each stack's outputs alone (auditor.invariants): the clip bounds every finite
+# observation's output; a NaN/Inf observation that comes out finite is a hazard.
+NAN_PROPAGATES = ("normalized",)
+
+
+def invariants(params):
+    clip = float(params["clip"])
+    return [{"output": "normalized", "check": "within", "low": -clip, "high": clip}]
+
+
 def row_blocks(params):
     """How many rows each input class gets: the batch split into len(ROW_CLASSES) blocks as
     evenly as possible (a batch smaller than that leaves the last classes out)."""

@@ -112,6 +112,54 @@ def make_inputs(params):
     return [obs.astype(dtype), actions.astype(dtype)]
 
 
+# Checked on each stack's outputs alone (auditor.invariants): what any correct runtime computes.
+NAN_PROPAGATES = ("mean", "logp", "action")
+ORDINARY = ("random", "sweep")
+
+
+def invariants(params):
+    """std = exp(log_std) is positive whatever the input; the action stays within
+    ±max_action (clipped or squashed); mean and logp are finite for ordinary inputs (at
+    fp16's edges the probe's own first layer may overflow, on any runtime)."""
+    bound = float(params["max_action"])
+    return [
+        {"output": "std", "check": "positive"},
+        {"output": "std", "check": "finite"},
+        {
+            "output": "action",
+            "check": "within",
+            "low": -bound,
+            "high": bound,
+            "classes": ORDINARY + ("magnitude",),
+        },
+        {"output": "mean", "check": "finite", "classes": ORDINARY},
+        {"output": "logp", "check": "finite", "classes": ORDINARY},
+    ]
+
+
+def class_inputs(name, params, inputs):
+    """The ``sweep`` class aimed at this policy's nonlinearities: row r drives one unit of the
+    first layer to a pre-activation swept from -12 to 12 (tanh saturates beyond ~3; in fine
+    steps through the transition), and the actions sweep the head's domain ([-1, 1] up to
+    its clipped edges for the tanh head, ±6 standard deviations for the Gaussian one).
+    Other classes: the generic batches (auditor.input_classes)."""
+    if name != "sweep":
+        return None
+    obs, actions = inputs
+    w = make_weights(params)
+    weight, bias = w["fc0.weight"].astype(np.float64), w["fc0.bias"].astype(np.float64)
+    batch = obs.shape[0]
+    targets = np.linspace(-12.0, 12.0, batch)
+    units = np.arange(batch) % weight.shape[0]
+    rows = weight[units]
+    scale = (targets - bias[units]) / np.maximum((rows * rows).sum(axis=1), 1e-12)
+    swept = rows * scale[:, None]
+    edge = 1.0 if params["head"] == "tanh" else 6.0
+    acts = np.repeat(np.linspace(-edge, edge, batch)[:, None], actions.shape[1], axis=1)
+    dtype = obs.dtype
+    return [swept.astype(dtype), acts.astype(actions.dtype)]
+
+
 def layer_names(params):
     """The layers whose outputs build_cell(..., expose_layers=True) appends after the regular
     outputs, in order: each hidden Dense layer after its tanh, named like its weights, so

@@ -61,7 +61,7 @@ class TreeSpec:
     firmware_version: str | None = None
     firmware_compatible_drv: tuple[tuple[str, str], ...] = ()
     # npu-smi
-    kind: str = "910B"  # table layout: "910B" or "310P"
+    kind: str = "910B"  # table layout: "910B", "310P" (Chip  Device) or "A3" (Chip  Phy-ID)
     npus: tuple[Npu, ...] = ()
     board_compatibility: str = "OK"
 
@@ -74,6 +74,8 @@ class TreeSpec:
                 entry: dict[str, Any] = {"npu": n.npu, "chip": c, "name": n.name, "health": n.health}
                 if self.kind == "310P":
                     entry["device"] = c
+                elif self.kind == "A3":
+                    entry["phy_id"] = len(out)
                 out.append(entry)
         return out
 
@@ -192,6 +194,26 @@ SPECS: dict[str, TreeSpec] = {
             compiler_version="9.1.0-beta.1",
             npus=_TWO_910B,
             **_DRIVER_25_3,
+        ),
+        TreeSpec(
+            "a3-8.2",
+            "A3-class node: CANN 8.2.RC1, two Ascend910 cards of two dies each (Chip Phy-ID columns)",
+            arch="aarch64",
+            os_release=_EULER,
+            layout="ascend-toolkit",
+            cann_version="8.2.RC1",
+            compiler_version="8.2.0.0.201",
+            version_dir="8.2.RC1",
+            toolkit_innerversion="V100R001C22SPC001B231",
+            toolkit_compatible=_CODES_8_2,
+            firmware_version="7.7.0.1.231",
+            firmware_compatible_drv=(("24.1", "24.1."), ("25.0", "25.0.")),
+            kind="A3",
+            npus=(
+                Npu(0, "Ascend910", chips=(0, 1), bus="0000:9D:00.0"),
+                Npu(1, "Ascend910", chips=(0, 1), bus="0000:99:00.0"),
+            ),
+            **_DRIVER_25_0,
         ),
         TreeSpec("empty", "a host with nothing Ascend installed and no npu-smi"),
     )
@@ -423,7 +445,13 @@ def _write_firmware(ascend: Path, spec: TreeSpec) -> None:
 def info_table(spec: TreeSpec) -> str:
     """``npu-smi info`` as the tool prints it for the tree's NPUs (volatile columns made up)."""
     driver = spec.driver_version or "NA"
-    if spec.kind == "310P":
+    if spec.kind == "A3":
+        w = (27, 15, 52)
+        heads = (
+            ("NPU   Name", "Health", "Power(W)    Temp(C)           Hugepages-Usage(page)"),
+            ("Chip  Phy-ID", "Bus-Id", "AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)"),
+        )
+    elif spec.kind == "310P":
         w = (31, 17, 54)
         heads = (
             ("NPU     Name", "Health", "Power(W)     Temp(C)           Hugepages-Usage(page)"),
@@ -450,16 +478,24 @@ def info_table(spec: TreeSpec) -> str:
         line(*heads[1]),
         equal,
     ]
+    phy = 0
     for n in spec.npus:
-        if spec.kind == "310P":
-            out.append(line(f"{n.npu:<7} {n.name}", n.health, "NA           49                0    / 0"))
-        else:
-            out.append(line(f"{n.npu:<5} {n.name}", n.health, "94.3        53                0    / 0"))
-        for c in n.chips:
+        # A card of several chips (300I Duo) or dies (A3) repeats its NPU row before each
+        # chip's row, parted by a dashed line (nvtop#421, vllm-ascend#2534 show real tables).
+        for i, c in enumerate(n.chips):
+            if i:
+                out.append("+" + "-" * width + "+" if spec.kind == "A3" else dash)
             if spec.kind == "310P":
+                out.append(line(f"{n.npu:<7} {n.name}", n.health, "NA           49                0    / 0"))
                 out.append(line(f"{c:<7} {c}", n.bus, "0            1685 / 44280"))
+            elif spec.kind == "A3":
+                power = "166.5" if i == 0 else "-"
+                out.append(line(f"{n.npu:<5} {n.name}", n.health, f"{power:<11} 38                0    / 0"))
+                out.append(line(f"{c:<5} {phy}", n.bus, "0           0    / 0          3131 / 65536"))
             else:
+                out.append(line(f"{n.npu:<5} {n.name}", n.health, "94.3        53                0    / 0"))
                 out.append(line(f"{c}", n.bus, "0           0    / 0          4487 / 65536"))
+            phy += 1
         out.append(equal)
     out += [
         dash,
@@ -500,16 +536,20 @@ def board_view(spec: TreeSpec, npu: Npu) -> str:
 
 
 def chip_map(spec: TreeSpec) -> str:
-    out = ["        " + "".join(f"{h:<31}" for h in ("NPU ID", "Chip ID", "Chip Logic ID", "Chip Name"))]
+    """``npu-smi info -m``: A3-class systems add ``Chip Phy-ID`` before ``Chip Name`` and name
+    the chip without the "Ascend " prefix being split off (published listings)."""
+    a3 = spec.kind == "A3"
+    heads = ("NPU ID", "Chip ID", "Chip Logic ID") + (("Chip Phy-ID",) if a3 else ()) + ("Chip Name",)
+    out = ["        " + "".join(f"{h:<31}" for h in heads)]
     logic = 0
     for n in spec.npus:
         for c in n.chips:
-            out.append(
-                "        " + "".join(f"{v:<31}" for v in (str(n.npu), str(c), str(logic), f"Ascend {n.name}"))
-            )
+            ids = (str(n.npu), str(c), str(logic)) + ((str(logic),) if a3 else ())
+            name = n.name if a3 else f"Ascend {n.name}"
+            out.append("        " + "".join(f"{v:<31}" for v in ids + (name,)))
             logic += 1
-        mcu = str(len(n.chips))
-        out.append("        " + "".join(f"{v:<31}" for v in (str(n.npu), mcu, "-", "Mcu")))
+        mcu = (str(n.npu), str(len(n.chips)), "-") + (("-",) if a3 else ())
+        out.append("        " + "".join(f"{v:<31}" for v in mcu + ("Mcu",)))
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 
@@ -536,3 +576,51 @@ def write_npu_smi(path: Path, spec: TreeSpec, mode: str = "normal") -> Path:
     write(path, f"#!/bin/sh\n# fake npu-smi: {spec.name} tree, mode {mode}\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+# -- several CANN packages side by side ------------------------------------------------------
+PACKAGE_DIRS = {
+    # name: (directory under ascend_root holding <release>/ and latest, install-info file, package_name)
+    "nnae": ("nnae", "ascend_nnae_install.info", "Ascend-cann-nnae"),
+    "ascend-toolkit": ("ascend-toolkit", "ascend_toolkit_install.info", "Ascend-cann-toolkit"),
+    "nnrt": ("nnrt", "ascend_nnrt_install.info", "Ascend-cann-nnrt"),
+}
+
+
+def write_package(
+    ascend: Path,
+    name: str,
+    release: str,
+    compiler: str | None,
+    arch: str = "x86_64",
+    compiler_text: str | None = None,
+) -> Path:
+    """Install one CANN package the way its installer lays it out: ``<dir>/<release>/`` with a
+    ``latest`` link, ``<arch>-linux/<install-info>`` naming the release and, for the packages
+    that carry the compiler (toolkit, nnae; nnrt has none), ``compiler/version.info``
+    (``compiler_text`` replaces its content, for files as found on real hosts). Returns the
+    package's ``latest`` directory."""
+    directory, info, package_name = PACKAGE_DIRS[name]
+    real = ascend / directory / release
+    write(
+        real / f"{arch}-linux" / info,
+        _kv(
+            package_name=package_name,
+            version=release,
+            innerversion="V100R001C20SPC001B220",
+            arch=arch,
+            os="linux",
+            path=f"/usr/local/Ascend/{directory}/{release}/{arch}-linux",
+        ),
+    )
+    if compiler is not None or compiler_text is not None:
+        text = (
+            compiler_text
+            if compiler_text is not None
+            else _component(compiler, release, "20240101_000000000")
+        )
+        write(real / "compiler" / "version.info", text.encode("utf-8") if isinstance(text, str) else text)
+    latest = ascend / directory / "latest"
+    if not latest.exists():
+        _link(latest, release)
+    return latest

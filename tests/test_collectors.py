@@ -102,6 +102,7 @@ def test_every_collector_reads_each_tree(tmp_path: Path, name: str) -> None:
         assert n["available"] is True and n["resolved"] == str(tree.npu_smi)
         assert n["driver_version"] == spec.driver_version
         assert n["count"] == len(spec.npus)
+        assert n["chip_count"] == len(spec.chips)
         assert n["chips"] == spec.chips
         assert n["board"] == {
             "software_version": spec.driver_version,
@@ -110,8 +111,11 @@ def test_every_collector_reads_each_tree(tmp_path: Path, name: str) -> None:
             "chip_count": len(spec.npus[0].chips),
         }
         assert [(m["npu"], m["chip"], m["name"]) for m in n["chip_map"]] == [
-            (c["npu"], c["chip"], "Ascend " + c["name"]) for c in spec.chips
+            (c["npu"], c["chip"], c["name"] if spec.kind == "A3" else "Ascend " + c["name"])
+            for c in spec.chips
         ]
+        if spec.kind == "A3":
+            assert [m["phy_id"] for m in n["chip_map"]] == [c["phy_id"] for c in spec.chips]
         assert n["unknown"] == {}
     else:
         assert n["available"] is False and n["unknown"]["chips"].endswith("npu-smi: not found")
@@ -119,7 +123,7 @@ def test_every_collector_reads_each_tree(tmp_path: Path, name: str) -> None:
 
 def test_the_consistent_tree_has_nothing_unknown_but_the_absent_packages(tmp_path: Path) -> None:
     doc = collect(build_tree(tmp_path, "consistent-8.2").context())
-    assert set(doc["cann"]["unknown"]) == {"nnae", "nnrt"}
+    assert set(doc["cann"]["unknown"]) == {"nnae", "nnrt", "env_home"}
     for name in ("driver", "firmware", "npu_smi"):
         assert doc[name]["unknown"] == {}, name
 
@@ -466,7 +470,11 @@ class AscendEnvChecker(EnvChecker):
     def __init__(self, library_path):
         self.library_path = library_path
         self.version = ["8.2", "8.3", "8.5", "9.0", "9.1"]
-        self.compiler_version = ""
+        self.ascend_home_path = os.getenv("ASCEND_HOME_PATH")
+        if self.ascend_home_path is not None:
+            self.compiler_version = self.ascend_home_path + "/compiler/version.info"
+        else:
+            self.compiler_version = ""
 '''
 
 
@@ -494,6 +502,7 @@ def test_framework_builds_are_read_without_importing_them(tmp_path: Path) -> Non
         "commit_branch": "HEAD,origin/r2.10,r2.10",
         "checker_file": str(site / "mindspore" / "run_check" / "_check_version.py"),
         "supported_cann": ["8.2", "8.3", "8.5", "9.0", "9.1"],
+        "cann_lookup": {"env": "ASCEND_HOME_PATH", "paths": []},
     }
     assert doc["mindspore_lite"] == {
         "path": str(site / "mindspore_lite"),

@@ -139,3 +139,16 @@ def test_stack_environment_is_redacted_and_runtime_changes_left_out(stacks, tmp_
     # LD_LIBRARY_PATH; that is the runtime's doing, not the stack's environment.
     assert "MS_DEV_CLOSE_VERSION_CHECK" not in environment
     assert "mindspore" not in environment.get("LD_LIBRARY_PATH", "")
+
+
+def test_variables_the_auditor_sets_for_its_workers_are_not_the_stacks(stacks, tmp_path, monkeypatch) -> None:
+    """The auditor sets GLOG_v=2 for its workers (so Lite says why a build failed); that is not
+    part of the stack's environment. A GLOG_v the stack's own config sets is."""
+    monkeypatch.delenv("GLOG_v", raising=False)
+    monkeypatch.delenv("GLOG_logtostderr", raising=False)
+    tree = build_tree(tmp_path, "empty")
+    doc = fingerprint_stack(make_stack("lite20", tree, env={"OMP_NUM_THREADS": "2"}), COLLECTORS)
+    assert "GLOG_v" not in doc["environment"] and doc["environment"]["OMP_NUM_THREADS"] == "2"
+    assert not any(k.startswith("AUDITOR_") for k in doc["environment"])
+    doc = fingerprint_stack(make_stack("lite20", tree, env={"GLOG_v": "3"}), COLLECTORS)
+    assert doc["environment"]["GLOG_v"] == "3"

@@ -212,7 +212,7 @@ def test_hanging_worker_is_killed_at_its_deadline(stacks, doc):
     result = Cycle(config, _probes()).run()
     hung, ok = result.results
     assert hung.status == ERROR and "no answer within 8 s; worker process group killed" in hung.message
-    assert ok.status == CONSISTENT
+    assert ok.status == CONSISTENT, ok.message
     # No worker of the cycle is left behind (the hung one was killed with its process group).
     assert worker_pids(parent=os.getpid()) == []
 

@@ -156,6 +156,7 @@ def test_report_is_one_self_contained_page(page, db):
         "Version changes",
         "Divergence (max_abs) and latency over time",
         "Open alerts",
+        "Each stack on its own (invariants, NaN/Inf hazards)",
         "Latest fingerprints",
     ]
     assert p.h3 == [f"{pair} · ppo_policy [fp32]" for pair in PAIRS]

@@ -380,7 +380,7 @@ def test_pairing_compares_cann_like_with_like():
     (f,) = pairing(
         train_doc("2.0.0", cann=cann("8.2.0.0.201", "8.2.RC1")), lite_doc(cann=cann(None, "8.0.0"))
     )
-    assert "CANN 8.2.RC1" in f.message and "8.2 vs 8.0" in f.message
+    assert "CANN 8.2.RC1" in f.message and "served on CANN 8.0.0" in f.message
     assert pairing(train_doc("2.0.0", cann=cann("7.6.0.1.220")), lite_doc(cann=cann(None, "8.0.0"))) == []
     assert pairing(train_doc("2.0.0", cann=cann("8.2.0.0.201")), lite_doc(cann=no_cann())) == []
 
@@ -483,6 +483,7 @@ TREE_EXPECTATIONS = {
     "driver-firmware-mismatch": ("2.10.0", MS210_SUPPORTED, {"driver-firmware"}),
     "cann-8.5": ("2.10.0", MS210_SUPPORTED, set()),
     "cann-9.1-share-info": ("2.10.0", MS210_SUPPORTED, set()),
+    "a3-8.2": ("2.10.0", MS210_SUPPORTED, set()),
     "310p-nnrt": ("2.10.0", MS210_SUPPORTED, {"mindspore-cann"}),  # info: no toolkit compiler
     "empty": ("2.10.0", MS210_SUPPORTED, {"mindspore-cann"}),  # info: nothing installed
 }
@@ -500,7 +501,7 @@ def test_each_tree_fires_exactly_the_rules_it_should(tmp_path, tree):
         assert by_rule["mindspore-cann"].severity == "info"
     elif "mindspore-cann" in by_rule:
         assert by_rule["mindspore-cann"].severity == "critical"
-        assert "CANN 8.0.0 (compiler 7.6.0.1.220)" in by_rule["mindspore-cann"].message
+        assert "ascend-toolkit 8.0.0 (compiler 7.6.0.1.220)" in by_rule["mindspore-cann"].message
     if "driver-firmware" in by_rule:
         assert "firmware 6.3.0.1.241 is older than 6.4" in by_rule["driver-firmware"].message
     # The same stack on CPU: nothing beyond warnings.
@@ -528,8 +529,8 @@ def test_the_cann_driver_rule_fires_on_a_mixed_tree(tmp_path):
 @pytest.mark.parametrize(
     ("train_tree", "infer_tree", "words"),
     [
-        ("consistent-8.2", "cann-8.5", "CANN compiler 8.2.0.0.201, served on CANN compiler 8.5.0.2.220"),
-        ("consistent-8.2", "310p-nnrt", "CANN 8.2.RC1, served on CANN 8.0.0"),
+        ("consistent-8.2", "cann-8.5", "CANN 8.2.RC1 (ascend-toolkit), served on CANN 8.5.0 (cann)"),
+        ("consistent-8.2", "310p-nnrt", "CANN 8.2.RC1 (ascend-toolkit), served on CANN 8.0.0 (nnrt)"),
     ],
 )
 def test_pairing_across_trees(tmp_path, train_tree, infer_tree, words):

@@ -15,7 +15,18 @@ import traceback
 # before the runtime is imported: MindSpore's import rewrites os.environ (it prepends its
 # own lib/ to LD_LIBRARY_PATH and sets MS_DEV_* switches), and the fingerprint is about what
 # the stack is given, which is what an operator can change and what drifts.
-STARTUP_ENVIRON = dict(os.environ)
+# Variables the auditor itself set for its worker (log levels that make MindSpore Lite say why
+# a build failed) are named in WORKER_SET_ENV and are not part of the stack's environment.
+WORKER_SET_ENV = "AUDITOR_WORKER_SET_ENV"
+
+
+def stack_environ(environ):
+    """``environ`` without the variables the auditor added (and without the list of them)."""
+    added = set(filter(None, (environ.get(WORKER_SET_ENV) or "").split(",")))
+    return {k: v for k, v in environ.items() if k not in added and k != WORKER_SET_ENV}
+
+
+STARTUP_ENVIRON = stack_environ(dict(os.environ))
 
 DEFAULTS = {
     "ascend_root": "/usr/local/Ascend",

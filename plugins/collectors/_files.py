@@ -18,6 +18,7 @@ import subprocess
 import time
 
 MAX_BYTES = 256 * 1024
+BOM = b"\xef\xbb\xbf"
 # A text file may hold a few odd characters; more than this share of control characters
 # (other than tab/newline/CR/FF/VT) means it is not the text we expect.
 CONTROL_SHARE = 0.05
@@ -98,6 +99,8 @@ def read_text(path, limit=MAX_BYTES, truncate=False):
     if truncate and len(data) == limit:
         # A cut may split a multi-byte character: drop the partial last line.
         data = data[: data.rfind(b"\n") + 1] or data
+    if data.startswith(BOM):
+        data = data[len(BOM) :]  # written by Windows tools: the first key would be lost
     problem = describe_bytes(data)
     if problem:
         raise Unreadable("%s: %s" % (path, problem))
@@ -111,7 +114,7 @@ def parse_kv(text):
     removed from values. A text with no such line raises ValueError.
     """
     values = {}
-    for line in text.splitlines():
+    for line in text.lstrip("\ufeff").splitlines():
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue

@@ -56,6 +56,8 @@ def collect(context):
         "nnae": None,
         "nnrt": None,
         "install_registry": None,
+        "packages": [],
+        "env_home": None,
         "unknown": unknown,
     }
     homes = find_homes(root, environ)
@@ -102,6 +104,7 @@ def collect(context):
         unknown,
         _machine(context),
     )
+    doc["packages"], doc["env_home"] = packages(context, root, environ, unknown)
     doc["version"], doc["version_source"] = _release(doc)
     if doc["version"] is None:
         unknown["version"] = unknown["version_source"] = (
@@ -113,6 +116,87 @@ def collect(context):
     except Unreadable as exc:
         unknown["install_registry"] = str(exc)
     return doc
+
+
+# Every place a CANN package lives under ascend_root, with the install-info file naming its
+# release. MindSpore 2.0 looks at nnae/latest, ascend-toolkit/latest, latest (in that order).
+PACKAGES = (
+    ("nnae", "nnae/latest", "ascend_nnae_install.info"),
+    ("ascend-toolkit", "ascend-toolkit/latest", "ascend_toolkit_install.info"),
+    ("cann", "cann", "ascend_toolkit_install.info"),
+    ("latest", "latest", "ascend_toolkit_install.info"),
+    ("nnrt", "nnrt/latest", "ascend_nnrt_install.info"),
+)
+
+
+def packages(context, root, environ, unknown):
+    """([one entry per installed CANN package], the one ``$ASCEND_HOME_PATH`` names or None).
+
+    An entry: ``name``, ``home``, ``relative`` (to ascend_root), ``version`` (the release, from
+    its install-info file or the compiler's version_dir), ``compiler_file``,
+    ``compiler_present``, ``compiler_version`` (``Version=``, what MindSpore compares) and,
+    when the compiler file exists but cannot be parsed, ``compiler_error`` (never a silent
+    "no version")."""
+    out = []
+    for name, relative, info_name in PACKAGES:
+        home = os.path.join(root, relative)
+        if os.path.isdir(home):
+            out.append(_package(name, home, relative, info_name, context, unknown))
+    env_home = None
+    for variable in HOME_VARIABLES:
+        value = environ.get(variable)
+        if not value:
+            continue
+        real = os.path.realpath(value)
+        match = next((p for p in out if os.path.realpath(p["home"]) == real), None)
+        if match is None and os.path.isdir(value):
+            match = _package("env:" + variable, value, None, "ascend_toolkit_install.info", context, unknown)
+            out.append(match)
+        env_home = {"variable": variable, "path": value, "package": match["name"] if match else None}
+        break
+    if env_home is None:
+        unknown["env_home"] = "%s not set in the stack's environment" % " and ".join(HOME_VARIABLES)
+    return out, env_home
+
+
+def _package(name, home, relative, info_name, context, unknown):
+    layout = "share/info" if os.path.isdir(os.path.join(home, "share", "info")) else name
+    compiler_file = _component_file(home, layout, "compiler")
+    entry = {
+        "name": name,
+        "home": home,
+        "relative": relative,
+        "version": None,
+        "compiler_file": compiler_file,
+        "compiler_present": os.path.lexists(compiler_file),
+        "compiler_version": None,
+    }
+    scratch = {}
+    info = _install_info(_candidates(home, info_name), "info", scratch, _machine(context))
+    compiler = {}
+    if entry["compiler_present"]:
+        try:
+            compiler = read_kv(compiler_file)
+        except Unreadable as exc:
+            entry["compiler_error"] = str(exc)
+            unknown["packages.%s.compiler_version" % name] = str(exc)
+        else:
+            entry["compiler_version"] = compiler.get("Version")
+            if entry["compiler_version"] is None:
+                entry["compiler_error"] = "%s: no Version= line" % compiler_file
+                unknown["packages.%s.compiler_version" % name] = entry["compiler_error"]
+    entry["version"] = (
+        (info or {}).get("version")
+        or compiler.get("version_dir")
+        or (compiler.get("Version") if layout == "share/info" else None)
+    )
+    if entry["version"] is None:
+        unknown["packages.%s.version" % name] = (
+            scratch.get("info.version")
+            or scratch.get("info")
+            or ("%s: no install-info file and no version_dir" % home)
+        )
+    return entry
 
 
 def _machine(context):

@@ -26,6 +26,7 @@ CHECKER = os.path.join("run_check", "_check_version.py")
 _SHA1 = re.compile(r"\[sha1\]:\s*([0-9a-fA-F]{6,40})")
 _BRANCH = re.compile(r"\[branch\]:\s*\(([^)]*)\)")
 _GIT = re.compile(r"^commit\s+([0-9a-fA-F]{6,40})\b")
+_COMPILER_FILE = "/compiler/version.info"
 _HEX = re.compile(r"^([0-9a-fA-F]{6,40})$")
 
 
@@ -37,6 +38,7 @@ def collect(context):
         checker = os.path.join(ms["path"], CHECKER)
         ms["checker_file"] = checker
         ms["supported_cann"] = _supported_cann(checker, "mindspore.supported_cann", unknown)
+        ms["cann_lookup"] = _cann_lookup(checker, unknown)
     lite = _package(paths, "mindspore_lite", "mindspore_lite", unknown)
     return {"mindspore": ms, "mindspore_lite": lite, "unknown": unknown}
 
@@ -104,6 +106,55 @@ def _supported_cann(path, key, unknown):
     except (Unreadable, ValueError) as exc:
         unknown[key] = str(exc)
         return None
+
+
+def _cann_lookup(path, unknown):
+    try:
+        return parse_cann_lookup(read_text(path, limit=1024 * 1024), path)
+    except (Unreadable, ValueError) as exc:
+        unknown["mindspore.cann_lookup"] = str(exc)
+        return None
+
+
+def _checker_init(tree, filename):
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name == "AscendEnvChecker":
+            for init in cls.body:
+                if isinstance(init, ast.FunctionDef) and init.name == "__init__":
+                    return init
+            raise ValueError("%s: AscendEnvChecker has no __init__" % filename)
+    raise ValueError("%s: no class AscendEnvChecker" % filename)
+
+
+def parse_cann_lookup(source, filename):
+    """Where ``AscendEnvChecker.__init__`` looks for the CANN it checks:
+    ``{"env": "ASCEND_HOME_PATH" or None, "paths": [fixed .../compiler/version.info, in order]}``.
+
+    MindSpore 2.0 tries fixed paths (nnae/latest, then ascend-toolkit/latest, then latest, the
+    first that exists wins); later releases read ``$ASCEND_HOME_PATH/compiler/version.info``.
+    Read from the installed checker, so a release that changes the order needs no table here."""
+    init = _checker_init(_parse(source, filename), filename)
+    paths, env = [], None
+    for node in sorted(
+        (n for n in ast.walk(init) if hasattr(n, "lineno")), key=lambda n: (n.lineno, n.col_offset)
+    ):
+        value = _literal(node) if type(node).__name__ in ("Str", "Constant") else None
+        if (
+            isinstance(value, str)
+            and value.startswith("/")
+            and value.endswith(_COMPILER_FILE)
+            and value != _COMPILER_FILE
+            and value not in paths
+        ):
+            paths.append(value)
+        if env is None and isinstance(node, ast.Call) and node.args:
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            arg = _literal(node.args[0]) if name in ("getenv", "get") else None
+            if isinstance(arg, str) and arg.startswith("ASCEND_") and arg.endswith(("HOME_PATH", "_HOME")):
+                env = arg
+    if not paths and env is None:
+        raise ValueError("%s: AscendEnvChecker.__init__ names no compiler/version.info" % filename)
+    return {"env": env, "paths": paths}
 
 
 def parse_supported_cann(source, filename):

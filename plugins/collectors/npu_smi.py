@@ -34,6 +34,16 @@ _NPU_ROW = re.compile(r"^(\d+)\s+(\S.*)$")
 _CHIP_ROW = re.compile(r"^(\d+)(?:\s+(\d+))?$")
 _BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
 _HEALTH = re.compile(r"^[A-Za-z][A-Za-z _-]*$")
+_SECOND_COLUMN = {"device": "device", "phy-id": "phy_id"}
+_MAP_KEYS = {
+    "NPU ID": "npu",
+    "Chip ID": "chip",
+    "Chip Logic ID": "logic_id",
+    "Chip Phy-ID": "phy_id",
+    "Slot ID": "slot_id",
+    "Chip Name": "name",
+}
+_MAP_LABEL = re.compile(r"NPU ID|Chip Logic ID|Chip Phy-ID|Chip ID|Slot ID|Chip Name")
 _BOARD_LINE = re.compile(r"^\s*([A-Za-z][^:]*?)\s*:\s*(.*?)\s*$")
 
 
@@ -53,12 +63,13 @@ def collect(context):
         "tool_version": None,
         "driver_version": None,
         "count": None,
+        "chip_count": None,
         "chips": None,
         "board": None,
         "chip_map": None,
         "unknown": unknown,
     }
-    fields = ("tool_version", "driver_version", "count", "chips", "board", "chip_map")
+    fields = ("tool_version", "driver_version", "count", "chip_count", "chips", "board", "chip_map")
     resolved = find_executable(configured, environ)
     if resolved is None:
         where = "not found" if "/" in configured else "not found on PATH"
@@ -108,12 +119,20 @@ def _run(executable, args, timeout, environ):
 
 
 def parse_info(run):
-    """tool_version, driver_version, count and chips from the ``npu-smi info`` table."""
+    """tool_version, driver_version, count (NPUs) and chips from the ``npu-smi info`` table.
+
+    Multi-chip cards print the NPU row again before each chip's row (an Atlas 300I Duo lists
+    ``| 2  310P3 | OK |`` twice, once per chip; an A3 node lists each card's two dies the
+    same way), so NPUs are counted by distinct NPU id and chips by chip rows, never by table
+    rows. The chip row's second number is named by the header: ``Chip  Device`` (310P) or
+    ``Chip  Phy-ID`` (A3)."""
     command, text = run
     tool_version = driver_version = None
-    npus, chips = [], []
+    npus = {}  # NPU id -> {"npu", "name", "health"}, in the order first seen
+    chips = []
     current = None
     in_table = False
+    second = None  # what the chip row's second number is: "device", "phy_id"
     for line in text.splitlines():
         header = _HEADER.search(line)
         if header and tool_version is None:
@@ -124,6 +143,10 @@ def parse_info(run):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if "Health" in cells[1:2] or (cells[0].startswith("NPU") and "Name" in cells[0]):
             in_table = True
+            continue
+        if in_table and cells[0].startswith("Chip") and "Bus-Id" in cells[1:2]:
+            words = cells[0].split()[1:]
+            second = _SECOND_COLUMN.get(words[0].lower(), words[0].lower()) if words else None
             continue
         if any("Process" in c for c in cells):
             break  # the process table: volatile, and its rows look like chip rows
@@ -138,24 +161,27 @@ def parse_info(run):
                 "health": current["health"],
             }
             if chip.group(2) is not None:
-                entry["device"] = int(chip.group(2))
+                entry[second or "device"] = int(chip.group(2))
             chips.append(entry)
-            current["chips"] += 1
             continue
         row = _NPU_ROW.match(cells[0])
         if row and _HEALTH.match(cells[1]):
-            current = {"npu": int(row.group(1)), "name": row.group(2).strip(), "health": cells[1], "chips": 0}
-            npus.append(current)
+            current = {"npu": int(row.group(1)), "name": row.group(2).strip(), "health": cells[1]}
+            npus.setdefault(current["npu"], current)
     if not npus and tool_version is None:
         raise NotATable("%s: no NPU table in the output (it starts %r)" % (command, text.strip()[:60]))
-    for npu in npus:
-        if not npu["chips"]:  # an NPU row without its chip row: keep the NPU, chip unknown
+    counted = {}
+    for entry in chips:
+        counted[entry["npu"]] = counted.get(entry["npu"], 0) + 1
+    for npu in npus.values():
+        if not counted.get(npu["npu"]):  # an NPU row without its chip row: keep the NPU, chip unknown
             chips.append({"npu": npu["npu"], "chip": None, "name": npu["name"], "health": npu["health"]})
     chips.sort(key=lambda c: (c["npu"], -1 if c["chip"] is None else c["chip"]))
     return {
         "tool_version": tool_version,
         "driver_version": driver_version,
         "count": len(npus),
+        "chip_count": sum(1 for c in chips if c["chip"] is not None),
         "chips": chips,
     }
 
@@ -183,30 +209,40 @@ def parse_board(run):
 
 
 def parse_chip_map(run):
-    """[{npu, chip, logic_id, name}] from ``npu-smi info -m``, without MCU rows."""
+    """[{npu, chip, logic_id, name} (+ phy_id where printed)] from ``npu-smi info -m``.
+
+    Columns are found by the header's labels, not by position: A3-class systems add
+    ``Chip Phy-ID`` (newer ones also ``Slot ID``) before ``Chip Name``. Rows are split on
+    whitespace: every column but the last (the name, which may hold a space, as in
+    ``Ascend 310P3``) is one token. MCU rows (name ``Mcu``, or no logic id) are not chips."""
     command, text = run
     rows = []
-    seen_header = False
+    labels = None
     for line in text.splitlines():
-        columns = re.split(r"\s{2,}", line.strip())
-        if columns[:2] == ["NPU ID", "Chip ID"]:
-            seen_header = True
+        if labels is None:
+            found = _MAP_LABEL.findall(line)
+            if found[:2] == ["NPU ID", "Chip ID"]:
+                labels = [_MAP_KEYS[label] for label in found]
             continue
-        if not seen_header or len(columns) < 4 or not columns[0].isdigit():
+        tokens = line.split()
+        if len(tokens) < len(labels) or not tokens[0].isdigit():
             continue
-        name = columns[3]
-        if name.lower().startswith("mcu"):
+        name_at = labels.index("name") if "name" in labels else len(labels) - 1
+        values = dict(zip(labels[:name_at], tokens[:name_at]))
+        values["name"] = " ".join(tokens[name_at : name_at + 1 + len(tokens) - len(labels)])
+        logic = values.get("logic_id", "")
+        if values["name"].lower().startswith("mcu") or not logic.isdigit():
             continue
-        logic = columns[2]
-        rows.append(
-            {
-                "npu": int(columns[0]),
-                "chip": int(columns[1]) if columns[1].isdigit() else None,
-                "logic_id": int(logic) if logic.isdigit() else None,
-                "name": name,
-            }
-        )
-    if not seen_header:
+        entry = {
+            "npu": int(values["npu"]),
+            "chip": int(values["chip"]) if values.get("chip", "").isdigit() else None,
+            "logic_id": int(logic),
+            "name": values["name"],
+        }
+        if "phy_id" in values:
+            entry["phy_id"] = int(values["phy_id"]) if values["phy_id"].isdigit() else None
+        rows.append(entry)
+    if labels is None:
         raise NotATable(
             "%s: no 'NPU ID  Chip ID ...' header in the output (it starts %r)" % (command, text.strip()[:60])
         )
