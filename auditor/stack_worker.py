@@ -18,7 +18,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import auditor
+from auditor import tempdirs
 from auditor.config import StackConfig
 from auditor.worker import protocol
 from auditor.worker.bootstrap import SOURCE
@@ -130,10 +130,12 @@ class StackWorker:
         self.request_timeout = request_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self._killed = threading.Event()
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"auditor-{stack.name}-"))
+        self.workdir = tempdirs.make(f"auditor-{stack.name}-")
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._reader: threading.Thread | None = None
         self.hello: dict[str, Any] = {}
+        self.last_op = ""
+        """The request sent last (what the worker was doing if it died)."""
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -192,6 +194,23 @@ class StackWorker:
 
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
+
+    def death(self) -> str:
+        """How a worker that is no longer running ended, for a person: pid, status, the request
+        it was serving and its stderr tail."""
+        assert self.proc is not None
+        if self._reader is not None:
+            self._reader.join(timeout=2)
+        text = (
+            f"worker process {self.proc.pid} of stack {self.stack.name} ended "
+            f"({_describe_status(self.proc.poll())}) during or after its '{self.last_op or 'start'}' request"
+        )
+        tail = self.stderr_tail().strip()[-TAIL_CHARS:]
+        if tail:
+            text += "\n  worker stderr (last lines):\n" + "\n".join(
+                "    " + line for line in tail.splitlines()[-25:]
+            )
+        return text
 
     @property
     def alive(self) -> bool:
@@ -260,6 +279,7 @@ class StackWorker:
         if self.proc.poll() is not None:
             raise self._failure(op, "crash", f"worker is not running (exit status {self.proc.returncode})")
         timeout = self.request_timeout if timeout is None else timeout
+        self.last_op = op
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             self.proc.stdin.write(protocol.encode(dict(payload, op=op)))
