@@ -148,7 +148,7 @@ class _Session:
 
     def _record_death(self, restarted: bool) -> None:
         assert self.worker is not None
-        self.problems.append(self.worker.death() + ("; restarted" if restarted else ""))
+        self.problems.append(self.worker.death("restarted" if restarted else ""))
 
     def ensure(self) -> StackWorker:
         if self.start_error is not None:

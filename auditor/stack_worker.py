@@ -195,7 +195,7 @@ class StackWorker:
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
-    def death(self) -> str:
+    def death(self, then: str = "") -> str:
         """How a worker that is no longer running ended, for a person: pid, status, the request
         it was serving and its stderr tail."""
         assert self.proc is not None
@@ -204,13 +204,12 @@ class StackWorker:
         text = (
             f"worker process {self.proc.pid} of stack {self.stack.name} ended "
             f"({_describe_status(self.proc.poll())}) during or after its '{self.last_op or 'start'}' request"
+            + (f"; {then}" if then else "")
         )
-        tail = self.stderr_tail().strip()[-TAIL_CHARS:]
-        if tail:
-            text += "\n  worker stderr (last lines):\n" + "\n".join(
-                "    " + line for line in tail.splitlines()[-25:]
-            )
-        return text
+        # What it wrote outside requests, then during the last one (fd 2 goes to a file then).
+        tail = "\n".join(filter(None, [self.stderr_tail(), self._request_log()])).strip()[-TAIL_CHARS:]
+        lines = tail.splitlines()[-25:] or ["(nothing)"]
+        return text + "\n  worker stderr (last lines):\n" + "\n".join("    " + line for line in lines)
 
     @property
     def alive(self) -> bool:
