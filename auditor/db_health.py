@@ -59,7 +59,11 @@ def _bad_values(conn, tables: set[str]) -> list[str]:  # noqa: ANN001 - a SQLAlc
             kind = _kind(col.type)
             if kind is None:
                 continue
-            test = "julianday({c}) IS NULL" if kind == "timestamp" else "json_valid({c}) = 0"
+            test = (
+                "julianday({c}) IS NULL"
+                if kind == "timestamp"
+                else "CASE WHEN json_valid({c}) THEN json_type({c}) != 'object' ELSE 1 END"
+            )
             where = f'"{col.name}" IS NOT NULL AND ' + test.format(c=f'"{col.name}"')
             sql = f'SELECT count(*), min(rowid) FROM "{table.name}" WHERE {where}'
             count, first = conn.exec_driver_sql(sql).one()

@@ -201,6 +201,11 @@ class StackWorker:
         assert self.proc is not None
         if self._reader is not None:
             self._reader.join(timeout=2)
+        if self.proc.stderr is not None and (self._reader is None or not self._reader.is_alive()):
+            # Closed here, not left to the garbage collector: a daemon that keeps its last
+            # cycle's objects would hold one pipe per worker per cycle (the soak's fd slope).
+            with contextlib.suppress(OSError):
+                self.proc.stderr.close()
         text = (
             f"worker process {self.proc.pid} of stack {self.stack.name} ended "
             f"({_describe_status(self.proc.poll())}) during or after its '{self.last_op or 'start'}' request"
@@ -250,6 +255,11 @@ class StackWorker:
                     pipe.close()
         if self._reader is not None:
             self._reader.join(timeout=2)
+        if self.proc.stderr is not None and (self._reader is None or not self._reader.is_alive()):
+            # Closed here, not left to the garbage collector: a daemon that keeps its last
+            # cycle's objects would hold one pipe per worker per cycle (the soak's fd slope).
+            with contextlib.suppress(OSError):
+                self.proc.stderr.close()
 
     def __enter__(self) -> StackWorker:
         return self

@@ -78,9 +78,16 @@ class TolerantDateTime(_Tolerant):
 
 
 class TolerantJSON(_Tolerant):
+    """Every JSON column of the history holds an object (a dict)."""
+
     impl = JSON
     cache_ok = True
     what = "JSON document"
+
+    def coerce(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"not a JSON object: {type(value).__name__}")
+        return value
 
 
 class TolerantString(_Tolerant):

@@ -371,7 +371,10 @@ def daemon_soak(
         while proc.poll() is None:
             if (cycles and figures.cycles >= cycles) or (seconds and time.monotonic() - start >= seconds):
                 break
-            done = len(complete_runs(db)) if db.exists() else 0
+            try:
+                done = len(complete_runs(db))
+            except sqlite3.OperationalError:  # the daemon is still creating the schema
+                done = 0
             if done > seen:
                 seen = done
                 sample = proc_sample(proc.pid)

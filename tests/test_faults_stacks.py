@@ -27,7 +27,7 @@ from auditor.plugin_manager import Plugins
 from auditor.results import CONSISTENT, ERROR
 from auditor.store import Store
 from tests.conftest import worker_pids
-from tests.fault_kit import kill9_trials, leftovers, small_config, worker_fault
+from tests.fault_kit import daemon_soak, kill9_trials, leftovers, small_config, worker_fault
 
 pytestmark = pytest.mark.stacks
 
@@ -168,3 +168,16 @@ def test_kill9_loop_loses_no_run_and_leaves_nothing(stacks, tmp_path, capsys):
         print("\n" + figures.line())
     assert figures.clean, (figures.line(), figures.notes)
     assert figures.complete_runs >= 2
+
+
+def test_daemon_soak_is_flat_and_leaves_nothing(stacks, tmp_path, capsys):
+    """Cycles back to back in a real daemon: after each stored cycle its descriptors,
+    threads and children are back where they were (a leak shows as a slope)."""
+    figures = daemon_soak(tmp_path, cycles=4, echo=print)
+    with capsys.disabled():
+        print("\n" + figures.line())
+    assert figures.cycles >= 4 and figures.tracebacks == 0 and figures.exit_status == 0
+    assert (figures.leftover_dirs, figures.leftover_processes) == (0, 0)
+    first, last = figures.samples[1], figures.samples[-1]
+    assert last["fds"] <= first["fds"] and last["threads"] <= first["threads"], figures.samples
+    assert all(s["children"] == 0 for s in figures.samples), figures.samples
