@@ -80,6 +80,7 @@ class AuditRun:
         """Record the run as started (separate from run() so a caller can report the id, and a
         database that cannot be opened fails before any worker starts)."""
         if self.store is not None and self.run_id is None:
+            self.store.check_usable()
             self.run_id = self.store.begin_run(self.config.source)
         return self.run_id
 

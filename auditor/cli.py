@@ -124,7 +124,7 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
 @click.pass_obj
 def runs(obj: Context, limit: int, as_json: bool) -> None:
     """List recent audit runs in the history database."""
-    store = obj.store()
+    store = obj.store(read=True)
     rows = store.runs(limit)
     if as_json:
         click.echo(
@@ -132,7 +132,7 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
                 [
                     {
                         "id": r.id,
-                        "started_at": r.started_at.isoformat() + "Z",
+                        "started_at": r.started_at.isoformat() + "Z" if r.started_at else None,
                         "finished_at": r.finished_at.isoformat() + "Z" if r.finished_at else None,
                         "status": r.status,
                         "outcome": r.outcome,
@@ -149,9 +149,14 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
     if not rows:
         click.echo("no runs yet: run `auditor audit`")
     for r in rows:
-        took = f"{(r.finished_at - r.started_at).total_seconds():.1f} s" if r.finished_at else "-"
+        took = (
+            f"{(r.finished_at - r.started_at).total_seconds():.1f} s"
+            if r.finished_at and r.started_at
+            else "-"
+        )
+        started = f"{r.started_at:%Y-%m-%d %H:%M:%S}" if r.started_at else "-".ljust(19)
         click.echo(
-            f"  {r.id:>5}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<9} {r.outcome or '-':<13} {took:>8}"
+            f"  {r.id:>5}  {started}  {r.status or '-':<9} {r.outcome or '-':<13} {took:>8}"
             + (f"  {r.note}" if r.note else "")
         )
 
@@ -207,10 +212,44 @@ cli.add_command(baseline_group)
 
 
 def main() -> None:
-    # Commands added by plugins (built-ins and entry points; directory plugins are loaded
-    # with the config, after the command line is parsed, so they cannot add commands).
-    Plugins().add_commands(cli)
-    cli(prog_name="auditor")
+    """Run the command line. Ctrl-C anywhere ends it with status 130 and no traceback (click
+    alone would say "Aborted!" with status 1); a history database that fails under a command
+    is one line naming the problem; values read as missing are listed at the end."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from auditor.db_health import db_error
+    from auditor.entry import interrupted
+    from auditor.tolerant_types import unreadable
+
+    try:
+        # Commands added by plugins (built-ins and entry points; directory plugins are loaded
+        # with the config, after the command line is parsed, so they cannot add commands).
+        Plugins().add_commands(cli)
+        code = cli.main(prog_name="auditor", standalone_mode=False)
+    except KeyboardInterrupt:
+        interrupted()
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            interrupted()
+        click.echo("Aborted!", err=True)
+        code = 1
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except SQLAlchemyError as exc:
+        click.echo(
+            f"auditor: the history database cannot be read: {db_error(exc)} "
+            "(`auditor db check` lists its problems)",
+            err=True,
+        )
+        code = EXIT_FINDINGS
+    finally:
+        problems, count = unreadable(reset=True)
+        for line in problems:
+            click.echo(f"auditor: warning: {line}", err=True)
+        if count > len(problems):
+            click.echo(f"auditor: warning: {count} unreadable values in all (`auditor db check`)", err=True)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

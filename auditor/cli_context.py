@@ -113,13 +113,18 @@ class Context:
             return config.db_url
         return default_db_url()
 
-    def store(self, migrate: bool = True, code: int = EXIT_USAGE) -> Store:
+    def store(self, migrate: bool = True, code: int = EXIT_USAGE, read: bool = False) -> Store:
         """The history database of --db, else of the config's [storage] url (the config is
-        only read then); a database that cannot be opened ends the command with ``code``."""
+        only read then); a database that cannot be opened ends the command with ``code``.
+        ``read``: a command that only reads reads what it can of a database that cannot be
+        migrated (read-only, damaged), after a warning."""
         from auditor.store import Store, StoreError
 
         url = self.db_url(None if self.db else self.config())
         try:
             return Store.open(url) if migrate else Store(url)
         except StoreError as exc:
-            fail(str(exc), code)
+            if not read or str(exc).startswith(("not a database URL", "unsupported database URL")):
+                fail(str(exc), code)
+            click.echo(f"auditor: warning: {exc}; reading it as it is", err=True)
+            return Store(url)

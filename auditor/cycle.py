@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 import threading
 import time
 import traceback
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor import fingerprint
+from auditor import fingerprint, tempdirs
 from auditor.compare import Comparator, MetricCheck, OutputComparison, Tolerance, compare_output
 from auditor.config import Config, PairConfig, StackConfig
 from auditor.drift import diff as drift_diff
@@ -146,13 +145,22 @@ class _Session:
         self.worker: StackWorker | None = None
         self.start_error: WorkerError | None = None
         self.hello: dict[str, Any] | None = None
+        self.problems: list[str] = []
+        """Each death of a started worker (crash, kill, timeout), restarted or not: the run
+        records them, so that no worker is replaced silently."""
+
+    def _record_death(self, restarted: bool) -> None:
+        assert self.worker is not None
+        self.problems.append(self.worker.death("restarted" if restarted else ""))
 
     def ensure(self) -> StackWorker:
         if self.start_error is not None:
             raise self.start_error
         if self.worker is None or not self.worker.alive:
             if self.worker is not None:
+                self._record_death(restarted=True)
                 self.worker.close()
+                self.worker = None
             worker = StackWorker(
                 self.stack,
                 self.config.worker.start_timeout,
@@ -172,7 +180,10 @@ class _Session:
 
     def close(self) -> None:
         if self.worker is not None:
+            if not self.worker.alive:
+                self._record_death(restarted=False)
             self.worker.close()
+            self.worker = None
 
 
 class Cycle(ProbeSuite):
@@ -249,7 +260,8 @@ class Cycle(ProbeSuite):
             for n, s in self.config.stacks.items()
             if any(n in (p.train, p.infer) for p in pairs)
         }
-        with tempfile.TemporaryDirectory(prefix="auditor-cycle-") as tmp:
+        tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
+        with tempdirs.owned("auditor-cycle-") as tmp:
             try:
                 self._fingerprint_and_check(sessions)
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
@@ -390,6 +402,7 @@ class Cycle(ProbeSuite):
                     outcome.rerun = exc
         finally:
             fresh.close()
+            session.problems.extend(fresh.problems)
 
     def _infer_stack(
         self,
@@ -601,7 +614,13 @@ class Cycle(ProbeSuite):
 
     def _stack_report(self, stack: StackConfig, session: _Session) -> StackReport:
         fp = self.fingerprints.get(stack.name)
-        if fp is None and session.hello is not None:
+        problems = list(session.problems)
+        if fp is not None and "fingerprint_error" in fp:
+            # Not stored: a partial document would read as a change of the stack, and the
+            # next drift check must compare against the last good fingerprint.
+            problems.insert(0, f"fingerprint not taken: {fp['fingerprint_error']}")
+            fp = None
+        elif fp is None and session.hello is not None and session.start_error is None and not problems:
             fp = {"runtime": {k: v for k, v in session.hello.items() if k != "pid"}}
         return StackReport(
             stack.name,
@@ -612,12 +631,22 @@ class Cycle(ProbeSuite):
             stack.host,
             fp,
             session.start_error.describe() if session.start_error else None,
+            tuple(problems),
         )
 
     def _findings(self, results: list[ProbeResult], stacks: dict[str, StackReport]) -> Iterable[Finding]:
         for s in stacks.values():
             if s.error:
                 yield Finding("stack-unavailable", "error", s.name, f"{s.name}/stack-unavailable", s.error)
+            if s.problems:
+                yield Finding(
+                    "worker-failure",
+                    "error",
+                    s.name,
+                    f"{s.name}/worker-failure",
+                    "\n".join(s.problems),
+                    {"count": len(s.problems)},
+                )
         for r in results:
             if r.status == CONSISTENT:
                 continue
@@ -672,7 +701,8 @@ class Cycle(ProbeSuite):
 
     def _fingerprint(self, session: _Session) -> dict[str, Any] | None:
         """The stack's fingerprint document; a collection that fails keeps the runtime section
-        and says why in ``fingerprint_error`` (drift is not judged on such a document)."""
+        and says why in ``fingerprint_error`` (for the rules; drift is not judged on such a
+        document, and it is not stored: the stack's report carries the error instead)."""
         self._check()
         try:
             worker = session.ensure()
@@ -695,7 +725,7 @@ class Cycle(ProbeSuite):
             return None
         run_id, digest, before = previous
         now = fingerprint_digest(document)
-        if digest == now or "fingerprint_error" in before:
+        if digest == now:
             return None
         changes = drift_diff(before, document)
         return drift_finding(name, changes, run_id, digest, now) if changes else None
@@ -744,11 +774,12 @@ class Cycle(ProbeSuite):
             )
 
         keys = {f.key for f in self.rule_findings}
-        first = [f for f in findings if f.kind == "stack-unavailable"]
+        stack_kinds = ("stack-unavailable", "worker-failure")
+        first = [f for f in findings if f.kind in stack_kinds]
         rest = [
             f
             for f in findings
-            if f.kind != "stack-unavailable" and f.key not in keys and not reported_by_a_rule(f)
+            if f.kind not in stack_kinds and f.key not in keys and not reported_by_a_rule(f)
         ]
         return first + self.rule_findings + rest
 

@@ -15,8 +15,12 @@ from auditor.redact import redact_url
 
 def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[str, Any]]:
     """One entry per run where the stack's fingerprint differed from its previous one (the
-    first fingerprint included), oldest first."""
+    first fingerprint included), oldest first. A document whose collection failed (older
+    auditors stored them) is no change of the stack: it is skipped."""
     history = store.fingerprint_history(stack, host)
+    documents = store.fingerprints([d for *_, d in history])
+    failed = {d for d, doc in documents.items() if "fingerprint_error" in doc}
+    history = [h for h in history if h[3] not in failed]
     entries: list[dict[str, Any]] = []
     previous: dict[str, str] = {}  # host -> digest
     changed: list[tuple[int, Any, str, str | None, str]] = []
@@ -58,7 +62,7 @@ def drift_command(obj: Context, stack: str, host: str | None, limit: int, as_jso
 
     The first entry is the stack's first fingerprint in the history database.
     """
-    store = obj.store()
+    store = obj.store(read=True)
     entries = drift_history(store, stack, host)[-limit:][::-1] if limit > 0 else []
     if as_json:
         click.echo(json.dumps({"stack": stack, "changes": entries}, indent=2))

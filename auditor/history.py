@@ -19,11 +19,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Select, and_, func, or_, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
 from auditor import models as m
 from auditor import series as series_index
+from auditor.db_health import db_error
+from auditor.store import orphan_note, orphaned
 
 R, P, M, L = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow
 # Aliases made once: an ORM alias adapts its columns on first use, which costs more than the
@@ -222,6 +224,8 @@ class RunDetail:
     results: list[dict[str, Any]]
     findings: list[dict[str, Any]]
     artifacts: list[dict[str, Any]]
+    problems: list[str] = field(default_factory=list)
+    """Parts that could not be read (a damaged database): the rest is still shown."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -230,7 +234,7 @@ class RunDetail:
             "results": self.results,
             "findings": self.findings,
             "artifacts": self.artifacts,
-        }
+        } | ({"problems": self.problems} if self.problems else {})
 
 
 def resolve_run(conn: Connection, ref: str) -> int:
@@ -260,104 +264,126 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
             + (f" (runs go up to {last})" if last else " (it has no runs yet)")
         )
     run_json = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in run.items()}
+    if orphaned(run["status"], run["host"], run["pid"]):
+        run_json["status"], run_json["note"] = "aborted", orphan_note(run["pid"])
 
-    S, F = m.Stack, m.Fingerprint
-    stacks = []
-    stack_rows = conn.execute(
-        select(S, m.RunStack.fingerprint_digest, m.RunStack.error, F.document)
-        .join(m.RunStack, m.RunStack.stack_id == S.id)
-        .outerjoin(F, F.digest == m.RunStack.fingerprint_digest)
-        .where(m.RunStack.run_id == run_id)
-        .order_by(S.name)
-    ).mappings()
-    stack_rows = list(stack_rows)
-    previous = _previous_digests(conn, run_id, run["started_at"])
-    changed = {
-        row["id"]: previous[row["id"]][1]
-        for row in stack_rows
-        if row["fingerprint_digest"]
-        and row["id"] in previous
-        and previous[row["id"]][1] != row["fingerprint_digest"]
-    }
-    old_docs = _documents(conn, set(changed.values()))
-    for row in stack_rows:
-        prev = previous.get(row["id"])
-        stacks.append(
-            {
-                "id": row["id"],
-                "name": row["name"],
-                "host": row["host"],
-                "role": row["role"],
-                "runtime": row["runtime"],
-                "python": row["python"],
-                "device": row["device"],
-                "fingerprint_digest": row["fingerprint_digest"],
-                "error": row["error"],
-                "fingerprint": row["document"],
-                "previous_run": prev[0] if prev else None,
-                "previous_digest": prev[1] if prev else None,
-                "fingerprint_changed": row["id"] in changed,
-                "changes": (
-                    describe_change(old_docs.get(changed[row["id"]]), row["document"])
-                    if row["id"] in changed
-                    else []
-                ),
-            }
-        )
-    used = (
-        select(P.train_stack_id)
-        .where(P.run_id == run_id)
-        .union(select(P.infer_stack_id).where(P.run_id == run_id))
-    )
-    names = dict(conn.execute(select(S.id, S.name).where(S.id.in_(used))).all())
-
+    problems: list[str] = []
+    stacks: list[dict[str, Any]] = []
     results: dict[int, dict[str, Any]] = {}
-    for row in conn.execute(select(P).where(P.run_id == run_id).order_by(P.id)).mappings():
-        results[row["id"]] = {
-            "id": row["id"],
-            "pair": row["pair"],
-            "train": names.get(row["train_stack_id"]),
-            "infer": names.get(row["infer_stack_id"]),
-            "probe": row["probe"],
-            "probe_version": row["probe_version"],
-            "variant": row["variant"],
-            "status": row["status"],
-            "message": row["message"],
-            "artifact_sha256": row["artifact_sha256"],
-            "thresholds": row["thresholds"],
-            "latency": {},
-            "latencies": [],
-            "metrics": {},
-        }
-    ids = select(P.id).where(P.run_id == run_id)
-    for row in conn.execute(
-        select(M.result_id, M.output, M.name, M.value).where(M.result_id.in_(ids)).order_by(M.id)
-    ):
-        results[row.result_id]["metrics"].setdefault(row.output, {})[row.name] = row.value
-    for row in conn.execute(select(L).where(L.result_id.in_(ids)).order_by(L.id)).mappings():
-        values = {k: row[k] for k in ("side", "batch", "samples", "p50_us", "p90_us", "p99_us", "mean_us")}
-        res = results[row["result_id"]]
-        res["latencies"].append(values)
-        res["latency"].setdefault(row["side"], values)  # the first row of a side: the probe's own batch
-    findings = [
-        {k: f[k] for k in ("kind", "severity", "subject", "key", "message", "details")}
-        for f in conn.execute(
-            select(m.FindingRow).where(m.FindingRow.run_id == run_id).order_by(m.FindingRow.id)
+    findings: list[dict[str, Any]] = []
+    artifacts: list[dict[str, Any]] = []
+    # Each part is read on its own: a damaged page or a missing table costs that part only.
+    try:
+        S, F = m.Stack, m.Fingerprint
+        stack_rows = conn.execute(
+            select(S, m.RunStack.fingerprint_digest, m.RunStack.error, F.document)
+            .join(m.RunStack, m.RunStack.stack_id == S.id)
+            .outerjoin(F, F.digest == m.RunStack.fingerprint_digest)
+            .where(m.RunStack.run_id == run_id)
+            .order_by(S.name)
         ).mappings()
-    ]
-    A = m.Artifact
-    artifacts = [
-        {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
-        for a in conn.execute(
-            select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
-            .where(A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id)))
-            .order_by(A.sha256)
+        stack_rows = list(stack_rows)
+        previous = _previous_digests(conn, run_id, run["started_at"])
+        changed = {
+            row["id"]: previous[row["id"]][1]
+            for row in stack_rows
+            if row["fingerprint_digest"]
+            and row["id"] in previous
+            and previous[row["id"]][1] != row["fingerprint_digest"]
+        }
+        old_docs = _documents(conn, set(changed.values()))
+        for row in stack_rows:
+            prev = previous.get(row["id"])
+            stacks.append(
+                {
+                    "id": row["id"],
+                    "name": row["name"],
+                    "host": row["host"],
+                    "role": row["role"],
+                    "runtime": row["runtime"],
+                    "python": row["python"],
+                    "device": row["device"],
+                    "fingerprint_digest": row["fingerprint_digest"],
+                    "error": row["error"],
+                    "fingerprint": row["document"],
+                    "previous_run": prev[0] if prev else None,
+                    "previous_digest": prev[1] if prev else None,
+                    "fingerprint_changed": row["id"] in changed,
+                    "changes": (
+                        describe_change(old_docs.get(changed[row["id"]]), row["document"])
+                        if row["id"] in changed
+                        else []
+                    ),
+                }
+            )
+    except SQLAlchemyError as exc:
+        problems.append(f"stacks: {db_error(exc)}")
+    try:
+        used = (
+            select(P.train_stack_id)
+            .where(P.run_id == run_id)
+            .union(select(P.infer_stack_id).where(P.run_id == run_id))
         )
-    ]
-    return RunDetail(run_json, stacks, list(results.values()), findings, artifacts)
+        names = dict(conn.execute(select(S.id, S.name).where(S.id.in_(used))).all())
+
+        for row in conn.execute(select(P).where(P.run_id == run_id).order_by(P.id)).mappings():
+            results[row["id"]] = {
+                "id": row["id"],
+                "pair": row["pair"],
+                "train": names.get(row["train_stack_id"]),
+                "infer": names.get(row["infer_stack_id"]),
+                "probe": row["probe"],
+                "probe_version": row["probe_version"],
+                "variant": row["variant"],
+                "status": row["status"],
+                "message": row["message"],
+                "artifact_sha256": row["artifact_sha256"],
+                "thresholds": row["thresholds"],
+                "latency": {},
+                "latencies": [],
+                "metrics": {},
+            }
+        ids = select(P.id).where(P.run_id == run_id)
+        for row in conn.execute(
+            select(M.result_id, M.output, M.name, M.value).where(M.result_id.in_(ids)).order_by(M.id)
+        ):
+            results[row.result_id]["metrics"].setdefault(row.output, {})[row.name] = row.value
+        for row in conn.execute(select(L).where(L.result_id.in_(ids)).order_by(L.id)).mappings():
+            values = {
+                k: row[k] for k in ("side", "batch", "samples", "p50_us", "p90_us", "p99_us", "mean_us")
+            }
+            res = results[row["result_id"]]
+            res["latencies"].append(values)
+            res["latency"].setdefault(row["side"], values)  # the first row of a side: the probe's own batch
+    except SQLAlchemyError as exc:
+        problems.append(f"probe results: {db_error(exc)}")
+    try:
+        findings = [
+            {k: f[k] for k in ("kind", "severity", "subject", "key", "message", "details")}
+            for f in conn.execute(
+                select(m.FindingRow).where(m.FindingRow.run_id == run_id).order_by(m.FindingRow.id)
+            ).mappings()
+        ]
+    except SQLAlchemyError as exc:
+        problems.append(f"findings: {db_error(exc)}")
+    try:
+        A = m.Artifact
+        artifacts = [
+            {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
+            for a in conn.execute(
+                select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
+                .where(A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id)))
+                .order_by(A.sha256)
+            )
+        ]
+    except SQLAlchemyError as exc:
+        problems.append(f"artifacts: {db_error(exc)}")
+    return RunDetail(run_json, stacks, list(results.values()), findings, artifacts, problems)
 
 
-def _previous_digests(conn: Connection, run_id: int, started_at: datetime) -> dict[int, tuple[int, str]]:
+def _previous_digests(
+    conn: Connection, run_id: int, started_at: datetime | None
+) -> dict[int, tuple[int, str]]:
     """stack id -> (run id, digest) of the latest earlier run that fingerprinted that stack."""
     rs, r = m.RunStack, R
     ranked = (
@@ -373,7 +399,10 @@ def _previous_digests(conn: Connection, run_id: int, started_at: datetime) -> di
         .where(
             rs.stack_id.in_(select(rs.stack_id).where(rs.run_id == run_id)),
             rs.fingerprint_digest.is_not(None),
-            or_(r.started_at < started_at, and_(r.started_at == started_at, r.id < run_id)),
+            # An unreadable start time (auditor.tolerant_types): the run ids still say the order.
+            r.id < run_id
+            if started_at is None
+            else or_(r.started_at < started_at, and_(r.started_at == started_at, r.id < run_id)),
         )
         .subquery()
     )

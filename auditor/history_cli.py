@@ -164,7 +164,7 @@ def _cells(columns: tuple[str, ...], row: tuple) -> list[str]:
     out = []
     for col, v in zip(columns, row, strict=True):
         if col == "started_at":
-            out.append(f"{v:%Y-%m-%d %H:%M:%S}")
+            out.append("-" if v is None else f"{v:%Y-%m-%d %H:%M:%S}")
         elif col.endswith("_us"):
             out.append(us(v))
         elif col == "value":
@@ -261,7 +261,7 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
       auditor history --stack lite20 --limit 0 --format csv > lite20.csv
     """
     f = _filters(kw, limit)
-    store = obj.store()
+    store = obj.store(read=True)
     out = sys.stdout
     with store.engine.connect() as conn:
         refresh_statistics(conn)
@@ -298,7 +298,7 @@ def show_command(obj: Context, run: str, fmt: str) -> None:
     that stack's previous run), every probe result with its metrics and latencies, the
     findings and the exported models.
     """
-    store = obj.store()
+    store = obj.store(read=True)
     with store.engine.connect() as conn:
         try:
             detail = run_detail(conn, resolve_run(conn, run))
@@ -328,9 +328,13 @@ def _render_run(d: RunDetail) -> str:
     ]
     if r.get("note"):
         lines.append(f"  note: {r['note']}")
+    for problem in d.problems:
+        lines.append(f"  unreadable (damaged history database): {problem}")
     lines += ["", "Stacks"]
     for s in d.stacks:
         state = "ok" if s["fingerprint_digest"] else f"no fingerprint: {s['error'] or 'unknown'}"
+        if s["fingerprint_digest"] and s["error"]:
+            state = f"ok, but: {s['error'].splitlines()[0]}"
         lines.append(
             f"  {s['name']:<14} {s['role']:<6} {s['runtime']:<16} {s['device']:<6} {s['host']}  "
             f"fingerprint {(s['fingerprint_digest'] or '-')[:12]}  {state}"
@@ -539,7 +543,7 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
       auditor trend --metric latency.infer.p50_us --since 7d
     """
     f = _filters(kw, limit)
-    store = obj.store()
+    store = obj.store(read=True)
     with store.engine.connect() as conn:
         refresh_statistics(conn)
         _reject_unknown(conn, replace(f, metrics=(metric,)))
@@ -613,7 +617,7 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
     from auditor.html_report import ReportError, render_report
 
     f = _filters(kw, None)
-    store = obj.store()
+    store = obj.store(read=True)
     with store.engine.connect() as conn:
         refresh_statistics(conn)
         _reject_unknown(conn, f)  # an unknown --metric is the report's ReportError
@@ -649,8 +653,13 @@ def db_current(obj: Context, check: bool) -> None:
     from alembic.script.revision import RevisionError
     from alembic.util import CommandError
 
+    from auditor.store import StoreError
+
     store = obj.store(migrate=False)
-    current = store.current_heads()
+    try:
+        current = store.current_heads()
+    except StoreError as exc:
+        fail(str(exc), EXIT_FINDINGS)
     heads = store.head_revisions()
     click.echo(f"database: {_redacted(store.url)}")
     click.echo(f"revision: {', '.join(current) or '(none: no schema yet)'}")
@@ -669,6 +678,26 @@ def db_current(obj: Context, check: bool) -> None:
             sys.exit(EXIT_FINDINGS)
     else:
         click.echo("up to date")
+
+
+@db_group.command("check")
+@click.pass_obj
+def db_check(obj: Context) -> None:
+    """Check the database: damaged pages, missing tables, unreadable timestamps or JSON,
+    read-only (exit 1 if anything is wrong). `auditor audit` refuses such a database."""
+    from auditor.db_health import check
+
+    store = obj.store(migrate=False)
+    health = check(store.engine)
+    click.echo(f"database: {_redacted(store.url)}")
+    for problem in health.problems:
+        click.echo(f"  problem: {problem}")
+    if health.read_only:
+        click.echo("  read-only: read commands work, `auditor audit` cannot store runs here")
+    if health.ok:
+        click.echo("ok")
+    else:
+        sys.exit(EXIT_FINDINGS)
 
 
 @db_group.command("upgrade")

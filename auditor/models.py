@@ -13,19 +13,22 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import (
-    JSON,
-    DateTime,
-    Float,
     ForeignKey,
     Index,
-    Integer,
     LargeBinary,
     MetaData,
-    String,
-    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# A damaged value (unparsable timestamp or JSON, a blob where text belongs) reads as None
+# or as text instead of failing a whole query: auditor.tolerant_types.
+from auditor.tolerant_types import TolerantDateTime as DateTime
+from auditor.tolerant_types import TolerantFloat as Float
+from auditor.tolerant_types import TolerantInteger as Integer
+from auditor.tolerant_types import TolerantJSON as JSON
+from auditor.tolerant_types import TolerantString as String
+from auditor.tolerant_types import TolerantText as Text
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -37,6 +40,13 @@ NAMING = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {  # noqa: RUF012 - SQLAlchemy's declarative API
+        str: String(),
+        int: Integer(),
+        float: Float(),
+        datetime: DateTime(),
+        dict: JSON(),
+    }
 
 
 class Run(Base):

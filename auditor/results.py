@@ -64,6 +64,10 @@ class StackReport:
     host: str
     fingerprint: dict[str, Any] | None
     error: str | None = None
+    problems: tuple[str, ...] = ()
+    """What went wrong with the stack's worker after it started (it died or was killed and
+    restarted, its fingerprint could not be taken), each with the worker's stderr tail. Any
+    makes the cycle's outcome an error: such a run must not read as clean."""
 
     @property
     def fingerprint_digest(self) -> str | None:
@@ -146,7 +150,7 @@ class CycleResult:
     def outcome(self) -> str:
         """The worst status of the cycle: consistent < drift < incompatible < error."""
         statuses = {r.status for r in self.results} | {r.status for r in self.rollouts}
-        if any(s.error for s in self.stacks.values()):
+        if any(s.error or s.problems for s in self.stacks.values()):
             statuses.add(ERROR)
         return max(statuses or {CONSISTENT}, key=STATUS_ORDER.index)
 

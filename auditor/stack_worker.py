@@ -18,7 +18,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import auditor
+from auditor import tempdirs
 from auditor.config import StackConfig
 from auditor.worker import protocol
 from auditor.worker.bootstrap import SOURCE
@@ -131,10 +131,12 @@ class StackWorker:
         self.request_timeout = request_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self._killed = threading.Event()
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"auditor-{stack.name}-"))
+        self.workdir = tempdirs.make(f"auditor-{stack.name}-")
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._reader: threading.Thread | None = None
         self.hello: dict[str, Any] = {}
+        self.last_op = ""
+        """The request sent last (what the worker was doing if it died)."""
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -198,6 +200,27 @@ class StackWorker:
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
+    def death(self, then: str = "") -> str:
+        """How a worker that is no longer running ended, for a person: pid, status, the request
+        it was serving and its stderr tail."""
+        assert self.proc is not None
+        if self._reader is not None:
+            self._reader.join(timeout=2)
+        if self.proc.stderr is not None and (self._reader is None or not self._reader.is_alive()):
+            # Closed here, not left to the garbage collector: a daemon that keeps its last
+            # cycle's objects would hold one pipe per worker per cycle (the soak's fd slope).
+            with contextlib.suppress(OSError):
+                self.proc.stderr.close()
+        text = (
+            f"worker process {self.proc.pid} of stack {self.stack.name} ended "
+            f"({_describe_status(self.proc.poll())}) during or after its '{self.last_op or 'start'}' request"
+            + (f"; {then}" if then else "")
+        )
+        # What it wrote outside requests, then during the last one (fd 2 goes to a file then).
+        tail = "\n".join(filter(None, [self.stderr_tail(), self._request_log()])).strip()[-TAIL_CHARS:]
+        lines = tail.splitlines()[-25:] or ["(nothing)"]
+        return text + "\n  worker stderr (last lines):\n" + "\n".join("    " + line for line in lines)
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -237,6 +260,11 @@ class StackWorker:
                     pipe.close()
         if self._reader is not None:
             self._reader.join(timeout=2)
+        if self.proc.stderr is not None and (self._reader is None or not self._reader.is_alive()):
+            # Closed here, not left to the garbage collector: a daemon that keeps its last
+            # cycle's objects would hold one pipe per worker per cycle (the soak's fd slope).
+            with contextlib.suppress(OSError):
+                self.proc.stderr.close()
 
     def __enter__(self) -> StackWorker:
         return self
@@ -265,6 +293,7 @@ class StackWorker:
         if self.proc.poll() is not None:
             raise self._failure(op, "crash", f"worker is not running (exit status {self.proc.returncode})")
         timeout = self.request_timeout if timeout is None else timeout
+        self.last_op = op
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             self.proc.stdin.write(protocol.encode(dict(payload, op=op)))

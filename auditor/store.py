@@ -9,9 +9,11 @@ So the history holds complete runs and aborted runs, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import auditor.migrations
-from auditor import baseline, rollout, series
+from auditor import baseline, db_health, rollout, series, tempdirs
 from auditor import models as m
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
 
@@ -64,7 +66,8 @@ def _now() -> datetime:
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     cur = dbapi_connection.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    with contextlib.suppress(sqlite3.OperationalError):
+        cur.execute("PRAGMA journal_mode=WAL")  # a read-only database keeps its mode, and is read
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=10000")
     cur.execute("PRAGMA synchronous=NORMAL")
@@ -87,7 +90,12 @@ class Store:
             parsed = make_url(url)
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises several types here
             raise StoreError(f"not a database URL: {url!r} ({exc})") from None
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        uri = str(parsed.query.get("uri", "")).lower() in ("true", "1")  # file:...?mode=ro
+        if (
+            parsed.get_backend_name() == "sqlite"
+            and parsed.database not in (None, "", ":memory:")
+            and not uri
+        ):
             path = Path(parsed.database).expanduser()
             parsed = parsed.set(database=str(path))
             try:
@@ -131,7 +139,9 @@ class Store:
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, revision)
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open or migrate the history database {self.url}: {exc}") from None
+            raise StoreError(
+                f"cannot open or migrate the history database {self.url}: {db_health.db_error(exc)}"
+            ) from None
         except CommandError as exc:
             # Typically a revision this auditor does not know: a newer auditor wrote the database.
             raise StoreError(
@@ -158,7 +168,9 @@ class Store:
             with self.engine.connect() as conn:
                 return tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the schema revision of {self.url}: {exc}") from None
+            raise StoreError(
+                f"cannot read the schema revision of {self.url}: {db_health.db_error(exc)}"
+            ) from None
 
     def head_revisions(self) -> tuple[str, ...]:
         """The newest revisions this auditor ships."""
@@ -182,6 +194,18 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def check_usable(self) -> None:
+        """Raise StoreError with one message if a cycle's results could not be stored here
+        (damaged file, missing tables, unreadable rows, read-only): checked before a cycle
+        spends minutes on the stacks."""
+        health = db_health.check(self.engine)
+        if not health.ok:
+            raise StoreError(
+                f"the history database {self.url} cannot be used: {health.summary()}; "
+                "no cycle was run (`auditor db check` lists the problems; use another --db, "
+                "or restore or repair this one)"
+            )
 
     # -- runs ------------------------------------------------------------------------------
     def begin_run(self, config_path: str) -> int:
@@ -211,9 +235,9 @@ class Store:
         count = 0
         with Session(self.engine) as s, s.begin():
             for run in s.scalars(select(m.Run).where(m.Run.status == "running", m.Run.host == host)):
-                if run.pid != os.getpid() and not _pid_alive(run.pid):
+                if orphaned(run.status, run.host, run.pid):
                     run.status, run.finished_at = "aborted", _now()
-                    run.note = f"process {run.pid} ended before the run finished"
+                    run.note = orphan_note(run.pid)
                     count += 1
         return count
 
@@ -251,7 +275,12 @@ class Store:
                     if s.get(m.Fingerprint, digest) is None:
                         s.add(m.Fingerprint(digest=digest, created_at=_now(), document=rep.fingerprint))
                 s.add(
-                    m.RunStack(run_id=run_id, stack_id=stack.id, fingerprint_digest=digest, error=rep.error)
+                    m.RunStack(
+                        run_id=run_id,
+                        stack_id=stack.id,
+                        fingerprint_digest=digest,
+                        error="\n".join(filter(None, [rep.error, *rep.problems])) or None,
+                    )
                 )
             for r in result.results:
                 if r.artifact is not None and s.get(m.Artifact, r.artifact.sha256) is None:
@@ -316,8 +345,15 @@ class Store:
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
 
     def runs(self, limit: int = 20) -> list[m.Run]:
+        """The newest runs; one left 'running' by a process of this host that is gone reads
+        as aborted (without writing: a read-only database is read the same way)."""
         with Session(self.engine) as s:
-            return list(s.scalars(select(m.Run).order_by(m.Run.id.desc()).limit(limit)))
+            rows = list(s.scalars(select(m.Run).order_by(m.Run.id.desc()).limit(limit)))
+            s.expunge_all()
+        for run in rows:
+            if orphaned(run.status, run.host, run.pid):
+                run.status, run.note = "aborted", orphan_note(run.pid)
+        return rows
 
     # -- history that rules and drift read (auditor.rules, auditor.drift) ----------------------
     @staticmethod
@@ -355,12 +391,16 @@ class Store:
             return [(r[0], r[1], r[2], r[3]) for r in s.execute(stmt)]
 
     def previous_fingerprint(self, host: str, name: str) -> tuple[int, str, dict] | None:
-        """(run id, digest, document) of the latest run that has a fingerprint for the stack."""
+        """(run id, digest, document) of the latest run that has a good fingerprint for the
+        stack: a document whose collection failed (stored by older auditors) is skipped, so
+        drift is judged against the last fingerprint that was actually taken."""
         history = self.fingerprint_history(name, host)
-        if not history:
-            return None
-        run_id, _, _, digest = history[-1]
-        return run_id, digest, self.fingerprints([digest])[digest]
+        documents = self.fingerprints([digest for *_, digest in history])
+        for run_id, _, _, digest in reversed(history):
+            document = documents.get(digest)
+            if document is not None and "fingerprint_error" not in document:
+                return run_id, digest, document
+        return None
 
     def fingerprints(self, digests: list[str]) -> dict[str, dict]:
         with Session(self.engine) as s:
@@ -381,14 +421,20 @@ def _latency_row(side: str, stack_id: int, lat: Latency) -> m.LatencyRow:
     )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def orphaned(status: str | None, host: str | None, pid: int | None) -> bool:
+    """Whether a run is 'running' on this host in a process that no longer exists (killed,
+    power loss): it was interrupted. Another host's process cannot be checked from here."""
+    return (
+        status == "running"
+        and host == socket.gethostname()
+        and pid is not None
+        and pid != os.getpid()
+        and not tempdirs.pid_alive(pid)
+    )
 
 
-__all__ = ["Store", "StoreError", "alembic_config"]
+def orphan_note(pid: int | None) -> str:
+    return f"interrupted: process {pid} ended before the run finished"
+
+
+__all__ = ["Store", "StoreError", "alembic_config", "orphan_note", "orphaned"]

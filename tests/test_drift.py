@@ -239,3 +239,46 @@ def test_drift_command(tmp_path):
     assert doc["changes"][0]["changes"][0]["path"] == "driver.version"
     out = runner.invoke(cli, ["--db", str(db), "drift", "lite20"])
     assert out.exit_code == 0 and "no fingerprint of stack 'lite20'" in out.output
+
+
+def failed_document() -> dict:
+    """What older auditors stored when a worker died while fingerprinting."""
+    return {
+        "runtime": document()["runtime"],
+        "fingerprint_error": "stack ms20: fingerprint failed: worker died",
+    }
+
+
+def test_previous_fingerprint_is_the_last_good_one_not_a_failed_collection(tmp_path):
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    good, _ = store_runs(store, [document(), failed_document()])
+    run_id, digest, doc = store.previous_fingerprint("local", "ms20")
+    assert (run_id, digest) == (good, fingerprint_digest(document()))
+    assert "fingerprint_error" not in doc
+
+
+def test_drift_history_skips_failed_collections(tmp_path):
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    ids = store_runs(store, [document(), failed_document(), document()])
+    assert [e["run_id"] for e in drift_history(store, "ms20")] == [ids[0]]
+
+
+def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(tmp_path):
+    from auditor.cycle import Cycle, _Session
+
+    session = _Session.__new__(_Session)
+    session.problems, session.hello, session.start_error = [], {"runtime": "mindspore"}, None
+    cycle = Cycle.__new__(Cycle)
+    cycle.fingerprints = {"ms20": failed_document()}
+    stack = type(
+        "S", (), dict(name="ms20", role="train", runtime="mindspore", python="p", device="cpu", host="local")
+    )
+    report = cycle._stack_report(stack, session)
+    assert report.fingerprint is None
+    assert report.problems and "fingerprint not taken" in report.problems[0]
+    now = time.time()
+    result = CycleResult(now, now, "t", {"ms20": report}, [], [])
+    assert result.outcome == "error"
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    store.finish_run(store.begin_run("t"), result, {})
+    assert store.fingerprint_history("ms20") == []

@@ -61,3 +61,25 @@ def test_a_start_timeout_kills_the_silent_worker(silent_python: str) -> None:
     assert caught.value.kind == "timeout" and "0.5 s" in caught.value.message
     assert worker.proc is not None and worker.proc.poll() is not None
     worker.close()
+
+
+def test_close_releases_every_pipe_of_the_worker(silent_python: str) -> None:
+    """A daemon keeps the objects of its last cycle: pipes left to the garbage collector
+    showed as two more open descriptors per cycle in the soak (bench/soak.py)."""
+    worker = StackWorker(StackConfig("s", "train", "mindspore", silent_python), start_timeout=0.5)
+    with pytest.raises(WorkerError):
+        worker.start()
+    worker.close()
+    assert worker.proc is not None
+    assert worker.proc.stdin.closed and worker.proc.stdout.closed and worker.proc.stderr.closed
+
+
+def test_death_names_the_process_status_request_and_stderr(silent_python: str) -> None:
+    worker = StackWorker(StackConfig("s", "train", "mindspore", silent_python), start_timeout=0.5)
+    with pytest.raises(WorkerError):
+        worker.start()
+    text = worker.death("restarted")
+    assert f"worker process {worker.proc.pid} of stack s ended (killed by SIGKILL)" in text
+    assert "during or after its 'hello' request; restarted" in text
+    assert "worker stderr (last lines):" in text
+    worker.close()

@@ -479,7 +479,7 @@ def test_begin_run_reaps_runs_of_dead_processes(store, dead_pid, live_pid):
 
     run = get_run(store, dead)
     assert run.status == "aborted"
-    assert run.note == f"process {dead_pid} ended before the run finished"
+    assert run.note == f"interrupted: process {dead_pid} ended before the run finished"
     assert run.finished_at is not None
     assert get_run(store, alive).status == "running"
     assert get_run(store, elsewhere).status == "running"  # cannot check another host's pids

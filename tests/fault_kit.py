@@ -1,0 +1,403 @@
+"""The operator's fault tools, shared by tests/test_faults_stacks.py and bench/soak.py: a
+small real config (ms20 -> lite20, the cheapest pair), a worker fault injector, the kill -9
+loop over real `auditor audit` processes, the daemon soak, and the checks after them
+(integrity, no lost completed run, no leftover process or temporary directory).
+
+Everything runs in its own TMPDIR, so leftovers are ours to count, not another test's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from auditor import tempdirs
+from auditor.paths import stacks_dir
+from auditor.stack_worker import StackWorker
+
+REPO = Path(__file__).resolve().parent.parent
+OPS = ("hello", "fingerprint", "build", "run", "time", "export", "load")
+
+
+def small_config(
+    tmp: Path,
+    interval: float | None = None,
+    request_timeout: float = 30,
+    start_timeout: float = 60,
+    probes: tuple[str, ...] = ("ppo_policy",),
+    ms20_env: str = "",
+    name: str = "auditor.toml",
+) -> Path:
+    """One pair, one probe variant, few timings, no rollout: a real cycle in a few seconds."""
+    stacks = stacks_dir()
+    probe_list = ", ".join(f'"{p}"' for p in probes)
+    schedule = f"\n[schedule]\ninterval = {interval}\nrun_on_start = true\n" if interval else ""
+    text = f"""
+[storage]
+keep_days = 0
+[worker]
+start_timeout = {start_timeout}
+request_timeout = {request_timeout}
+parallel = 2
+[latency]
+warmup = 1
+iterations = 3
+batches = []
+[rollout]
+enabled = false
+[daemon]
+state_dir = "{tmp / "state"}"
+stop_timeout = 0
+[stacks.ms20]
+role = "train"
+runtime = "mindspore"
+python = "{stacks / "ms20" / "bin" / "python"}"
+npu_smi_timeout = 1
+env = {{ {ms20_env} }}
+[stacks.lite20]
+role = "infer"
+runtime = "mindspore-lite"
+python = "{stacks / "lite20" / "bin" / "python"}"
+npu_smi_timeout = 1
+[[pairs]]
+train = "ms20"
+infer = "lite20"
+probes = [{probe_list}]
+[probes.ppo_policy]
+variants = ["fp32"]
+params = {{ batch = 16, seed = 0 }}
+[probes.obs_normalizer]
+variants = ["fp32"]
+{schedule}"""
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+def private_tmp(tmp: Path) -> dict[str, str]:
+    """The environment of an auditor whose temporary directories go under ``tmp/tmp``."""
+    (tmp / "tmp").mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp / "tmp")}
+
+
+def auditor(cfg: Path, db: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "auditor", "--config", str(cfg), "--db", str(db), *args]
+
+
+# -- worker faults --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def worker_fault(
+    op: str, signum: int = signal.SIGKILL, stack: str | None = None, delay: float = 0.02, after: bool = False
+) -> Iterator[list[str]]:
+    """Send ``signum`` to a worker's process group while it serves its first ``op`` request
+    (of ``stack``, if given): the real process dies or stops mid-request, as when the OOM
+    killer or an operator strikes. Yields the list of faults injected ("stack:op")."""
+    original = StackWorker.request
+    fired: list[str] = []
+    lock = threading.Lock()
+
+    def request(self: StackWorker, o: str, timeout: float | None = None, **payload):  # type: ignore[no-untyped-def]
+        with lock:
+            hit = o == op and not fired and (stack is None or self.stack.name == stack)
+            if hit:
+                fired.append(f"{self.stack.name}:{o}")
+        if hit and after:
+            reply = original(self, o, timeout=timeout, **payload)
+            assert self.proc is not None
+            os.killpg(self.proc.pid, signum)
+            wait_until(lambda: self.proc.poll() is not None, 10, 0.02)
+            return reply
+        if hit and self.proc is not None:
+            # Stopped first, so the request is surely in flight when the signal lands, however
+            # fast the worker would have answered it.
+            pid = self.proc.pid
+            os.killpg(pid, signal.SIGSTOP)
+            if signum != signal.SIGSTOP:
+
+                def strike() -> None:
+                    time.sleep(delay)
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signum)
+
+                threading.Thread(target=strike, daemon=True).start()
+        return original(self, o, timeout=timeout, **payload)
+
+    StackWorker.request = request  # type: ignore[method-assign]
+    try:
+        yield fired
+    finally:
+        StackWorker.request = original  # type: ignore[method-assign]
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+
+def read_only(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+
+
+def complete_runs(db: Path) -> dict[int, tuple]:
+    """Each complete run with what it stored: the part that must never change or go."""
+    if not db.exists():
+        return {}
+    with contextlib.closing(read_only(db)) as conn:
+        rows = conn.execute(
+            "SELECT r.id, r.outcome, r.finished_at,"
+            " (SELECT count(*) FROM probe_results p WHERE p.run_id = r.id),"
+            " (SELECT count(*) FROM findings f WHERE f.run_id = r.id),"
+            " (SELECT count(*) FROM run_stacks s WHERE s.run_id = r.id)"
+            " FROM runs r WHERE r.status = 'complete'"
+        ).fetchall()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def statuses(db: Path) -> dict[str, int]:
+    with contextlib.closing(read_only(db)) as conn:
+        return dict(conn.execute("SELECT status, count(*) FROM runs GROUP BY status").fetchall())
+
+
+def integrity(db: Path) -> str:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return "; ".join(r[0] for r in conn.execute("PRAGMA integrity_check").fetchall())
+
+
+def leftovers(tmp_root: Path) -> tuple[list[Path], list[int]]:
+    """Temporary directories and processes (by working directory) left under ``tmp_root``."""
+    dirs = sorted(p for p in tmp_root.glob("auditor-*") if p.is_dir())
+    return dirs, tempdirs.processes_in(tmp_root)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return bool(predicate())
+
+
+# -- the kill -9 loop -----------------------------------------------------------------------------
+
+
+@dataclass
+class KillFigures:
+    trials: int = 0
+    killed: int = 0
+    finished: int = 0
+    tracebacks: int = 0
+    lost_runs: int = 0
+    integrity_failures: int = 0
+    left_running: int = 0
+    leftover_dirs: int = 0
+    leftover_processes: int = 0
+    complete_runs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"kill-9: {self.trials} trials, {self.killed} auditors killed (faults injected), "
+            f"{self.finished} finished first; tracebacks {self.tracebacks}, lost runs {self.lost_runs}, "
+            f"integrity failures {self.integrity_failures}, runs left running {self.left_running}, "
+            f"leftover dirs {self.leftover_dirs}, leftover processes {self.leftover_processes}; "
+            f"{self.complete_runs} complete runs kept"
+        )
+
+    @property
+    def clean(self) -> bool:
+        return not (
+            self.tracebacks
+            or self.lost_runs
+            or self.integrity_failures
+            or self.left_running
+            or self.leftover_dirs
+            or self.leftover_processes
+        )
+
+
+def kill9_trials(
+    tmp: Path, trials: int, seed: int = 0, echo: Callable[[str], None] = lambda _: None
+) -> KillFigures:
+    """Start real `auditor audit` processes and SIGKILL each at a random point of its cycle
+    (start-up, fingerprints, build, export, load, storing); check after each that every
+    complete run is intact and the file is sound, and at the end (after one more audit,
+    which reaps what the killed ones left) that nothing is left behind."""
+    rng = random.Random(seed)
+    cfg, db = small_config(tmp), tmp / "history.db"
+    env = private_tmp(tmp)
+    figures = KillFigures()
+
+    def audit() -> tuple[subprocess.Popen[str], float]:
+        return subprocess.Popen(
+            auditor(cfg, db, "audit"),
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        ), time.monotonic()
+
+    proc, t0 = audit()
+    _, err = proc.communicate(timeout=600)
+    span = time.monotonic() - t0
+    figures.tracebacks += err.count("Traceback")
+    if proc.returncode not in (0, 1):
+        figures.notes.append(f"first audit exited {proc.returncode}: {err[-500:]}")
+    for i in range(trials):
+        before = complete_runs(db)
+        proc, t0 = audit()
+        delay = rng.uniform(0.0, span * 1.1)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        _, err = proc.communicate(timeout=600)
+        figures.trials += 1
+        if proc.returncode == -signal.SIGKILL:
+            figures.killed += 1
+        else:
+            figures.finished += 1
+            if proc.returncode not in (0, 1):
+                figures.notes.append(f"trial {i}: exit {proc.returncode}: {err[-300:]}")
+        figures.tracebacks += err.count("Traceback")
+        after = complete_runs(db)
+        lost = [r for r, row in before.items() if after.get(r) != row]
+        figures.lost_runs += len(lost)
+        if db.exists() and (check := integrity(db)) != "ok":
+            figures.integrity_failures += 1
+            figures.notes.append(f"trial {i}: integrity_check: {check[:300]}")
+        echo(
+            f"  trial {i + 1:>3}/{trials}: kill at {delay:5.2f} s -> "
+            f"{'killed' if proc.returncode == -signal.SIGKILL else f'exit {proc.returncode}'}; "
+            f"complete runs {len(after)}, lost {len(lost)}"
+        )
+    # One more audit: it reaps the killed ones' directories and workers, and marks their runs.
+    proc, _ = audit()
+    _, err = proc.communicate(timeout=600)
+    figures.tracebacks += err.count("Traceback")
+    figures.complete_runs = len(complete_runs(db))
+    figures.left_running = statuses(db).get("running", 0)
+    dirs, procs = leftovers(tmp / "tmp")
+    wait_until(lambda: not leftovers(tmp / "tmp")[1], 10)
+    dirs, procs = leftovers(tmp / "tmp")
+    figures.leftover_dirs, figures.leftover_processes = len(dirs), len(procs)
+    if dirs or procs:
+        figures.notes.append(f"left: {[d.name for d in dirs]} pids {procs}")
+    return figures
+
+
+# -- the daemon soak -------------------------------------------------------------------------------
+
+
+def proc_sample(pid: int) -> dict[str, float]:
+    """RSS (MiB), open fds, threads and live child processes of ``pid``, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    children = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                children += int(stat[1]) == pid and stat[0] != "Z"
+    return {
+        "rss_mib": int(fields["VmRSS"].split()[0]) / 1024,
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "threads": int(fields["Threads"]),
+        "children": children,
+    }
+
+
+def slope(values: list[float]) -> float:
+    """Least-squares change per cycle."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    num = sum((i - mean_x) * (v - mean_y) for i, v in enumerate(values))
+    den = sum((i - mean_x) ** 2 for i in range(n))
+    return num / den
+
+
+@dataclass
+class SoakFigures:
+    cycles: int = 0
+    samples: list[dict[str, float]] = field(default_factory=list)
+    tracebacks: int = 0
+    exit_status: int | None = None
+    leftover_dirs: int = 0
+    leftover_processes: int = 0
+    aborted: int = 0
+
+    def slopes(self, skip: int = 2) -> dict[str, float]:
+        rows = self.samples[skip:] if len(self.samples) > skip + 1 else self.samples
+        return {k: slope([r[k] for r in rows]) for k in ("rss_mib", "fds", "threads", "children", "db_kib")}
+
+    def line(self) -> str:
+        s = " ".join(f"{k} {v:+.3g}/cycle" for k, v in self.slopes().items())
+        return (
+            f"daemon soak: {self.cycles} cycles, tracebacks {self.tracebacks}, aborted runs {self.aborted}, "
+            f"exit {self.exit_status}, leftover dirs {self.leftover_dirs}, leftover processes "
+            f"{self.leftover_processes}; slopes after the first 2 cycles: {s}"
+        )
+
+
+def daemon_soak(
+    tmp: Path, cycles: int = 0, seconds: float = 0.0, echo: Callable[[str], None] = lambda _: None
+) -> SoakFigures:
+    """Run `auditor daemon` on a 1-second schedule (cycles back to back) until ``cycles``
+    cycles completed or ``seconds`` passed; sample the daemon after each stored cycle."""
+    cfg, db = small_config(tmp, interval=1), tmp / "soak.db"
+    env = private_tmp(tmp)
+    log = tmp / "daemon.log"
+    figures = SoakFigures()
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            auditor(cfg, db, "daemon"), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err
+        )
+    start, seen = time.monotonic(), 0
+    echo("  cycle   rss MiB   fds  threads  children   db KiB")
+    try:
+        while proc.poll() is None:
+            if (cycles and figures.cycles >= cycles) or (seconds and time.monotonic() - start >= seconds):
+                break
+            try:
+                done = len(complete_runs(db))
+            except sqlite3.OperationalError:  # the daemon is still creating the schema
+                done = 0
+            if done > seen:
+                seen = done
+                sample = proc_sample(proc.pid)
+                sample["db_kib"] = sum(p.stat().st_size for p in tmp.glob("soak.db*")) / 1024
+                figures.samples.append(sample)
+                figures.cycles = done
+                echo(
+                    f"  {done:>5}  {sample['rss_mib']:8.1f}  {sample['fds']:4.0f}  {sample['threads']:7.0f}"
+                    f"  {sample['children']:8.0f}  {sample['db_kib']:7.0f}"
+                )
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    figures.exit_status = proc.returncode
+    figures.tracebacks = log.read_text().count("Traceback")
+    figures.aborted = statuses(db).get("aborted", 0) if db.exists() else 0
+    wait_until(lambda: not leftovers(tmp / "tmp")[1], 10)
+    dirs, procs = leftovers(tmp / "tmp")
+    figures.leftover_dirs, figures.leftover_processes = len(dirs), len(procs)
+    return figures
