@@ -255,6 +255,8 @@ class Config:
     daemon: DaemonConfig = DaemonConfig()
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
+    hosts: dict[str, Any] = field(default_factory=dict)
+    """[hosts.NAME]: auditor.hosts.HostConfig by name (stacks on other machines)."""
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -425,6 +427,7 @@ SECTIONS = (
     "alerts",
     "prometheus",
     "daemon",
+    "hosts",
 )
 
 
@@ -662,6 +665,9 @@ def parse(
             pairs.append(PairConfig(train, infer, tuple(n for n in names if isinstance(n, str))))
 
     rollout = _rollout_section(c, doc, pairs, known_probes)
+    from auditor.hosts import parse_hosts
+
+    hosts = parse_hosts(doc, stacks, c.error, expand)
     daemon_sections = _daemon_sections(c, doc, source, sink_types)
     if c.errors:
         raise ConfigError(source, c.errors)
@@ -677,6 +683,7 @@ def parse(
         plugin_dirs=tuple(plugin_dirs),
         **daemon_sections,
         keep_days=keep_days,
+        hosts=hosts,
     )
 
 

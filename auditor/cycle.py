@@ -49,6 +49,7 @@ from auditor.results import (
 from auditor.rules import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.runtime import RuntimeSpec
 from auditor.stack_worker import StackWorker, WorkerError, worker_packages
+from auditor.transport import CONNECTIONS
 
 if TYPE_CHECKING:
     from auditor.plugin_manager import Plugins
@@ -156,6 +157,7 @@ class _Session:
                 self.config.worker.request_timeout,
                 self.packages,
                 self.runtime_class,
+                host=self.config.hosts.get(self.stack.host),
             )
             self.register(worker)
             try:
@@ -282,6 +284,7 @@ class Cycle(ProbeSuite):
             finally:
                 for session in sessions.values():
                     session.close()
+                CONNECTIONS.close_all()
             self._check()
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
         findings = self._with_rule_findings(
@@ -680,6 +683,10 @@ class Cycle(ProbeSuite):
             return None
         previous = self.history.previous_fingerprint(stack.host, name)
         if previous is None:
+            # Moved to another host: what the stack was last time, wherever, is the baseline.
+            elsewhere = self.history.fingerprint_history(name)
+            previous = self.history.previous_fingerprint(elsewhere[-1][2], name) if elsewhere else None
+        if previous is None:
             return None
         run_id, digest, before = previous
         now = fingerprint_digest(document)
@@ -722,6 +729,7 @@ class Cycle(ProbeSuite):
     def _with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
         """Stack errors, then the rules' findings, then the probes' (one finding per key: a
         variant a rule blocked is reported by the rule's finding only)."""
+
         def reported_by_a_rule(f: Finding) -> bool:
             probe, variant = f.details.get("probe"), f.details.get("variant")
             return (
