@@ -28,6 +28,7 @@ from auditor.compare import Comparator, MetricCheck, OutputComparison, Tolerance
 from auditor.config import Config, PairConfig, StackConfig
 from auditor.drift import diff as drift_diff
 from auditor.drift import drift_finding
+from auditor.hosts import per_host_limits
 from auditor.mindir import read_info
 from auditor.probe import ProbeSpec, dtype_variant_name
 from auditor.probe_suite import ProbeSuite
@@ -306,7 +307,10 @@ class Cycle(ProbeSuite):
         return spec.worker_class if spec else None
 
     def _parallel(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-        with ThreadPoolExecutor(max_workers=self.config.worker.parallel, thread_name_prefix="stack") as pool:
+        """Run each stack's task; ``[worker] parallel`` (or a host's own) limits each host."""
+        cfg = self.config
+        size, tasks = per_host_limits(tasks, cfg.stacks, cfg.hosts, cfg.worker.parallel)
+        with ThreadPoolExecutor(max_workers=size, thread_name_prefix="stack") as pool:
             futures = {name: pool.submit(fn) for name, fn in tasks.items()}
             try:
                 return {name: f.result() for name, f in futures.items()}

@@ -83,6 +83,13 @@ def filter_options(metric: bool = True) -> Callable[[Callable[..., Any]], Callab
                 help="Only pairs with this stack on a side.",
             ),
             click.option(
+                "--host",
+                "hosts",
+                multiple=True,
+                metavar="NAME",
+                help="Only pairs with a stack on this host ([hosts] name, or 'local') on a side.",
+            ),
+            click.option(
                 "--status",
                 "statuses",
                 multiple=True,
@@ -110,6 +117,7 @@ def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
         outputs=tuple(kw.get("outputs", ())),
         stacks=tuple(kw.get("stacks", ())),
         statuses=tuple(kw.get("statuses", ())),
+        hosts=tuple(kw.get("hosts", ())),
         since=_when(kw.get("since"), "--since"),
         until=_when(kw.get("until"), "--until"),
         limit=limit if limit else None,
@@ -125,6 +133,7 @@ def _warn_unknown(conn: Any, f: Filters) -> None:
         ("metric", f.metrics),
         ("output", f.outputs),
         ("stack", f.stacks),
+        ("host", f.hosts),
     ):
         if not values:
             continue

@@ -358,3 +358,110 @@ def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_remov
         second.close()
         CONNECTIONS.close_all()
     assert _settled(lambda: not Path(str(second.workdir)).exists())
+
+
+def _toml(value: object) -> str:
+    import json
+
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def _write_config(path: Path, stacks: dict, hosts: dict, pairs: list[dict]) -> Path:
+    lines = ["[rollout]", "enabled = false", "[latency]", "batches = []", "iterations = 10"]
+    lines += ["[probes.obs_normalizer]", 'variants = ["fp32"]']
+    for name, table in hosts.items():
+        lines.append(f"[hosts.{name}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in table.items()]
+    for name, table in stacks.items():
+        lines.append(f"[stacks.{name}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in table.items()]
+    for p in pairs:
+        lines.append("[[pairs]]")
+        lines += [f"{k} = {_toml(v)}" for k, v in p.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "auditor.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_hosts_check_reports_each_host_and_stack_without_a_cycle(hosts, tmp_path):
+    (a, tree_a), (b, tree_b) = hosts["hostA"], hosts["hostB"]
+    config = _write_config(
+        tmp_path / "auditor.toml",
+        {
+            "ms20": _stack("ms20", "mindspore", "train", tree_a, "hostA"),
+            "lite20": _stack("lite20", "mindspore-lite", "infer", tree_b, "hostB"),
+            "lite20-gone": _stack("lite20", "mindspore-lite", "infer", tree_b, "gone"),
+            "lite20-nopy": _stack("lite20", "mindspore-lite", "infer", tree_b, "hostB", python="/no/python"),
+        },
+        {
+            "hostA": a.host_table(),
+            "hostB": b.host_table(),
+            "gone": b.host_table(port=__import__("tests.sshd").sshd.free_port()),
+        },
+        [{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}],
+    )
+    before = _remote_dirs()
+    proc = _cli("--config", str(config), "hosts", "check")
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    assert "hostA  ssh " in out and "reachable" in out
+    assert "ms20           ok  Python 3.7." in out and "mindspore 2.0.0" in out
+    assert "lite20         ok  Python 3.7." in out and "mindspore-lite 2.0.0" in out
+    assert "gone  " in out and "UNREACHABLE" in out and "connection was refused" in out
+    assert "not checked: lite20-gone" in out
+    assert "lite20-nopy    FAILED" in out and "/no/python is not found" in out
+    assert "Traceback" not in proc.stdout + proc.stderr
+    ok = _cli("--config", str(config), "hosts", "check", "hostA")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert _settled(lambda: _remote_dirs() <= before)
+
+
+def test_moved_stack_is_a_fingerprint_change_and_history_filters_by_host(hosts, tmp_path):
+    """ms20 audited here, then on hostA: the second run reports the move as version drift
+    (not a silent new baseline), and ``history --host`` tells the runs apart."""
+    import json
+
+    (a, tree_a), (_, tree_b) = hosts["hostA"], hosts["hostB"]
+    db = tmp_path / "history.db"
+    lite = _stack("lite20", "mindspore-lite", "infer", tree_b)
+    pair = [{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}]
+    here = _write_config(
+        tmp_path / "here.toml",
+        {"ms20": _stack("ms20", "mindspore", "train", tree_a), "lite20": lite},
+        {},
+        pair,
+    )
+    there = _write_config(
+        tmp_path / "there.toml",
+        {"ms20": _stack("ms20", "mindspore", "train", tree_a, "hostA"), "lite20": lite},
+        {"hostA": a.host_table()},
+        pair,
+    )
+    first = _cli("--config", str(here), "--db", str(db), "audit", "--json")
+    assert json.loads(first.stdout)["results"], first.stderr
+    second = _cli("--config", str(there), "--db", str(db), "audit", "--json")
+    doc = json.loads(second.stdout)
+    drift = [f for f in doc["findings"] if f["kind"] == "version-drift" and f["subject"] == "ms20"]
+    assert drift, doc["findings"]
+    paths = {c["path"] for c in drift[0]["details"]["changes"]}
+    assert "host.machine_id" in paths or "connection" in paths, paths
+    assert all(r["status"] == CONSISTENT for r in doc["results"])
+    text = _cli("--config", str(there), "--db", str(db), "history", "--host", "hostA", "--format", "csv")
+    rows = text.stdout.strip().splitlines()
+    assert len(rows) == 1 + len(doc["results"]), text.stdout + text.stderr
+    local = _cli("--config", str(there), "--db", str(db), "history", "--host", "local", "--format", "csv")
+    assert len(local.stdout.strip().splitlines()) == 1 + 2 * len(doc["results"])  # lite20 is local in both
+    nowhere = _cli("--config", str(there), "--db", str(db), "history", "--host", "hostZ")
+    assert "no host 'hostZ' in the history" in nowhere.stderr
+    report = _cli("--config", str(there), "--db", str(db), "audit")
+    assert "on hostA" in report.stdout and "on local" in report.stdout
