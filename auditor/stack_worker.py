@@ -154,10 +154,6 @@ class StackWorker:
     def is_remote(self) -> bool:
         return self.stack.host != LOCAL
 
-    def where(self) -> str:
-        """The stack and its host, for messages."""
-        return self.stack.name if not self.is_remote else f"{self.stack.name} on host {self.stack.host}"
-
     def start(self) -> dict[str, Any]:
         try:
             return self._start_remote() if self.is_remote else self._start_local()

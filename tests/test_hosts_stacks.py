@@ -188,6 +188,8 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
             "lite20-port": lite("wrongport"),
             "lite20-hostkey": lite("unknownkey"),
             "lite20-python": lite("hostB", python="/opt/nowhere/bin/python3.7"),
+            # MindSpore's runtime with Lite's interpreter: starts, cannot import mindspore.
+            "graph-nort": _stack("lite20", "mindspore-graph", "infer", tree_b, "hostB"),
         },
         {
             "hostA": a.host_table(),
@@ -200,7 +202,7 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
         },
         [
             {"train": "ms20", "infer": n, "probes": ["obs_normalizer"]}
-            for n in ("lite20", "lite20-key", "lite20-port", "lite20-hostkey", "lite20-python")
+            for n in ("lite20", "lite20-key", "lite20-port", "lite20-hostkey", "lite20-python", "graph-nort")
         ],
         parallel=3,
     )
@@ -212,6 +214,7 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
         "lite20-port": ("host wrongport", "connection was refused", "is sshd running"),
         "lite20-hostkey": ("host unknownkey", "host key is not known", "known_hosts"),
         "lite20-python": ("host hostB", "/opt/nowhere/bin/python3.7 is not found", "python to a path"),
+        "graph-nort": ("stack graph-nort on host hostB", "mindspore"),
     }
     for name, words in expect.items():
         r = by[name]
