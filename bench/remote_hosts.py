@@ -12,7 +12,7 @@ openssh-server) and runs real cycles through the reference stacks:
    its own sshd), with the parallel limit per host; prints the cycle time per host count and
    its ratio to one host (goal: 8 hosts <= 2.5x one host on a 2-core machine).
 
-usage: .venv/bin/python bench/remote_hosts.py [--quick] [--rounds N] [--fleet 1,2,4,8]
+usage: .venv/bin/python bench/remote_hosts.py [--quick] [--rounds N] [--fleet 1,2,4,8|none]
 --quick: one round, a small probe, fleet 1,2,4.
 """
 
@@ -142,11 +142,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fleet", default="1,2,4,8")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # figures as they come, also into a file
     reason = unavailable()
     if reason:
         raise SystemExit(f"bench/remote_hosts.py: {reason}")
     rounds = 1 if args.quick else args.rounds
-    counts = [1, 2, 4] if args.quick else [int(x) for x in args.fleet.split(",")]
+    counts = [1, 2, 4] if args.quick else [int(x) for x in args.fleet.split(",") if x.strip().isdigit()]
     probe = "obs_normalizer" if args.quick else "ppo_policy"
     base = tomllib.loads((REPO / "auditor.toml").read_text())
     with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
@@ -156,7 +157,8 @@ def main() -> None:
         finally:
             for s in servers:
                 s.stop()
-        fleet(base, Path(tmp), counts, probe)
+        if counts:
+            fleet(base, Path(tmp), counts, probe)
 
 
 if __name__ == "__main__":
