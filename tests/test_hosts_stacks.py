@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -175,6 +176,14 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
     stranger = keygen(tmp_path / "stranger", "not-authorized")
     empty_known = tmp_path / "known_hosts"
     empty_known.write_text("")
+    # hostA's key recorded for hostB's address: what a reinstalled (or impersonated) host looks like
+    changed_known = tmp_path / "changed_known_hosts"
+    a_key = (a.dir / "host_ed25519.pub").read_text().split()[:2]
+    changed_known.write_text(f"[127.0.0.1]:{b.port} {' '.join(a_key)}\n")
+    # A port that accepts connections and never says a word: a host that hangs.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
     from tests.sshd import free_port
 
     before = _remote_dirs()
@@ -190,6 +199,8 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
             "lite20-python": lite("hostB", python="/opt/nowhere/bin/python3.7"),
             # MindSpore's runtime with Lite's interpreter: starts, cannot import mindspore.
             "graph-nort": _stack("lite20", "mindspore-graph", "infer", tree_b, "hostB"),
+            "lite20-changed": lite("changedkey"),
+            "lite20-silent": lite("silent"),
         },
         {
             "hostA": a.host_table(),
@@ -199,14 +210,22 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
             "unknownkey": b.host_table(
                 options=[f"UserKnownHostsFile={empty_known}", "StrictHostKeyChecking=yes"]
             ),
+            "changedkey": b.host_table(
+                options=[f"UserKnownHostsFile={changed_known}", "StrictHostKeyChecking=yes"]
+            ),
+            "silent": b.host_table(port=silent.getsockname()[1], connect_timeout=2),
         },
         [
             {"train": "ms20", "infer": n, "probes": ["obs_normalizer"]}
             for n in ("lite20", "lite20-key", "lite20-port", "lite20-hostkey", "lite20-python", "graph-nort")
+            + ("lite20-changed", "lite20-silent")
         ],
         parallel=3,
     )
-    result = Cycle(config, _probes()).run()
+    try:
+        result = Cycle(config, _probes()).run()
+    finally:
+        silent.close()
     by = {r.infer: r for r in result.results}
     assert by["lite20"].status == CONSISTENT
     expect = {
@@ -215,6 +234,8 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
         "lite20-hostkey": ("host unknownkey", "host key is not known", "known_hosts"),
         "lite20-python": ("host hostB", "/opt/nowhere/bin/python3.7 is not found", "python to a path"),
         "graph-nort": ("stack graph-nort on host hostB", "mindspore"),
+        "lite20-changed": ("host changedkey", "host key CHANGED", "ssh-keygen -R"),
+        "lite20-silent": ("host silent", "no answer before ConnectTimeout"),
     }
     for name, words in expect.items():
         r = by[name]
