@@ -25,6 +25,7 @@ bench: setup
 	.venv/bin/python bench/latency_overhead.py
 	.venv/bin/python bench/full_cycle.py
 	.venv/bin/python bench/history_queries.py
+	.venv/bin/python bench/remote_hosts.py
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache

@@ -17,6 +17,7 @@ from auditor.daemon_cli import alerts_command, daemon_command, service_group
 from auditor.drift_cli import drift_command
 from auditor.fingerprint_cli import fingerprint_command
 from auditor.history_cli import db_group, history_command, report_command, show_command, trend_command
+from auditor.hosts_cli import hosts_group
 from auditor.plugin_manager import Plugins
 from auditor.plugins_cli import plugins_command
 from auditor.redact import redact_url
@@ -209,6 +210,7 @@ cli.add_command(alerts_command)
 cli.add_command(service_group)
 cli.add_command(drift_command)
 cli.add_command(baseline_group)
+cli.add_command(hosts_group)
 
 
 def main() -> None:

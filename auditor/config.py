@@ -177,6 +177,41 @@ class StackConfig:
     """Seconds one npu-smi call may take before its process group is killed."""
 
 
+@section
+class HostConfig:
+    """``[hosts.NAME]``: a machine other stacks live on, reached with the system OpenSSH client
+    (``ssh``) or with any argv prefix that runs a command there (``command``); exactly one of
+    the two is set. A stack on it names it with ``host = "NAME"``."""
+
+    name: Annotated[str, _from_key("The host's name: the table's key.")]
+    ssh: Text(nonempty=True, pattern=r"[^-\s]\S*", what="[user@]server without spaces") | None = None
+    """``[user@]server`` for the OpenSSH client (an alias of ~/.ssh/config works too)."""
+    port: Int(1, 65535) | None = None
+    """The ssh port (default: ssh's own, 22 or ~/.ssh/config's)."""
+    identity_file: Path_ | None = None
+    """The private key ssh authenticates with (``-i``)."""
+    options: tuple[Text(pattern=r"[A-Za-z][A-Za-z0-9]*[ =].+", what="an ssh option 'Name=value'"), ...] = ()
+    """Extra ``-o`` options for ssh, e.g. ``"UserKnownHostsFile=/etc/auditor/known_hosts"``."""
+    command: tuple[Text(nonempty=True), ...] = ()
+    """An argv prefix that runs the rest of the argv on the host (``["kubectl", "exec", "-i",
+    "pod", "--"]``, ``["docker", "exec", "-i", "box"]``)."""
+    connect_timeout: Seconds(0.0, 3600.0, lo_open=True) = 10.0
+    """Seconds ssh may take to connect and authenticate (``ConnectTimeout``)."""
+    parallel: Int(1, 1024) | None = None
+    """How many of this host's stacks are driven at once (default: ``[worker] parallel``)."""
+
+    @property
+    def transport(self) -> str:
+        return "ssh" if self.ssh else "command"
+
+    def describe(self) -> str:
+        """The host as a person identifies it in a message: name and how it is reached."""
+        if self.ssh:
+            port = f" port {self.port}" if self.port else ""
+            return f"host {self.name} (ssh {self.ssh}{port})"
+        return f"host {self.name} (command {' '.join(self.command)})"
+
+
 DTYPE_TOLERANCES: dict[str, dict[str, float]] = {
     "float16": {"atol": 1e-3, "rtol": 1e-3},
     "bfloat16": {"atol": 1e-2, "rtol": 1e-2},
@@ -496,6 +531,8 @@ class Document(BaseModel):
     """Plugin folders."""
     secrets: SecretsConfig = SecretsConfig()
     """Extra redaction patterns."""
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    """The other machines stacks live on, by name."""
     stacks: dict[str, StackConfig] = Field(default_factory=dict)
     """The stacks, by name."""
     pairs: list[PairConfig] = Field(default_factory=list)
@@ -535,6 +572,8 @@ class Config:
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     secrets: SecretsConfig = SecretsConfig()
+    hosts: dict[str, HostConfig] = dataclasses.field(default_factory=dict)
+    """[hosts.NAME] by name: the machines other than the auditor's own that stacks live on."""
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -614,6 +653,7 @@ def parse(
     plugins = p.check(PluginsTable, p.table(doc, "plugins", "plugins"), "plugins") or PluginsTable()
 
     stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)
+    hosts = _hosts(p, stacks)
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes)
     _check_latency(p)
@@ -632,6 +672,7 @@ def parse(
         plugin_dirs=tuple(plugins.dirs),
         alerts=alerts,
         keep_days=storage.keep_days,
+        hosts=hosts,
         **simple,
     )
 
@@ -657,6 +698,41 @@ def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConf
         if stack is not None:
             stacks[name] = stack
     return stacks
+
+
+def _hosts(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, HostConfig]:
+    """[hosts.NAME] tables, and each stack's ``host`` naming ``local`` or one of them."""
+    hosts: dict[str, HostConfig] = {}
+    raw = p.table(p.doc, "hosts", "hosts")
+    for name, h in raw.items():
+        path = f"hosts.{name}"
+        if not isinstance(h, dict):
+            p.error(path, f"must be a table, not {show(h)}")
+            continue
+        if name == "local":
+            p.error(path, "'local' is the auditor's own machine and needs no table; pick another name")
+            continue
+        if not NAME_RE.match(name):
+            p.error(path, "host names use letters, digits, '.', '_' and '-'")
+        if "ssh" in h and "command" in h:
+            p.error(path, "set either ssh or command, not both")
+            continue
+        if "ssh" not in h and "command" not in h:
+            p.error(path, 'set ssh = "user@server" or command = [argv prefix]')
+            continue
+        if "command" in h and h["command"] == []:
+            p.error(f"{path}.command", "must name the program to run (e.g. ['docker', 'exec', '-i', 'box'])")
+            continue
+        if "command" in h and any(k in h for k in ("port", "identity_file", "options")):
+            p.error(path, "port, identity_file and options belong to ssh hosts, not command hosts")
+            continue
+        host = p.check(HostConfig, {**h, "name": name}, path)
+        if host is not None:
+            hosts[name] = host
+    for sname, s in stacks.items():
+        if s.host != "local" and s.host not in hosts and s.host not in raw:
+            p.error(f"stacks.{sname}.host", f"no [hosts.{s.host}] table (known hosts: {_known(raw)})")
+    return hosts
 
 
 def _scope(scope: ScopeTable) -> ThresholdScope:

@@ -27,6 +27,7 @@ from auditor.compare import Comparator, MetricCheck, OutputComparison, Tolerance
 from auditor.config import Config, PairConfig, StackConfig
 from auditor.drift import diff as drift_diff
 from auditor.drift import drift_finding
+from auditor.hosts import per_host_limits
 from auditor.mindir import read_info
 from auditor.probe import ProbeSpec, dtype_variant_name
 from auditor.probe_suite import ProbeSuite
@@ -48,6 +49,7 @@ from auditor.results import (
 from auditor.rules import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.runtime import RuntimeSpec
 from auditor.stack_worker import StackWorker, WorkerError, worker_packages
+from auditor.transport import CONNECTIONS
 
 if TYPE_CHECKING:
     from auditor.plugin_manager import Plugins
@@ -167,6 +169,7 @@ class _Session:
                 self.config.worker.request_timeout,
                 self.packages,
                 self.runtime_class,
+                host=self.config.hosts.get(self.stack.host),
             )
             self.register(worker)
             try:
@@ -297,6 +300,7 @@ class Cycle(ProbeSuite):
             finally:
                 for session in sessions.values():
                     session.close()
+                CONNECTIONS.close_all()
             self._check()
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
         findings = self._with_rule_findings(
@@ -320,7 +324,10 @@ class Cycle(ProbeSuite):
         return spec.worker_class if spec else None
 
     def _parallel(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-        with ThreadPoolExecutor(max_workers=self.config.worker.parallel, thread_name_prefix="stack") as pool:
+        """Run each stack's task; ``[worker] parallel`` (or a host's own) limits each host."""
+        cfg = self.config
+        size, tasks = per_host_limits(tasks, cfg.stacks, cfg.hosts, cfg.worker.parallel)
+        with ThreadPoolExecutor(max_workers=size, thread_name_prefix="stack") as pool:
             futures = {name: pool.submit(fn) for name, fn in tasks.items()}
             try:
                 return {name: f.result() for name, f in futures.items()}
@@ -721,6 +728,10 @@ class Cycle(ProbeSuite):
         if self.history is None or document is None or "fingerprint_error" in document:
             return None
         previous = self.history.previous_fingerprint(stack.host, name)
+        if previous is None:
+            # Moved to another host: what the stack was last time, wherever, is the baseline.
+            elsewhere = self.history.fingerprint_history(name)
+            previous = self.history.previous_fingerprint(elsewhere[-1][2], name) if elsewhere else None
         if previous is None:
             return None
         run_id, digest, before = previous

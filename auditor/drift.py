@@ -82,6 +82,11 @@ LATER: tuple[tuple[str, str], ...] = (
     ("runtime.executable", "interpreter"),
     ("host.python.executable", "interpreter"),
     ("host.hostname", "hostname"),
+    ("host.machine_id", "machine id"),
+    ("connection.host", "host"),
+    ("connection.transport", "transport"),
+    ("connection.destination", "destination"),
+    ("connection.address", "address"),
 )
 _RANK = {path: i for i, (path, _) in enumerate(NAMED)}
 _IMPORTANT = {path for path, _ in NAMED[: _RANK[IMPORTANT_UNTIL] + 1]}

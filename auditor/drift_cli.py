@@ -24,11 +24,12 @@ def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[
     entries: list[dict[str, Any]] = []
     previous: dict[str, str] = {}  # host -> digest
     changed: list[tuple[int, Any, str, str | None, str]] = []
+    last: str | None = None  # a stack that moved to another host is compared with where it was
     for run_id, started_at, where, digest in history:
-        before = previous.get(where)
+        before = previous.get(where, last)
         if before != digest:
             changed.append((run_id, started_at, where, before, digest))
-        previous[where] = digest
+        previous[where] = last = digest
     documents = store.fingerprints([d for *_, b, d in changed] + [b for *_, b, _ in changed if b is not None])
     for run_id, started_at, where, before, digest in changed:
         changes = [] if before is None else diff(documents[before], documents[digest])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from auditor.config import SecretsConfig, StackConfig
+from auditor.config import HostConfig, SecretsConfig, StackConfig
 from auditor.redact import redact_fingerprint
 from auditor.stack_worker import StackWorker, worker_packages
 
@@ -68,7 +68,24 @@ def collect(
     )
     document = dict(reply.result.get("fingerprint") or {})
     document["runtime"] = {k: v for k, v in worker.hello.items() if k != "pid"}
+    if worker.is_remote:
+        document["connection"] = connection(worker)
     return redact_fingerprint(document, secrets.names, secrets.values)
+
+
+def connection(worker: StackWorker) -> dict[str, Any]:
+    """How a remote stack was reached: its host's name, the transport, the destination and
+    the address the connection really went to (the server's side of ssh's SSH_CONNECTION;
+    the client's port changes with every connection and is left out)."""
+    host = worker.host
+    section: dict[str, Any] = {"host": worker.stack.host, "transport": host.transport if host else None}
+    if host is not None and host.ssh:
+        section["destination"] = host.ssh + (f":{host.port}" if host.port else "")
+    elif host is not None:
+        section["command"] = list(host.command)
+    words = str((worker.remote or {}).get("ssh_connection") or "").split()
+    section["address"] = f"{words[2]}:{words[3]}" if len(words) == 4 else None
+    return section
 
 
 def fingerprint_stack(
@@ -77,13 +94,16 @@ def fingerprint_stack(
     start_timeout: float = 120.0,
     request_timeout: float = 120.0,
     secrets: SecretsConfig | None = None,
+    host: HostConfig | None = None,
 ) -> dict[str, Any]:
-    """Start a worker for ``stack``, fingerprint it, stop it. Raises WorkerError."""
+    """Start a worker for ``stack`` (on ``host``, its [hosts] table, when it is not local),
+    fingerprint it, stop it. Raises WorkerError."""
     worker = StackWorker(
         stack,
         start_timeout=start_timeout,
         request_timeout=request_timeout,
         packages=packages_for(collectors),
+        host=host,
     )
     try:
         worker.start()

@@ -57,6 +57,7 @@ def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) ->
                 config.worker.start_timeout,
                 config.worker.request_timeout,
                 secrets=config.secrets,
+                host=config.hosts.get(stack.host),
             )
         except WorkerError as exc:
             return exc.describe()
@@ -78,7 +79,8 @@ def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) ->
 
 def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
     """The readable summary of one stack's fingerprint (or why there is none)."""
-    lines = [f"{stack.name}  ({stack.role}, {stack.runtime}, {stack.python})"]
+    where = "" if stack.host == "local" else f", on host {stack.host}"
+    lines = [f"{stack.name}  ({stack.role}, {stack.runtime}, {stack.python}{where})"]
     if isinstance(result, str):
         lines += [
             "  NOT COLLECTED: " + line if i == 0 else "  " + line
@@ -100,8 +102,13 @@ def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
             host.get("kernel") and f"kernel {host['kernel']}",
             host.get("arch"),
             host.get("cpu_model"),
+            host.get("machine_id") and f"machine-id {host['machine_id'][:12]}",
         ),
     )
+    conn = _section(doc, "connection")
+    if conn:
+        how = conn.get("destination") or " ".join(conn.get("command") or [])
+        row("connection", _join(conn.get("host"), conn.get("transport"), how, conn.get("address")))
     py = host.get("python") or {}
     runtime = _section(doc, "runtime")
     row("python", _join(_v(py.get("version")), py.get("implementation"), py.get("executable")))

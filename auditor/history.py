@@ -111,6 +111,8 @@ class Filters:
     outputs: tuple[str, ...] = ()
     stacks: tuple[str, ...] = ()
     statuses: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+    """Pairs with a stack on one of these hosts (``[hosts]`` names, ``local``) on a side."""
     since: datetime | None = None
     until: datetime | None = None
     limit: int | None = 50
@@ -132,6 +134,9 @@ def _where_results(stmt: Select, f: Filters) -> Select:
         stmt = stmt.where(_in(P.status, f.statuses))
     if f.stacks:
         ids = select(m.Stack.id).where(_in(m.Stack.name, f.stacks))
+        stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
+    if f.hosts:
+        ids = select(m.Stack.id).where(_in(m.Stack.host, f.hosts))
         stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
     if f.since is not None:
         stmt = stmt.where(R.started_at >= f.since)
@@ -208,6 +213,7 @@ def known_values(conn: Connection, column: str) -> list[str]:
         "metric": M.name,
         "output": M.output,
         "stack": m.Stack.name,
+        "host": m.Stack.host,
     }[column]
     return sorted(conn.scalars(select(col).distinct()))
 

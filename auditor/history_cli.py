@@ -87,6 +87,13 @@ def filter_options(metric: bool = True) -> Callable[[Callable[..., Any]], Callab
                 help="Only pairs with this stack on a side.",
             ),
             click.option(
+                "--host",
+                "hosts",
+                multiple=True,
+                metavar="NAME",
+                help="Only pairs with a stack on this host ([hosts] name, or 'local') on a side.",
+            ),
+            click.option(
                 "--status",
                 "statuses",
                 multiple=True,
@@ -114,6 +121,7 @@ def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
         outputs=tuple(kw.get("outputs", ())),
         stacks=tuple(kw.get("stacks", ())),
         statuses=tuple(kw.get("statuses", ())),
+        hosts=tuple(kw.get("hosts", ())),
         since=_when(kw.get("since"), "--since"),
         until=_when(kw.get("until"), "--until"),
         limit=limit if limit else None,
@@ -130,6 +138,7 @@ def _reject_unknown(conn: Any, f: Filters) -> None:
         ("metric", f.metrics),
         ("output", f.outputs),
         ("stack", f.stacks),
+        ("host", f.hosts),
     ):
         if not values:
             continue

@@ -183,6 +183,8 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
                 "UNAVAILABLE" if s.error else ("ok" if fp else "not run"),
             ]
         )
+        if any(x.host != "local" for x in result.stacks.values()):
+            rows[-1].insert(-1, f"on {s.host}")  # stacks on other hosts: say where each one is
     out += _table(rows, "  ")
     for s in result.stacks.values():
         if s.error:

@@ -22,15 +22,19 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 import auditor
+from auditor import payload as worker_payload
 from auditor import tempdirs
 from auditor.config import StackConfig
+from auditor.hosts import LOCAL, HostConfig
+from auditor.transport import CONNECTIONS, HostError, explain, remote_argv
 from auditor.worker import protocol
 from auditor.worker.bootstrap import SOURCE
 from auditor.worker.fingerprint import WORKER_SET_ENV
+from auditor.worker.remote_boot import SOURCE as REMOTE_SOURCE
 
 PACKAGE_DIR = Path(auditor.__file__).resolve().parent
 STDERR_LINES = 400
@@ -92,11 +96,14 @@ class WorkerError(Exception):
     ):
         self.stack, self.op, self.kind, self.message = stack, op, kind, message
         self.log, self.error_type, self.traceback = log, error_type, traceback
+        self.host = ""
+        """The stack's host when it is not this machine."""
         super().__init__(f"{stack}: {op}: {message}")
 
     def describe(self) -> str:
         """A message for a person: what failed, and the last lines the worker wrote."""
-        text = f"stack {self.stack}: {self.op} failed: {self.message}"
+        where = f"stack {self.stack} on host {self.host}" if self.host else f"stack {self.stack}"
+        text = f"{where}: {self.op} failed: {self.message}"
         tail = self.log.strip()
         if tail:
             tail = tail[-TAIL_CHARS:]
@@ -123,15 +130,22 @@ class StackWorker:
         request_timeout: float = 120.0,
         packages: list[tuple[str, str]] | None = None,
         runtime_class: str | None = None,
+        host: HostConfig | None = None,
     ):
+        """``host``: the stack's ``[hosts.NAME]`` (None for a stack on this machine)."""
         self.stack = stack
+        self.host = host
         self.runtime_class = runtime_class
         self.packages = packages if packages is not None else worker_packages()
         self.start_timeout = start_timeout
         self.request_timeout = request_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self._killed = threading.Event()
-        self.workdir = tempdirs.make(f"auditor-{stack.name}-")
+        self.local_dir = tempdirs.make(f"auditor-{stack.name}-")
+        self.workdir: PurePath = self.local_dir
+        """The worker's directory on its host (exported files go there)."""
+        self.remote: dict[str, Any] | None = None
+        """For a worker on another host: how it was reached (ssh's SSH_CONNECTION)."""
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._reader: threading.Thread | None = None
         self.hello: dict[str, Any] = {}
@@ -139,7 +153,18 @@ class StackWorker:
         """The request sent last (what the worker was doing if it died)."""
 
     # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def is_remote(self) -> bool:
+        return self.stack.host != LOCAL
+
     def start(self) -> dict[str, Any]:
+        try:
+            return self._start_remote() if self.is_remote else self._start_local()
+        except WorkerError as exc:
+            exc.host = self.stack.host if self.is_remote else ""
+            raise
+
+    def _start_local(self) -> dict[str, Any]:
         python = self.stack.python
         if not os.path.isfile(python) or not os.access(python, os.X_OK):
             raise WorkerError(
@@ -189,8 +214,98 @@ class StackWorker:
             target=self._drain_stderr, name=f"stderr-{self.stack.name}", daemon=True
         )
         self._reader.start()
-        self.hello = self.request("hello", timeout=self.start_timeout).result
+        return self._hello()
+
+    def _hello(self) -> dict[str, Any]:
+        hello = dict(self.request("hello", timeout=self.start_timeout).result)
+        # Where the worker keeps files and how it was reached change with every start:
+        # they are not part of what the worker says about the stack (its fingerprint).
+        workdir = hello.pop("workdir", None)
+        self.remote = hello.pop("remote", None)
+        if self.is_remote and workdir:
+            self.workdir = PurePosixPath(workdir)
+        self.hello = hello
         return self.hello
+
+    def _start_remote(self) -> dict[str, Any]:
+        """Start the worker on the stack's host: connect (one shared connection per host),
+        run the interpreter there with the remote bootstrap, send the worker code on stdin."""
+        name = self.stack.name
+        if self.host is None:
+            raise WorkerError(
+                name, "start", "start", f"no [hosts.{self.stack.host}] table for stacks.{name}.host"
+            )
+        try:
+            control = CONNECTIONS.ensure(self.host)
+        except HostError as exc:
+            raise WorkerError(name, "start", "start", f"cannot reach {exc}") from None
+        if self._killed.is_set():
+            raise WorkerError(name, "start", "crash", "killed while starting (cycle aborted)")
+        code = worker_payload.build(self.packages)
+        spec = {
+            "runtime": self.stack.runtime,
+            "device": self.stack.device,
+            "packages": [[n, ""] for n, _ in self.packages],
+            "runtime_class": self.runtime_class,
+            "payload": code.sha256,
+        }
+        env = {"GLOG_v": "2", "GLOG_logtostderr": "1", **self.stack.env}
+        # What the auditor added is not the stack's environment: the fingerprint leaves it out.
+        env[WORKER_SET_ENV] = ",".join(k for k in ("GLOG_v", "GLOG_logtostderr") if k not in self.stack.env)
+        words = [
+            "env",
+            "-u",
+            "PYTHONPATH",
+            "-u",
+            "PYTHONHOME",
+            *(f"{k}={v}" for k, v in env.items()),
+            self.stack.python,
+            "-c",
+            REMOTE_SOURCE,
+            json.dumps(spec),
+        ]
+        argv = remote_argv(self.host, words, control)
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.local_dir,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise WorkerError(name, "start", "start", f"cannot run {argv[0]}: {exc}") from None
+        if self._killed.is_set():
+            self.kill()
+            raise WorkerError(name, "start", "crash", "killed while starting (cycle aborted)")
+        self._reader = threading.Thread(target=self._drain_stderr, name=f"stderr-{name}", daemon=True)
+        self._reader.start()
+        sent = threading.Event()
+
+        def send() -> None:
+            assert self.proc is not None and self.proc.stdin is not None
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.write(len(code.data).to_bytes(8, "big") + code.data)
+                self.proc.stdin.flush()
+                sent.set()
+
+        sender = threading.Thread(target=send, name=f"payload-{name}", daemon=True)
+        sender.start()
+        sender.join(self.start_timeout)
+        if not sent.is_set():
+            if sender.is_alive():
+                self.kill()
+                taken = f"the worker code was not taken within {self.start_timeout:g} s"
+                raise self._failure("start", "timeout", taken)
+            self._wait_quietly()
+            raise self._failure("start", "start", f"the worker exited ({_describe_status(self.proc.poll())})")
+        try:
+            return self._hello()
+        except WorkerError as exc:
+            if exc.kind in ("crash", "timeout") and exc.message.startswith("worker"):
+                exc.kind = "start"
+            raise
 
     def _drain_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -250,7 +365,7 @@ class StackWorker:
         self.kill()
         if self.proc is not None:
             self._close_pipes()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.local_dir, ignore_errors=True)
 
     def _close_pipes(self) -> None:
         assert self.proc is not None
@@ -274,7 +389,10 @@ class StackWorker:
 
     # -- requests --------------------------------------------------------------------------
     def _request_log(self) -> str:
-        """What the worker wrote during the current request (it redirects fd 2 to this file)."""
+        """What the worker wrote during the current request (it redirects fd 2 to this file).
+        A remote worker's file is on its host: only its stderr stream is seen from here."""
+        if self.is_remote:
+            return ""
         try:
             data = (self.workdir / "request.log").read_bytes()
         except OSError:
@@ -285,9 +403,25 @@ class StackWorker:
         if self._reader is not None and self.proc is not None and self.proc.poll() is not None:
             self._reader.join(timeout=2)
         log = "\n".join(filter(None, [self.stderr_tail(), self._request_log()]))
+        if self.is_remote and self.proc is not None and kind in ("crash", "start"):
+            # ssh's exit status 255 (or the shell's 127) says the connection, not the worker, failed.
+            said = explain(
+                self.host, self.proc.poll(), self.stderr_tail(), self.stack.python, connected=bool(self.hello)
+            )
+            if said:
+                return WorkerError(self.stack.name, op, kind, f"{said}\n  ({message})", log=log)
+        if self.is_remote and kind == "timeout":
+            message += f" (on host {self.stack.host}; its worker there ends when the connection closes)"
         return WorkerError(self.stack.name, op, kind, message, log=log)
 
     def request(self, op: str, timeout: float | None = None, **payload: Any) -> Reply:
+        try:
+            return self._request(op, timeout, **payload)
+        except WorkerError as exc:
+            exc.host = self.stack.host if self.is_remote else ""
+            raise
+
+    def _request(self, op: str, timeout: float | None = None, **payload: Any) -> Reply:
         if self.proc is None:
             raise WorkerError(self.stack.name, op, "start", "worker not started")
         if self.proc.poll() is not None:
@@ -295,6 +429,9 @@ class StackWorker:
         timeout = self.request_timeout if timeout is None else timeout
         self.last_op = op
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        if op == "load" and self.is_remote and "mindir" not in payload:
+            # The MindIR is a file on this machine; the worker writes it into its directory.
+            payload["mindir"] = Path(payload["path"]).read_bytes()
         try:
             self.proc.stdin.write(protocol.encode(dict(payload, op=op)))
             self.proc.stdin.flush()

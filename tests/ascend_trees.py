@@ -16,6 +16,7 @@ makes it hang (sleeps, with a child process, until killed), print garbage, or fa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import stat
@@ -266,6 +267,8 @@ def build_tree(base: Path, name: str, npu_smi_mode: str = "normal") -> AscendTre
         d.mkdir(parents=True, exist_ok=True)
     tree = AscendTree(name, spec, ascend, system, bindir / "npu-smi")
     _write_os_release(system, spec)
+    # systemd's machine id: one per tree, so trees look like different machines.
+    write(system / "etc" / "machine-id", hashlib.md5(name.encode()).hexdigest() + "\n")  # noqa: S324
     if spec.layout is not None:
         _write_toolkit(ascend, system, spec)
     if spec.nnrt_version is not None:

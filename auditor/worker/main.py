@@ -74,7 +74,13 @@ class Worker(object):
             data = self.runtime.export(request["model"], request["inputs"], request["path"])
             return {"mindir": data}
         if op == "load":
-            self.runtime.load(request["model"], request["path"])
+            path = request["path"]
+            if request.get("mindir") is not None:
+                # A worker on another host: the file travels with the request.
+                path = os.path.join(self.spec["workdir"], os.path.basename(path))
+                with open(path, "wb") as f:
+                    f.write(request["mindir"])
+            self.runtime.load(request["model"], path)
             return {}
         if op == "run":
             return {"outputs": self.runtime.run(request["model"], request["inputs"])}
@@ -102,6 +108,10 @@ class Worker(object):
             "runtime": self.spec["runtime"],
             "runtime_package": self.runtime.package,
             "runtime_version": self.runtime.version,
+            # Not part of a fingerprint (the auditor takes them out): where the worker keeps
+            # its files on its host, and how a remote worker was reached.
+            "workdir": self.spec.get("workdir"),
+            "remote": self.spec.get("remote"),
         }
 
 

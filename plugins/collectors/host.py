@@ -24,6 +24,7 @@ def collect(context):
     unknown = {}
     return {
         "hostname": socket.gethostname(),
+        "machine_id": _machine_id(context, unknown),
         "os_release": _os_release(context, unknown),
         "kernel": platform.release(),
         "arch": platform.machine(),
@@ -35,6 +36,23 @@ def collect(context):
         },
         "unknown": unknown,
     }
+
+
+def _machine_id(context, unknown):
+    """systemd's /etc/machine-id (or D-Bus's copy): tells two hosts apart when names repeat."""
+    reasons = []
+    for relative in ("etc/machine-id", "var/lib/dbus/machine-id"):
+        path = system_path(context, relative)
+        try:
+            value = read_text(path).strip()
+        except Unreadable as exc:
+            reasons.append(str(exc))
+            continue
+        if value:
+            return value
+        reasons.append("%s: empty" % path)
+    unknown["machine_id"] = "; ".join(reasons)
+    return None
 
 
 def _os_release(context, unknown):

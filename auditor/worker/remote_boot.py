@@ -1,0 +1,140 @@
+"""The first lines a stack interpreter runs on another host (passed with ``-c``).
+
+Nothing is installed there: the auditor sends the worker code as one zip on stdin, ahead
+of the protocol stream (8-byte big-endian length, then the bytes, checked against the
+digest in the spec). This code
+
+- removes the temporary directories that crashed workers of this user left behind
+  (``auditor-w-<pid>-*`` whose pid is gone), then makes its own, mode 0700;
+- unpacks the zip there and registers its packages the way the local bootstrap does;
+- forks: the child serves the protocol (``auditor.worker.main.serve``) in its own process
+  group, and dies with its parent (PR_SET_PDEATHSIG on Linux); the parent supervises.
+  When the child exits, the parent removes the directory and exits with its status. When
+  the connection goes away while the child still runs (stdout hung up: ssh dropped, the
+  auditor killed its end after a deadline), the parent kills the child's process group,
+  stopped or not, and removes the directory: no process and no file is left behind.
+
+Python 3.7 compatible, standard library only.
+"""
+
+SOURCE = r"""
+import hashlib, io, json, os, select, shutil, signal, struct, sys, tempfile, types, zipfile
+spec = json.loads(sys.argv[1])
+def read_exact(n):
+    chunks = []
+    while n:
+        chunk = os.read(0, min(n, 1 << 20))
+        if not chunk:
+            sys.stderr.write("auditor worker: connection closed while receiving the worker code\n")
+            sys.exit(3)
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+base = tempfile.gettempdir()
+try:
+    names = os.listdir(base)
+except OSError:
+    names = []
+for name in names:
+    parts = name.split("-")
+    if len(parts) < 4 or parts[0] != "auditor" or parts[1] != "w" or not parts[2].isdigit():
+        continue
+    path = os.path.join(base, name)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        continue
+    mine = st.st_uid == os.getuid() and os.path.isdir(path) and not os.path.islink(path)
+    if mine and not alive(int(parts[2])):
+        shutil.rmtree(path, ignore_errors=True)
+workdir = tempfile.mkdtemp(prefix="auditor-w-%d-" % os.getpid())
+os.chmod(workdir, 0o700)
+child = None
+def cleanup(*_):
+    if child:
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(child, 0)
+        except OSError:
+            pass
+    shutil.rmtree(workdir, ignore_errors=True)
+    os._exit(1)
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+    signal.signal(s, cleanup)
+try:
+    size = struct.unpack(">Q", read_exact(8))[0]
+    data = read_exact(size)
+    if hashlib.sha256(data).hexdigest() != spec["payload"]:
+        sys.stderr.write("auditor worker: the worker code arrived damaged (digest mismatch)\n")
+        cleanup()
+    lib = os.path.join(workdir, "lib")
+    zipfile.ZipFile(io.BytesIO(data)).extractall(lib)
+    del data
+except BaseException as exc:
+    if not isinstance(exc, SystemExit):
+        sys.stderr.write("auditor worker: cannot unpack the worker code: %s\n" % (exc,))
+    cleanup()
+spec["workdir"] = workdir
+spec["packages"] = [[n, os.path.join(lib, *n.split("."))] for n, _ in spec["packages"]]
+spec["remote"] = {"ssh_connection": os.environ.get("SSH_CONNECTION"), "supervisor": os.getpid()}
+sys.stdout.flush()
+sys.stderr.flush()
+child = os.fork()
+if child == 0:
+    child = None
+    os.setpgid(0, 0)
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except Exception:
+        pass
+    if os.getppid() == 1:
+        os._exit(1)
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(s, signal.SIG_DFL)
+    code = 0
+    try:
+        for name, path in spec["packages"]:
+            module = types.ModuleType(name)
+            module.__path__ = [path]
+            sys.modules[name] = module
+            parent, _, leaf = name.rpartition(".")
+            if parent:
+                setattr(sys.modules[parent], leaf, module)
+        from auditor.worker.main import serve
+        serve(spec)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stderr.flush()
+    os._exit(code)
+try:
+    os.setpgid(child, child)
+except OSError:
+    pass
+os.close(0)
+poller = select.poll()
+poller.register(1, select.POLLERR | select.POLLHUP)
+while True:
+    pid, status = os.waitpid(child, os.WNOHANG)
+    if pid:
+        child = None
+        shutil.rmtree(workdir, ignore_errors=True)
+        if os.WIFEXITED(status):
+            os._exit(os.WEXITSTATUS(status))
+        os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1)
+    if poller.poll(250):
+        cleanup()
+"""

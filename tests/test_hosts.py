@@ -1,0 +1,203 @@
+"""The auditor's own logic for remote hosts, without stacks or sshd: the [hosts] section,
+the ssh argv, what a failed ssh means, the worker-code zip, the per-host parallel limit."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+import threading
+import zipfile
+
+import pytest
+
+from auditor import payload
+from auditor.config import ConfigError, StackConfig, parse
+from auditor.hosts import HostConfig, per_host_limits
+from auditor.stack_worker import worker_packages
+from auditor.transport import explain, remote_argv
+
+STACK = {"role": "train", "runtime": "mindspore", "python": "/opt/ms/bin/python"}
+INFER = {"role": "infer", "runtime": "mindspore-lite", "python": "/opt/lite/bin/python"}
+PAIRS = [{"train": "s", "infer": "i", "probes": ["ppo_policy"]}]
+
+
+def _parse(hosts: object, host: str = "a") -> object:
+    doc = {"stacks": {"s": {**STACK, "host": host}, "i": INFER}, "hosts": hosts, "pairs": PAIRS}
+    return parse(doc, "t.toml")
+
+
+def test_ssh_and_command_hosts_parse() -> None:
+    config = _parse(
+        {
+            "a": {
+                "ssh": "ops@train-01",
+                "port": 2222,
+                "identity_file": "/etc/auditor/id_ed25519",
+                "options": ["UserKnownHostsFile=/etc/auditor/known_hosts"],
+                "connect_timeout": 3,
+                "parallel": 4,
+            },
+            "box": {"command": ["docker", "exec", "-i", "infer"]},
+        }
+    )
+    a, box = config.hosts["a"], config.hosts["box"]
+    assert (a.transport, a.ssh, a.port, a.parallel, a.connect_timeout) == (
+        "ssh",
+        "ops@train-01",
+        2222,
+        4,
+        3.0,
+    )
+    assert box.transport == "command" and box.command == ("docker", "exec", "-i", "infer")
+    assert config.stacks["s"].host == "a"
+
+
+def test_shipped_style_config_without_hosts_stays_local() -> None:
+    config = parse({"stacks": {"s": STACK, "i": INFER}, "pairs": PAIRS}, "t.toml")
+    assert config.hosts == {} and config.stacks["s"].host == "local"
+
+
+@pytest.mark.parametrize(
+    ("hosts", "host", "expected"),
+    [
+        ({"a": {"ssh": "x", "command": ["y"]}}, "a", "hosts.a: set either ssh or command, not both"),
+        ({"a": {}}, "a", 'hosts.a: set ssh = "user@server" or command = [argv prefix]'),
+        ({"a": {"ssh": "x", "port": 70000}}, "a", "hosts.a.port: must be a whole number from 1 to 65535, not 70000"),
+        ({"a": {"ssh": "x", "user": "y"}}, "a", "hosts.a.user: unknown key"),
+        ({"a": {"ssh": "x y"}}, "a", "hosts.a.ssh: must be [user@]server without spaces"),
+        (
+            {"a": {"ssh": "x", "options": ["-v"]}},
+            "a",
+            "hosts.a.options[0]: must be an ssh option 'Name=value'",
+        ),
+        ({"a": {"command": []}}, "a", "hosts.a.command: must name the program to run"),
+        (
+            {"a": {"command": ["x"], "port": 22}},
+            "a",
+            "hosts.a: port, identity_file and options belong to ssh",
+        ),
+        ({"local": {"ssh": "x"}}, "local", "hosts.local: 'local' is the auditor's own machine"),
+        ({"a": {"ssh": "x"}}, "b", "stacks.s.host: no [hosts.b] table (known hosts: a)"),
+        ({"a": {"ssh": "x", "connect_timeout": 0}}, "a", "hosts.a.connect_timeout: must be a duration greater than 0s"),
+        ({"a": {"ssh": "x", "parallel": 0}}, "a", "hosts.a.parallel: must be a whole number from 1 to 1024, not 0"),
+    ],
+)
+def test_bad_hosts_are_named_with_their_key_path(hosts: dict, host: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _parse(hosts, host)
+    assert any(e.startswith(expected) for e in err.value.errors), err.value.errors
+
+
+def test_ssh_argv_is_batch_shared_and_quotes_the_remote_command() -> None:
+    host = HostConfig("a", ssh="ops@h", port=2222, identity_file="/k", options=("Compression=yes",))
+    words = ["env", "GLOG_v=2", "/opt/py thon", "-c", "print('x; y')", '{"a": [1]}']
+    argv = remote_argv(host, words, "/tmp/auditor-ssh-x/a")
+    assert argv[0] == "ssh"
+    joined = " ".join(argv)
+    for part in (
+        "BatchMode=yes",
+        "ConnectTimeout=10",
+        "ControlPath=/tmp/auditor-ssh-x/a",
+        "ControlMaster=no",
+    ):
+        assert part in joined
+    assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/k"
+    assert "Compression=yes" in argv
+    assert argv[-3:-1] == ["ops@h", "--"]
+    assert shlex.split(argv[-1]) == words  # the remote shell gets back exactly these words
+
+
+def test_command_argv_is_the_prefix_then_the_words() -> None:
+    host = HostConfig("box", command=("kubectl", "exec", "-i", "pod", "--"))
+    assert remote_argv(host, ["python", "-c", "x"]) == [
+        "kubectl",
+        "exec",
+        "-i",
+        "pod",
+        "--",
+        "python",
+        "-c",
+        "x",
+    ]
+    assert remote_argv(None, ["python"]) == ["python"]
+
+
+SSH = HostConfig("trainer", ssh="ops@10.0.0.5", port=2222)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "words"),
+    [
+        ("ops@10.0.0.5: Permission denied (publickey).", "authentication failed"),
+        ("Host key verification failed.", "host key is not known"),
+        (
+            "@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key verification failed.",
+            "host key CHANGED",
+        ),
+        ("ssh: connect to host 10.0.0.5 port 2222: Connection refused", "connection was refused"),
+        ("ssh: connect to host 10.0.0.5 port 2222: Connection timed out", "no answer before ConnectTimeout"),
+        ("ssh: Could not resolve hostname nowhere: Name or service not known", "does not resolve"),
+        ("ssh: connect to host 10.0.0.5 port 2222: No route to host", "no route"),
+    ],
+)
+def test_ssh_failures_say_which_host_and_what_to_do(stderr: str, words: str) -> None:
+    message = explain(SSH, 255, stderr)
+    assert message is not None
+    assert message.startswith("host trainer (ssh ops@10.0.0.5 port 2222): ")
+    assert words in message
+    assert stderr.splitlines()[-1] in message  # ssh's own words, as the tail
+
+
+def test_other_statuses() -> None:
+    missing = explain(SSH, 127, "env: '/opt/py/bin/python': No such file or directory", "/opt/py/bin/python")
+    assert missing and "interpreter /opt/py/bin/python is not found there" in missing
+    assert "connection was lost" in (explain(SSH, 255, "", connected=True) or "")
+    assert explain(SSH, 1, "Traceback ...") is None  # the worker itself failed: not the transport
+    assert explain(SSH, 0, "") is None
+
+
+def test_payload_is_deterministic_cached_and_holds_the_worker_code() -> None:
+    packages = worker_packages()
+    first = payload.build(packages)
+    assert payload.build(packages) is first  # cached while no file changes
+    names = zipfile.ZipFile(io.BytesIO(first.data)).namelist()
+    assert "auditor/worker/main.py" in names and "auditor/worker/remote_boot.py" in names
+    assert "auditor/probes/ppo_policy.py" in names and "auditor/plugins/collectors/host.py" in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    assert len(set(names)) == len(names)
+    payload._cache.clear()
+    assert payload.build(packages).sha256 == first.sha256  # same files, same bytes
+
+
+def test_per_host_limit_runs_hosts_side_by_side_and_caps_each() -> None:
+    stacks = {f"s{i}": StackConfig(f"s{i}", "infer", "x", "/p", host=f"h{i % 3}") for i in range(9)}
+    hosts = {"h1": HostConfig("h1", ssh="x"), "h2": HostConfig("h2", ssh="y", parallel=1)}
+    running: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    lock = threading.Lock()
+    gate = threading.Barrier(5, timeout=30)  # h0 and h1 run 2 each, h2 one: 5 at once
+
+    def task(name: str):
+        host = stacks[name].host
+
+        def run() -> str:
+            with lock:
+                running[host] = running.get(host, 0) + 1
+                peak[host] = max(peak.get(host, 0), running[host])
+            with contextlib.suppress(threading.BrokenBarrierError):
+                gate.wait()
+            with lock:
+                running[host] -= 1
+            return name
+
+        return run
+
+    size, wrapped = per_host_limits({n: task(n) for n in stacks}, stacks, hosts, parallel=2)
+    assert size == 5
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=size) as pool:
+        done = [f.result() for f in [pool.submit(fn) for fn in wrapped.values()]]
+    assert sorted(done) == sorted(stacks)
+    assert peak == {"h0": 2, "h1": 2, "h2": 1}
