@@ -98,6 +98,7 @@ class FakeWorker:
     answers as a plugin collector that did not redact anything would."""
 
     request_timeout = 10.0
+    is_remote = False
 
     def __init__(self) -> None:
         self.context: dict = {}
