@@ -12,6 +12,7 @@ import click
 
 from auditor import __version__
 from auditor.baseline_cli import baseline_group
+from auditor.check_cli import check_command
 from auditor.cli_context import EXIT_FINDINGS, Context, fail
 from auditor.daemon_cli import alerts_command, daemon_command, service_group
 from auditor.drift_cli import drift_command
@@ -201,6 +202,7 @@ cli.add_command(alerts_command)
 cli.add_command(service_group)
 cli.add_command(drift_command)
 cli.add_command(baseline_group)
+cli.add_command(check_command)
 
 
 def main() -> None:

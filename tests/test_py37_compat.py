@@ -17,6 +17,7 @@ STACK_SIDE = [
     "auditor/worker/*.py",
     "probes/*.py",
     "tests/probe_fixtures/*.py",
+    "tests/model_fixtures/*.py",
     "examples/*/src/*/policy.py",
     "plugins/collectors/*.py",
 ]
