@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.compare import Tolerance
+from auditor.model_config import parse_models, parse_stack_models
 from auditor.paths import default_db_url
 
 # The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
@@ -56,6 +57,8 @@ class StackConfig:
     """The npu-smi command (looked up on the worker's PATH) or its path."""
     npu_smi_timeout: float = 10.0
     """Seconds one npu-smi call may take before its process group is killed."""
+    models: tuple[str, ...] = ()
+    """Paths or glob patterns of the MindIR files the stack serves (auditor.model_config)."""
 
 
 DTYPE_TOLERANCES: dict[str, dict[str, float]] = {
@@ -255,6 +258,8 @@ class Config:
     daemon: DaemonConfig = DaemonConfig()
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
+    models: dict[str, Any] = field(default_factory=dict)
+    """[models.NAME]: auditor.model_config.ModelConfig by name."""
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -425,6 +430,7 @@ SECTIONS = (
     "alerts",
     "prometheus",
     "daemon",
+    "models",
 )
 
 
@@ -492,7 +498,7 @@ def parse(
 
     stacks: dict[str, StackConfig] = {}
     stack_keys = {"role", "runtime", "python", "device", "host", "ascend_root", "env"}
-    stack_keys |= {"system_root", "npu_smi", "npu_smi_timeout"}  # fingerprint options
+    stack_keys |= {"system_root", "npu_smi", "npu_smi_timeout", "models"}  # fingerprint options
     for name, s in c.table(doc, "stacks", "stacks").items():
         path = f"stacks.{name}"
         if not isinstance(s, dict):
@@ -547,6 +553,7 @@ def parse(
                 system_root=system_root,
                 npu_smi=npu_smi,
                 npu_smi_timeout=npu_smi_timeout,
+                models=parse_stack_models(s.get("models"), path, source, c.error),
             )
 
     probes: dict[str, ProbeConfig] = {}
@@ -625,7 +632,7 @@ def parse(
     if not isinstance(raw_pairs, list):
         c.error("pairs", "must be an array of tables ([[pairs]])")
         raw_pairs = []
-    if not raw_pairs:
+    if not raw_pairs and not doc.get("models"):
         c.error("pairs", "no pairs configured: add at least one [[pairs]] with train, infer and probes")
     seen: set[tuple[str, str]] = set()
     for i, p in enumerate(raw_pairs):
@@ -662,6 +669,9 @@ def parse(
             pairs.append(PairConfig(train, infer, tuple(n for n in names if isinstance(n, str))))
 
     rollout = _rollout_section(c, doc, pairs, known_probes)
+    models = parse_models(
+        doc.get("models"), source, stacks, [n for n, s in stacks.items() if s.role == "infer"], c.error
+    )
     daemon_sections = _daemon_sections(c, doc, source, sink_types)
     if c.errors:
         raise ConfigError(source, c.errors)
@@ -677,6 +687,7 @@ def parse(
         plugin_dirs=tuple(plugin_dirs),
         **daemon_sections,
         keep_days=keep_days,
+        models=models,
     )
 
 

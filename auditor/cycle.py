@@ -29,6 +29,8 @@ from auditor.config import Config, PairConfig, StackConfig
 from auditor.drift import diff as drift_diff
 from auditor.drift import drift_finding
 from auditor.mindir import read_info
+from auditor.model_probe import ModelSuite, model_stacks
+from auditor.operator_support import operator_limits
 from auditor.probe import ProbeSpec, dtype_variant_name
 from auditor.probe_suite import ProbeSuite
 from auditor.results import (
@@ -172,7 +174,7 @@ class _Session:
             self.worker.close()
 
 
-class Cycle(ProbeSuite):
+class Cycle(ProbeSuite, ModelSuite):
     def __init__(
         self,
         config: Config,
@@ -244,7 +246,7 @@ class Cycle(ProbeSuite):
         sessions = self._sessions = {
             n: _Session(s, self.config, self._register, packages, self._runtime_class(s.runtime))
             for n, s in self.config.stacks.items()
-            if any(n in (p.train, p.infer) for p in pairs)
+            if any(n in (p.train, p.infer) for p in pairs) or n in model_stacks(self.config)
         }
         with tempfile.TemporaryDirectory(prefix="auditor-cycle-") as tmp:
             try:
@@ -279,6 +281,7 @@ class Cycle(ProbeSuite):
                 ]
                 # Probe suite: localization and rollouts need both workers of each pair alive.
                 results, rollouts = self._suite_follow_up(planned, results, trained, inferred, Path(tmp))
+                results += self._model_follow_up(sessions)  # [models.NAME] (auditor.model_probe)
             finally:
                 for session in sessions.values():
                     session.close()
@@ -460,7 +463,8 @@ class Cycle(ProbeSuite):
                 status=ERROR, message=f"train side: {train.error.describe()}", log=train.error.log, **base
             )
         if infer.blocked is not None:
-            return ProbeResult(status=INCOMPATIBLE, message=infer.blocked.message, **base)
+            status = UNSUPPORTED if infer.blocked.kind == UNSUPPORTED else INCOMPATIBLE
+            return ProbeResult(status=status, message=infer.blocked.message, **base)
         if infer.error is not None:
             rejection = MINDIR_REJECTION.search(f"{infer.error.message}\n{infer.error.log}")
             if rejection and infer.error.kind == "error":
@@ -695,6 +699,7 @@ class Cycle(ProbeSuite):
             tuple(self.config.pairs),
             exported or [],
             self._known_maxima,
+            operator_limits(self.config.stacks, self.fingerprints, self.runtimes, self._known_operators()),
         )
 
     def _check_exports(
@@ -725,7 +730,7 @@ class Cycle(ProbeSuite):
         def reported_by_a_rule(f: Finding) -> bool:
             probe, variant = f.details.get("probe"), f.details.get("variant")
             return (
-                f.kind == INCOMPATIBLE
+                f.kind in (INCOMPATIBLE, UNSUPPORTED)
                 and probe is not None
                 and blocked(self.rule_findings, f.subject, probe, variant) is not None
             )

@@ -243,7 +243,7 @@ def operator_support(ctx: RuleContext) -> Iterable[Finding]:
         ops = sorted(hits)
         yield _finding(
             "operator-support",
-            "error",
+            "warning",
             pair.name,
             f"{pair.name}/operator-support",
             f"unsupported operator: {', '.join(ops)}: {pair.infer} ({runtime} {version}) cannot run "
