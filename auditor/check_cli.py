@@ -93,7 +93,7 @@ def _learned(obj: Context, config):  # noqa: ANN001, ANN202 - the history's lear
         return {}, []
     try:
         maxima = store.mindir_limits()
-        operators = store.operator_limits() if hasattr(store, "operator_limits") else []
+        operators = store.operator_limits()
         return maxima, operators
     except Exception as exc:  # an old or foreign database: the check goes on without it
         click.echo(f"auditor: warning: history not read ({type(exc).__name__}: {exc})", err=True)

@@ -30,7 +30,8 @@ from auditor.drift import diff as drift_diff
 from auditor.drift import drift_finding
 from auditor.mindir import read_info
 from auditor.model_probe import ModelSuite, model_stacks
-from auditor.operator_support import operator_limits
+from auditor.operator_support import LearnedOperator, operator_limits
+from auditor.operator_support import learn as learn_operator
 from auditor.probe import ProbeSpec, dtype_variant_name
 from auditor.probe_suite import ProbeSuite
 from auditor.results import (
@@ -299,6 +300,7 @@ class Cycle(ProbeSuite, ModelSuite):
             findings,
             learned_maxima=self.learned,
             rollouts=rollouts,
+            learned_operators=self.learned_operators,
         )
 
     def _runtime_class(self, runtime: str) -> str | None:
@@ -479,6 +481,7 @@ class Cycle(ProbeSuite, ModelSuite):
                 )
             operator = unsupported_operator(infer.error)
             if operator is not None:
+                self._learn_operator(pair.infer, infer.error)
                 return ProbeResult(
                     status=UNSUPPORTED,
                     message=f"unsupported operator: {operator} ({pair.infer} cannot run this variant)",
@@ -647,6 +650,7 @@ class Cycle(ProbeSuite, ModelSuite):
         self.fingerprints: dict[str, dict[str, Any]] = {}
         self.rule_findings: list[Finding] = []
         self.learned: list[LearnedMaximum] = []
+        self.learned_operators: list[LearnedOperator] = []
         self._known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
 
     def _fingerprint_and_check(self, sessions: dict[str, _Session]) -> None:
@@ -723,6 +727,14 @@ class Cycle(ProbeSuite, ModelSuite):
         with self._lock:
             if not any((x.package, x.version) == (package, version) for x in self.learned):
                 self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
+
+    def _learn_operator(self, infer: str, error: WorkerError) -> None:
+        """A runtime failed to load a node it has no kernel for: remember the operator."""
+        hello = (self._sessions[infer].hello or {}) if infer in self._sessions else {}
+        found = learn_operator(self.config.stacks[infer], hello, f"{error.message}\n{error.log}")
+        with self._lock:
+            if found is not None and found not in self.learned_operators:
+                self.learned_operators.append(found)
 
     def _with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
         """Stack errors, then the rules' findings, then the probes' (one finding per key: a

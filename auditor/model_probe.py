@@ -295,6 +295,7 @@ class ModelSuite:
                 )
             op = unsupported_operator(err)
             if op is not None:
+                self._learn_operator(target, err)
                 return ProbeResult(
                     status=UNSUPPORTED,
                     message=f"unsupported operator: {op} ({target} cannot run {model.path})",

@@ -159,3 +159,24 @@ def test_check_input_errors_exit_2_before_any_worker(tmp_path: Path) -> None:
     r = _invoke(tmp_path)
     assert r.exit_code == 2 and "--model" in r.stderr
     assert not (tmp_path / "h.db").exists()
+
+
+def test_learned_operators_are_stored_and_read_back(tmp_path: Path) -> None:
+    from auditor.results import CycleResult
+    from auditor.store import Store
+
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    op = LearnedOperator("mindspore-lite", "2.0.0", "cpu", "StandardNormal", "schedule node return nullptr")
+    for _ in range(2):  # learned again: one row, refreshed
+        run_id = store.begin_run("test")
+        store.finish_run(run_id, CycleResult(0.0, 1.0, "test", {}, [], [], learned_operators=[op]), {})
+    (got,) = store.operator_limits()
+    assert (got.package, got.version, got.target, got.operator, got.message) == (
+        op.package,
+        op.version,
+        op.target,
+        op.operator,
+        op.message,
+    )
+    assert got.learned_at is not None
+    store.close()

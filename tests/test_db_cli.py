@@ -115,7 +115,7 @@ def test_upgrade_downgrade_round_trip(tmp_path):
         command.downgrade(cfg, "0005-1")  # to the revision before it, wherever it is
     assert "0005" not in store.current_heads()
     assert "ix_metrics_result_id" in indexes(path)["metrics"]
-    store.upgrade()
+    store.upgrade("0005")
     assert "0005" in store.current_heads()
     store.close()
 
