@@ -632,7 +632,8 @@ def parse(
     if not isinstance(raw_pairs, list):
         c.error("pairs", "must be an array of tables ([[pairs]])")
         raw_pairs = []
-    if not raw_pairs and not doc.get("models"):
+    watched = any(isinstance(s, dict) and s.get("models") for s in (doc.get("stacks") or {}).values())
+    if not raw_pairs and not doc.get("models") and not watched:
         c.error("pairs", "no pairs configured: add at least one [[pairs]] with train, infer and probes")
     seen: set[tuple[str, str]] = set()
     for i, p in enumerate(raw_pairs):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor import fingerprint
+from auditor import deployed, fingerprint
 from auditor.compare import Comparator, MetricCheck, OutputComparison, Tolerance, compare_output
 from auditor.config import Config, PairConfig, StackConfig
 from auditor.drift import diff as drift_diff
@@ -247,7 +247,7 @@ class Cycle(ProbeSuite, ModelSuite):
         sessions = self._sessions = {
             n: _Session(s, self.config, self._register, packages, self._runtime_class(s.runtime))
             for n, s in self.config.stacks.items()
-            if any(n in (p.train, p.infer) for p in pairs) or n in model_stacks(self.config)
+            if any(n in (p.train, p.infer) for p in pairs) or n in model_stacks(self.config) or s.models
         }
         with tempfile.TemporaryDirectory(prefix="auditor-cycle-") as tmp:
             try:
@@ -661,10 +661,15 @@ class Cycle(ProbeSuite, ModelSuite):
             ).items()
             if v is not None
         }
-        self.rule_findings = [f for n in sessions if (f := self._drift(n)) is not None]
+        self.rule_findings = []
+        self.rule_findings += [f for n in sessions if (f := self._drift(n)) is not None]
         if self.history is not None:
             self._known_maxima = self.history.mindir_limits()
-        self.rule_findings += run_rules([r for r in self.rules if not r.needs_artifacts], self._context())
+        context = self._context()
+        self.rule_findings += run_rules([r for r in self.rules if not r.needs_artifacts], context)
+        self.rule_findings += deployed.deployed_rule_findings(
+            context.stacks, context.fingerprints, self.rules, self._known_maxima, context.operator_limits
+        )
 
     def _fingerprint(self, session: _Session) -> dict[str, Any] | None:
         """The stack's fingerprint document; a collection that fails keeps the runtime section
@@ -693,7 +698,8 @@ class Cycle(ProbeSuite, ModelSuite):
         now = fingerprint_digest(document)
         if digest == now or "fingerprint_error" in before:
             return None
-        changes = drift_diff(before, document)
+        self.rule_findings += deployed.model_drift(name, before, document, run_id)
+        changes = drift_diff(deployed.without_models(before), deployed.without_models(document))
         return drift_finding(name, changes, run_id, digest, now) if changes else None
 
     def _context(self, exported: list[ExportedModel] | None = None) -> RuleContext:

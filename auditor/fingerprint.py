@@ -29,6 +29,7 @@ def context_for(stack: StackConfig) -> dict[str, Any]:
         "system_root": stack.system_root,
         "npu_smi": stack.npu_smi,
         "timeout": stack.npu_smi_timeout,
+        "models": list(stack.models),
     }
 
 
@@ -60,6 +61,8 @@ def collect(
         context=context_for(stack),
     )
     document = dict(reply.result.get("fingerprint") or {})
+    if not stack.models and document.get("models", {}).get("files") == {}:
+        del document["models"]  # no watched models: the document stays what it was before the watch
     document["runtime"] = {k: v for k, v in worker.hello.items() if k != "pid"}
     return document
 

@@ -93,7 +93,7 @@ def test_bad_stack_fingerprint_options_are_all_reported(doc: dict) -> None:
         "stacks.lite20.system_root: must be str, not int 5",
         "stacks.lite20.npu_smi_timeout: must be int or float, not str '10'",
         "stacks.lite20.npu_smi_tiemout: unknown key (expected one of: ascend_root, device, env, host, "
-        "npu_smi, npu_smi_timeout, python, role, runtime, system_root)",
+        "models, npu_smi, npu_smi_timeout, python, role, runtime, system_root)",
         "stacks.ms210.npu_smi_timeout: must be a finite number of seconds, not inf",
     }
 

@@ -14,6 +14,7 @@ from tests.conftest import REPO
 
 STACK_SIDE = [
     "auditor/__init__.py",
+    "auditor/mindir.py",
     "auditor/worker/*.py",
     "probes/*.py",
     "tests/probe_fixtures/*.py",
