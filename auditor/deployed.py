@@ -106,6 +106,7 @@ def model_drift(
                 f"{stack}/{KIND}/{path}",
                 f"deployed model {path} on {stack} changed {since}: {words}",
                 {
+                    "rule": "deployed-model-watch",
                     "path": path,
                     "change": change,
                     "before": old,

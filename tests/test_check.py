@@ -180,3 +180,19 @@ def test_learned_operators_are_stored_and_read_back(tmp_path: Path) -> None:
     )
     assert got.learned_at is not None
     store.close()
+
+
+def test_a_stack_that_cannot_start_is_its_own_error_verdict(tmp_path: Path) -> None:
+    config = tmp_path / "auditor.toml"
+    config.write_text(
+        '[stacks.gone]\nrole = "infer"\nruntime = "mindspore-lite"\npython = "/nonexistent/bin/python"\n'
+        '[models.m]\npath = "m.mindir"\nstacks = ["gone"]\ngolden = "m.npz"\n'
+    )
+    good = tmp_path / "m.mindir"
+    good.write_bytes(model(policy_graph(), PRIMS))
+    r = CliRunner().invoke(cli, ["--config", str(config), "check", "--model", str(good), "--json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1, r.output
+    (v,) = doc["verdicts"]
+    assert v["stack"] == "gone" and v["status"] == "error" and "/nonexistent/bin/python" in v["reason"]
+    assert doc["model"]["sha256"] and doc["exit_code"] == 1

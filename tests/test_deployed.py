@@ -100,3 +100,14 @@ def test_rules_run_on_each_deployed_file() -> None:
     assert by_kind["unsupported"].details["facts"]["used_by"] == {
         "StandardNormal": ["/srv/noise.mindir [deployed]"]
     }
+
+
+def test_the_text_report_shows_model_drift() -> None:
+    from auditor.report import render_text
+    from auditor.results import CycleResult, StackReport
+
+    (f,) = model_drift("lite20", doc(**{"/srv/p.mindir": entry()}), doc(), 3)
+    stack = StackReport("lite20", "infer", "mindspore-lite", "/p", "cpu", "local", {})
+    text = render_text(CycleResult(0.0, 1.0, "c.toml", {"lite20": stack}, [], [f]))
+    assert "deployed model /srv/p.mindir on lite20 changed since run 3: removed" in text
+    assert "re-record its golden" in text
