@@ -9,9 +9,9 @@ a discrete and a continuous head) with the ms20 stack, then times, as a user wou
 
 Each command is a fresh process (interpreter start-up included). Prints the wall and CPU
 times (of the command and its stack workers) and the ratios check/cycle (the goal: under 10%);
-on a shared, loaded machine the CPU ratio is the steadier figure. `--quick` runs the cycle with the rollouts off and
-the latency sweeps short (warmup 1, 5 iterations, no extra batches), a cheaper but still full
-cycle; `--repeat N` takes the best of N for the check commands.
+on a shared, loaded machine the CPU ratio is the steadier figure. `--quick` runs the cycle
+with the rollouts off and the latency sweeps short (warmup 1, 5 iterations, no extra
+batches), a cheaper but still full cycle; `--repeat N` takes the best of N for the checks.
 
 usage: .venv/bin/python bench/check_vs_cycle.py [--config auditor.toml] [--quick] [--repeat 3]
 """
