@@ -84,8 +84,18 @@ class ModelConfig:
     thresholds: Tolerance = Tolerance()
     outputs: dict[str, Tolerance] = field(default_factory=dict)
 
-    def tolerance_for(self, output: str) -> Tolerance:
-        return self.outputs.get(output, self.thresholds)
+    @property
+    def probe_config(self) -> Any:
+        """The thresholds as the probes' ``auditor.config.ProbeConfig``, so that model probes
+        resolve them the same way (per output, then the built-in dtype defaults)."""
+        from auditor.config import ProbeConfig
+
+        return ProbeConfig(self.name, self.thresholds, dict(self.outputs))
+
+    def tolerance_for(self, output: str, dtype: str | None = None) -> Tolerance:
+        """The output's thresholds; an fp16/bf16 output gets the built-in dtype thresholds
+        (auditor.config.DTYPE_TOLERANCES), as a probe's fp16 variant does."""
+        return self.probe_config.tolerance_for(output, None, dtype)
 
     @property
     def reference_label(self) -> str:

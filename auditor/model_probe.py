@@ -312,10 +312,13 @@ class ModelSuite:
                 **base,
             )
         names = self._output_names(plan, len(side.outputs))
-        base["thresholds"] = {o: asdict(model.tolerance_for(o)) for o in names}
+        dtypes = [str(np.asarray(r).dtype) for r in reference.outputs]
+        base["thresholds"] = {
+            o: asdict(model.tolerance_for(o, d)) for o, d in zip(names, dtypes, strict=False)
+        }
         comparisons = tuple(
-            compare_output(n, np.asarray(r), np.asarray(g), model.tolerance_for(n))
-            for n, r, g in zip(names, reference.outputs, side.outputs, strict=False)
+            compare_output(n, np.asarray(r), np.asarray(g), model.tolerance_for(n, d))
+            for n, r, g, d in zip(names, reference.outputs, side.outputs, dtypes, strict=False)
         )
         stale = ""
         if (

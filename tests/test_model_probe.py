@@ -50,6 +50,10 @@ def test_models_section_parses_with_paths_relative_to_the_config(doc: dict) -> N
     assert p.stacks == ("lite20",)  # every infer stack but the reference
     assert p.tolerance_for("logits") == Tolerance(1e-4, 1e-5)
     assert p.tolerance_for("mean") == Tolerance(1e-4, 1e-3)
+    # the probes' threshold machinery: an fp16 output gets the built-in fp16 thresholds,
+    # as a probe's fp16 variant does ([probes.P.dtype.D] over [probes.P])
+    assert p.tolerance_for("logits", "float16") == Tolerance(1e-3, 1e-3)
+    assert p.tolerance_for("logits", "float32") == Tolerance(1e-4, 1e-5)
     assert p.inputs == (InputSpec("obs", (4, 11), "float32", "uniform", 0.0, 1.0, -2.0, 2.0),)
     s = cfg.models["served"]
     assert s.golden == "/etc/auditor/g.npz" and s.reference is None and s.reference_label == "golden"
