@@ -12,10 +12,12 @@ import click
 
 from auditor import __version__
 from auditor.baseline_cli import baseline_group
+from auditor.check_cli import check_command
 from auditor.cli_context import EXIT_FINDINGS, MAX_LIMIT, Context, fail
 from auditor.daemon_cli import alerts_command, daemon_command, service_group
 from auditor.drift_cli import drift_command
 from auditor.fingerprint_cli import fingerprint_command
+from auditor.golden_cli import golden_group
 from auditor.history_cli import db_group, history_command, report_command, show_command, trend_command
 from auditor.hosts_cli import hosts_group
 from auditor.plugin_manager import Plugins
@@ -211,6 +213,8 @@ cli.add_command(service_group)
 cli.add_command(drift_command)
 cli.add_command(baseline_group)
 cli.add_command(hosts_group)
+cli.add_command(check_command)
+cli.add_command(golden_group)
 
 
 def main() -> None:

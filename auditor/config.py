@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
 from auditor.compare import Tolerance
+from auditor.model_config import GENERATORS, INPUT_DTYPES, InputSpec, ModelConfig
 from auditor.paths import default_db_url
 from auditor.schema import (
     DAY,
@@ -175,6 +176,9 @@ class StackConfig:
     """The npu-smi command (looked up on the worker's PATH) or its path."""
     npu_smi_timeout: Seconds(0.0, 3600.0, lo_open=True) = 10.0
     """Seconds one npu-smi call may take before its process group is killed."""
+    models: tuple[Text(nonempty=True, what="a path or glob pattern", expand=_expanded_path), ...] = ()
+    """Paths or glob patterns of the MindIR files the stack serves (the deployed-model watch;
+    relative to the config file)."""
 
 
 @section
@@ -210,6 +214,61 @@ class HostConfig:
             port = f" port {self.port}" if self.port else ""
             return f"host {self.name} (ssh {self.ssh}{port})"
         return f"host {self.name} (command {' '.join(self.command)})"
+
+
+@section
+class ModelInputTable:
+    """``[[models.NAME.inputs]]``: one input of a model probe and how its values are made."""
+
+    name: Name
+    """The input's name."""
+    shape: tuple[Int(1, MAX_BATCH * 4096), ...]
+    """Its dimensions, each greater than 0 (the first is the batch)."""
+    dtype: Choice(*INPUT_DTYPES) = "float32"
+    """The input's dtype."""
+    generator: Choice(*GENERATORS) | None = None
+    """normal (mean, std), uniform (low, high) or npz (recorded observations); default: npz
+    when ``npz`` is set, else normal. Seeded from the model's seed."""
+    mean: Float(-1e30, 1e30) = 0.0
+    std: Float(0.0, 1e30) = 1.0
+    low: Float(-1e30, 1e30) = -1.0
+    high: Float(-1e30, 1e30) = 1.0
+    npz: RelativePath = ""
+    """The .npz of recorded observations (generator = "npz"), relative to the config file."""
+    key: Text() = ""
+    """The array's name in the .npz (default: the input's name)."""
+
+
+@section
+class ModelOutputTable:
+    """``[models.NAME.outputs.O]``: one output's thresholds."""
+
+    atol: Tol | None = None
+    rtol: Tol | None = None
+
+
+@section
+class ModelTable:
+    """``[models.NAME]``: a user's exported MindIR audited like a probe (auditor.model_config)."""
+
+    path: RelativePath
+    """The exported .mindir (relative to the config file)."""
+    stacks: tuple[Name, ...] | None = None
+    """The stacks that serve it and are compared with the reference (default: every infer stack)."""
+    reference: Name | None = None
+    """A stack that runs the same file as the reference (e.g. ms210-graph); or set golden."""
+    golden: RelativePath | None = None
+    """A golden .npz of inputs and expected outputs (docs/golden.md); or set reference."""
+    output_names: tuple[Name, ...] = ()
+    """Names of the outputs (default: the golden's, else output0, output1, ...)."""
+    seed: Int(0, MAX_SEED) = 0
+    """Seed of the generated inputs."""
+    atol: Tol = 1e-5
+    rtol: Tol = 1e-5
+    outputs: dict[str, ModelOutputTable] = field(default_factory=dict)
+    """Per-output atol/rtol."""
+    inputs: tuple[ModelInputTable, ...] = ()
+    """The inputs (default: the file's own input signature, normal(0, 1), batch 1)."""
 
 
 DTYPE_TOLERANCES: dict[str, dict[str, float]] = {
@@ -535,6 +594,8 @@ class Document(BaseModel):
     """The other machines stacks live on, by name."""
     stacks: dict[str, StackConfig] = Field(default_factory=dict)
     """The stacks, by name."""
+    models: dict[str, ModelTable] = Field(default_factory=dict)
+    """Users' own exported MindIR files audited like probes, by name."""
     pairs: list[PairConfig] = Field(default_factory=list)
     """Pairs of a train and an infer stack."""
     probes: dict[str, ProbeTable] = Field(default_factory=dict)
@@ -574,6 +635,8 @@ class Config:
     secrets: SecretsConfig = SecretsConfig()
     hosts: dict[str, HostConfig] = dataclasses.field(default_factory=dict)
     """[hosts.NAME] by name: the machines other than the auditor's own that stacks live on."""
+    models: dict[str, ModelConfig] = dataclasses.field(default_factory=dict)
+    """[models.NAME] by name: users' own MindIR files audited like probes."""
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -654,6 +717,7 @@ def parse(
 
     stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)
     hosts = _hosts(p, stacks)
+    models = _models(p, stacks)
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes)
     _check_latency(p)
@@ -673,6 +737,7 @@ def parse(
         alerts=alerts,
         keep_days=storage.keep_days,
         hosts=hosts,
+        models=models,
         **simple,
     )
 
@@ -733,6 +798,78 @@ def _hosts(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, HostConfig
         if s.host != "local" and s.host not in hosts and s.host not in raw:
             p.error(f"stacks.{sname}.host", f"no [hosts.{s.host}] table (known hosts: {_known(raw)})")
     return hosts
+
+
+def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConfig]:
+    """[models.NAME]: each table by the schema, then what needs the stacks and several keys."""
+    infer = tuple(n for n, s in stacks.items() if s.role == "infer")
+    out: dict[str, ModelConfig] = {}
+    for name, raw in p.table(p.doc, "models", "models").items():
+        path = f"models.{name}"
+        if not isinstance(raw, dict):
+            p.error(path, f"must be a table, not {show(raw)}")
+            continue
+        if "path" not in raw:
+            p.error(f"{path}.path", "is required: the exported .mindir")
+        if ("reference" in raw) == ("golden" in raw):
+            p.error(path, "needs exactly one reference: reference = STACK, or golden = FILE.npz")
+        for i, spec in enumerate(raw.get("inputs") or []):
+            if not isinstance(spec, dict):
+                continue
+            if spec.get("generator", "npz" if "npz" in spec else "") == "npz" and not spec.get("npz"):
+                p.error(
+                    f"{path}.inputs[{i}].npz",
+                    "is required with generator = 'npz': the .npz of recorded observations",
+                )
+            if spec.get("generator") == "uniform":
+                low, high = spec.get("low", -1.0), spec.get("high", 1.0)
+                if isinstance(low, int | float) and isinstance(high, int | float) and not low < high:
+                    p.error(f"{path}.inputs[{i}].high", f"must be greater than low ({low}), not {high}")
+        for key in ("stacks", "reference"):
+            named = raw.get(key)
+            for s in named if isinstance(named, list) else [named] if isinstance(named, str) else []:
+                if isinstance(s, str) and s not in stacks:
+                    p.error(f"{path}.{key}", f"no stack named {s!r} in [stacks]")
+        table = p.check(ModelTable, {"path": "", **raw}, path)
+        if table is None:
+            continue
+        served = table.stacks if table.stacks is not None else infer
+        targets = tuple(s for s in served if s != table.reference)
+        if not targets and table.path:
+            p.error(f"{path}.stacks", "no stack to compare: name the stacks that serve the model")
+        base = Tolerance(table.atol, table.rtol)
+        out[name] = ModelConfig(
+            name,
+            table.path,
+            targets,
+            table.reference,
+            table.golden,
+            tuple(
+                InputSpec(
+                    i.name,
+                    tuple(i.shape),
+                    i.dtype,
+                    i.generator or ("npz" if i.npz else "normal"),
+                    i.mean,
+                    i.std,
+                    i.low,
+                    i.high,
+                    i.npz,
+                    i.key,
+                )
+                for i in table.inputs
+            ),
+            table.output_names,
+            table.seed,
+            base,
+            {
+                o: Tolerance(
+                    t.atol if t.atol is not None else base.atol, t.rtol if t.rtol is not None else base.rtol
+                )
+                for o, t in table.outputs.items()
+            },
+        )
+    return out
 
 
 def _scope(scope: ScopeTable) -> ThresholdScope:
@@ -838,8 +975,16 @@ def _pairs(p: _Parse, known_probes: Mapping[str, Iterable[str]] | None) -> list[
     if not isinstance(raw_pairs, list):
         p.error("pairs", "must be an array of tables ([[pairs]])")
         raw_pairs = []
-    if not raw_pairs:
-        p.error("pairs", "no pairs configured: add at least one [[pairs]] with train, infer and probes")
+    stacks = p.doc.get("stacks")
+    watched = isinstance(stacks, dict) and any(
+        isinstance(s, dict) and s.get("models") for s in stacks.values()
+    )
+    if not raw_pairs and not p.doc.get("models") and not watched:
+        p.error(
+            "pairs",
+            "no pairs configured: add at least one [[pairs]] with train, infer and probes "
+            "(or a [models.NAME], or a stack's models = [...])",
+        )
     raw_stacks = p.doc.get("stacks") if isinstance(p.doc.get("stacks"), dict) else {}
     seen: set[tuple[str, str]] = set()
     for i, raw in enumerate(raw_pairs):

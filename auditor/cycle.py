@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor import fingerprint, tempdirs
+from auditor import deployed, fingerprint, tempdirs
 from auditor.compare import Comparator, MetricCheck, OutputComparison, Tolerance, compare_output
 from auditor.config import Config, PairConfig, StackConfig
 from auditor.drift import diff as drift_diff
 from auditor.drift import drift_finding
 from auditor.hosts import per_host_limits
 from auditor.mindir import read_info
+from auditor.model_probe import ModelSuite, model_stacks
+from auditor.operator_support import LearnedOperator, operator_limits
+from auditor.operator_support import learn as learn_operator
 from auditor.probe import ProbeSpec, dtype_variant_name
 from auditor.probe_suite import ProbeSuite
 from auditor.results import (
@@ -189,7 +192,7 @@ class _Session:
             self.worker = None
 
 
-class Cycle(ProbeSuite):
+class Cycle(ProbeSuite, ModelSuite):
     def __init__(
         self,
         config: Config,
@@ -261,7 +264,7 @@ class Cycle(ProbeSuite):
         sessions = self._sessions = {
             n: _Session(s, self.config, self._register, packages, self._runtime_class(s.runtime))
             for n, s in self.config.stacks.items()
-            if any(n in (p.train, p.infer) for p in pairs)
+            if any(n in (p.train, p.infer) for p in pairs) or n in model_stacks(self.config) or s.models
         }
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
@@ -297,6 +300,7 @@ class Cycle(ProbeSuite):
                 ]
                 # Probe suite: localization and rollouts need both workers of each pair alive.
                 results, rollouts = self._suite_follow_up(planned, results, trained, inferred, Path(tmp))
+                results += self._model_follow_up(sessions)  # [models.NAME] (auditor.model_probe)
             finally:
                 for session in sessions.values():
                     session.close()
@@ -317,6 +321,7 @@ class Cycle(ProbeSuite):
             findings,
             learned_maxima=self.learned,
             rollouts=rollouts,
+            learned_operators=self.learned_operators,
         )
 
     def _runtime_class(self, runtime: str) -> str | None:
@@ -487,7 +492,8 @@ class Cycle(ProbeSuite):
                 status=ERROR, message=f"train side: {train.error.describe()}", log=train.error.log, **base
             )
         if infer.blocked is not None:
-            return ProbeResult(status=INCOMPATIBLE, message=infer.blocked.message, **base)
+            status = UNSUPPORTED if infer.blocked.kind == UNSUPPORTED else INCOMPATIBLE
+            return ProbeResult(status=status, message=infer.blocked.message, **base)
         if infer.error is not None:
             rejection = MINDIR_REJECTION.search(f"{infer.error.message}\n{infer.error.log}")
             if rejection and infer.error.kind == "error":
@@ -502,6 +508,7 @@ class Cycle(ProbeSuite):
                 )
             operator = unsupported_operator(infer.error)
             if operator is not None:
+                self._learn_operator(pair.infer, infer.error)
                 return ProbeResult(
                     status=UNSUPPORTED,
                     message=f"unsupported operator: {operator} ({pair.infer} cannot run this variant)",
@@ -691,6 +698,7 @@ class Cycle(ProbeSuite):
         self.fingerprints: dict[str, dict[str, Any]] = {}
         self.rule_findings: list[Finding] = []
         self.learned: list[LearnedMaximum] = []
+        self.learned_operators: list[LearnedOperator] = []
         self._known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
 
     def _fingerprint_and_check(self, sessions: dict[str, _Session]) -> None:
@@ -701,10 +709,15 @@ class Cycle(ProbeSuite):
             ).items()
             if v is not None
         }
-        self.rule_findings = [f for n in sessions if (f := self._drift(n)) is not None]
+        self.rule_findings = []
+        self.rule_findings += [f for n in sessions if (f := self._drift(n)) is not None]
         if self.history is not None:
             self._known_maxima = self.history.mindir_limits()
-        self.rule_findings += run_rules([r for r in self.rules if not r.needs_artifacts], self._context())
+        context = self._context()
+        self.rule_findings += run_rules([r for r in self.rules if not r.needs_artifacts], context)
+        self.rule_findings += deployed.deployed_rule_findings(
+            context.stacks, context.fingerprints, self.rules, self._known_maxima, context.operator_limits
+        )
 
     def _fingerprint(self, session: _Session) -> dict[str, Any] | None:
         """The stack's fingerprint document; a collection that fails keeps the runtime section
@@ -738,7 +751,8 @@ class Cycle(ProbeSuite):
         now = fingerprint_digest(document)
         if digest == now:
             return None
-        changes = drift_diff(before, document)
+        self.rule_findings += deployed.model_drift(name, before, document, run_id)
+        changes = drift_diff(deployed.without_models(before), deployed.without_models(document))
         return drift_finding(name, changes, run_id, digest, now) if changes else None
 
     def _context(self, exported: list[ExportedModel] | None = None) -> RuleContext:
@@ -748,6 +762,7 @@ class Cycle(ProbeSuite):
             tuple(self.config.pairs),
             exported or [],
             self._known_maxima,
+            operator_limits(self.config.stacks, self.fingerprints, self.runtimes, self._known_operators()),
         )
 
     def _check_exports(
@@ -772,6 +787,14 @@ class Cycle(ProbeSuite):
             if not any((x.package, x.version) == (package, version) for x in self.learned):
                 self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
 
+    def _learn_operator(self, infer: str, error: WorkerError) -> None:
+        """A runtime failed to load a node it has no kernel for: remember the operator."""
+        hello = (self._sessions[infer].hello or {}) if infer in self._sessions else {}
+        found = learn_operator(self.config.stacks[infer], hello, f"{error.message}\n{error.log}")
+        with self._lock:
+            if found is not None and found not in self.learned_operators:
+                self.learned_operators.append(found)
+
     def _with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
         """Stack errors, then the rules' findings, then the probes' (one finding per key: a
         variant a rule blocked is reported by the rule's finding only)."""
@@ -779,7 +802,7 @@ class Cycle(ProbeSuite):
         def reported_by_a_rule(f: Finding) -> bool:
             probe, variant = f.details.get("probe"), f.details.get("variant")
             return (
-                f.kind == INCOMPATIBLE
+                f.kind in (INCOMPATIBLE, UNSUPPORTED)
                 and probe is not None
                 and blocked(self.rule_findings, f.subject, probe, variant) is not None
             )

@@ -33,6 +33,7 @@ def context_for(stack: StackConfig, secrets: SecretsConfig | None = None) -> dic
         "timeout": stack.npu_smi_timeout,
         "redact_names": list(secrets.names),
         "redact_values": list(secrets.values),
+        "models": list(stack.models),
     }
 
 
@@ -67,6 +68,8 @@ def collect(
         context=context_for(stack, secrets),
     )
     document = dict(reply.result.get("fingerprint") or {})
+    if not stack.models and document.get("models", {}).get("files") == {}:
+        del document["models"]  # no watched models: the document stays what it was before the watch
     document["runtime"] = {k: v for k, v in worker.hello.items() if k != "pid"}
     if worker.is_remote:
         document["connection"] = connection(worker)

@@ -11,6 +11,9 @@ the number of fields read is bounded. Encrypted, truncated or foreign files give
 ``readable=False`` with a reason, never an exception. A valid file whose graph is larger than
 the bound keeps its identity and says why its graph was not summarised.
 
+Also imported inside stack workers (the deployed-model collector), so it must run on Python
+3.7 with the standard library only (tests/test_py37_compat.py).
+
 Field numbers used (mind_ir.proto):
   ModelProto     1 ir_version, 2 producer_name, 3 producer_version, 5 model_version,
                  7 graph, 8 functions, 10 little_endian, 12 primitives, 13 mind_ir_version
@@ -24,9 +27,8 @@ Field numbers used (mind_ir.proto):
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _STRING_FIELDS = {1: "ir_version", 2: "producer_name", 3: "producer_version", 5: "model_version"}
 
@@ -91,6 +93,8 @@ class MindIRInfo:
     parameter_dtypes: tuple[str, ...] | None = None
     parameters: tuple[TensorInfo, ...] | None = None
     inputs: tuple[TensorInfo, ...] | None = None
+    outputs: tuple[TensorInfo, ...] | None = None
+    """The graph's declared outputs that are tensors (a tuple output declares none)."""
     graph_note: str = ""
 
     def describe(self) -> str:
@@ -250,6 +254,7 @@ class _Graph:
     op_types: list[str]
     parameters: list[TensorInfo]
     inputs: list[TensorInfo]
+    outputs: list[TensorInfo] = field(default_factory=list)
 
 
 def _graph(chunk: memoryview, budget: _Budget, with_io: bool) -> _Graph:
@@ -268,6 +273,10 @@ def _graph(chunk: memoryview, budget: _Budget, with_io: bool) -> _Graph:
             info = _value_info(_message(value, "graph input"), budget)
             if info is not None:
                 g.inputs.append(info)
+        elif number == 6 and with_io:
+            info = _value_info(_message(value, "graph output"), budget)
+            if info is not None:
+                g.outputs.append(info)
     # Names are written "<graph name>:<name>"; the graph name is an export counter.
     prefix = g.name + ":"
     g.parameters = [_unprefixed(t, prefix) for t in g.parameters]
@@ -305,7 +314,10 @@ def _resolve(op_type: str, primitives: dict[str, str]) -> str:
 def _elements(shape: tuple[int, ...]) -> int | None:
     if any(d < 0 for d in shape):
         return None
-    return math.prod(shape)
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def read_info(data: bytes) -> MindIRInfo:
@@ -389,4 +401,5 @@ def _summary(
         "parameter_dtypes": tuple(sorted({p.dtype for p in main.parameters})),
         "parameters": tuple(main.parameters),
         "inputs": tuple(main.inputs),
+        "outputs": tuple(main.outputs),
     }

@@ -301,3 +301,17 @@ class MindIRLimit(Base):
     learned_at: Mapped[datetime] = mapped_column(DateTime)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     message: Mapped[str] = mapped_column(Text)
+
+
+class OperatorLimit(Base):
+    """A MindIR operator a runtime build failed to load (its error named the node), so that
+    later runs and checks skip the load (auditor.operator_support)."""
+
+    __tablename__ = "operator_limits"
+    package: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target: Mapped[str] = mapped_column(String(16), primary_key=True)
+    operator: Mapped[str] = mapped_column(String(128), primary_key=True)
+    learned_at: Mapped[datetime] = mapped_column(DateTime)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    message: Mapped[str] = mapped_column(Text)

@@ -145,6 +145,8 @@ class CycleResult:
     learned_maxima: list[LearnedMaximum] = field(default_factory=list)
     rollouts: list[Any] = field(default_factory=list)
     """auditor.rollout.RolloutResult per rolled-out pair (closed and open loop)."""
+    learned_operators: list[Any] = field(default_factory=list)
+    """auditor.operator_support.LearnedOperator: operators a load failed on (stored)."""
 
     @property
     def outcome(self) -> str:

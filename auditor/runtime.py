@@ -3,7 +3,7 @@ pair it can serve, and the class a stack worker instantiates for it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CAPABILITIES = ("export", "load")
 
@@ -18,6 +18,10 @@ class RuntimeSpec:
     can: str
     worker_class: str
     description: str = ""
+    unsupported_operators: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Operators this runtime is known not to run: ``"VERSION:TARGET"`` (``"2.0.0:cpu"``, the
+    runtime's own version and the device kind) -> MindIR operator type -> why. Checked by the
+    operator-support rule against every MindIR before it is loaded."""
 
     def __post_init__(self) -> None:
         if self.can not in CAPABILITIES:

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 import auditor.migrations
 from auditor import baseline, db_health, rollout, series, tempdirs
 from auditor import models as m
+from auditor.operator_support import LearnedOperator
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
 
 if TYPE_CHECKING:
@@ -340,6 +341,7 @@ class Store:
                     )
                 )
             self._write_mindir_limits(s, run_id, result.learned_maxima)
+            self._write_operator_limits(s, run_id, result.learned_operators)
             s.flush()
             series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
@@ -365,6 +367,26 @@ class Store:
                 s.add(row)
             row.max_mind_ir_version, row.message = lim.max_mind_ir_version, lim.message
             row.learned_at, row.run_id = _now(), run_id
+
+    @staticmethod
+    def _write_operator_limits(s: Session, run_id: int, learned: list[LearnedOperator]) -> None:
+        for op in learned:
+            key = (op.package, op.version, op.target, op.operator)
+            row = s.get(m.OperatorLimit, key)
+            if row is None:
+                row = m.OperatorLimit(
+                    package=op.package, version=op.version, target=op.target, operator=op.operator
+                )
+                s.add(row)
+            row.message, row.learned_at, row.run_id = op.message, _now(), run_id
+
+    def operator_limits(self) -> list[LearnedOperator]:
+        """The operators runtime builds failed to load (auditor.operator_support)."""
+        with Session(self.engine) as s:
+            return [
+                LearnedOperator(r.package, r.version, r.target, r.operator, r.message, r.learned_at)
+                for r in s.scalars(select(m.OperatorLimit))
+            ]
 
     def mindir_limits(self) -> dict[tuple[str, str], LearnedMaximum]:
         """The learned maxima, by (runtime package, version)."""

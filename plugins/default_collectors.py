@@ -15,6 +15,7 @@ COLLECTORS = [
     "auditor.plugins.collectors.firmware",
     "auditor.plugins.collectors.npu_smi",
     "auditor.plugins.collectors.environment",
+    "auditor.plugins.collectors.models",
 ]
 
 

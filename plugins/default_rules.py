@@ -6,6 +6,9 @@
   inference runtime reads: learned from the runtime's own rejection message when it has
   refused a file before, else known (Lite 2.0.0 and 2.2.11 read 1; MindSpore reads what it
   writes: 1.7-2.2.x -> 1, 2.3-2.4.x -> 2, 2.5 and later -> 3);
+- operator-support: an exported MindIR's operator types against those the inference runtime
+  is known not to run (the runtime plugin's ``unsupported_operators`` table, or learned from a
+  load that failed on that runtime; ``auditor.operator_support``);
 - driver-firmware: the firmware in one of the driver's ``compatible_version_fw`` ranges, or
   the driver in one of the firmware's ``compatible_version_drv`` ranges; firmware below 6.4
   never;
@@ -255,6 +258,55 @@ def mindir_version(ctx: RuleContext) -> Iterable[Finding]:
             f"version {file_version} (the same release as the training MindSpore, {producer})",
             kind="incompatible",
             blocks=[{"pair": pair.name, "probe": m.probe, "variant": m.variant} for m in too_new],
+        )
+
+
+# -- operators the inference runtime cannot run --------------------------------------------
+
+
+def operator_support(ctx: RuleContext) -> Iterable[Finding]:
+    """One finding per pair whose infer stack is known not to run an operator of an exported
+    model (``RuleContext.operator_limits``: the runtime plugin's table, or a load that failed
+    there before), blocking the variants that use it: the load would fail or hang."""
+    for pair in ctx.pairs:
+        limits = ctx.operator_limits.get(pair.infer) or {}
+        if not limits:
+            continue
+        hits: dict[str, list[str]] = {}
+        models = []
+        for model in ctx.variants(pair, pair.train):
+            ops = sorted(set(model.info.get("op_types") or ()) & set(limits))
+            if model.info.get("readable") and ops:
+                models.append(model)
+                for op in ops:
+                    hits.setdefault(op, []).append(f"{model.probe} [{model.variant}]")
+        if not models:
+            continue
+        package, version = _runtime(ctx, pair.infer)
+        runtime = ctx.stacks[pair.infer].runtime if pair.infer in ctx.stacks else package
+        ops = sorted(hits)
+        yield _finding(
+            "operator-support",
+            "warning",
+            pair.name,
+            f"{pair.name}/operator-support",
+            f"unsupported operator: {', '.join(ops)}: {pair.infer} ({runtime} {version}) cannot run "
+            f"the MindIR exported by {pair.train}: "
+            + "; ".join(f"{op}: {limits[op]}" for op in ops)
+            + "; the load was not attempted",
+            {
+                "operators": {op: limits[op] for op in ops},
+                "used_by": hits,
+                "runtime": runtime,
+                "runtime_package": package,
+                "runtime_version": version,
+                "device": ctx.stacks[pair.infer].device if pair.infer in ctx.stacks else None,
+            },
+            f"replace {', '.join(ops)} in the exported graph (draw random numbers outside the model "
+            f"and pass them as an input), or serve the model with a runtime that runs "
+            f"{'it' if len(ops) == 1 else 'them'}",
+            kind="unsupported",
+            blocks=[{"pair": pair.name, "probe": m.probe, "variant": m.variant} for m in models],
         )
 
 
@@ -556,6 +608,12 @@ RULES = (
         "mindir-version",
         "an exported MindIR's version against the highest version the inference runtime reads",
         mindir_version,
+        needs_artifacts=True,
+    ),
+    Rule(
+        "operator-support",
+        "an exported MindIR's operators against those the inference runtime is known not to run",
+        operator_support,
         needs_artifacts=True,
     ),
     Rule("driver-firmware", "NPU driver and firmware compatible_version ranges", driver_firmware),

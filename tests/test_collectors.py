@@ -23,7 +23,7 @@ from tests.ascend_trees import SPECS, TREE_NAMES, Npu, build_tree, write, write_
 from tests.conftest import REPO
 from tests.test_py37_compat import _python37
 
-SECTIONS = ("host", "packages", "framework", "cann", "driver", "firmware", "npu_smi", "environment")
+SECTIONS = ("host", "packages", "framework", "cann", "driver", "firmware", "npu_smi", "environment", "models")
 
 
 def collect(context: dict, collectors: list[str] = COLLECTORS) -> dict:

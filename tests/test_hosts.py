@@ -63,7 +63,11 @@ def test_shipped_style_config_without_hosts_stays_local() -> None:
     [
         ({"a": {"ssh": "x", "command": ["y"]}}, "a", "hosts.a: set either ssh or command, not both"),
         ({"a": {}}, "a", 'hosts.a: set ssh = "user@server" or command = [argv prefix]'),
-        ({"a": {"ssh": "x", "port": 70000}}, "a", "hosts.a.port: must be a whole number from 1 to 65535, not 70000"),
+        (
+            {"a": {"ssh": "x", "port": 70000}},
+            "a",
+            "hosts.a.port: must be a whole number from 1 to 65535, not 70000",
+        ),
         ({"a": {"ssh": "x", "user": "y"}}, "a", "hosts.a.user: unknown key"),
         ({"a": {"ssh": "x y"}}, "a", "hosts.a.ssh: must be [user@]server without spaces"),
         (
@@ -79,8 +83,16 @@ def test_shipped_style_config_without_hosts_stays_local() -> None:
         ),
         ({"local": {"ssh": "x"}}, "local", "hosts.local: 'local' is the auditor's own machine"),
         ({"a": {"ssh": "x"}}, "b", "stacks.s.host: no [hosts.b] table (known hosts: a)"),
-        ({"a": {"ssh": "x", "connect_timeout": 0}}, "a", "hosts.a.connect_timeout: must be a duration greater than 0s"),
-        ({"a": {"ssh": "x", "parallel": 0}}, "a", "hosts.a.parallel: must be a whole number from 1 to 1024, not 0"),
+        (
+            {"a": {"ssh": "x", "connect_timeout": 0}},
+            "a",
+            "hosts.a.connect_timeout: must be a duration greater than 0s",
+        ),
+        (
+            {"a": {"ssh": "x", "parallel": 0}},
+            "a",
+            "hosts.a.parallel: must be a whole number from 1 to 1024, not 0",
+        ),
     ],
 )
 def test_bad_hosts_are_named_with_their_key_path(hosts: dict, host: str, expected: str) -> None:

@@ -14,9 +14,11 @@ from tests.conftest import REPO
 
 STACK_SIDE = [
     "auditor/__init__.py",
+    "auditor/mindir.py",
     "auditor/worker/*.py",
     "probes/*.py",
     "tests/probe_fixtures/*.py",
+    "tests/model_fixtures/*.py",
     "examples/*/src/*/policy.py",
     "plugins/collectors/*.py",
 ]

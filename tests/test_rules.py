@@ -105,12 +105,13 @@ def test_builtin_rules_are_registered_through_the_hook():
     assert list(rules) == [
         "mindspore-cann",
         "mindir-version",
+        "operator-support",
         "driver-firmware",
         "cann-driver",
         "train-infer-pairing",
     ]
     assert all(isinstance(r, Rule) and r.description for r in rules.values())
-    assert [r.name for r in rules.values() if r.needs_artifacts] == ["mindir-version"]
+    assert [r.name for r in rules.values() if r.needs_artifacts] == ["mindir-version", "operator-support"]
 
 
 def test_version_helpers():

@@ -31,13 +31,14 @@ from auditor.results import (
 )
 from auditor.store import Store, StoreError
 
-HEAD = "0006"  # the newest migration in migrations/versions
+HEAD = "0007"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
     "alerts",
     "baselines",
     "mindir_limits",
+    "operator_limits",
     "artifacts",
     "fingerprints",
     "findings",

@@ -1,0 +1,93 @@
+"""The deployed-model watch on the real stacks: lite20 serves /srv-like files; each cycle
+fingerprints them in lite20's worker (Python 3.7, no framework), and replacing the file with a
+retrained one, with one exported by another MindSpore, or deleting it, gives the matching
+model-drift finding; the MindIR-version rule runs on the deployed file."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+
+from auditor.config import parse
+from auditor.cycle import Cycle
+from auditor.plugin_manager import Plugins
+from auditor.store import Store
+from tests.user_models import export_user_policy
+
+pytestmark = pytest.mark.stacks
+
+
+@pytest.fixture(scope="module")
+def exports(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("exports")
+    return {
+        "v1": export_user_policy("ms20", d / "v1.mindir", seed=0),
+        "retrained": export_user_policy("ms20", d / "retrained.mindir", seed=1),
+        "ms210": export_user_policy("ms210", d / "ms210.mindir", seed=0),
+    }
+
+
+def test_replacing_and_deleting_the_deployed_file(
+    exports: dict[str, Path], default_doc: dict, tmp_path: Path
+) -> None:
+    srv = tmp_path / "srv" / "policy"
+    srv.mkdir(parents=True)
+    doc = copy.deepcopy(default_doc)
+    doc.pop("pairs")
+    doc["rollout"]["enabled"] = False
+    doc["stacks"]["lite20"]["models"] = [str(srv / "*.mindir")]
+    plugins = Plugins(entry_points=False)
+    config = parse(
+        doc, str(tmp_path / "auditor.toml"), runtimes={n: r.can for n, r in plugins.runtimes().items()}
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+
+    def cycle():  # noqa: ANN202
+        c = Cycle(config, plugins.probes(), plugins.runtimes(), plugins=plugins, history=store)
+        result = c.run()
+        store.finish_run(store.begin_run(str(tmp_path)), result, c.artifacts)
+        assert set(result.stacks) == {"lite20"}  # only the watching stack is started
+        return result
+
+    def findings(result, kind):  # noqa: ANN001, ANN202
+        return [f for f in result.findings if f.kind == kind]
+
+    deployed = srv / "policy.mindir"
+    shutil.copyfile(exports["v1"], deployed)
+    first = cycle()
+    files = first.stacks["lite20"].fingerprint["models"]["files"]
+    entry = files[str(deployed)]
+    assert entry["model_version"] == "2.0.0" and entry["mind_ir_version"] == 1
+    assert "LayerNorm" in entry["op_types"] and entry["inputs"] == [
+        {"name": "obs", "shape": [8, 11], "dtype": "float32"}
+    ]
+    assert findings(first, "model-drift") == [] and findings(first, "incompatible") == []
+
+    same = cycle()  # nothing changed: no drift of any kind
+    assert [f.kind for f in same.findings] == []
+
+    shutil.copyfile(exports["retrained"], deployed)
+    (f,) = findings(cycle(), "model-drift")
+    assert f.details["change"] == "retrained" and f.severity == "warning"
+    assert (
+        f"deployed model {deployed} on lite20 changed since run" in f.message and "new weights" in f.message
+    )
+
+    shutil.copyfile(exports["ms210"], deployed)
+    result = cycle()
+    (f,) = findings(result, "model-drift")
+    assert f.details["change"] == "re-exported"
+    assert "MindSpore 2.10.0, MindIR version 3 (was MindSpore 2.0.0, MindIR version 1" in f.message
+    (rule,) = findings(result, "incompatible")  # the MindIR-version rule on the deployed file
+    assert rule.subject == "deployed:lite20->lite20" and "MindIR version 3" in rule.message
+    assert str(deployed) in rule.details["facts"]["not_loaded"].__repr__()
+    assert [x.kind for x in result.findings if x.kind == "version-drift"] == []  # one change, one finding
+
+    deployed.unlink()
+    (f,) = findings(cycle(), "model-drift")
+    assert f.details["change"] == "removed" and f.details["after"] is None
+    assert "removed (was MindSpore 2.10.0" in f.message
+    store.close()

@@ -1,0 +1,145 @@
+"""Model probes ([models.NAME]) on the real stacks: a user-style policy exported in the test by
+ms20 and ms210, audited against lite20 and ms210-graph with a golden file and with a reference
+stack. The statuses are what the stacks really do:
+
+- batch 1: lite20 agrees with ms210-graph within 1e-5;
+- batch 8: MindSpore Lite 2.0 on CPU gets LayerNorm wrong for the second half of the batch
+  (those rows come out as LayerNorm's beta, whatever the input; measured), which is drift;
+- ms210's export has MindIR version 3, which Lite 2.0 cannot read: incompatible, not loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.golden import read_golden
+from tests.conftest import DEFAULT_CONFIG
+from tests.user_models import export_user_policy
+
+pytestmark = pytest.mark.stacks
+
+
+def base_config() -> str:
+    """The shipped config's stacks and settings, without its pairs and rollouts."""
+    text = DEFAULT_CONFIG.read_text()
+    head = text.split("# --- pairs")[0]
+    return head.replace("[rollout]\nenabled = true", "[rollout]\nenabled = false")
+
+
+@pytest.fixture(scope="module")
+def setup(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    d = tmp_path_factory.mktemp("model-probes")
+    export_user_policy("ms20", d / "b1.mindir", batch=1)
+    export_user_policy("ms20", d / "b8.mindir", batch=8)
+    export_user_policy("ms210", d / "ms210.mindir", batch=8)
+    (d / "cut.mindir").write_bytes((d / "b8.mindir").read_bytes()[:2000])
+    np.savez(d / "obs.npz", observations=np.zeros((1, 11), np.float32))
+    config = d / "auditor.toml"
+    config.write_text(
+        base_config()
+        + """
+[models.b1_ref]
+path = "b1.mindir"
+stacks = ["lite20"]
+reference = "ms210-graph"
+output_names = ["logits", "mean"]
+
+[models.b8_ref]
+path = "b8.mindir"
+stacks = ["lite20"]
+reference = "ms210-graph"
+output_names = ["logits", "mean"]
+
+[models.b8_golden]
+path = "b8.mindir"
+stacks = ["ms210-graph", "lite20"]
+golden = "b8.golden.npz"
+output_names = ["logits", "mean"]
+
+[models.ms210_ref]
+path = "ms210.mindir"
+stacks = ["lite20"]
+reference = "ms210-graph"
+
+[models.cut]
+path = "cut.mindir"
+stacks = ["lite20"]
+reference = "ms210-graph"
+
+[models.wrong_key]
+path = "b1.mindir"
+stacks = ["lite20"]
+reference = "ms210-graph"
+[[models.wrong_key.inputs]]
+name = "obs"
+shape = [1, 11]
+npz = "obs.npz"
+"""
+    )
+    runner = CliRunner()
+    base = ["--config", str(config), "--db", str(d / "history.db")]
+    recorded = runner.invoke(cli, [*base, "golden", "record", "b8_golden", "--stack", "ms210-graph"])
+    assert recorded.exit_code == 0, recorded.output
+    audit = runner.invoke(cli, [*base, "audit", "--json"])
+    return {"dir": d, "base": base, "recorded": recorded, "audit": audit}
+
+
+def results(setup: dict) -> dict[str, dict]:
+    doc = json.loads(setup["audit"].stdout)
+    return {r["pair"]: r for r in doc["results"]}
+
+
+def test_golden_record_writes_a_readable_golden(setup: dict) -> None:
+    g = read_golden(setup["dir"] / "b8.golden.npz")
+    assert [x.shape for x in g.inputs] == [(8, 11)] and [y.shape for y in g.outputs] == [(8, 4), (8, 2)]
+    assert g.output_names == ["logits", "mean"] and g.input_names == ["obs"]
+    assert g.meta["stack"] == "ms210-graph" and g.meta["runtime_version"] == "2.10.0"
+    assert "recorded on ms210-graph" in setup["recorded"].output
+
+
+def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
+    assert setup["audit"].exit_code == 1
+    r = results(setup)
+    assert set(r) == {
+        "b1_ref:ms210-graph->lite20",
+        "b8_ref:ms210-graph->lite20",
+        "b8_golden:golden->ms210-graph",
+        "b8_golden:golden->lite20",
+        "ms210_ref:ms210-graph->lite20",
+        "cut:ms210-graph->lite20",
+        "wrong_key:ms210-graph->lite20",
+    }
+    assert r["b1_ref:ms210-graph->lite20"]["status"] == "consistent"
+    assert r["b1_ref:ms210-graph->lite20"]["variant"] == "model"
+    drift = r["b8_ref:ms210-graph->lite20"]
+    assert drift["status"] == "drift" and "logits" in drift["message"] and "mean" in drift["message"]
+    assert drift["train_latency"] and drift["infer_latency"]  # both sides timed
+    # the golden agrees bitwise with the stack it was recorded on, and catches lite20's error too
+    assert r["b8_golden:golden->ms210-graph"]["status"] == "consistent"
+    assert all(o["metrics"]["max_abs"] == 0 for o in r["b8_golden:golden->ms210-graph"]["outputs"])
+    assert r["b8_golden:golden->lite20"]["status"] == "drift"
+    incompatible = r["ms210_ref:ms210-graph->lite20"]
+    assert incompatible["status"] == "incompatible" and "MindIR version 3" in incompatible["message"]
+    assert incompatible["infer_latency"] is None  # not loaded
+
+
+def test_bad_inputs_fail_their_model_only(setup: dict) -> None:
+    r = results(setup)
+    cut = r["cut:ms210-graph->lite20"]
+    assert cut["status"] == "error" and "cut.mindir" in cut["message"] and "not a MindIR" in cut["message"]
+    wrong = r["wrong_key:ms210-graph->lite20"]
+    assert wrong["status"] == "error" and "obs.npz has no array 'obs'" in wrong["message"]
+    assert "observations" in wrong["message"]
+
+
+def test_model_results_are_in_the_history(setup: dict) -> None:
+    out = CliRunner().invoke(cli, [*setup["base"], "history", "--probe", "b8_ref", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)
+    assert [(row["pair"], row["status"]) for row in rows] == [("b8_ref:ms210-graph->lite20", "drift")]
