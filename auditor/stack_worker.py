@@ -450,6 +450,8 @@ class StackWorker:
             status = self.proc.wait(timeout=5) if self._wait_quietly() else self.proc.poll()
             kind = "crash" if isinstance(frame, EOFError) else "protocol"
             if kind == "crash":
+                if self.is_remote and status is not None and 128 < status < 160:
+                    status = -(status - 128)  # the remote supervisor's exit: 128 + the signal
                 message = f"worker died during the request ({_describe_status(status)})"
             else:
                 message = f"unreadable answer: {frame}"

@@ -249,8 +249,9 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
 
 def test_stopped_remote_worker_and_stopped_sshd_fail_only_their_pairs(hosts, default_doc, tmp_path):
     """A worker stopped with SIGSTOP misses its deadline; an sshd killed mid-request drops
-    the connection: both end in an error naming the host, the local pair completes, and no
-    worker, temporary directory or ssh client is left."""
+    the connection; a worker killed by SIGKILL on its host is reported like a local one: each
+    ends in an error naming the host, the local pair completes, and no worker, temporary
+    directory or ssh client is left."""
     (a, tree_a), (b, tree_b) = hosts["hostA"], hosts["hostB"]
     c = make_sshd(tmp_path, "hostC")
     SERVERS.add(c.proc.pid)
@@ -261,6 +262,7 @@ def test_stopped_remote_worker_and_stopped_sshd_fail_only_their_pairs(hosts, def
         {
             "ms20-stop": _stack("ms20", "mindspore", "train", tree_a, "hostA"),
             "ms20-drop": _stack("ms20", "mindspore", "train", tree_a, "hostC"),
+            "ms20-crash": _stack("ms20", "mindspore", "train", tree_a, "hostA"),
             "lite20": _stack("lite20", "mindspore-lite", "infer", tree_b, "hostB"),
             "ms20-here": _stack("ms20", "mindspore", "train", tree_a),
         },
@@ -268,13 +270,15 @@ def test_stopped_remote_worker_and_stopped_sshd_fail_only_their_pairs(hosts, def
         [
             {"train": "ms20-stop", "infer": "lite20", "probes": ["faulty"]},
             {"train": "ms20-drop", "infer": "lite20", "probes": ["faulty"]},
+            {"train": "ms20-crash", "infer": "lite20", "probes": ["faulty"]},
             {"train": "ms20-here", "infer": "lite20", "probes": ["obs_normalizer"]},
         ],
         parallel=3,
         request_timeout=20,
     )
     # One faulty probe config, two behaviours: the probe reads its mode from the stack's env.
-    config = _with_faulty_modes(config, {"ms20-stop": "stop", "ms20-drop": "wait"}, marker)
+    modes = {"ms20-stop": "stop", "ms20-drop": "wait", "ms20-crash": "crash"}
+    config = _with_faulty_modes(config, modes, marker)
 
     def stop_sshd_when_waiting() -> None:
         if _settled(marker.exists, 120):
@@ -293,6 +297,9 @@ def test_stopped_remote_worker_and_stopped_sshd_fail_only_their_pairs(hosts, def
     assert stop.status == ERROR and "no answer within 20 s" in stop.message and "host hostA" in stop.message
     assert drop.status == ERROR and "host hostC" in drop.message
     assert "connection was lost" in drop.message, drop.message
+    crash = by["ms20-crash"]
+    assert crash.status == ERROR and "worker died during the request (killed by SIGKILL)" in crash.message
+    assert "auditor worker: killed by signal 9" in crash.message  # the supervisor's word, over ssh
     pid = int(marker.read_text())
     assert _settled(lambda: not _alive(pid)), "the worker on the dropped host is still running"
     _no_leftovers(before)

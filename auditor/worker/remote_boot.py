@@ -131,6 +131,17 @@ while True:
     pid, status = os.waitpid(child, os.WNOHANG)
     if pid:
         child = None
+        if os.WIFSIGNALED(status):
+            # What the runtime wrote during the fatal request is in request.log, about to be
+            # removed: send its tail back on stderr, the way a local worker's log is read.
+            try:
+                with open(os.path.join(workdir, "request.log"), "rb") as f:
+                    f.seek(0, 2)
+                    f.seek(max(0, f.tell() - 16384))
+                    os.write(2, f.read())
+            except OSError:
+                pass
+            os.write(2, b"\nauditor worker: killed by signal %d\n" % os.WTERMSIG(status))
         shutil.rmtree(workdir, ignore_errors=True)
         if os.WIFEXITED(status):
             os._exit(os.WEXITSTATUS(status))
