@@ -14,6 +14,7 @@ from auditor import __version__
 from auditor.baseline_cli import baseline_group
 from auditor.cli_context import EXIT_FINDINGS, Context, fail
 from auditor.daemon_cli import alerts_command, daemon_command, service_group
+from auditor.db_url import redact
 from auditor.drift_cli import drift_command
 from auditor.fingerprint_cli import fingerprint_command
 from auditor.history_cli import db_group, history_command, report_command, show_command, trend_command
@@ -84,7 +85,7 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
     store = None
     if not no_store:
         try:
-            store = Store.open(obj.db_url(config))
+            store = Store.open(obj.db_url(config), config.auditor_id)
         except StoreError as exc:
             fail(str(exc))
     run = AuditRun(config, obj.plugins(), store)
@@ -137,7 +138,7 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
             )
         )
         return
-    click.echo(f"history: {store.url}")
+    click.echo(f"history: {store.display_url}")
     if not rows:
         click.echo("no runs yet: run `auditor audit`")
     for r in rows:
@@ -162,7 +163,7 @@ def config_check(obj: Context) -> None:
     for name, s in config.stacks.items():
         missing = "" if os.access(s.python, os.X_OK) else "   (interpreter not found)"
         click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}")
-    click.echo(f"  history database: {obj.db_url(config)}")
+    click.echo(f"  history database: {redact(obj.db_url(config))}")
 
 
 @cli.command("plugins")

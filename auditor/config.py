@@ -255,6 +255,8 @@ class Config:
     daemon: DaemonConfig = DaemonConfig()
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
+    auditor_id: str = ""
+    """[storage] auditor_id: this auditor's name in a shared history (empty: the host name)."""
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -458,7 +460,8 @@ def parse(
         else:
             c.error(f"plugins.dirs[{i}]", f"must be a directory path, not {type(d).__name__}")
 
-    storage = c.table(doc, "storage", "storage", {"url", "keep_days"})
+    storage = c.table(doc, "storage", "storage", {"url", "keep_days", "auditor_id"})
+    auditor_id = expand(c.get(storage, "auditor_id", "storage.auditor_id", str, "")).strip()
     url = expand(c.get(storage, "url", "storage.url", str, "")) or default_db_url()
     keep_days = c.get(storage, "keep_days", "storage.keep_days", int, Config.keep_days)
     if keep_days < 0:
@@ -677,6 +680,7 @@ def parse(
         plugin_dirs=tuple(plugin_dirs),
         **daemon_sections,
         keep_days=keep_days,
+        auditor_id=auditor_id,
     )
 
 

@@ -230,9 +230,12 @@ class Daemon:
     # -- start-up ---------------------------------------------------------------------------
     def _open(self, config: Config) -> _Setup:
         url = self.context.db_url(config)
-        store = Store.open(url)
+        store = Store.open(url, config.auditor_id)
         engine = AlertEngine(
-            store.engine, config.alerts, build_sinks(config.alerts, self.plugins.alert_sinks())
+            store.engine,
+            config.alerts,
+            build_sinks(config.alerts, self.plugins.alert_sinks()),
+            auditor_id=store.auditor_id,
         )
         return _Setup(config, store, engine)
 
@@ -267,7 +270,7 @@ class Daemon:
                     "auditor daemon started (pid %d): config %s, history %s, state %s, schedule %s",
                     os.getpid(),
                     self._config.source,
-                    self._setup.store.url,
+                    self._setup.store.display_url,
                     self.state_dir,
                     describe_schedule(self._config.schedule),
                 )

@@ -57,7 +57,7 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
 
     config = None if obj.db else obj.config()
     try:
-        store = Store.open(obj.db_url(config))
+        store = Store.open(obj.db_url(config), config.auditor_id if config is not None else "")
     except StoreError as exc:
         fail(str(exc))
     alerts = list_alerts(store.engine, open_only=open_only, limit=limit)
@@ -65,7 +65,7 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
     if as_json:
         click.echo(json.dumps({"alerts": alerts, "sinks": sinks}, indent=2))
         return
-    click.echo(f"history: {store.url}")
+    click.echo(f"history: {store.display_url}")
     if not alerts:
         click.echo("no open alerts" if open_only else "no alerts yet")
     for a in alerts:

@@ -57,7 +57,7 @@ def drift_command(obj: Context, stack: str, host: str | None, limit: int, as_jso
         click.echo(json.dumps({"stack": stack, "changes": entries}, indent=2))
         return
     if not store.fingerprint_history(stack, host):
-        click.echo(f"no fingerprint of stack {stack!r} in {store.url}: run `auditor audit` first")
+        click.echo(f"no fingerprint of stack {stack!r} in {store.display_url}: run `auditor audit` first")
         return
     for e in entries:
         when = e["started_at"][:19].replace("T", " ")

@@ -9,8 +9,11 @@ So the history holds complete runs and aborted runs, never half of one.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,13 +22,12 @@ from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Engine, create_engine, event, select
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import auditor.migrations
-from auditor import baseline, rollout
+from auditor import baseline, db_url, rollout
 from auditor import models as m
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
 
@@ -56,48 +58,100 @@ def alembic_config(engine_url: str) -> AlembicConfig:
     return cfg
 
 
+MIGRATION_LOCK = 0x61756469746F72  # "auditor": the PostgreSQL advisory lock held while migrating
+CONNECT_TIMEOUT = 10
+"""Seconds to wait for a database server before the run fails (not the default: forever)."""
+
+
+def auditor_identity(configured: str = "") -> str:
+    """Who writes a run: ``[storage] auditor_id`` when set, else the host name. Several auditors
+    sharing one database need distinct identities (retention and alerts are per auditor)."""
+    return configured.strip() or socket.gethostname()
+
+
+_OPEN_RUNS: set[tuple[str, int]] = set()
+"""(database URL, run id) of the runs this process has begun and not yet finished or aborted,
+over every Store it opened (the daemon opens a new one on reload while a cycle may run)."""
+
+
 class Store:
-    def __init__(self, url: str):
+    def __init__(self, url: str, auditor_id: str = ""):
         self.url = url
+        self.display_url = db_url.redact(url)
+        """The URL with its password hidden: the only form of it that is ever printed."""
+        self.auditor_id = auditor_identity(auditor_id)
+        self._sqlite_path: Path | None = None
         try:
-            parsed = make_url(url)
-        except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises several types here
-            raise StoreError(f"not a database URL: {url!r} ({exc})") from None
+            parsed = db_url.parse(url)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        options: dict = {}
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
             path = Path(parsed.database).expanduser()
             parsed = parsed.set(database=str(path))
+            self._sqlite_path = path
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(f"cannot create the directory for {path}: {exc}") from None
+        elif db_url.is_postgres(parsed):
+            # A server that went away between cycles is reconnected, not reported as broken.
+            options = {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
         try:
-            self.engine: Engine = create_engine(parsed)
+            self.engine: Engine = create_engine(parsed, **options)
         except Exception as exc:  # noqa: BLE001 - unknown dialect, missing driver, bad arguments
-            raise StoreError(f"unsupported database URL {url!r}: {exc}") from None
+            message = db_url.driver_missing(parsed, exc)
+            raise StoreError(message or f"unsupported database URL {self.display_url!r}: {exc}") from None
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, auditor_id: str = "") -> Store:
         """Open the database and bring its schema up to date."""
-        store = cls(url)
+        store = cls(url, auditor_id)
         store.upgrade()
         return store
 
     def upgrade(self, revision: str = "head") -> None:
+        """Migrate to ``revision``. Auditors that start at once take turns: one migrates while
+        the others wait for its lock, then find nothing left to do."""
         cfg = alembic_config(self.url)
         try:
-            with self.engine.begin() as conn:
+            with self._migration_lock(), self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    # Held until this transaction ends; PostgreSQL's DDL is transactional, so a
+                    # waiting auditor sees either no schema or the whole migrated one.
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, revision)
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open or migrate the history database {self.url}: {exc}") from None
+            raise StoreError(
+                f"cannot open or migrate the history database {self.display_url}: {exc}"
+            ) from None
         except CommandError as exc:
             # Typically a revision this auditor does not know: a newer auditor wrote the database.
             raise StoreError(
-                f"cannot migrate the history database {self.url}: {exc} "
+                f"cannot migrate the history database {self.display_url}: {exc} "
                 "(was it written by a newer auditor? upgrade this one, or use another --db)"
             ) from None
+
+    @contextlib.contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """On an SQLite file, an exclusive lock on ``<file>.migrate-lock`` (flock, not the
+        database file: closing another descriptor of that file would drop SQLite's own locks)."""
+        if self._sqlite_path is None:
+            yield
+            return
+        lock_path = self._sqlite_path.with_name(self._sqlite_path.name + ".migrate-lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot create the migration lock {lock_path}: {exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def current_revision(self) -> str | None:
         with self.engine.connect() as conn:
@@ -112,7 +166,7 @@ class Store:
             with self.engine.connect() as conn:
                 return tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the schema revision of {self.url}: {exc}") from None
+            raise StoreError(f"cannot read the schema revision of {self.display_url}: {exc}") from None
 
     def head_revisions(self) -> tuple[str, ...]:
         """The newest revisions this auditor ships."""
@@ -135,36 +189,53 @@ class Store:
 
     # -- runs ------------------------------------------------------------------------------
     def begin_run(self, config_path: str) -> int:
-        """Record that a cycle started; first mark runs orphaned by dead processes aborted."""
-        self.reap_orphans()
-        with Session(self.engine) as s, s.begin():
-            run = m.Run(
-                started_at=_now(),
-                status="running",
-                host=socket.gethostname(),
-                pid=os.getpid(),
-                config_path=config_path,
-            )
-            s.add(run)
-            s.flush()
-            return run.id
+        """Record that a cycle started; first mark runs orphaned by dead processes aborted.
+        A database that cannot be reached is a StoreError: the cycle does not start (the
+        auditor keeps no results of its own; see README "A fleet")."""
+        try:
+            self.reap_orphans()
+            with Session(self.engine) as s, s.begin():
+                run = m.Run(
+                    started_at=_now(),
+                    status="running",
+                    host=socket.gethostname(),
+                    auditor_id=self.auditor_id,
+                    pid=os.getpid(),
+                    config_path=config_path,
+                )
+                s.add(run)
+                s.flush()
+                run_id = run.id
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot record a new run in {self.display_url}: {exc}") from None
+        _OPEN_RUNS.add((self.url, run_id))
+        return run_id
 
     def abort_run(self, run_id: int, reason: str) -> None:
+        _OPEN_RUNS.discard((self.url, run_id))
         with Session(self.engine) as s, s.begin():
             run = s.get(m.Run, run_id)
             if run is not None and run.status == "running":
                 run.status, run.finished_at, run.note = "aborted", _now(), reason
 
     def reap_orphans(self) -> int:
-        """Mark aborted the runs left 'running' on this host by processes that are gone."""
+        """Mark aborted the runs left 'running' on this host by processes that are gone, and
+        this process's own runs that it no longer writes (the database was unreachable when
+        their cycle ended, so neither the results nor the abort could be written then)."""
         host = socket.gethostname()
         count = 0
         with Session(self.engine) as s, s.begin():
             for run in s.scalars(select(m.Run).where(m.Run.status == "running", m.Run.host == host)):
-                if run.pid != os.getpid() and not _pid_alive(run.pid):
-                    run.status, run.finished_at = "aborted", _now()
-                    run.note = f"process {run.pid} ended before the run finished"
-                    count += 1
+                if run.pid == os.getpid():
+                    if (self.url, run.id) in _OPEN_RUNS:
+                        continue
+                    note = "the history database was unreachable when the run ended"
+                elif _pid_alive(run.pid):
+                    continue
+                else:
+                    note = f"process {run.pid} ended before the run finished"
+                run.status, run.finished_at, run.note = "aborted", _now(), note
+                count += 1
         return count
 
     def finish_run(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
@@ -172,7 +243,8 @@ class Store:
         try:
             self._write_results(run_id, result, artifacts)
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not store run {run_id}: {exc}") from exc
+            raise StoreError(f"could not store run {run_id} in {self.display_url}: {exc}") from exc
+        _OPEN_RUNS.discard((self.url, run_id))
 
     def _write_results(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
         with Session(self.engine) as s, s.begin():
@@ -339,5 +411,4 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["Store", "StoreError", "alembic_config"]
-
+__all__ = ["Store", "StoreError", "alembic_config", "auditor_identity"]

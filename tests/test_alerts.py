@@ -53,8 +53,9 @@ class Clock:
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def store(db_url):
+    """An empty history: an SQLite file, then a PostgreSQL database (conftest.db_url)."""
+    s = Store.open(db_url)
     yield s
     s.close()
 
@@ -275,7 +276,7 @@ def test_alerts_command(store, tmp_path):
     cycle(engine, stored_run(store, [DRIFT, INCOMPATIBLE]))
     cycle(engine, stored_run(store, [DRIFT]))
     runner = CliRunner()
-    db = str(tmp_path / "h.db")
+    db = store.url
     result = runner.invoke(cli, ["--db", db, "alerts", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
