@@ -30,6 +30,7 @@ import auditor.migrations
 from auditor import baseline, db_url, rollout
 from auditor import models as m
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
+from auditor.shared_rows import add_once, stack_row
 
 MIGRATIONS_DIR = Path(auditor.migrations.__file__).resolve().parent
 
@@ -213,10 +214,15 @@ class Store:
 
     def abort_run(self, run_id: int, reason: str) -> None:
         _OPEN_RUNS.discard((self.url, run_id))
-        with Session(self.engine) as s, s.begin():
-            run = s.get(m.Run, run_id)
-            if run is not None and run.status == "running":
-                run.status, run.finished_at, run.note = "aborted", _now(), reason
+        try:
+            with Session(self.engine) as s, s.begin():
+                run = s.get(m.Run, run_id)
+                if run is not None and run.status == "running":
+                    run.status, run.finished_at, run.note = "aborted", _now(), reason
+        except SQLAlchemyError as exc:
+            # Left 'running'; the next begin_run of this process (or, after it ended, of any
+            # auditor on this host) marks it aborted once the database is back.
+            raise StoreError(f"cannot mark run {run_id} aborted in {self.display_url}: {exc}") from None
 
     def reap_orphans(self) -> int:
         """Mark aborted the runs left 'running' on this host by processes that are gone, and
@@ -253,41 +259,35 @@ class Store:
                 raise StoreError(f"run {run_id} is not in the database")
             stack_ids: dict[str, int] = {}
             for name, rep in result.stacks.items():
-                stack = s.scalars(
-                    select(m.Stack).where(m.Stack.host == rep.host, m.Stack.name == name)
-                ).first()
-                if stack is None:
-                    stack = m.Stack(host=rep.host, name=name)
-                    s.add(stack)
-                stack.role, stack.runtime, stack.python, stack.device = (
-                    rep.role,
-                    rep.runtime,
-                    rep.python,
-                    rep.device,
+                stack = stack_row(
+                    s,
+                    rep.host,
+                    name,
+                    role=rep.role,
+                    runtime=rep.runtime,
+                    python=rep.python,
+                    device=rep.device,
                 )
-                s.flush()
                 stack_ids[name] = stack.id
                 digest = None
                 if rep.fingerprint is not None:
                     digest = fingerprint_digest(rep.fingerprint)
-                    if s.get(m.Fingerprint, digest) is None:
-                        s.add(m.Fingerprint(digest=digest, created_at=_now(), document=rep.fingerprint))
+                    add_once(s, m.Fingerprint, digest=digest, created_at=_now(), document=rep.fingerprint)
                 s.add(
                     m.RunStack(run_id=run_id, stack_id=stack.id, fingerprint_digest=digest, error=rep.error)
                 )
             for r in result.results:
-                if r.artifact is not None and s.get(m.Artifact, r.artifact.sha256) is None:
-                    s.add(
-                        m.Artifact(
-                            sha256=r.artifact.sha256,
-                            kind=r.artifact.kind,
-                            size=r.artifact.size,
-                            created_at=_now(),
-                            info=r.artifact.info,
-                            data=artifacts.get(r.artifact.sha256),
-                        )
+                if r.artifact is not None:
+                    add_once(
+                        s,
+                        m.Artifact,
+                        sha256=r.artifact.sha256,
+                        kind=r.artifact.kind,
+                        size=r.artifact.size,
+                        created_at=_now(),
+                        info=r.artifact.info,
+                        data=artifacts.get(r.artifact.sha256),
                     )
-                    s.flush()
                 row = m.ProbeResultRow(
                     run_id=run_id,
                     pair=r.pair,
