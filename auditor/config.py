@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from auditor import fleet_config
 from auditor.compare import Tolerance
 from auditor.paths import default_db_url
 
@@ -257,6 +258,8 @@ class Config:
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     auditor_id: str = ""
     """[storage] auditor_id: this auditor's name in a shared history (empty: the host name)."""
+    fleet: fleet_config.FleetConfig = fleet_config.FleetConfig()
+    """Split mode: [stacks.X] source = "db" and [stacks.X] publish (auditor.fleet_config)."""
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -496,6 +499,7 @@ def parse(
     stacks: dict[str, StackConfig] = {}
     stack_keys = {"role", "runtime", "python", "device", "host", "ascend_root", "env"}
     stack_keys |= {"system_root", "npu_smi", "npu_smi_timeout"}  # fingerprint options
+    stack_keys |= fleet_config.KEYS  # split mode
     for name, s in c.table(doc, "stacks", "stacks").items():
         path = f"stacks.{name}"
         if not isinstance(s, dict):
@@ -519,7 +523,8 @@ def parse(
             if known_runtimes[runtime] != needed:
                 what = "build and export probes" if role == "train" else "load exported MindIR"
                 c.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
-        python = c.get(s, "python", f"{path}.python", str, required=True)
+        remote = fleet_config.is_remote(s)  # no interpreter here: exports come from the database
+        python = c.get(s, "python", f"{path}.python", str, "", required=not remote)
         device = c.get(s, "device", f"{path}.device", str, "cpu")
         if not DEVICE_RE.match(device):
             c.error(f"{path}.device", f"must be 'cpu', 'ascend:N' or 'gpu:N', not {device!r}")
@@ -537,7 +542,7 @@ def parse(
         if not math.isfinite(npu_smi_timeout):
             c.error(f"{path}.npu_smi_timeout", f"must be a finite number of seconds, not {npu_smi_timeout!r}")
             npu_smi_timeout = 10.0
-        if role in ROLES and runtime in known_runtimes and python:
+        if role in ROLES and runtime in known_runtimes and (python or remote):
             stacks[name] = StackConfig(
                 name=name,
                 role=role,
@@ -623,12 +628,13 @@ def parse(
             _comparator_tables(c, p, path),
         )
 
+    fleet = fleet_config.parse(c, doc.get("stacks"), known_probes)
     pairs: list[PairConfig] = []
     raw_pairs = doc.get("pairs", [])
     if not isinstance(raw_pairs, list):
         c.error("pairs", "must be an array of tables ([[pairs]])")
         raw_pairs = []
-    if not raw_pairs:
+    if not raw_pairs and not fleet.publish:
         c.error("pairs", "no pairs configured: add at least one [[pairs]] with train, infer and probes")
     seen: set[tuple[str, str]] = set()
     for i, p in enumerate(raw_pairs):
@@ -681,6 +687,7 @@ def parse(
         **daemon_sections,
         keep_days=keep_days,
         auditor_id=auditor_id,
+        fleet=fleet,
     )
 
 

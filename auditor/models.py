@@ -321,6 +321,8 @@ class PublicationItem(Base):
     mindir_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
     inputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
     outputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    rerun_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    """The train stack's outputs again in a fresh process (variants checked for repeatability)."""
     latency: Mapped[dict | None] = mapped_column(JSON)
 
     publication: Mapped[Publication] = relationship(back_populates="items")

@@ -141,6 +141,8 @@ class CycleResult:
     learned_maxima: list[LearnedMaximum] = field(default_factory=list)
     rollouts: list[Any] = field(default_factory=list)
     """auditor.rollout.RolloutResult per rolled-out pair (closed and open loop)."""
+    publications: list[Any] = field(default_factory=list)
+    """auditor.publication.PublicationSet per publishing train stack (split mode)."""
 
     @property
     def outcome(self) -> str:

@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import auditor.migrations
-from auditor import baseline, db_url, rollout
+from auditor import baseline, db_url, publication, rollout
 from auditor import models as m
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
 from auditor.shared_rows import add_once, stack_row
@@ -333,6 +333,7 @@ class Store:
                     )
                 )
             self._write_mindir_limits(s, run_id, result.learned_maxima)
+            publication.write(s, run_id, run.auditor_id, result.publications, _now())
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
 
     def runs(self, limit: int = 20) -> list[m.Run]:

@@ -72,6 +72,7 @@ def upgrade() -> None:
         sa.Column("mindir_sha256", sa.String(length=64), nullable=False),
         sa.Column("inputs_sha256", sa.String(length=64), nullable=False),
         sa.Column("outputs_sha256", sa.String(length=64), nullable=False),
+        sa.Column("rerun_sha256", sa.String(length=64), nullable=True),
         sa.Column("latency", sa.JSON(), nullable=True),
         sa.ForeignKeyConstraint(
             ["publication_id"],
@@ -90,13 +91,16 @@ def upgrade() -> None:
             ["artifacts.sha256"],
             name=op.f("fk_publication_items_outputs_sha256_artifacts"),
         ),
+        sa.ForeignKeyConstraint(
+            ["rerun_sha256"], ["artifacts.sha256"], name=op.f("fk_publication_items_rerun_sha256_artifacts")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_publication_items")),
         sa.UniqueConstraint(
             "publication_id", "job_key", name=op.f("uq_publication_items_publication_id_job_key")
         ),
     )
     with op.batch_alter_table("publication_items", schema=None) as batch_op:
-        for col in ("mindir_sha256", "inputs_sha256", "outputs_sha256"):
+        for col in ("mindir_sha256", "inputs_sha256", "outputs_sha256", "rerun_sha256"):
             batch_op.create_index(f"ix_publication_items_{col}", [col], unique=False)
 
 
