@@ -10,8 +10,11 @@ rounds on the same file:
   - sqlite3: the same query written by hand and run with the sqlite3 module (rows fetched as
     the module returns them, times as strings).
 and prints both with their ratio. Both read the same rows (the script checks the counts).
+With --url (e.g. postgresql://user@host:5432/db), the same history is generated there too
+(same generator, same seed) and two more columns show the auditor's queries on that database
+and whether PostgreSQL's plan for the query scans a whole table ("seq") or uses indexes.
 
-usage: .venv/bin/python bench/history_queries.py [--rows N] [--rounds N] [--db PATH]
+usage: .venv/bin/python bench/history_queries.py [--rows N] [--rounds N] [--db PATH] [--url URL]
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def queries(last: datetime) -> list[tuple[str, Callable, str, tuple]]:
             "ORDER BY r.started_at DESC, r.id DESC) AS n "
             "FROM metrics m JOIN probe_results p ON p.id = m.result_id JOIN runs r ON r.id = p.run_id "
             "JOIN stacks st ON st.id = p.train_stack_id JOIN stacks si ON si.id = p.infer_stack_id "
-            "WHERE m.name = ?) WHERE n <= 200 ORDER BY started_at, id",
+            "WHERE m.name = ?) AS t WHERE n <= 200 ORDER BY started_at, id",
             ("cosine",),
         ),
         (
@@ -166,6 +169,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000, help="metric rows to generate at least")
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds per query (median)")
     ap.add_argument("--db", type=Path, help="SQLite file to use; generated if it has too few metric rows")
+    ap.add_argument("--url", help="a second database (PostgreSQL) to run the same queries on, side by side")
     args = ap.parse_args()
 
     tmp = None
@@ -204,8 +208,11 @@ def main() -> None:
     )
     print(f"median of {args.rounds} rounds, warm cache\n")
 
+    other = _second_database(args.url, counts) if args.url else None
     raw = sqlite3.connect(args.db)
     header = f"{'query':<42} {'rows':>8} {'auditor ms':>11} {'sqlite3 ms':>11} {'ratio':>6}"
+    if other is not None:
+        header += f" {'postgres ms':>12} {'plan':>5}"
     print(header)
     print("-" * len(header))
     with store.engine.connect() as conn:
@@ -218,11 +225,54 @@ def main() -> None:
             )
             if n_aud != n_raw:
                 raise SystemExit(f"{name}: the auditor read {n_aud} rows, the hand-written SQL {n_raw}")
-            print(f"{name:<42} {n_aud:>8} {fmt_ms(t_aud):>11} {fmt_ms(t_raw):>11} {t_aud / t_raw:>6.2f}")
+            line = f"{name:<42} {n_aud:>8} {fmt_ms(t_aud):>11} {fmt_ms(t_raw):>11} {t_aud / t_raw:>6.2f}"
+            if other is not None:
+                line += " " + _on_second(other, name, call, sql, params, n_aud, args.rounds)
+            print(line)
     raw.close()
     store.close()
+    if other is not None:
+        other.close()
     if tmp is not None:
         tmp.cleanup()
+
+
+def _second_database(url: str, counts: dict[str, int]) -> Store:
+    """The --url database holding the same history as the SQLite file (generated when empty)."""
+    other = Store.open(url)
+    with other.engine.connect() as conn:
+        have = conn.exec_driver_sql("SELECT count(*) FROM metrics").scalar()
+    if have == 0:
+        t0 = time.perf_counter()
+        generate_history(other.engine, counts["runs"], start=START, interval=INTERVAL, **SHAPE)
+        print(f"generated the same history in {other.display_url} in {time.perf_counter() - t0:.1f} s")
+    with other.engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("ANALYZE")  # fresh rows: do not wait for autovacuum's statistics
+        theirs = {t: conn.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar() for t in counts}
+    if theirs != counts:
+        raise SystemExit(
+            f"{other.display_url} holds another history ({theirs}), not {counts}: use an empty one"
+        )
+    print(f"second database: {other.display_url}, the same history")
+    return other
+
+
+def _on_second(
+    other: Store, name: str, call: Callable, sql: str, params: tuple, rows: int, rounds: int
+) -> str:
+    """The auditor's query timed on the second database, and whether its plan scans a table."""
+    with other.engine.connect() as conn:
+        call(conn)
+        t, n = timed(lambda: call(conn), rounds)
+        if n != rows:
+            raise SystemExit(f"{name}: {n} rows on {other.display_url}, {rows} on SQLite")
+    plan = ""
+    if other.engine.dialect.name == "postgresql":
+        with other.engine.connect() as conn:  # not the streaming one the history queries used
+            lines = conn.exec_driver_sql("EXPLAIN " + sql.replace("?", "%s"), params).scalars().all()
+        plan = "seq" if any("Seq Scan" in line for line in lines) else "index"
+    return f"{fmt_ms(t):>12} {plan:>5}"
 
 
 if __name__ == "__main__":
