@@ -161,8 +161,13 @@ def config_check(obj: Context) -> None:
     config = obj.config()
     click.echo(f"{config.source}: ok ({len(config.stacks)} stacks, {len(config.pairs)} pairs)")
     for name, s in config.stacks.items():
+        if config.fleet.is_remote(name):
+            click.echo(f"  stack {name}: {s.role} {s.runtime} from the history database (its publications)")
+            continue
         missing = "" if os.access(s.python, os.X_OK) else "   (interpreter not found)"
-        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}")
+        publishes = config.fleet.publish.get(name)
+        also = f"   (publishes {', '.join(publishes)})" if publishes else ""
+        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}{also}")
     click.echo(f"  history database: {redact(obj.db_url(config))}")
 
 

@@ -4,9 +4,11 @@ once, and what happens when the database is not there."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import textwrap
+from datetime import datetime
 
 import pytest
 from click.testing import CliRunner
@@ -187,3 +189,137 @@ def test_schema_newer_than_the_auditor_is_refused(postgres_url):
 def test_make_test_requires_postgres():
     """CI must not pass by skipping: `make test` turns a missing server into a failure."""
     assert "AUDITOR_REQUIRE_POSTGRES=1" in (REPO / "Makefile").read_text()
+
+
+# -- publications (split mode) without the stacks -----------------------------------------------------
+
+
+def _published(store: Store, mindir: bytes, stack: str = "ms20", complete: bool = True) -> int:
+    """A run of auditor 'trainer' that published one variant of ``stack``; its run id."""
+    import numpy as np
+
+    from auditor import publication
+    from auditor.results import CycleResult
+
+    item = publication.PublishedItem(
+        job_key="ppo_policy-fp32-0123456789",
+        probe="ppo_policy",
+        probe_version="1",
+        variant="fp32",
+        mindir=mindir,
+        mindir_info={"sha256": hashlib.sha256(mindir).hexdigest(), "mind_ir_version": 1},
+        inputs=[np.arange(6, dtype=np.float32).reshape(2, 3)],
+        outputs=[np.ones((2, 1), dtype=np.float32)],
+    )
+    run_id = store.begin_run("trainer.toml")
+    pub = publication.PublicationSet(stack, "trainhost", {"runtime": {"version": "2.0.0"}}, [item])
+    result = CycleResult(0.0, 1.0, "trainer.toml", {}, [], [], publications=[pub])
+    if complete:
+        store.finish_run(run_id, result, {})
+    else:  # what a publisher that died half-way could leave: the items, no completed_at
+        from sqlalchemy.orm import Session
+
+        with Session(store.engine) as s, s.begin():
+            publication.write(s, run_id, "trainer", [pub], datetime(2030, 1, 1))
+            s.execute(text("UPDATE publications SET completed_at = NULL WHERE run_id = :r"), {"r": run_id})
+    return run_id
+
+
+def test_publications_are_content_addressed_and_read_back(db_url):
+    from auditor import publication
+
+    store = Store.open(db_url, "trainer")
+    try:
+        assert publication.latest(store.engine, "ms20") is None
+        first = _published(store, b"mindir-one")
+        second = _published(store, b"mindir-one")  # the same export again: no new artifact
+        with store.engine.connect() as conn:
+            kinds = dict(conn.execute(text("SELECT kind, count(*) FROM artifacts GROUP BY kind")).all())
+        assert kinds == {"mindir": 1, "inputs": 1, "outputs": 1}
+        pub = publication.latest(store.engine, "ms20")
+        assert pub is not None and pub.run_id == second != first and pub.auditor_id == "trainer"
+        [item] = pub.items
+        assert item.mindir == b"mindir-one" and item.inputs[0].shape == (2, 3) and item.outputs[0].sum() == 2
+        assert pub.fingerprint == {"runtime": {"version": "2.0.0"}} and pub.host == "trainhost"
+        assert publication.latest(store.engine, "ms210") is None
+    finally:
+        store.close()
+
+
+def test_a_half_published_set_is_never_consumed(db_url):
+    from auditor import publication
+
+    store = Store.open(db_url, "trainer")
+    try:
+        _published(store, b"complete")
+        _published(store, b"half", complete=False)  # newer, but not complete
+        pub = publication.latest(store.engine, "ms20")
+        assert pub is not None and pub.items[0].mindir == b"complete"
+    finally:
+        store.close()
+
+
+def test_publications_are_pruned_with_their_runs(db_url):
+    """Retention takes a publication with its run, and its artifacts once nothing refers to them."""
+    from auditor.retention import prune
+
+    store = Store.open(db_url, "trainer")
+    try:
+        _published(store, b"old export")
+        with store.engine.begin() as conn:
+            conn.execute(text("UPDATE runs SET started_at = '2020-01-01 00:00:00'"))
+            conn.execute(text("UPDATE artifacts SET created_at = '2020-01-01 00:00:00'"))
+        _published(store, b"new export")
+        result = prune(store.engine, 30, auditor_id="trainer")
+        assert result.runs == 1 and result.deleted["publications"] == 1
+        assert result.deleted["publication_items"] == 1
+        with store.engine.connect() as conn:
+            left = dict(conn.execute(text("SELECT kind, count(*) FROM artifacts GROUP BY kind")).all())
+            # the old MindIR went; inputs and outputs are the same content as the new run's: kept
+            assert left == {"mindir": 1, "inputs": 1, "outputs": 1}
+            assert conn.scalar(text("SELECT count(*) FROM publications")) == 1
+    finally:
+        store.close()
+
+
+# -- config ----------------------------------------------------------------------------------------------
+
+
+def test_split_mode_config(doc):
+    from auditor.config import parse
+
+    doc["stacks"]["ms20"] = {"role": "train", "runtime": "mindspore", "source": "db"}  # no python
+    doc["stacks"]["ms210"]["publish"] = ["ppo_policy"]
+    config = parse(doc, known_probes={"ppo_policy", "action_sampler", "obs_normalizer"})
+    assert config.fleet.is_remote("ms20") and not config.fleet.is_remote("ms210")
+    assert config.fleet.publish == {"ms210": ("ppo_policy",)}
+    doc["pairs"] = []  # a train-side auditor that only publishes needs no pair
+    assert parse(doc, known_probes=None).fleet.publish == {"ms210": ("ppo_policy",)}
+
+
+@pytest.mark.parametrize(
+    ("stack", "table", "message"),
+    [
+        ("lite20", {"source": "db"}, "stacks.lite20.source: only a train stack can come from the database"),
+        ("ms20", {"source": "s3"}, "stacks.ms20.source: must be 'local' or 'db'"),
+        ("lite20", {"publish": ["ppo_policy"]}, "stacks.lite20.publish: only a train stack exports"),
+        ("ms20", {"publish": "ppo_policy"}, "stacks.ms20.publish: must be a list of probe names"),
+        ("ms20", {"publish": ["nope"]}, "stacks.ms20.publish[0]: unknown probe 'nope'"),
+        ("ms20", {"source": "db", "publish": ["ppo_policy"]}, "stacks.ms20.publish: a stack read from"),
+    ],
+)
+def test_split_mode_config_errors(doc, stack, table, message):
+    from auditor.config import ConfigError, parse
+
+    doc["stacks"][stack].update(table)
+    with pytest.raises(ConfigError) as info:
+        parse(doc, known_probes={"ppo_policy", "action_sampler", "obs_normalizer"})
+    assert any(e.startswith(message) for e in info.value.errors), info.value.errors
+
+
+def test_auditor_id_config(doc):
+    from auditor.config import parse
+
+    assert parse(doc).auditor_id == ""
+    doc["storage"]["auditor_id"] = "train-zone-1"
+    assert parse(doc).auditor_id == "train-zone-1"
