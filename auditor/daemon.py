@@ -370,12 +370,13 @@ class Daemon:
         assert self._setup is not None
         old = self._setup.config
         try:
-            if self.context.db_url(config) != self._setup.store.url:
+            if self.context.db_url(config) != self._setup.store.url or config.auditor_id != old.auditor_id:
                 setup = self._open(config)
             else:
                 store = self._setup.store
                 sinks = build_sinks(config.alerts, self.plugins.alert_sinks())
-                setup = _Setup(config, store, AlertEngine(store.engine, config.alerts, sinks))
+                alerts = AlertEngine(store.engine, config.alerts, sinks, auditor_id=store.auditor_id)
+                setup = _Setup(config, store, alerts)
         except StoreError as exc:
             log.error("config not reloaded: %s; still running with the previous one", exc)
             return False

@@ -323,3 +323,31 @@ def test_auditor_id_config(doc):
     assert parse(doc).auditor_id == ""
     doc["storage"]["auditor_id"] = "train-zone-1"
     assert parse(doc).auditor_id == "train-zone-1"
+
+
+def test_migrations_with_data_and_back(db_url):
+    """A history left at revision 0001 by an old auditor migrates to head with its rows (runs
+    get their writer's host name as auditor id), and the whole chain goes down and up again."""
+    from alembic import command
+
+    from auditor.store import alembic_config
+    from tests.history_fixtures import generate_history
+
+    store = Store(db_url)
+    try:
+        store.upgrade("0001")
+        generate_history(store.engine, 30, start=datetime(2026, 1, 1), host="old-host")
+        store.upgrade()
+        assert store.current_heads() == (HEAD,)
+        with store.engine.connect() as conn:
+            ids = conn.execute(text("SELECT DISTINCT auditor_id FROM runs")).scalars().all()
+        assert ids == ["old-host"]
+        cfg = alembic_config(store.url)
+        with store.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0001")
+        assert store.current_heads() == ("0001",)
+        store.upgrade()
+        assert store.current_heads() == (HEAD,)
+    finally:
+        store.close()
