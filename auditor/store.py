@@ -139,15 +139,18 @@ class Store:
     @contextlib.contextmanager
     def _migration_lock(self) -> Iterator[None]:
         """On an SQLite file, an exclusive lock on ``<file>.migrate-lock`` (flock, not the
-        database file: closing another descriptor of that file would drop SQLite's own locks)."""
+        database file: closing another descriptor of that file would drop SQLite's own locks).
+        Where the lock cannot be created (a read-only directory) this process cannot migrate
+        either; it goes on without the lock and only reads."""
         if self._sqlite_path is None:
             yield
             return
         lock_path = self._sqlite_path.with_name(self._sqlite_path.name + ".migrate-lock")
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(f"cannot create the migration lock {lock_path}: {exc}") from None
+        except OSError:
+            yield
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
