@@ -351,3 +351,17 @@ def test_migrations_with_data_and_back(db_url):
         assert store.current_heads() == (HEAD,)
     finally:
         store.close()
+
+
+def test_audit_with_the_database_unreachable_at_start_fails_before_any_worker(monkeypatch):
+    from tests.conftest import DEFAULT_CONFIG
+
+    monkeypatch.setenv("AUDITOR_DB_URL", f"postgresql://auditor:{SECRET}@127.0.0.1:1/history")
+    result = CliRunner().invoke(cli, ["--config", str(DEFAULT_CONFIG), "audit"])
+    assert result.exit_code == 2
+    assert (
+        "cannot open or migrate the history database postgresql+psycopg://auditor:***@127.0.0.1:1"
+        in (result.stderr)
+        or "auditor:***@127.0.0.1:1/history" in result.stderr
+    )
+    assert SECRET not in result.output + result.stderr and "Traceback" not in result.stderr
