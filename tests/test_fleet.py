@@ -359,9 +359,6 @@ def test_audit_with_the_database_unreachable_at_start_fails_before_any_worker(mo
     monkeypatch.setenv("AUDITOR_DB_URL", f"postgresql://auditor:{SECRET}@127.0.0.1:1/history")
     result = CliRunner().invoke(cli, ["--config", str(DEFAULT_CONFIG), "audit"])
     assert result.exit_code == 2
-    assert (
-        "cannot open or migrate the history database postgresql+psycopg://auditor:***@127.0.0.1:1"
-        in (result.stderr)
-        or "auditor:***@127.0.0.1:1/history" in result.stderr
-    )
+    message = "cannot open or migrate the history database postgresql://auditor:***@127.0.0.1:1/history"
+    assert message in result.stderr
     assert SECRET not in result.output + result.stderr and "Traceback" not in result.stderr
