@@ -61,6 +61,7 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
     except StoreError as exc:
         fail(str(exc))
     alerts = list_alerts(store.engine, open_only=open_only, limit=limit)
+    several = len({a["auditor_id"] for a in alerts}) > 1  # a shared database: say whose
     sinks = sink_status(store.engine)
     if as_json:
         click.echo(json.dumps({"alerts": alerts, "sinks": sinks}, indent=2))
@@ -73,7 +74,9 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
         label = "resolved" if a["state"] == "resolved" else "last seen"
         click.echo(
             f"  {a['id']:>5}  {a['state']:<8}  {a['severity']:<8}  {a['key']}\n"
-            f"         opened {a['opened_at']} (run {a['opened_run_id']}), {label} {when}, "
+            f"         opened {a['opened_at']} (run {a['opened_run_id']}"
+            + (f", auditor {a['auditor_id']}" if several else "")
+            + f"), {label} {when}, "
             f"{a['notifications']} notification(s)\n"
             f"         {a['message']}"
         )

@@ -322,6 +322,12 @@ def test_two_auditors_never_resolve_each_others_alerts(store):
         assert [e["event"] for e in rec_a.events] == ["opened", "resolved"]
         assert [e["event"] for e in rec_b.events] == ["opened"]
         assert engine_b.open_counts()["warning"] == 1 and engine_a.open_counts()["warning"] == 0
+        shown = CliRunner().invoke(cli, ["--db", store.url, "alerts"])
+        assert (
+            shown.exit_code == 0
+            and "auditor auditor-a" in shown.output
+            and "auditor auditor-b" in shown.output
+        )
     finally:
         a.close()
         b.close()
