@@ -130,6 +130,7 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
                         "status": r.status,
                         "outcome": r.outcome,
                         "host": r.host,
+                        "auditor_id": r.auditor_id,
                         "note": r.note,
                     }
                     for r in rows
@@ -141,10 +142,12 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
     click.echo(f"history: {store.display_url}")
     if not rows:
         click.echo("no runs yet: run `auditor audit`")
+    several = len({r.auditor_id for r in rows}) > 1  # a shared database: say whose
     for r in rows:
         took = f"{(r.finished_at - r.started_at).total_seconds():.1f} s" if r.finished_at else "-"
         click.echo(
             f"  {r.id:>5}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<9} {r.outcome or '-':<13} {took:>8}"
+            + (f"  {r.auditor_id}" if several else "")
             + (f"  {r.note}" if r.note else "")
         )
 

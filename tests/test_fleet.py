@@ -133,6 +133,8 @@ def test_two_auditors_migrate_and_write_at_once(db_url):
             assert conn.scalar(text("SELECT count(*) FROM artifacts")) == 1
             assert conn.scalar(text("SELECT count(*) FROM stacks")) == len(cycle_result().stacks)
         assert per == {"auditor-a": runs, "auditor-b": runs}
+        listed = CliRunner().invoke(cli, ["--db", db_url, "runs"])
+        assert listed.exit_code == 0 and "auditor-a" in listed.output and "auditor-b" in listed.output
     finally:
         store.close()
 
