@@ -9,6 +9,11 @@ so the same problem seen in run after run is one alert, not one per run:
   did (``cooldown = 0``: never), never on every cycle;
 - an open alert whose key is absent from a later complete run is **resolved**: sinks are told.
 
+Alerts belong to an auditor (``runs.auditor_id``): where several auditors share one database,
+each opens, updates and resolves only its own, keyed by (auditor, key), so an auditor that
+does not check a pair never resolves another's alert about it, and each delivers only its
+own alerts' events to its own sinks.
+
 Only a run that checked everything may resolve: an aborted run, or one whose outcome is
 ``error`` (a stack could not run, so an absent finding may mean "not checked" rather than
 "fixed"), opens and updates alerts but resolves none.
@@ -167,12 +172,16 @@ class AlertEngine:
         sinks: Mapping[str, ConfiguredSink] | None = None,
         clock: Callable[[], datetime] = _now,
         host: str | None = None,
+        auditor_id: str | None = None,
     ):
+        """``auditor_id``: deliver (and count) only this auditor's alerts; None: all of them
+        (one auditor alone on its database)."""
         self.engine = engine
         self.config = config
         self.sinks = dict(sinks or {})
         self.clock = clock
         self.host = host or socket.gethostname()
+        self.auditor_id = auditor_id
 
     # -- deciding ---------------------------------------------------------------------------
     def evaluate(self, run_id: int) -> list[Event]:
@@ -192,12 +201,18 @@ class AlertEngine:
                 seen = findings.get(f.key)
                 if seen is None or severity_rank(f.severity) > severity_rank(seen.severity):
                     findings[f.key] = f
-            open_alerts = {a.key: a for a in s.scalars(select(m.Alert).where(m.Alert.state == OPEN))}
+            open_alerts = {
+                a.key: a
+                for a in s.scalars(
+                    select(m.Alert).where(m.Alert.state == OPEN, m.Alert.auditor_id == run.auditor_id)
+                )
+            }
             cooldown = timedelta(seconds=self.config.cooldown)
             for key, f in findings.items():
                 alert = open_alerts.get(key)
                 if alert is None:
                     alert = m.Alert(
+                        auditor_id=run.auditor_id,
                         key=key,
                         state=OPEN,
                         opened_at=now,
@@ -275,7 +290,7 @@ class AlertEngine:
             pending = [
                 (d.id, d.sink, d.payload, d.attempts)
                 for d in s.scalars(
-                    select(m.AlertDelivery)
+                    self._mine(select(m.AlertDelivery).join(m.Alert))
                     .where(m.AlertDelivery.state == PENDING)
                     .order_by(m.AlertDelivery.id)
                 )
@@ -328,9 +343,15 @@ class AlertEngine:
             delivered += 1
         with Session(self.engine) as s:
             left = s.scalar(
-                select(func.count()).select_from(m.AlertDelivery).where(m.AlertDelivery.state == PENDING)
+                self._mine(select(func.count()).select_from(m.AlertDelivery).join(m.Alert)).where(
+                    m.AlertDelivery.state == PENDING
+                )
             )
         return DeliveryRound(delivered, failed, int(left or 0))
+
+    def _mine(self, stmt: Any) -> Any:
+        """``stmt`` (which selects from alerts) limited to this auditor's alerts, if it has an id."""
+        return stmt if self.auditor_id is None else stmt.where(m.Alert.auditor_id == self.auditor_id)
 
     def _update(self, delivery_id: int, **values: Any) -> None:
         with Session(self.engine) as s, s.begin():
@@ -345,7 +366,9 @@ class AlertEngine:
         counts = dict.fromkeys(SEVERITIES, 0)
         with Session(self.engine) as s:
             rows = s.execute(
-                select(m.Alert.severity, func.count()).where(m.Alert.state == OPEN).group_by(m.Alert.severity)
+                self._mine(select(m.Alert.severity, func.count()))
+                .where(m.Alert.state == OPEN)
+                .group_by(m.Alert.severity)
             )
             for severity, n in rows:
                 counts[severity] = int(n)
@@ -394,6 +417,7 @@ def sink_status(engine: Engine) -> dict[str, dict[str, Any]]:
 
 def alert_json(a: m.Alert) -> dict[str, Any]:
     return {
+        "auditor_id": a.auditor_id,
         "id": a.id,
         "key": a.key,
         "state": a.state,

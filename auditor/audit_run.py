@@ -9,13 +9,16 @@ so the history never holds half a run.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
 from auditor.config import Config
 from auditor.cycle import Cycle, CycleAborted
 from auditor.results import CycleResult
-from auditor.store import Store
+from auditor.store import Store, StoreError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from auditor.plugin_manager import Plugins
@@ -113,4 +116,7 @@ class AuditRun:
 
     def _mark_aborted(self, note: str) -> None:
         if self.store is not None and self.run_id is not None:
-            self.store.abort_run(self.run_id, note)
+            try:
+                self.store.abort_run(self.run_id, note)
+            except StoreError as exc:  # the database is away: the next run reaps this one
+                log.warning("%s", exc)

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from auditor import models as m
 from auditor.compare import Tolerance, compare_output
 from auditor.results import CONSISTENT, Finding
+from auditor.shared_rows import add_once
 
 KIND = "outputs"
 NEW, EQUAL, CHANGED, DRIFTED, INCOMPARABLE = "new", "equal", "changed", "drift", "incomparable"
@@ -315,15 +316,15 @@ def record(
                     raise ValueError(
                         f"outputs {c.outputs_sha256[:12]} of {c.stack} are not in the cycle's blobs"
                     )
-                session.add(
-                    m.Artifact(
-                        sha256=c.outputs_sha256,
-                        kind=KIND,
-                        size=len(data),
-                        created_at=now,
-                        info={"probe": r.probe, "variant": r.variant, "stack": c.stack},
-                        data=data,
-                    )
+                add_once(
+                    session,
+                    m.Artifact,
+                    sha256=c.outputs_sha256,
+                    kind=KIND,
+                    size=len(data),
+                    created_at=now,
+                    info={"probe": r.probe, "variant": r.variant, "stack": c.stack},
+                    data=data,
                 )
             session.add(
                 m.Baseline(

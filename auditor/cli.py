@@ -89,7 +89,7 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
     store = None
     if not no_store:
         try:
-            store = Store.open(obj.db_url(config))
+            store = Store.open(obj.db_url(config), config.auditor_id)
         except StoreError as exc:
             fail(str(exc))
     run = AuditRun(config, obj.plugins(), store)
@@ -140,6 +140,7 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
                         "status": r.status,
                         "outcome": r.outcome,
                         "host": r.host,
+                        "auditor_id": r.auditor_id,
                         "note": r.note,
                     }
                     for r in rows
@@ -148,9 +149,10 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
             )
         )
         return
-    click.echo(f"history: {redact_url(store.url)}")
+    click.echo(f"history: {store.display_url}")
     if not rows:
         click.echo("no runs yet: run `auditor audit`")
+    several = len({r.auditor_id for r in rows}) > 1  # a shared database: say whose
     for r in rows:
         took = (
             f"{(r.finished_at - r.started_at).total_seconds():.1f} s"
@@ -160,6 +162,7 @@ def runs(obj: Context, limit: int, as_json: bool) -> None:
         started = f"{r.started_at:%Y-%m-%d %H:%M:%S}" if r.started_at else "-".ljust(19)
         click.echo(
             f"  {r.id:>5}  {started}  {r.status or '-':<9} {r.outcome or '-':<13} {took:>8}"
+            + (f"  {r.auditor_id}" if several else "")
             + (f"  {r.note}" if r.note else "")
         )
 
@@ -176,8 +179,13 @@ def config_check(obj: Context) -> None:
     config = obj.config()
     click.echo(f"{config.source}: ok ({len(config.stacks)} stacks, {len(config.pairs)} pairs)")
     for name, s in config.stacks.items():
+        if config.fleet.is_remote(name):
+            click.echo(f"  stack {name}: {s.role} {s.runtime} from the history database (its publications)")
+            continue
         missing = "" if os.access(s.python, os.X_OK) else "   (interpreter not found)"
-        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}")
+        publishes = config.fleet.publish.get(name)
+        also = f"   (publishes {', '.join(publishes)})" if publishes else ""
+        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}{also}")
     click.echo(f"  history database: {redact_url(obj.db_url(config))}")
 
 

@@ -107,8 +107,13 @@ class Context:
             sys.exit(EXIT_USAGE)
 
     def db_url(self, config: Config | None = None) -> str:
+        """--db, else $AUDITOR_DB_URL, else the config's [storage] url, else the default file."""
+        from auditor import db_url as urls
+
         if self.db:
             return db_url(self.db)
+        if urls.from_environment():
+            return db_url(urls.from_environment() or "")
         if config is not None:
             return config.db_url
         return default_db_url()
@@ -118,9 +123,10 @@ class Context:
         only read then); a database that cannot be opened ends the command with ``code``.
         ``read``: a command that only reads reads what it can of a database that cannot be
         migrated (read-only, damaged), after a warning."""
+        from auditor import db_url as urls
         from auditor.store import Store, StoreError
 
-        url = self.db_url(None if self.db else self.config())
+        url = self.db_url(None if self.db or urls.from_environment() else self.config())
         try:
             return Store.open(url) if migrate else Store(url)
         except StoreError as exc:

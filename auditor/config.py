@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
+from auditor import fleet_config
 from auditor.compare import Tolerance
 from auditor.model_config import GENERATORS, INPUT_DTYPES, InputSpec, ModelConfig
 from auditor.paths import default_db_url
@@ -160,8 +161,9 @@ class StackConfig:
     runtime: Name
     """mindspore (PyNative, train), mindspore-graph (GraphCell over MindIR, infer), mindspore-lite
     (MindSpore Lite, infer), or a plugin's runtime."""
-    python: Text(nonempty=True, what="the path of the stack's Python interpreter", expand=_expanded)
-    """The stack's Python interpreter ($VAR and ~ are expanded)."""
+    python: Text(what="the path of the stack's Python interpreter", expand=_expanded) = ""
+    """The stack's Python interpreter ($VAR and ~ are expanded); required, except for a train
+    stack with ``source = "db"``."""
     device: Text(pattern=DEVICE_RE.pattern[1:-1], what="'cpu', 'ascend:N' or 'gpu:N'") = "cpu"
     """cpu, ascend:N or gpu:N."""
     host: Name = "local"
@@ -179,6 +181,13 @@ class StackConfig:
     models: tuple[Text(nonempty=True, what="a path or glob pattern", expand=_expanded_path), ...] = ()
     """Paths or glob patterns of the MindIR files the stack serves (the deployed-model watch;
     relative to the config file)."""
+    source: Choice("local", "db") = "local"
+    """local: driven through a worker here (or on its host); db (a train stack of another
+    auditor sharing the history database): its latest complete publication stands in for it
+    (split mode, README "A fleet")."""
+    publish: tuple[Name, ...] = ()
+    """Probes whose exports this train stack publishes in the history database every cycle,
+    for inference-side auditors that cannot reach it (split mode)."""
 
 
 @section
@@ -562,7 +571,10 @@ class StorageTable:
     """SQLAlchemy URL of the history database; empty: SQLite at
     ${XDG_STATE_HOME:-~/.local/state}/auditor/history.db."""
     keep_days: Int(0, 36500) = 90
-    """Runs older than this many days are deleted (0: keep forever)."""
+    """Runs older than this many days are deleted (0: keep forever); only this auditor's own
+    runs (auditor_id) in a shared database."""
+    auditor_id: Path_ = ""
+    """This auditor's name in a shared history database (empty: the host name)."""
 
 
 @section
@@ -637,6 +649,10 @@ class Config:
     """[hosts.NAME] by name: the machines other than the auditor's own that stacks live on."""
     models: dict[str, ModelConfig] = dataclasses.field(default_factory=dict)
     """[models.NAME] by name: users' own MindIR files audited like probes."""
+    auditor_id: str = ""
+    """[storage] auditor_id: this auditor's name in a shared history (empty: the host name)."""
+    fleet: fleet_config.FleetConfig = fleet_config.FleetConfig()
+    """Split mode: [stacks.X] source = "db" and [stacks.X] publish (auditor.fleet_config)."""
 
     def probe(self, name: str) -> ProbeConfig:
         return self.probes.get(name, ProbeConfig(name))
@@ -718,6 +734,7 @@ def parse(
     stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)
     hosts = _hosts(p, stacks)
     models = _models(p, stacks)
+    fleet = fleet_config.parse(p, p.doc.get("stacks"), known_probes)
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes)
     _check_latency(p)
@@ -738,6 +755,8 @@ def parse(
         keep_days=storage.keep_days,
         hosts=hosts,
         models=models,
+        auditor_id=storage.auditor_id.strip(),
+        fleet=fleet,
         **simple,
     )
 
@@ -752,6 +771,12 @@ def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConf
         if not NAME_RE.match(name):
             p.error(path, "stack names use letters, digits, '.', '_' and '-'")
         stack = p.check(StackConfig, {**s, "name": name}, path)
+        if s.get("source", "local") != "db" and not (stack.python if stack else s.get("python")):
+            p.error(
+                f"{path}.python",
+                "is required: the stack's Python interpreter (a train stack of another auditor "
+                'sharing the history database takes source = "db" instead)',
+            )
         role, runtime = s.get("role"), s.get("runtime")
         if isinstance(runtime, str) and runtime and runtime not in known_runtimes:
             p.error(f"{path}.runtime", f"unknown runtime {runtime!r} (known: {_known(known_runtimes)})")
@@ -979,7 +1004,10 @@ def _pairs(p: _Parse, known_probes: Mapping[str, Iterable[str]] | None) -> list[
     watched = isinstance(stacks, dict) and any(
         isinstance(s, dict) and s.get("models") for s in stacks.values()
     )
-    if not raw_pairs and not p.doc.get("models") and not watched:
+    publishing = isinstance(stacks, dict) and any(
+        isinstance(s, dict) and s.get("publish") for s in stacks.values()
+    )
+    if not raw_pairs and not p.doc.get("models") and not watched and not publishing:
         p.error(
             "pairs",
             "no pairs configured: add at least one [[pairs]] with train, infer and probes "

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor import deployed, fingerprint, tempdirs
+from auditor import deployed, fingerprint, publication, tempdirs
 from auditor.compare import Comparator, MetricCheck, OutputComparison, Tolerance, compare_output
 from auditor.config import Config, PairConfig, StackConfig
 from auditor.drift import diff as drift_diff
@@ -107,6 +107,8 @@ class TrainOutcome:
     mindir: Path | None = None
     artifact: Artifact | None = None
     error: WorkerError | None = None
+    inputs: list[np.ndarray] | None = None
+    """The inputs the outputs belong to, when they came from a publication (split mode)."""
     rerun: list[np.ndarray] | WorkerError | None = None
     """Outputs of the same build and inputs in a fresh worker process (jobs with ``rerun``)."""
     # probe suite (auditor.probe_suite): other batch sizes
@@ -261,11 +263,19 @@ class Cycle(ProbeSuite, ModelSuite):
             + [r.worker_class.partition(":")[0] for r in self.runtimes.values()]
             + list(self.collectors)
         )
+        fleet = self.config.fleet
         sessions = self._sessions = {
             n: _Session(s, self.config, self._register, packages, self._runtime_class(s.runtime))
             for n, s in self.config.stacks.items()
-            if any(n in (p.train, p.infer) for p in pairs) or n in model_stacks(self.config) or s.models
+            if (
+                any(n in (p.train, p.infer) for p in pairs)
+                or n in model_stacks(self.config)
+                or s.models
+                or n in fleet.publish
+            )
+            and not fleet.is_remote(n)
         }
+        self._publications: dict[str, publication.Publication | None] = {}
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
             try:
@@ -275,9 +285,17 @@ class Cycle(ProbeSuite, ModelSuite):
                     for name in p.probes:
                         for job in jobs[name]:
                             train_plan.setdefault(p.train, {})[job.key] = job
+                for stack, names in fleet.publish.items():
+                    for name in names:
+                        for job in self._jobs(name):
+                            train_plan.setdefault(stack, {})[job.key] = job
                 trained = self._parallel(
                     {
-                        s: (lambda s=s: self._train_stack(sessions[s], train_plan[s], Path(tmp)))
+                        s: (
+                            (lambda s=s: self._published_stack(s, train_plan[s], Path(tmp)))
+                            if fleet.is_remote(s)
+                            else (lambda s=s: self._train_stack(sessions[s], train_plan[s], Path(tmp)))
+                        )
                         for s in train_plan
                     }
                 )
@@ -307,6 +325,7 @@ class Cycle(ProbeSuite, ModelSuite):
                 CONNECTIONS.close_all()
             self._check()
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
+        stacks.update({n: self._remote_report(n) for n in self._publications})
         findings = self._with_rule_findings(
             list(self._findings(results, stacks))
             + self._suite_findings(results, rollouts)
@@ -322,6 +341,7 @@ class Cycle(ProbeSuite, ModelSuite):
             learned_maxima=self.learned,
             rollouts=rollouts,
             learned_operators=self.learned_operators,
+            publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
         )
 
     def _runtime_class(self, runtime: str) -> str | None:
@@ -438,7 +458,7 @@ class Cycle(ProbeSuite, ModelSuite):
                 if model not in loaded:
                     worker.request("load", model=model, path=str(train.mindir))
                     loaded.add(model)
-                inputs = job.spec.make_inputs(job.params)
+                inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
                 outcome.latency = self._time(worker, model, inputs, job.batch)
                 self._suite_classes(worker, model, job, outcome)
@@ -463,6 +483,82 @@ class Cycle(ProbeSuite, ModelSuite):
             lambda worker, model, job: worker.request("load", model=model, path=str(mindirs[model])),
         )
         return out
+
+    # -- split mode (auditor.publication) ---------------------------------------------------------
+    def _published_stack(self, name: str, jobs: dict[str, ProbeJob], tmp: Path) -> dict[str, TrainOutcome]:
+        """The train side of a remote stack: its latest complete publication, read from the
+        history database, stands in for building and exporting here."""
+        pub = publication.latest(self.history.engine, name) if self.history is not None else None
+        self._publications[name] = pub
+        out: dict[str, TrainOutcome] = {}
+        for key, job in jobs.items():
+            item = pub.item(key) if pub is not None else None
+            if item is None:
+                why = (
+                    "there is no history database to read it from"
+                    if self.history is None
+                    else f"no complete publication of stack {name} in the history database"
+                    if pub is None
+                    else f"{pub.describe()} has no export of {job.spec.name} {job.variant} "
+                    "with these parameters"
+                )
+                message = f'{name} is read from the database (source = "db") but {why}'
+                out[key] = TrainOutcome(error=WorkerError(name, "read publication", "start", message))
+                continue
+            info = dict(item.mindir_info)
+            out[key] = TrainOutcome(
+                outputs=item.outputs,
+                latency=item.latency,
+                mindir=self._stage_mindir(item.mindir, tmp),
+                artifact=Artifact(info.get("sha256", ""), "mindir", len(item.mindir), info),
+                inputs=item.inputs,
+                rerun=item.rerun,
+            )
+            self.artifacts[out[key].artifact.sha256] = item.mindir
+        return out
+
+    def _remote_report(self, name: str) -> StackReport:
+        stack, pub = self.config.stacks[name], self._publications.get(name)
+        if pub is None:
+            error = f"no complete publication of stack {name} in the history database"
+            return StackReport(
+                name, stack.role, stack.runtime, stack.python, stack.device, stack.host, None, error
+            )
+        return StackReport(
+            name, stack.role, stack.runtime, stack.python, stack.device, pub.host, pub.fingerprint
+        )
+
+    def _publish(
+        self,
+        name: str,
+        jobs: dict[str, ProbeJob],
+        trained: dict[str, dict[str, TrainOutcome]],
+        stacks: dict[str, StackReport],
+    ) -> publication.PublicationSet:
+        """What ``name`` publishes this run: every variant it exported (failed ones are left out)."""
+        report = stacks[name]
+        pub = publication.PublicationSet(name, report.host, report.fingerprint)
+        for key, job in jobs.items():
+            t = trained.get(name, {}).get(key)
+            if t is None or t.outputs is None or t.artifact is None:
+                continue
+            if t.artifact.sha256 not in self.artifacts:
+                continue
+            pub.items.append(
+                publication.PublishedItem(
+                    job_key=key,
+                    probe=job.spec.name,
+                    probe_version=job.spec.version,
+                    variant=job.variant,
+                    mindir=self.artifacts[t.artifact.sha256],
+                    mindir_info=dict(t.artifact.info),
+                    inputs=job.spec.make_inputs(job.params),
+                    outputs=list(t.outputs),
+                    latency=t.latency,
+                    rerun=list(t.rerun) if isinstance(t.rerun, list) else None,
+                )
+            )
+        return pub
 
     def _time(self, worker: StackWorker, model: str, inputs: list[np.ndarray], batch: int) -> Latency:
         lat = self.config.latency

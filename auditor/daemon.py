@@ -42,7 +42,7 @@ from auditor.config import Config, ConfigError, ScheduleConfig
 from auditor.metrics_export import MetricsExporter
 from auditor.notify import Notifier
 from auditor.paths import state_dir as default_state_dir
-from auditor.redact import RedactingFilter, redact_url
+from auditor.redact import RedactingFilter
 from auditor.results import STATUS_ORDER, CycleResult
 from auditor.store import Store, StoreError
 
@@ -232,9 +232,12 @@ class Daemon:
     # -- start-up ---------------------------------------------------------------------------
     def _open(self, config: Config) -> _Setup:
         url = self.context.db_url(config)
-        store = Store.open(url)
+        store = Store.open(url, config.auditor_id)
         engine = AlertEngine(
-            store.engine, config.alerts, build_sinks(config.alerts, self.plugins.alert_sinks())
+            store.engine,
+            config.alerts,
+            build_sinks(config.alerts, self.plugins.alert_sinks()),
+            auditor_id=store.auditor_id,
         )
         return _Setup(config, store, engine)
 
@@ -269,7 +272,7 @@ class Daemon:
                     "auditor daemon started (pid %d): config %s, history %s, state %s, schedule %s",
                     os.getpid(),
                     self._config.source,
-                    redact_url(self._setup.store.url),
+                    self._setup.store.display_url,
                     self.state_dir,
                     describe_schedule(self._config.schedule),
                 )
@@ -369,12 +372,13 @@ class Daemon:
         assert self._setup is not None
         old = self._setup.config
         try:
-            if self.context.db_url(config) != self._setup.store.url:
+            if self.context.db_url(config) != self._setup.store.url or config.auditor_id != old.auditor_id:
                 setup = self._open(config)
             else:
                 store = self._setup.store
                 sinks = build_sinks(config.alerts, self.plugins.alert_sinks())
-                setup = _Setup(config, store, AlertEngine(store.engine, config.alerts, sinks))
+                alerts = AlertEngine(store.engine, config.alerts, sinks, auditor_id=store.auditor_id)
+                setup = _Setup(config, store, alerts)
         except StoreError as exc:
             log.error("config not reloaded: %s; still running with the previous one", exc)
             return False

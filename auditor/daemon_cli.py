@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from auditor.cli_context import MAX_LIMIT, Context, fail
-from auditor.redact import redact_url
 
 
 @click.command("daemon")
@@ -64,15 +63,16 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
 
     config = None if obj.db else obj.config()
     try:
-        store = Store.open(obj.db_url(config))
+        store = Store.open(obj.db_url(config), config.auditor_id if config is not None else "")
     except StoreError as exc:
         fail(str(exc))
     alerts = list_alerts(store.engine, open_only=open_only, limit=limit)
+    several = len({a["auditor_id"] for a in alerts}) > 1  # a shared database: say whose
     sinks = sink_status(store.engine)
     if as_json:
         click.echo(json.dumps({"alerts": alerts, "sinks": sinks}, indent=2))
         return
-    click.echo(f"history: {redact_url(store.url)}")
+    click.echo(f"history: {store.display_url}")
     if not alerts:
         click.echo("no open alerts" if open_only else "no alerts yet")
     for a in alerts:
@@ -80,7 +80,9 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
         label = "resolved" if a["state"] == "resolved" else "last seen"
         click.echo(
             f"  {a['id']:>5}  {a['state']:<8}  {a['severity']:<8}  {a['key']}\n"
-            f"         opened {a['opened_at']} (run {a['opened_run_id']}), {label} {when}, "
+            f"         opened {a['opened_at']} (run {a['opened_run_id']}"
+            + (f", auditor {a['auditor_id']}" if several else "")
+            + f"), {label} {when}, "
             f"{a['notifications']} notification(s)\n"
             f"         {a['message']}"
         )

@@ -10,7 +10,6 @@ import click
 
 from auditor.cli_context import MAX_LIMIT, Context
 from auditor.drift import diff
-from auditor.redact import redact_url
 
 
 def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[str, Any]]:
@@ -69,7 +68,7 @@ def drift_command(obj: Context, stack: str, host: str | None, limit: int, as_jso
         click.echo(json.dumps({"stack": stack, "changes": entries}, indent=2))
         return
     if not store.fingerprint_history(stack, host):
-        click.echo(f"no fingerprint of stack {stack!r} in {redact_url(store.url)}: run `auditor audit` first")
+        click.echo(f"no fingerprint of stack {stack!r} in {store.display_url}: run `auditor audit` first")
         return
     for e in entries:
         when = e["started_at"][:19].replace("T", " ")

@@ -740,22 +740,40 @@ def db_upgrade(obj: Context) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted, delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.option(
+    "--auditor",
+    "auditor_id",
+    metavar="ID",
+    help="Prune this auditor's runs (default: this auditor's, [storage] auditor_id or the host name).",
+)
+@click.option("--all-auditors", is_flag=True, help="Prune the runs of every auditor of a shared database.")
 @click.pass_obj
-def db_prune(obj: Context, keep_days: int | None, dry_run: bool, as_json: bool) -> None:
+def db_prune(
+    obj: Context,
+    keep_days: int | None,
+    dry_run: bool,
+    as_json: bool,
+    auditor_id: str | None,
+    all_auditors: bool,
+) -> None:
     """Delete the runs older than keep_days with everything they stored.
 
     Their probe results, metrics, latencies, findings and fingerprint links go; so do
     fingerprints and exported models no remaining run refers to. Runs still running are
-    never touched. One transaction: an interrupted prune deletes nothing.
+    never touched. One transaction: an interrupted prune deletes nothing. In a shared
+    database only this auditor's runs are pruned unless --auditor or --all-auditors says otherwise.
     """
     from auditor.config import Config
     from auditor.retention import prune
+    from auditor.store import auditor_identity
 
+    config = obj.config() if obj.find_config(required=not obj.db) else None
     if keep_days is None:
-        config = obj.config() if obj.find_config(required=not obj.db) else None
         keep_days = config.keep_days if config is not None else Config.keep_days
+    if auditor_id is None and not all_auditors:
+        auditor_id = auditor_identity(config.auditor_id if config is not None else "")
     store = obj.store()
-    result = prune(store.engine, keep_days, dry_run=dry_run)
+    result = prune(store.engine, keep_days, dry_run=dry_run, auditor_id=None if all_auditors else auditor_id)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     elif keep_days == 0:

@@ -59,6 +59,9 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), index=True)
     outcome: Mapped[str | None] = mapped_column(String(16))
     host: Mapped[str] = mapped_column(String(255))
+    auditor_id: Mapped[str] = mapped_column(String(255), index=True, server_default="")
+    """Which auditor wrote the run (``[storage] auditor_id``, default the host name): retention
+    and alerts are per auditor when several share one database."""
     pid: Mapped[int] = mapped_column(Integer)
     config_path: Mapped[str] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)
@@ -223,7 +226,11 @@ class Alert(Base):
     being resolved opens a new alert. state: open or resolved."""
 
     __tablename__ = "alerts"
+    __table_args__ = (Index("ix_alerts_auditor_id_key", "auditor_id", "key"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    auditor_id: Mapped[str] = mapped_column(String(255), server_default="")
+    """The auditor whose runs open, update and resolve this alert (one lifecycle per auditor
+    and key, so two auditors never resolve each other's alerts)."""
     key: Mapped[str] = mapped_column(String(512), index=True)
     state: Mapped[str] = mapped_column(String(16), index=True)
     kind: Mapped[str] = mapped_column(String(64))
@@ -315,3 +322,44 @@ class OperatorLimit(Base):
     learned_at: Mapped[datetime] = mapped_column(DateTime)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     message: Mapped[str] = mapped_column(Text)
+class Publication(Base):
+    """What a train-side auditor exported from one train stack in one run, for infer-side
+    auditors that cannot reach that stack (split mode, auditor.publication). ``completed_at``
+    is set last, in the same transaction as the items: a set without it is never consumed."""
+
+    __tablename__ = "publications"
+    __table_args__ = (Index("ix_publications_stack_completed_at", "stack", "completed_at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    auditor_id: Mapped[str] = mapped_column(String(255))
+    stack: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    fingerprint_digest: Mapped[str | None] = mapped_column(ForeignKey("fingerprints.digest"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    items: Mapped[list[PublicationItem]] = relationship(
+        back_populates="publication", cascade="all, delete-orphan"
+    )
+
+
+class PublicationItem(Base):
+    """One probe variant of a publication: the exported MindIR, the inputs and the train
+    stack's outputs on them, each an artifact (content-addressed: published twice, stored once)."""
+
+    __tablename__ = "publication_items"
+    __table_args__ = (UniqueConstraint("publication_id", "job_key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    publication_id: Mapped[int] = mapped_column(ForeignKey("publications.id", ondelete="CASCADE"))
+    job_key: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(128))
+    probe_version: Mapped[str] = mapped_column(String(32))
+    variant: Mapped[str] = mapped_column(String(64))
+    mindir_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    inputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    outputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    rerun_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    """The train stack's outputs again in a fresh process (variants checked for repeatability)."""
+    latency: Mapped[dict | None] = mapped_column(JSON)
+
+    publication: Mapped[Publication] = relationship(back_populates="items")

@@ -256,13 +256,17 @@ class ProbeSuite:
             ]
             if errors:
                 updates["log"] = "\n".join(filter(None, [r.log, "other batch sizes:", *errors]))
-            if r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
+            # Localization and rollouts drive both workers; a train stack read from the database
+            # (split mode, auditor.publication) has none here.
+            both = pair.train in self._sessions and pair.infer in self._sessions
+            if both and r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
                 updates["localization"] = self._localize(pair, job, tmp)
             if goldens is not None and (train.outputs is not None or infer.outputs is not None):
                 updates["baseline"] = self._baseline(pair, job, r, train, infer, goldens)
             r = replace(r, **updates)
             out.append(r)
-            if self._rollout_job(job) and self._rollout_pair(pair) and r.status in (CONSISTENT, DRIFT):
+            rolls = both and self._rollout_job(job) and self._rollout_pair(pair)
+            if rolls and r.status in (CONSISTENT, DRIFT):
                 rollouts.append(self._rollout(pair, job, infer))
         return out, rollouts
 

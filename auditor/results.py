@@ -147,6 +147,8 @@ class CycleResult:
     """auditor.rollout.RolloutResult per rolled-out pair (closed and open loop)."""
     learned_operators: list[Any] = field(default_factory=list)
     """auditor.operator_support.LearnedOperator: operators a load failed on (stored)."""
+    publications: list[Any] = field(default_factory=list)
+    """auditor.publication.PublicationSet per publishing train stack (split mode)."""
 
     @property
     def outcome(self) -> str:

@@ -12,6 +12,11 @@ tables added later are pruned correctly without touching this module. Everything
 in one transaction that holds the write lock from the start, so the runs chosen are the
 runs deleted; a dry run does the same work and rolls it back, which makes its counts exact.
 A run that is still ``running`` is never touched, however old.
+
+Several auditors on one database: an auditor prunes only its own runs (``runs.auditor_id``),
+by its own ``keep_days``; another auditor's runs stay until that auditor (or
+``auditor db prune --all-auditors``) prunes them. Fingerprints and artifacts are shared by
+content, so they go only when no run of any auditor refers to them any more.
 """
 
 from __future__ import annotations
@@ -46,12 +51,15 @@ class PruneResult:
     """Runs older than the cut-off left alone because they are still running."""
     kept_referenced: int = 0
     """Runs older than the cut-off kept because a row refers to them (or their results)."""
+    auditor_id: str | None = None
+    """Whose runs were pruned (None: every auditor's)."""
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
         parts = [f"{n} {t}" for t, n in self.deleted.items() if n and t != "runs"]
+        whose = f" of auditor {self.auditor_id}" if self.auditor_id is not None else ""
         text = (
-            f"{verb} {self.runs} run(s) started before {self.cutoff:%Y-%m-%d %H:%M} UTC "
+            f"{verb} {self.runs} run(s){whose} started before {self.cutoff:%Y-%m-%d %H:%M} UTC "
             f"(keep_days = {self.keep_days})"
         )
         if parts:
@@ -77,6 +85,7 @@ class PruneResult:
             "cleared": self.cleared,
             "kept_running": self.kept_running,
             "kept_referenced": self.kept_referenced,
+            "auditor_id": self.auditor_id,
         }
 
 
@@ -86,14 +95,16 @@ def prune(
     *,
     now: datetime | None = None,
     dry_run: bool = False,
+    auditor_id: str | None = None,
 ) -> PruneResult:
     """Delete the runs that started more than ``keep_days`` days before ``now`` (UTC), with
     their rows and the content-addressed rows nothing refers to any more, in one transaction.
-    ``keep_days`` 0 deletes nothing (keep forever)."""
+    ``keep_days`` 0 deletes nothing (keep forever). ``auditor_id``: only that auditor's runs
+    (None: every auditor's)."""
     if keep_days < 0:
         raise ValueError(f"keep_days must be 0 (keep forever) or more, not {keep_days}")
     cutoff = (now or utcnow()) - timedelta(days=keep_days)
-    result = PruneResult(keep_days, cutoff, dry_run)
+    result = PruneResult(keep_days, cutoff, dry_run, auditor_id=auditor_id)
     if keep_days == 0:
         return result
     with engine.connect() as conn:
@@ -118,7 +129,7 @@ def apply_retention(store: Any, keep_days: int, now: datetime | None = None) -> 
     ``keep_days`` (the config's ``keep_days``); None when retention is off (0)."""
     if keep_days == 0:
         return None
-    return prune(store.engine, keep_days, now=now)
+    return prune(store.engine, keep_days, now=now, auditor_id=store.auditor_id)
 
 
 def _lock(conn: Connection) -> None:
@@ -131,7 +142,9 @@ def _lock(conn: Connection) -> None:
 
 def _prune(conn: Connection, result: PruneResult) -> None:
     runs = m.Run.__table__
-    old = (runs.c.started_at < result.cutoff,)
+    old: tuple = (runs.c.started_at < result.cutoff,)
+    if result.auditor_id is not None:
+        old += (runs.c.auditor_id == result.auditor_id,)
     result.kept_running = conn.scalar(
         select(func.count()).select_from(runs).where(*old, runs.c.status == "running")
     )

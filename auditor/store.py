@@ -10,24 +10,26 @@ So the history holds complete runs and aborted runs, never half of one.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import socket
 import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event, select, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import auditor.migrations
-from auditor import baseline, db_health, rollout, series, tempdirs
+from auditor import baseline, db_health, db_url, publication, rollout, series, tempdirs
 from auditor import models as m
 from auditor.operator_support import LearnedOperator
 from auditor.results import CycleResult, Latency, LearnedMaximum, fingerprint_digest
+from auditor.shared_rows import add_once, stack_row
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -84,13 +86,34 @@ def alembic_config(engine_url: str) -> AlembicConfig:
     return cfg
 
 
+MIGRATION_LOCK = 0x61756469746F72  # "auditor": the PostgreSQL advisory lock held while migrating
+CONNECT_TIMEOUT = 10
+"""Seconds to wait for a database server before the run fails (not the default: forever)."""
+
+
+def auditor_identity(configured: str = "") -> str:
+    """Who writes a run: ``[storage] auditor_id`` when set, else the host name. Several auditors
+    sharing one database need distinct identities (retention and alerts are per auditor)."""
+    return configured.strip() or socket.gethostname()
+
+
+_OPEN_RUNS: set[tuple[str, int]] = set()
+"""(database URL, run id) of the runs this process has begun and not yet finished or aborted,
+over every Store it opened (the daemon opens a new one on reload while a cycle may run)."""
+
+
 class Store:
-    def __init__(self, url: str):
+    def __init__(self, url: str, auditor_id: str = ""):
         self.url = url
+        self.display_url = db_url.redact(url)
+        """The URL with its password hidden: the only form of it that is ever printed."""
+        self.auditor_id = auditor_identity(auditor_id)
+        self._sqlite_path: Path | None = None
         try:
-            parsed = make_url(url)
-        except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises several types here
-            raise StoreError(f"not a database URL: {url!r} ({exc})") from None
+            parsed = db_url.parse(url)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        options: dict = {}
         uri = str(parsed.query.get("uri", "")).lower() in ("true", "1")  # file:...?mode=ro
         if (
             parsed.get_backend_name() == "sqlite"
@@ -99,21 +122,26 @@ class Store:
         ):
             path = Path(parsed.database).expanduser()
             parsed = parsed.set(database=str(path))
+            self._sqlite_path = path
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(f"cannot create the directory for {path}: {exc}") from None
+        elif db_url.is_postgres(parsed):
+            # A server that went away between cycles is reconnected, not reported as broken.
+            options = {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
         try:
-            self.engine: Engine = create_engine(parsed)
+            self.engine: Engine = create_engine(parsed, **options)
         except Exception as exc:  # noqa: BLE001 - unknown dialect, missing driver, bad arguments
-            raise StoreError(f"unsupported database URL {url!r}: {exc}") from None
+            message = db_url.driver_missing(parsed, exc)
+            raise StoreError(message or f"unsupported database URL {self.display_url!r}: {exc}") from None
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, auditor_id: str = "") -> Store:
         """Open the database and bring its schema up to date."""
-        store = cls(url)
+        store = cls(url, auditor_id)
         if not store._at_shipped_head():
             store.upgrade()
         return store
@@ -131,24 +159,51 @@ class Store:
         return versions == [head]
 
     def upgrade(self, revision: str = "head") -> None:
+        """Migrate to ``revision``. Auditors that start at once take turns: one migrates while
+        the others wait for its lock, then find nothing left to do."""
         from alembic import command
         from alembic.util.exc import CommandError
 
         cfg = alembic_config(self.url)
         try:
-            with self.engine.begin() as conn:
+            with self._migration_lock(), self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    # Held until this transaction ends; PostgreSQL's DDL is transactional, so a
+                    # waiting auditor sees either no schema or the whole migrated one.
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, revision)
         except SQLAlchemyError as exc:
             raise StoreError(
-                f"cannot open or migrate the history database {self.url}: {db_health.db_error(exc)}"
+                f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}"
             ) from None
         except CommandError as exc:
             # Typically a revision this auditor does not know: a newer auditor wrote the database.
             raise StoreError(
-                f"cannot migrate the history database {self.url}: {exc} "
+                f"cannot migrate the history database {self.display_url}: {exc} "
                 "(was it written by a newer auditor? upgrade this one, or use another --db)"
             ) from None
+
+    @contextlib.contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """On an SQLite file, an exclusive lock on ``<file>.migrate-lock`` (flock, not the
+        database file: closing another descriptor of that file would drop SQLite's own locks).
+        Where the lock cannot be created (a read-only directory) this process cannot migrate
+        either; it goes on without the lock and only reads."""
+        if self._sqlite_path is None:
+            yield
+            return
+        lock_path = self._sqlite_path.with_name(self._sqlite_path.name + ".migrate-lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def current_revision(self) -> str | None:
         from alembic.runtime.migration import MigrationContext
@@ -170,7 +225,7 @@ class Store:
                 return tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
         except SQLAlchemyError as exc:
             raise StoreError(
-                f"cannot read the schema revision of {self.url}: {db_health.db_error(exc)}"
+                f"cannot read the schema revision of {self.display_url}: {db_health.db_error(exc)}"
             ) from None
 
     def head_revisions(self) -> tuple[str, ...]:
@@ -210,36 +265,58 @@ class Store:
 
     # -- runs ------------------------------------------------------------------------------
     def begin_run(self, config_path: str) -> int:
-        """Record that a cycle started; first mark runs orphaned by dead processes aborted."""
-        self.reap_orphans()
-        with Session(self.engine) as s, s.begin():
-            run = m.Run(
-                started_at=_now(),
-                status="running",
-                host=socket.gethostname(),
-                pid=os.getpid(),
-                config_path=config_path,
-            )
-            s.add(run)
-            s.flush()
-            return run.id
+        """Record that a cycle started; first mark runs orphaned by dead processes aborted.
+        A database that cannot be reached is a StoreError: the cycle does not start (the
+        auditor keeps no results of its own; see README "A fleet")."""
+        try:
+            self.reap_orphans()
+            with Session(self.engine) as s, s.begin():
+                run = m.Run(
+                    started_at=_now(),
+                    status="running",
+                    host=socket.gethostname(),
+                    auditor_id=self.auditor_id,
+                    pid=os.getpid(),
+                    config_path=config_path,
+                )
+                s.add(run)
+                s.flush()
+                run_id = run.id
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot record a new run in {self.display_url}: {exc}") from None
+        _OPEN_RUNS.add((self.url, run_id))
+        return run_id
 
     def abort_run(self, run_id: int, reason: str) -> None:
-        with Session(self.engine) as s, s.begin():
-            run = s.get(m.Run, run_id)
-            if run is not None and run.status == "running":
-                run.status, run.finished_at, run.note = "aborted", _now(), reason
+        _OPEN_RUNS.discard((self.url, run_id))
+        try:
+            with Session(self.engine) as s, s.begin():
+                run = s.get(m.Run, run_id)
+                if run is not None and run.status == "running":
+                    run.status, run.finished_at, run.note = "aborted", _now(), reason
+        except SQLAlchemyError as exc:
+            # Left 'running'; the next begin_run of this process (or, after it ended, of any
+            # auditor on this host) marks it aborted once the database is back.
+            raise StoreError(f"cannot mark run {run_id} aborted in {self.display_url}: {exc}") from None
 
     def reap_orphans(self) -> int:
-        """Mark aborted the runs left 'running' on this host by processes that are gone."""
+        """Mark aborted the runs left 'running' on this host by processes that are gone, and
+        this process's own runs that it no longer writes (the database was unreachable when
+        their cycle ended, so neither the results nor the abort could be written then)."""
         host = socket.gethostname()
         count = 0
         with Session(self.engine) as s, s.begin():
             for run in s.scalars(select(m.Run).where(m.Run.status == "running", m.Run.host == host)):
-                if orphaned(run.status, run.host, run.pid):
-                    run.status, run.finished_at = "aborted", _now()
-                    run.note = orphan_note(run.pid)
-                    count += 1
+                if run.pid == os.getpid():
+                    if (self.url, run.id) in _OPEN_RUNS:
+                        continue
+                    note = "interrupted: the history database was unreachable when the run ended"
+                elif orphaned(run.status, run.host, run.pid):
+                    note = orphan_note(run.pid)
+                else:
+                    continue
+                run.status, run.finished_at, run.note = "aborted", _now(), note
+                count += 1
         return count
 
     def finish_run(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
@@ -247,7 +324,8 @@ class Store:
         try:
             self._write_results(run_id, result, artifacts)
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not store run {run_id}: {exc}") from exc
+            raise StoreError(f"could not store run {run_id} in {self.display_url}: {exc}") from exc
+        _OPEN_RUNS.discard((self.url, run_id))
 
     def _write_results(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
         with Session(self.engine) as s, s.begin():
@@ -256,25 +334,20 @@ class Store:
                 raise StoreError(f"run {run_id} is not in the database")
             stack_ids: dict[str, int] = {}
             for name, rep in result.stacks.items():
-                stack = s.scalars(
-                    select(m.Stack).where(m.Stack.host == rep.host, m.Stack.name == name)
-                ).first()
-                if stack is None:
-                    stack = m.Stack(host=rep.host, name=name)
-                    s.add(stack)
-                stack.role, stack.runtime, stack.python, stack.device = (
-                    rep.role,
-                    rep.runtime,
-                    rep.python,
-                    rep.device,
+                stack = stack_row(
+                    s,
+                    rep.host,
+                    name,
+                    role=rep.role,
+                    runtime=rep.runtime,
+                    python=rep.python,
+                    device=rep.device,
                 )
-                s.flush()
                 stack_ids[name] = stack.id
                 digest = None
                 if rep.fingerprint is not None:
                     digest = fingerprint_digest(rep.fingerprint)
-                    if s.get(m.Fingerprint, digest) is None:
-                        s.add(m.Fingerprint(digest=digest, created_at=_now(), document=rep.fingerprint))
+                    add_once(s, m.Fingerprint, digest=digest, created_at=_now(), document=rep.fingerprint)
                 s.add(
                     m.RunStack(
                         run_id=run_id,
@@ -284,18 +357,17 @@ class Store:
                     )
                 )
             for r in result.results:
-                if r.artifact is not None and s.get(m.Artifact, r.artifact.sha256) is None:
-                    s.add(
-                        m.Artifact(
-                            sha256=r.artifact.sha256,
-                            kind=r.artifact.kind,
-                            size=r.artifact.size,
-                            created_at=_now(),
-                            info=r.artifact.info,
-                            data=artifacts.get(r.artifact.sha256),
-                        )
+                if r.artifact is not None:
+                    add_once(
+                        s,
+                        m.Artifact,
+                        sha256=r.artifact.sha256,
+                        kind=r.artifact.kind,
+                        size=r.artifact.size,
+                        created_at=_now(),
+                        info=r.artifact.info,
+                        data=artifacts.get(r.artifact.sha256),
                     )
-                    s.flush()
                 row = m.ProbeResultRow(
                     run_id=run_id,
                     pair=r.pair,
@@ -342,6 +414,7 @@ class Store:
                 )
             self._write_mindir_limits(s, run_id, result.learned_maxima)
             self._write_operator_limits(s, run_id, result.learned_operators)
+            publication.write(s, run_id, run.auditor_id, result.publications, _now())
             s.flush()
             series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
@@ -459,4 +532,4 @@ def orphan_note(pid: int | None) -> str:
     return f"interrupted: process {pid} ended before the run finished"
 
 
-__all__ = ["Store", "StoreError", "alembic_config", "orphan_note", "orphaned"]
+__all__ = ["Store", "StoreError", "alembic_config", "auditor_identity", "orphan_note", "orphaned"]

@@ -10,12 +10,17 @@ rounds on the same file:
   - sqlite3: the same query written by hand and run with the sqlite3 module (rows fetched as
     the module returns them, times as strings).
 and prints both with their ratio. Both read the same rows (the script checks the counts).
+With --url (e.g. postgresql://user@host:5432/db), the same history is generated there too
+(same generator, same seed) and two more columns show the auditor's queries on that database
+and whether PostgreSQL's plan for the query scans one of the big tables whole ("seq:metrics")
+or reaches them through indexes ("index").
 
 Then grows the same file to ten million metric rows and measures again, printing how each
 query's time grew next to how its row count grew (an indexed query must not grow with the
 history; an export of the whole history does).
 
 usage: .venv/bin/python bench/history_queries.py [--quick] [--rows N ...] [--rounds N] [--db PATH]
+                                                  [--url URL]
 """
 
 from __future__ import annotations
@@ -203,8 +208,9 @@ def ensure_rows(db: Path, rows: int) -> None:
     store.close()
 
 
-def measure(db: Path, rounds: int) -> dict[str, tuple[int, float, float]]:
-    """name -> (rows, auditor seconds, sqlite3 seconds), medians of ``rounds``, warm cache."""
+def measure(db: Path, rounds: int, url: str | None = None) -> dict[str, tuple[int, float, float]]:
+    """name -> (rows, auditor seconds, sqlite3 seconds), medians of ``rounds``, warm cache;
+    with ``url``, the same queries on that database too (printed side by side)."""
     store = Store.open(f"sqlite:///{db}")
     with store.engine.connect() as conn:
         t0 = time.perf_counter()
@@ -221,8 +227,12 @@ def measure(db: Path, rounds: int) -> dict[str, tuple[int, float, float]]:
         f"{counts['metrics']} metric rows, {counts['latencies']} latency rows; {size:.0f} MiB ({db})"
     )
     print(f"median of {rounds} rounds, warm cache")
+    other = _second_database(url, counts) if url else None
     raw = sqlite3.connect(db)
-    header = f"{'query':<42} {'rows':>8} {'auditor ms':>11} {'sqlite3 ms':>11} {'ratio':>6}  goal"
+    header = f"{'query':<42} {'rows':>8} {'auditor ms':>11} {'sqlite3 ms':>11} {'ratio':>6}"
+    if other is not None:
+        header += f" {'postgres ms':>12} {'plan':<7}"
+    header += "  goal"
     print(header)
     print("-" * len(header))
     out: dict[str, tuple[int, float, float]] = {}
@@ -241,12 +251,15 @@ def measure(db: Path, rounds: int) -> dict[str, tuple[int, float, float]]:
             goal = "ratio <= 2"
             if name.startswith("trend: latest 200"):
                 goal += f", auditor <= 300 ms: {'ok' if t_aud <= 0.3 else 'MISSED'}"
-            print(
-                f"{name:<42} {n_aud:>8} {fmt_ms(t_aud):>11} {fmt_ms(t_raw):>11} {t_aud / t_raw:>6.2f}  {goal}"
-            )
+            line = f"{name:<42} {n_aud:>8} {fmt_ms(t_aud):>11} {fmt_ms(t_raw):>11} {t_aud / t_raw:>6.2f}"
+            if other is not None:
+                line += " " + _on_second(other, name, call, sql, params, n_aud, rounds)
+            print(f"{line}  {goal}")
             out[name] = (n_aud, t_aud, t_raw)
     raw.close()
     store.close()
+    if other is not None:
+        other.close()
     return out
 
 
@@ -264,6 +277,11 @@ def main() -> None:
     ap.add_argument(
         "--quick", action="store_true", help="20,000 metric rows, one round: checks the bench works"
     )
+    ap.add_argument(
+        "--url",
+        help="a second database (PostgreSQL) to run the same queries on, side by side "
+        "(at the first history size)",
+    )
     args = ap.parse_args()
     if args.quick:
         args.rows, args.rounds = [20_000], 1
@@ -273,9 +291,9 @@ def main() -> None:
         tmp = tempfile.TemporaryDirectory(prefix="auditor-bench-")
         args.db = Path(tmp.name) / "history.db"
     figures: list[tuple[int, dict[str, tuple[int, float, float]]]] = []
-    for rows in sorted(args.rows):
+    for i, rows in enumerate(sorted(args.rows)):
         ensure_rows(args.db, rows)
-        figures.append((rows, measure(args.db, args.rounds)))
+        figures.append((rows, measure(args.db, args.rounds, args.url if i == 0 else None)))
     if len(figures) > 1:
         (small, first), (big, last) = figures[0], figures[-1]
         print(f"\ngrowth from {small:,} to {big:,} metric rows ({big / small:.0f}x the history):")
@@ -285,6 +303,49 @@ def main() -> None:
             print(f"{name:<42} {n1 / max(n0, 1):>7.1f} {a1 / a0:>10.1f} {r1 / r0:>10.1f}")
     if tmp is not None:
         tmp.cleanup()
+
+
+BIG_TABLES = ("metrics", "probe_results", "latencies")
+
+
+def _second_database(url: str, counts: dict[str, int]) -> Store:
+    """The --url database holding the same history as the SQLite file (generated when empty)."""
+    other = Store.open(url)
+    with other.engine.connect() as conn:
+        have = conn.exec_driver_sql("SELECT count(*) FROM metrics").scalar()
+    if have == 0:
+        t0 = time.perf_counter()
+        generate_history(other.engine, counts["runs"], start=START, interval=INTERVAL, **SHAPE)
+        print(f"generated the same history in {other.display_url} in {time.perf_counter() - t0:.1f} s")
+    with other.engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("ANALYZE")  # fresh rows: do not wait for autovacuum's statistics
+        theirs = {t: conn.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar() for t in counts}
+    if theirs != counts:
+        raise SystemExit(
+            f"{other.display_url} holds another history ({theirs}), not {counts}: use an empty one"
+        )
+    print(f"second database: {other.display_url}, the same history")
+    return other
+
+
+def _on_second(
+    other: Store, name: str, call: Callable, sql: str, params: tuple, rows: int, rounds: int
+) -> str:
+    """The auditor's query timed on the second database, and whether its plan scans a table."""
+    with other.engine.connect() as conn:
+        call(conn)
+        t, n = timed(lambda: call(conn), rounds)
+        if n != rows:
+            raise SystemExit(f"{name}: {n} rows on {other.display_url}, {rows} on SQLite")
+    plan = ""
+    if other.engine.dialect.name == "postgresql" and isinstance(sql, str):
+        with other.engine.connect() as conn:  # not the streaming one the history queries used
+            lines = conn.exec_driver_sql("EXPLAIN " + sql.replace("?", "%s"), params).scalars().all()
+        # a whole-table scan of one of the big tables; the small ones (stacks, runs) may be scanned
+        big = {t for line in lines for t in BIG_TABLES if f"Seq Scan on {t} " in line}
+        plan = "seq:" + ",".join(sorted(big)) if big else "index"
+    return f"{fmt_ms(t):>12} {plan:<7}"
 
 
 if __name__ == "__main__":

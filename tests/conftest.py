@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from auditor.paths import stacks_dir
+from tests import postgres_server
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "auditor.toml"
@@ -61,3 +62,48 @@ def worker_pids(parent: int | None = None) -> list[int]:
         if b"auditor.worker.main" in cmdline and state != "Z" and (parent is None or int(ppid) == parent):
             found.append(int(entry.name))
     return found
+
+
+@pytest.fixture(scope="session")
+def postgres() -> postgres_server.Server:
+    """A real PostgreSQL server for the session (tests/postgres_server.py). Skipped when none
+    can be started here; a failure when AUDITOR_REQUIRE_POSTGRES=1 (`make test`, CI)."""
+    try:
+        server = postgres_server.start()
+    except postgres_server.Unavailable as exc:
+        if os.environ.get("AUDITOR_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required (AUDITOR_REQUIRE_POSTGRES=1): {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        server.stop()
+        message = "the psycopg driver is not installed: pip install -e '.[test]'"
+        if os.environ.get("AUDITOR_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield server
+    server.stop()
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def postgres_url(postgres: postgres_server.Server) -> str:
+    """A plain ``postgresql://user@127.0.0.1:PORT/db`` URL of a new, empty database."""
+    return postgres.create_database(f"t{os.getpid()}_{next(_databases)}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request) -> str:
+    """Parametrizes a test over both history backends."""
+    return request.param
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, request) -> str:
+    """An empty history database of the test's ``backend``: an SQLite file or a PostgreSQL database."""
+    if backend == "postgresql":
+        return request.getfixturevalue("postgres_url")
+    return f"sqlite:///{tmp_path / 'db' / 'history.db'}"

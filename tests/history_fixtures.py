@@ -119,6 +119,8 @@ def generate_history(
     out = GeneratedHistory(counts=dict.fromkeys(("runs", "probe_results", "metrics", "latencies"), 0))
     upgrade_index = None if upgrade_at is None else int(runs * upgrade_at)
     with engine.begin() as conn:
+        # a database at an old revision (migration tests) has no auditor column yet
+        has_auditor_id = "auditor_id" in {c["name"] for c in inspect(conn).get_columns("runs")}
         stack_ids: dict[str, int] = {}
         for name, role, runtime, _py, _pkg, _ver in STACKS:
             sid = conn.scalar(select(m.Stack.id).where(m.Stack.host == host, m.Stack.name == name))
@@ -268,6 +270,7 @@ def generate_history(
                     "status": "aborted" if aborted else "complete",
                     "outcome": None if aborted else max(statuses or ["consistent"], key=order.index),
                     "host": host,
+                    **({"auditor_id": host} if has_auditor_id else {}),
                     "pid": 4242,
                     "config_path": "auditor.toml",
                     "note": "interrupted by SIGTERM" if aborted else None,
@@ -294,7 +297,22 @@ def generate_history(
         out.counts["probe_results"] += len(rows["pr"])
         out.counts["metrics"] += len(rows["mt"])
         out.counts["latencies"] += len(rows["lat"])
+    _advance_sequences(engine)
     return out
+
+
+def _advance_sequences(engine: Engine) -> None:
+    """Rows were inserted with explicit ids: on PostgreSQL, move each id sequence past them so
+    that later ordinary inserts (the auditor's) do not collide. SQLite needs nothing."""
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.begin() as conn:
+        for model in (m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow, m.FindingRow, m.Stack):
+            table = model.__table__.name
+            conn.exec_driver_sql(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                f"COALESCE((SELECT max(id) FROM {table}), 0) + 1, false)"
+            )
 
 
 def _metrics(kind: str, drifting: bool, rng: np.random.Generator) -> dict[str, float]:

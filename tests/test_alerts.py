@@ -53,8 +53,9 @@ class Clock:
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def store(db_url):
+    """An empty history: an SQLite file, then a PostgreSQL database (conftest.db_url)."""
+    s = Store.open(db_url)
     yield s
     s.close()
 
@@ -275,7 +276,7 @@ def test_alerts_command(store, tmp_path):
     cycle(engine, stored_run(store, [DRIFT, INCOMPATIBLE]))
     cycle(engine, stored_run(store, [DRIFT]))
     runner = CliRunner()
-    db = str(tmp_path / "h.db")
+    db = store.url
     result = runner.invoke(cli, ["--db", db, "alerts", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
@@ -288,3 +289,45 @@ def test_alerts_command(store, tmp_path):
     assert result.exit_code == 0
     assert DRIFT.key in result.output and INCOMPATIBLE.key not in result.output
     assert "sink rec: 3 delivered, 0 pending, 0 failed; last error" in result.output
+
+
+def test_two_auditors_never_resolve_each_others_alerts(store):
+    """Auditors A and B share the database and see the same finding key: each has its own
+    alert; A's clean run resolves A's alert only, and each delivers only its own events."""
+    a = Store(store.url, auditor_id="auditor-a")
+    b = Store(store.url, auditor_id="auditor-b")
+    clock = Clock()
+    rec_a, rec_b = Recorder(), Recorder()
+    engine_a = AlertEngine(
+        store.engine,
+        AlertsConfig(),
+        {"r": ConfiguredSink(SinkConfig("r", "test", "info"), rec_a)},
+        clock=clock,
+        auditor_id="auditor-a",
+    )
+    engine_b = AlertEngine(
+        store.engine,
+        AlertsConfig(),
+        {"r": ConfiguredSink(SinkConfig("r", "test", "info"), rec_b)},
+        clock=clock,
+        auditor_id="auditor-b",
+    )
+    try:
+        assert cycle(engine_a, stored_run(a, [DRIFT])) == [("opened", DRIFT.key)]
+        assert cycle(engine_b, stored_run(b, [DRIFT])) == [("opened", DRIFT.key)]  # B's own alert
+        clock.at(60)
+        assert cycle(engine_a, stored_run(a, [])) == [("resolved", DRIFT.key)]  # A's only
+        states = {(x["auditor_id"], x["key"]): x["state"] for x in list_alerts(store.engine)}
+        assert states == {("auditor-a", DRIFT.key): "resolved", ("auditor-b", DRIFT.key): "open"}
+        assert [e["event"] for e in rec_a.events] == ["opened", "resolved"]
+        assert [e["event"] for e in rec_b.events] == ["opened"]
+        assert engine_b.open_counts()["warning"] == 1 and engine_a.open_counts()["warning"] == 0
+        shown = CliRunner().invoke(cli, ["--db", store.url, "alerts"])
+        assert (
+            shown.exit_code == 0
+            and "auditor auditor-a" in shown.output
+            and "auditor auditor-b" in shown.output
+        )
+    finally:
+        a.close()
+        b.close()

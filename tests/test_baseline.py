@@ -142,8 +142,9 @@ def test_findings_once_per_side_with_severity():
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def store(db_url):
+    """An empty history: an SQLite file, then a PostgreSQL database (conftest.db_url)."""
+    s = Store.open(db_url)
     yield s
     s.close()
 

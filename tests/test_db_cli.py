@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from datetime import datetime, timedelta
 
@@ -125,8 +126,14 @@ def history_db(tmp_path):
     path = tmp_path / "h.db"
     store = Store.open(f"sqlite:///{path}")
     now = datetime.now().replace(microsecond=0)
-    # 60 runs a day apart, the newest today
-    generate_history(store.engine, 60, start=now - timedelta(days=59, hours=1), interval=timedelta(days=1))
+    # 60 runs a day apart, the newest today, written by this host's auditor (prune's default)
+    generate_history(
+        store.engine,
+        60,
+        start=now - timedelta(days=59, hours=1),
+        interval=timedelta(days=1),
+        host=socket.gethostname(),
+    )
     store.close()
     return path
 
@@ -139,7 +146,16 @@ def run_count(path) -> int:
 def test_prune_command(history_db):
     code, out, err = run_cli("--db", str(history_db), "db", "prune", "--keep-days", "30", "--dry-run")
     assert code == 0, err
-    assert out.startswith("would delete 30 run(s) started before ") and "(keep_days = 30)" in out
+    assert out.startswith(f"would delete 30 run(s) of auditor {socket.gethostname()} started before ")
+    assert "(keep_days = 30)" in out
+    code, out, _ = run_cli(
+        "--db", str(history_db), "db", "prune", "--keep-days", "30", "--dry-run", "--auditor", "x"
+    )
+    assert code == 0 and out.startswith("would delete 0 run(s) of auditor x ")
+    code, out, _ = run_cli(
+        "--db", str(history_db), "db", "prune", "--keep-days", "30", "--dry-run", "--all-auditors"
+    )
+    assert code == 0 and out.startswith("would delete 30 run(s) started before ")
     assert run_count(history_db) == 60
     code, out, _ = run_cli("--db", str(history_db), "db", "prune", "--keep-days", "30", "--json")
     doc = json.loads(out)

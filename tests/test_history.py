@@ -1,7 +1,10 @@
 """History queries (auditor.history) and the history/show/trend commands, on a generated history.
 
 Expected rows come from hand-written SQL run with the sqlite3 module on the same file, so the
-query builder is checked against an independent statement, not against itself.
+query builder is checked against an independent statement, not against itself. The suite runs
+a second time with the history in PostgreSQL: the same generated history (same seed, same
+ids) is written to both, the auditor queries PostgreSQL, and the SQLite copy answers the
+hand-written SQL.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ SHAPE = {"probes": ("ppo_policy", "sampler"), "variants": ("fp32", "fp16")}
 CHANGE = f"mindspore-lite 2.0.0 -> {UPGRADED_VERSION}"
 
 
-@pytest.fixture(scope="module")
-def gen(tmp_path_factory):
-    path = tmp_path_factory.mktemp("hist") / "history.db"
-    store = Store.open(f"sqlite:///{path}")
+DB_OF: dict[object, str] = {}
+"""The database the CLI is pointed at for a generated SQLite file (its PostgreSQL twin)."""
+
+
+def _generate(store: Store):
     info = generate_history(
         store.engine, RUNS, start=START, seed=7, abort_rate=0.02, error_rate=0.02, **SHAPE
     )
@@ -58,7 +62,23 @@ def gen(tmp_path_factory):
             insert(m.MetricRow).values(result_id=rid, output="log_std", name="min_atol", value=math.inf)
         )
         series.record_run(conn, info.run_ids[-1])  # as the store does in a run's transaction
+    return info
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def gen(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp("hist") / "history.db"
+    store = Store.open(f"sqlite:///{path}")
+    info = _generate(store)
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres")
+        store.close()
+        store = Store.open(server.create_database(f"hist{id(path)}"))
+        pg_info = _generate(store)
+        assert pg_info.run_ids == info.run_ids  # the same ids, so the SQLite copy answers for it
+        DB_OF[path] = store.url
     yield path, store, info
+    DB_OF.pop(path, None)
     store.close()
 
 
@@ -68,7 +88,7 @@ def sql(path, query: str, *args) -> list[tuple]:
 
 
 def run_cli(path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--db", str(path), *args], catch_exceptions=False)
+    result = CliRunner().invoke(cli, ["--db", DB_OF.get(path, str(path)), *args], catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -1,4 +1,5 @@
-"""Retention (auditor.retention): what a prune deletes, keeps and clears, in one transaction."""
+"""Retention (auditor.retention): what a prune deletes, keeps and clears, in one transaction.
+On SQLite and on PostgreSQL (the ``db_url`` fixture); expected counts come from hand-written SQL."""
 
 from __future__ import annotations
 
@@ -21,20 +22,59 @@ NOW = START + timedelta(days=3)  # keep_days=2 keeps the runs from Jan 2 00:00 o
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store.open(f"sqlite:///{tmp_path / 'history.db'}")
+def store(db_url):
+    s = Store.open(db_url)
     yield s
     s.close()
 
 
 @pytest.fixture
-def filled(store, tmp_path):
+def filled(store):
     info = generate_history(store.engine, RUNS, start=START, upgrade_at=0.25)
-    return store, info, tmp_path / "history.db"
+    return store, info, store
+
+
+class _Raw:
+    """Hand-written SQL with ``?`` parameters on the store's database, whatever its backend."""
+
+    def __init__(self, store: Store):
+        self.engine = store.engine
+
+    def __enter__(self) -> _Raw:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def execute(self, query: str, args: tuple = ()) -> _Rows:
+        parts = query.split("?")
+        sql = "".join(f"{part}:p{i}" if i < len(parts) - 1 else part for i, part in enumerate(parts))
+        pg = self.engine.dialect.name == "postgresql"
+        params = {
+            f"p{i}": (datetime.fromisoformat(a) if pg and _is_time(a) else a) for i, a in enumerate(args)
+        }
+        with self.engine.connect() as conn:
+            return _Rows([tuple(r) for r in conn.execute(text(sql), params)])
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] == " "
+
+
+class _Rows(list):
+    def fetchone(self) -> tuple | None:
+        return self[0] if self else None
+
+    def fetchall(self) -> list:
+        return list(self)
+
+
+def connect(store: Store) -> _Raw:
+    return _Raw(store)
 
 
 def counts(path) -> dict[str, int]:
-    with sqlite3.connect(path) as c:
+    with connect(path) as c:
         tables = [
             "runs",
             "probe_results",
@@ -52,14 +92,14 @@ def old_counts(path, cutoff: datetime) -> dict[str, int]:
     """What belongs to the runs before the cut-off, counted with hand-written SQL."""
     old = "SELECT id FROM runs WHERE started_at < ? AND status != 'running'"
     res = f"SELECT id FROM probe_results WHERE run_id IN ({old})"
-    with sqlite3.connect(path) as c:
+    with connect(path) as c:
 
         def n(q: str) -> int:
             return c.execute(q, (str(cutoff),)).fetchone()[0]
 
         return {
-            "runs": n(f"SELECT count(*) FROM ({old})"),
-            "probe_results": n(f"SELECT count(*) FROM ({res})"),
+            "runs": n(f"SELECT count(*) FROM ({old}) AS old"),
+            "probe_results": n(f"SELECT count(*) FROM ({res}) AS res"),
             "metrics": n(f"SELECT count(*) FROM metrics WHERE result_id IN ({res})"),
             "latencies": n(f"SELECT count(*) FROM latencies WHERE result_id IN ({res})"),
             "findings": n(f"SELECT count(*) FROM findings WHERE run_id IN ({old})"),
@@ -83,10 +123,10 @@ def test_prune_deletes_old_runs_with_all_their_rows(filled):
     after = counts(path)
     for table, n in expected.items():
         assert after[table] == before[table] - n, table
-    with sqlite3.connect(path) as c:
-        assert c.execute("SELECT min(started_at) FROM runs").fetchone()[0] >= str(cutoff)
-        # nothing dangles
-        assert c.execute("PRAGMA foreign_key_check").fetchall() == []
+    with connect(path) as c:
+        assert str(c.execute("SELECT min(started_at) FROM runs").fetchone()[0]) >= str(cutoff)
+        if store.engine.dialect.name == "sqlite":  # PostgreSQL enforces the foreign keys itself
+            assert c.execute("PRAGMA foreign_key_check").fetchall() == []
     # The fingerprint lite20 had before its upgrade (a quarter in) belongs only to pruned runs.
     assert result.deleted["fingerprints"] == 1
     assert after["fingerprints"] == before["fingerprints"] - 1
@@ -117,6 +157,7 @@ def test_keep_days_zero_keeps_everything(filled):
 def test_apply_retention_is_prune_for_the_daemon(filled):
     store, _, path = filled
     expected = old_counts(path, NOW - timedelta(days=2))
+    store.auditor_id = "generated"  # the auditor that wrote the generated history
     result = apply_retention(store, 2, now=NOW)
     assert result is not None and result.runs == expected["runs"] > 0
     assert result.deleted["metrics"] == expected["metrics"]
@@ -131,7 +172,7 @@ def test_running_runs_are_never_touched(filled):
     result = prune(store.engine, 2, now=NOW)
     assert result.kept_running == 1
     assert "1 still running" in result.summary()
-    with sqlite3.connect(path) as c:
+    with connect(path) as c:
         assert c.execute("SELECT status FROM runs WHERE id = ?", (old_running,)).fetchone() == ("running",)
         assert (
             c.execute("SELECT count(*) FROM probe_results WHERE run_id = ?", (old_running,)).fetchone()[0] > 0
@@ -213,7 +254,7 @@ def test_a_reference_without_cascade_keeps_the_run(filled):
         result = prune(store.engine, 2, now=NOW)
         assert result.runs == expected and result.kept_referenced == 1
         assert "1 referred to by other rows" in result.summary()
-        with sqlite3.connect(path) as c:
+        with connect(path) as c:
             assert (
                 c.execute(
                     "SELECT count(*) FROM runs WHERE started_at < ?", (str(NOW - timedelta(days=2)),)
@@ -238,11 +279,32 @@ def test_a_failed_prune_deletes_nothing(filled, monkeypatch):
     assert counts(path) == before
 
 
-def test_prune_holds_the_write_lock(filled, monkeypatch):
+def test_prune_holds_the_write_lock(filled, monkeypatch, backend):
     """Another writer cannot commit between choosing the runs and deleting them."""
-    store, _, path = filled
+    store, _, _ = filled
     seen = {}
     original = retention._prune
+    if backend == "postgresql":
+        import psycopg
+
+        def during_pg(conn, result):
+            u = store.engine.url
+            with psycopg.connect(
+                host=u.host, port=u.port, user=u.username, dbname=u.database, autocommit=True
+            ) as other:
+                other.execute("SET lock_timeout = '100ms'")
+                try:
+                    other.execute("UPDATE runs SET note = 'x' WHERE id = 1")
+                    seen["other"] = "wrote"
+                except psycopg.errors.LockNotAvailable:
+                    seen["other"] = "locked"
+            original(conn, result)
+
+        monkeypatch.setattr(retention, "_prune", during_pg)
+        prune(store.engine, 2, now=NOW)
+        assert seen["other"] == "locked"
+        return
+    path = store.engine.url.database
 
     def during(conn, result):
         other = sqlite3.connect(path, timeout=0.1)
@@ -259,6 +321,23 @@ def test_prune_holds_the_write_lock(filled, monkeypatch):
     monkeypatch.setattr(retention, "_prune", during)
     prune(store.engine, 2, now=NOW)
     assert seen["other"] == "database is locked"
+
+
+def test_an_auditor_prunes_only_its_own_runs(store):
+    """Two auditors share the database: each one's retention leaves the other's runs alone,
+    and content shared by both stays while either still refers to it."""
+    a = generate_history(store.engine, RUNS, start=START, upgrade_at=None, host="auditor-a")
+    b = generate_history(store.engine, RUNS, start=START, upgrade_at=None, host="auditor-b", seed=1)
+    store.auditor_id = "auditor-a"
+    result = apply_retention(store, 2, now=NOW)
+    assert result is not None and result.auditor_id == "auditor-a" and result.runs > 0
+    assert "of auditor auditor-a" in result.summary()
+    with store.engine.connect() as conn:
+        left = dict(conn.execute(text("SELECT auditor_id, count(*) FROM runs GROUP BY auditor_id")).all())
+    assert left["auditor-b"] == len(b.run_ids)
+    assert left["auditor-a"] == len(a.run_ids) - result.runs
+    everyone = prune(store.engine, 2, now=NOW)  # auditor db prune --all-auditors
+    assert everyone.auditor_id is None and everyone.runs == result.runs  # b's old runs, as many
 
 
 # -- config ---------------------------------------------------------------------------------------------

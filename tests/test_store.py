@@ -31,7 +31,7 @@ from auditor.results import (
 )
 from auditor.store import Store, StoreError
 
-HEAD = "0007"  # the newest migration in migrations/versions
+HEAD = "0008"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -40,6 +40,8 @@ TABLES = {
     "mindir_limits",
     "operator_limits",
     "artifacts",
+    "publications",
+    "publication_items",
     "fingerprints",
     "findings",
     "latencies",
@@ -53,8 +55,9 @@ TABLES = {
 
 
 @pytest.fixture
-def url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'db' / 'history.db'}"
+def url(db_url) -> str:
+    """An empty history database: an SQLite file, then a PostgreSQL database (conftest.db_url)."""
+    return db_url
 
 
 @pytest.fixture
@@ -159,8 +162,9 @@ def cycle_result(infer_fp: dict | None = None, artifact: Artifact | None = None)
 # -- opening and migrating ------------------------------------------------------------------------
 
 
-def test_open_creates_schema_at_head(store, tmp_path):
-    assert (tmp_path / "db" / "history.db").is_file()  # parent directory created
+def test_open_creates_schema_at_head(store, tmp_path, backend):
+    if backend == "sqlite":
+        assert (tmp_path / "db" / "history.db").is_file()  # parent directory created
     assert store.current_revision() == HEAD
     assert store.head_revision() == HEAD
     assert set(inspect(store.engine).get_table_names()) == TABLES
@@ -194,7 +198,9 @@ def test_migrated_schema_matches_orm_metadata(store):
     assert diff == []
 
 
-def test_sqlite_pragmas(store):
+def test_sqlite_pragmas(store, backend):
+    if backend != "sqlite":
+        pytest.skip("SQLite only")
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
@@ -475,6 +481,8 @@ def test_begin_run_reaps_runs_of_dead_processes(store, dead_pid, live_pid):
     alive = insert_running(store, live_pid)
     elsewhere = insert_running(store, dead_pid, host="some-other-host")
     mine = insert_running(store, os.getpid())
+    other_store = Store(store.url)
+    mine_elsewhere = other_store.begin_run("b.toml")  # another Store of this process: still running
 
     new = store.begin_run("a.toml")
 
@@ -484,8 +492,12 @@ def test_begin_run_reaps_runs_of_dead_processes(store, dead_pid, live_pid):
     assert run.finished_at is not None
     assert get_run(store, alive).status == "running"
     assert get_run(store, elsewhere).status == "running"  # cannot check another host's pids
-    assert get_run(store, mine).status == "running"
+    # this process's run that no Store of it is writing: its end could not be written
+    assert get_run(store, mine).status == "aborted"
+    assert get_run(store, mine).note == "the history database was unreachable when the run ended"
+    assert get_run(store, mine_elsewhere).status == "running"
     assert get_run(store, new).status == "running"
+    other_store.close()
 
 
 def test_reap_orphans_counts_and_is_idempotent(store, dead_pid, live_pid):
