@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   installs everything and runs one audit cycle on auditor.toml
 #   make test   installs everything and runs the whole test suite
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench fuzz clean
 
 setup:
 	scripts/setup
@@ -26,6 +26,11 @@ bench: setup
 	.venv/bin/python bench/full_cycle.py
 	.venv/bin/python bench/history_queries.py
 	.venv/bin/python bench/remote_hosts.py
+
+# Property tests at soak size: 1000 random examples per surface (config loader, CLI arguments).
+fuzz: setup
+	AUDITOR_FUZZ_EXAMPLES=$${AUDITOR_FUZZ_EXAMPLES:-1000} AUDITOR_FUZZ_RANDOM=1 \
+	  .venv/bin/python -m pytest -q tests/test_fuzz_config.py tests/test_fuzz_cli.py
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache

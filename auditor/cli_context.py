@@ -103,7 +103,7 @@ class Context:
         except ConfigError as exc:
             click.echo(f"auditor: config {exc.source} is not usable:", err=True)
             for e in exc.errors:
-                click.echo(f"  {e}", err=True)
+                click.echo(f"  {redact_text(e)}", err=True)
             sys.exit(EXIT_USAGE)
 
     def db_url(self, config: Config | None = None) -> str:

@@ -145,7 +145,7 @@ Tol = Float(0.0, 1e6)
 """A tolerance: beyond 1e6 a comparison can no longer fail, which is a typo, not a setting."""
 Seconds = Duration
 Name = Text(nonempty=True)
-Path_ = Text(expand=_expanded)
+Expanded = Text(expand=_expanded)
 RelativePath = Text(expand=_expanded_path)
 AbsPath = Text(nonempty=True, pattern=r"/.*", what="an absolute path", expand=_expanded)
 Command = Text(nonempty=True, what="a command name or path", expand=_expanded)
@@ -168,9 +168,9 @@ class StackConfig:
     """cpu, ascend:N or gpu:N."""
     host: Name = "local"
     """Where the stack runs."""
-    ascend_root: Path_ = "/usr/local/Ascend"
+    ascend_root: Expanded = "/usr/local/Ascend"
     """CANN toolkit / nnae / nnrt, driver and firmware are read under this folder."""
-    env: dict[str, Path_] = field(default_factory=dict)
+    env: dict[str, Expanded] = field(default_factory=dict)
     """Environment variables of the stack's worker ($VAR expanded)."""
     system_root: AbsPath = "/"
     """Where the stack's /etc is read from (fingerprints); a container's or a test tree's root."""
@@ -567,7 +567,7 @@ class SecretsConfig:
 class StorageTable:
     """``[storage]``: the history database."""
 
-    url: Path_ = ""
+    url: Expanded = ""
     """SQLAlchemy URL of the history database; empty: SQLite at
     ${XDG_STATE_HOME:-~/.local/state}/auditor/history.db."""
     keep_days: Int(0, 36500) = 90

@@ -235,7 +235,7 @@ def test_config_error_exits_2_with_every_problem(tmp_path):
     )
     proc = _auditor("--config", str(bad), "--db", str(tmp_path / "h.db"), "audit")
     assert proc.returncode == 2
-    assert "stacks.a.role: must be 'train' or 'infer'" in proc.stderr
+    assert "stacks.a.role: must be one of train, infer, not 'trainer'" in proc.stderr
     assert "pairs[0].infer: no stack named 'b'" in proc.stderr
     assert "pairs[0].probes[0]: unknown probe 'nope'" in proc.stderr
     assert not (tmp_path / "h.db").exists()
