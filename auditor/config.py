@@ -201,7 +201,7 @@ class HostConfig:
     """``[user@]server`` for the OpenSSH client (an alias of ~/.ssh/config works too)."""
     port: Int(1, 65535) | None = None
     """The ssh port (default: ssh's own, 22 or ~/.ssh/config's)."""
-    identity_file: Path_ | None = None
+    identity_file: Expanded | None = None
     """The private key ssh authenticates with (``-i``)."""
     options: tuple[Text(pattern=r"[A-Za-z][A-Za-z0-9]*[ =].+", what="an ssh option 'Name=value'"), ...] = ()
     """Extra ``-o`` options for ssh, e.g. ``"UserKnownHostsFile=/etc/auditor/known_hosts"``."""
@@ -573,7 +573,7 @@ class StorageTable:
     keep_days: Int(0, 36500) = 90
     """Runs older than this many days are deleted (0: keep forever); only this auditor's own
     runs (auditor_id) in a shared database."""
-    auditor_id: Path_ = ""
+    auditor_id: Expanded = ""
     """This auditor's name in a shared history database (empty: the host name)."""
 
 
