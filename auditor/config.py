@@ -161,7 +161,7 @@ class StackConfig:
     runtime: Name
     """mindspore (PyNative, train), mindspore-graph (GraphCell over MindIR, infer), mindspore-lite
     (MindSpore Lite, infer), or a plugin's runtime."""
-    python: Text(what="the path of the stack's Python interpreter", expand=_expanded) = ""
+    python: Text(nonempty=True, what="the path of the stack's Python interpreter", expand=_expanded) = ""
     """The stack's Python interpreter ($VAR and ~ are expanded); required, except for a train
     stack with ``source = "db"``."""
     device: Text(pattern=DEVICE_RE.pattern[1:-1], what="'cpu', 'ascend:N' or 'gpu:N'") = "cpu"
@@ -771,7 +771,7 @@ def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConf
         if not NAME_RE.match(name):
             p.error(path, "stack names use letters, digits, '.', '_' and '-'")
         stack = p.check(StackConfig, {**s, "name": name}, path)
-        if s.get("source", "local") != "db" and not (stack.python if stack else s.get("python")):
+        if s.get("source", "local") != "db" and "python" not in s:
             p.error(
                 f"{path}.python",
                 "is required: the stack's Python interpreter (a train stack of another auditor "

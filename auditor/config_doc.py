@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from auditor.config import Document, PairConfig, ProbeTable, StackConfig
+from auditor.config import Document, HostConfig, ModelTable, PairConfig, ProbeTable, StackConfig
 from auditor.schema import fields_of
 
 
@@ -129,6 +129,17 @@ def generate(probes: Mapping[str, Any] | None = None) -> str:
             ):
                 example = {"role": role, "runtime": runtime, "python": python % stack}
                 _table(StackConfig, f"[stacks.{stack}]", out, example)
+        elif section in ("hosts", "models"):
+            # Optional tables keyed by name: an example, commented out, so the file still loads.
+            cls, name, example = {
+                "hosts": (HostConfig, "infer-01", {"ssh": "auditor@infer-01", "command": None}),
+                "models": (ModelTable, "policy", {"path": "policy.mindir", "golden": "policy.golden.npz"}),
+            }[section]
+            _comment(field.description, out)
+            _comment(cls.__doc__, out)
+            table: list[str] = []
+            _table(cls, f"[{section}.{name}]", table, example)
+            out += [line if line.startswith("#") or not line else f"# {line}" for line in table]
         elif section == "pairs":
             _comment(PairConfig.__doc__, out)
             out += ["[[pairs]]", 'train = "ms20"', 'infer = "lite20"', f"probes = {_value(names)}", ""]

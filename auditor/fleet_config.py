@@ -62,7 +62,7 @@ def parse(c: _Errors, stacks_doc: Any, known_probes: Any = None) -> FleetConfig:
             probes = s["publish"]
             if not isinstance(probes, list) or not all(isinstance(p, str) for p in probes):
                 continue  # the schema says what is wrong
-            if s.get("role") != "train":
+            if probes and s.get("role") != "train":
                 c.error(f"{path}.publish", "only a train stack exports, so only a train stack publishes")
             for i, p in enumerate(probes):
                 if known_probes is not None and p not in known_probes:

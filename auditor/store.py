@@ -310,7 +310,7 @@ class Store:
                 if run.pid == os.getpid():
                     if (self.url, run.id) in _OPEN_RUNS:
                         continue
-                    note = "interrupted: the history database was unreachable when the run ended"
+                    note = "the history database was unreachable when the run ended"
                 elif orphaned(run.status, run.host, run.pid):
                     note = orphan_note(run.pid)
                 else:

@@ -303,9 +303,9 @@ def test_split_mode_config(doc):
     ("stack", "table", "message"),
     [
         ("lite20", {"source": "db"}, "stacks.lite20.source: only a train stack can come from the database"),
-        ("ms20", {"source": "s3"}, "stacks.ms20.source: must be 'local' or 'db'"),
+        ("ms20", {"source": "s3"}, "stacks.ms20.source: must be one of local, db, not 's3'"),
         ("lite20", {"publish": ["ppo_policy"]}, "stacks.lite20.publish: only a train stack exports"),
-        ("ms20", {"publish": "ppo_policy"}, "stacks.ms20.publish: must be a list of probe names"),
+        ("ms20", {"publish": "ppo_policy"}, "stacks.ms20.publish: must be an array"),
         ("ms20", {"publish": ["nope"]}, "stacks.ms20.publish[0]: unknown probe 'nope'"),
         ("ms20", {"source": "db", "publish": ["ppo_policy"]}, "stacks.ms20.publish: a stack read from"),
     ],
