@@ -61,6 +61,22 @@ def record_run(session: Session | Connection, run_id: int) -> None:
     session.execute(stmt)
 
 
+def prune(conn: Connection) -> int:
+    """Forget the series that no stored metric has any more (after retention deleted runs),
+    so the trend does not walk the whole history looking for them. Returns how many."""
+    stored = exists().where(
+        and_(
+            M.name == SER.metric,
+            M.output == SER.output,
+            P.id == M.result_id,
+            P.pair == SER.pair,
+            P.probe == SER.probe,
+            P.variant == SER.variant,
+        )
+    )
+    return conn.execute(SER.__table__.delete().where(~stored)).rowcount or 0
+
+
 def rebuild(conn: Connection) -> None:
     """List every series of the stored metrics again (after bulk inserts that bypass the store)."""
     conn.execute(SER.__table__.delete())
