@@ -25,7 +25,9 @@ bench: setup
 	.venv/bin/python bench/latency_overhead.py
 	.venv/bin/python bench/full_cycle.py
 	.venv/bin/python bench/history_queries.py
+	.venv/bin/python bench/daemon_memory.py
 	.venv/bin/python bench/remote_hosts.py
+	.venv/bin/python bench/check_vs_cycle.py
 
 # Property tests at soak size: 1000 random examples per surface (config loader, CLI arguments).
 fuzz: setup

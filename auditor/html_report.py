@@ -39,6 +39,15 @@ from auditor.history import (
 from auditor.report import format_number as num
 
 DEFAULT_WINDOW = timedelta(days=30)
+"""What is read when --since is not given; the plots' time axis then fits the runs found in it."""
+MIN_SPAN = timedelta(hours=1)
+"""The narrowest time axis: three runs a minute apart still get a readable axis."""
+MAX_DRAWN = 1200
+"""Points drawn per line at most: a longer series is drawn as the min and max of each of
+MAX_DRAWN / 2 consecutive slices (spikes stay visible). Only the drawing is thinned: tables
+and summaries use every value."""
+MARKERS_UP_TO = 400
+"""Points per line up to which each point is also drawn as a dot."""
 STATUS_COLORS = {"consistent": "#2ca02c", "drift": "#ff7f0e", "incompatible": "#d62728", "error": "#9467bd"}
 SIDE_COLORS = {"train": "#1f77b4", "infer": "#17becf"}
 OUTPUT_COLORS = ("#1f77b4", "#e377c2", "#8c564b", "#bcbd22", "#7f7f7f", "#17becf")
@@ -90,13 +99,14 @@ def render_report(
     side = side_findings(conn, since, until)
     fingerprints = latest_fingerprints(conn)
 
+    axis = fitted_axis([at for pts in statuses.values() for _, at, _ in pts], since, until)
     figures = []
     for key in groups:
         div = [s for s in divergence if s.key[:3] == key]
         lat = [s for s in latency if s.key[:3] == key]
         stacks = stacks_of.get(key, set())
         mine = [c for c in changes if c.stack in stacks]
-        png = plot_group(key, metric, div, lat, statuses[key], mine, since, until)
+        png = plot_group(key, metric, div, lat, statuses[key], mine, *axis)
         figures.append((key, png, div, lat, mine))
 
     run_count = sum(1 for _ in {r for pts in statuses.values() for r, _, _ in pts})
@@ -172,6 +182,49 @@ def _open_alerts(conn: Connection) -> tuple[list[dict[str, Any]] | None, str]:
 # -- plots ------------------------------------------------------------------------------------------
 
 
+def fitted_axis(times: list[datetime], since: datetime, until: datetime) -> tuple[datetime, datetime]:
+    """The plots' time axis: from the first to the last run found in the window, widened to
+    at least MIN_SPAN around them and padded by 3% on each side, so a few days of history
+    fill the plot instead of its right edge. No runs: the window itself."""
+    if not times:
+        return since, until
+    first, last = min(times), max(times)
+    span = last - first
+    if span < MIN_SPAN:
+        middle = first + span / 2
+        first, last, span = middle - MIN_SPAN / 2, middle + MIN_SPAN / 2, MIN_SPAN
+    pad = span * 0.03
+    return first - pad, last + pad
+
+
+def thin(xs: list[datetime], ys: list[float], most: int = MAX_DRAWN) -> tuple[list[datetime], list[float]]:
+    """At most ``most`` points to draw a line of many: the minimum and the maximum (in time
+    order) of each of ``most // 2`` consecutive slices; a slice without a finite value stays a
+    gap. Fewer points than ``most``: the line as it is."""
+    if len(xs) <= most:
+        return xs, ys
+    slices = most // 2
+    out_x: list[datetime] = []
+    out_y: list[float] = []
+    for i in range(slices):
+        lo, hi = i * len(xs) // slices, (i + 1) * len(xs) // slices
+        finite = [j for j in range(lo, hi) if math.isfinite(ys[j])]
+        if not finite:
+            out_x.append(xs[lo])
+            out_y.append(math.nan)
+            continue
+        a = min(finite, key=lambda j: ys[j])
+        b = max(finite, key=lambda j: ys[j])
+        for j in sorted({a, b}):
+            out_x.append(xs[j])
+            out_y.append(ys[j])
+    return out_x, out_y
+
+
+def _line_style(n: int) -> dict[str, Any]:
+    return {"lw": 1.2, "marker": ".", "ms": 3} if n <= MARKERS_UP_TO else {"lw": 1.2}
+
+
 def plot_group(
     key: tuple[str, str, str],
     metric: str,
@@ -196,9 +249,9 @@ def plot_group(
     for i, s in enumerate(divergence):
         xs = [p[1] for p in s.points]
         ys = [p[2] if math.isfinite(p[2]) else math.nan for p in s.points]
-        ax_div.plot(
-            xs, ys, color=OUTPUT_COLORS[i % len(OUTPUT_COLORS)], lw=1.2, marker=".", ms=3, label=s.output
-        )
+        style = _line_style(len(xs))
+        xs, ys = thin(xs, ys)
+        ax_div.plot(xs, ys, color=OUTPUT_COLORS[i % len(OUTPUT_COLORS)], label=s.output, **style)
         plotted = plotted or any(math.isfinite(y) for y in ys)
     values = [p[2] for s in divergence for p in s.points if math.isfinite(p[2])]
     if values and min(values) >= 0 and max(values) > 0:
@@ -225,14 +278,14 @@ def plot_group(
     for s in latency:
         xs = [p[1] for p in s.points]
         ys = [p[2] for p in s.points]
+        style = _line_style(len(xs))
+        xs, ys = thin(xs, ys)
         ax_lat.plot(
             xs,
             ys,
             color=SIDE_COLORS.get(s.output, "#333"),
-            lw=1.2,
-            marker=".",
-            ms=3,
             label=f"{s.output} ({s.infer if s.output == 'infer' else s.train})",
+            **style,
         )
         lat_plotted = lat_plotted or bool(ys)
     if lat_plotted:
@@ -254,8 +307,11 @@ def plot_group(
     by_status: dict[str, list[datetime]] = {}
     for _, at, st in statuses:
         by_status.setdefault(st, []).append(at)
+    size = 14 if len(statuses) <= MARKERS_UP_TO * 4 else 4
     for st, xs in by_status.items():
-        ax_st.scatter(xs, [0] * len(xs), s=14, marker="s", color=STATUS_COLORS.get(st, "#333"), label=st)
+        ax_st.scatter(
+            xs, [0] * len(xs), s=size, marker="s", color=STATUS_COLORS.get(st, "#333"), label=st, linewidths=0
+        )
     ax_st.set_yticks([])
     ax_st.set_ylabel("status", rotation=0, ha="right", va="center")
     if by_status:

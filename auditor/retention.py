@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, Table, and_, delete, exists, func, select, update
 
 from auditor import models as m
+from auditor import series
 from auditor.history import refresh_statistics, utcnow
 
 CHUNK = 500
@@ -159,6 +160,8 @@ def _prune(conn: Connection, result: PruneResult) -> None:
         _delete(conn, runs, chunk, result, set())
     for model in CONTENT_ADDRESSED:
         _delete_unreferenced(conn, model.__table__, result)
+    if doomed:
+        result.deleted["series"] = series.prune(conn)
 
 
 def _dependents(table: Table) -> Iterator[tuple[Table, Column, str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, and_, exists, insert, select
+from sqlalchemy import Connection, Select, String, and_, bindparam, exists, insert, select
 from sqlalchemy.orm import Session
 
 from auditor import models as m
@@ -61,6 +61,22 @@ def record_run(session: Session | Connection, run_id: int) -> None:
     session.execute(stmt)
 
 
+def prune(conn: Connection) -> int:
+    """Forget the series that no stored metric has any more (after retention deleted runs),
+    so the trend does not walk the whole history looking for them. Returns how many."""
+    stored = exists().where(
+        and_(
+            M.name == SER.metric,
+            M.output == SER.output,
+            P.id == M.result_id,
+            P.pair == SER.pair,
+            P.probe == SER.probe,
+            P.variant == SER.variant,
+        )
+    )
+    return conn.execute(SER.__table__.delete().where(~stored)).rowcount or 0
+
+
 def rebuild(conn: Connection) -> None:
     """List every series of the stored metrics again (after bulk inserts that bypass the store)."""
     conn.execute(SER.__table__.delete())
@@ -87,40 +103,45 @@ def newest_points(conn: Connection, metric: str, f: Filters, limit: int) -> list
     ):
         if values:
             listing = listing.where(_in(column, values))
+    # One statement for every series, built once (its values are bound per series): the
+    # newest runs that have a value of this series, walked through ix_runs_started_at.
+    key = {c: bindparam(c, type_=String()) for c in ("pair", "probe", "variant", "output")}
+    unset = {"pairs": (), "probes": (), "variants": (), "since": None, "until": None}
+    others = Filters(**{**f.__dict__, **unset})
+
+    def of_series(stmt: Select) -> Select:
+        stmt = stmt.where(P.pair == key["pair"], P.probe == key["probe"], P.variant == key["variant"])
+        return _where_results(stmt, others)
+
+    value_join = and_(M.result_id == P.id, M.name == metric, M.output == key["output"])
+    has_value = of_series(select(P.id).join(M, value_join).where(P.run_id == R.id))
+    runs = select(R.id, R.started_at).where(exists(has_value))
+    if f.since is not None:
+        runs = runs.where(R.started_at >= f.since)
+    if f.until is not None:
+        runs = runs.where(R.started_at < f.until)
+    newest = runs.order_by(R.started_at.desc(), R.id.desc()).limit(limit).subquery("newest")
+    stmt = of_series(
+        select(
+            P.pair,
+            P.probe,
+            P.variant,
+            M.output,
+            newest.c.id,
+            newest.c.started_at,
+            M.value,
+            P.status,
+            S_TRAIN.name,
+            S_INFER.name,
+        )
+        .select_from(newest)
+        .join(P, P.run_id == newest.c.id)
+        .join(M, value_join)
+        .join(S_TRAIN, S_TRAIN.id == P.train_stack_id)
+        .join(S_INFER, S_INFER.id == P.infer_stack_id)
+    ).order_by(newest.c.started_at, newest.c.id, P.id)
     rows: list[tuple] = []
     for pair, probe, variant, output in conn.execute(listing.order_by(*KEY[1:])).all():
-        one = Filters(**{**f.__dict__, "pairs": (pair,), "probes": (probe,), "variants": (variant,)})
-        has_value = _where_results(
-            select(P.id)
-            .join(M, and_(M.result_id == P.id, M.name == metric, M.output == output))
-            .where(P.run_id == R.id),
-            Filters(**{**one.__dict__, "since": None, "until": None}),
-        )
-        runs = select(R.id, R.started_at).where(exists(has_value))
-        if f.since is not None:
-            runs = runs.where(R.started_at >= f.since)
-        if f.until is not None:
-            runs = runs.where(R.started_at < f.until)
-        newest = runs.order_by(R.started_at.desc(), R.id.desc()).limit(limit).subquery("newest")
-        stmt = _where_results(
-            select(
-                P.pair,
-                P.probe,
-                P.variant,
-                M.output,
-                newest.c.id,
-                newest.c.started_at,
-                M.value,
-                P.status,
-                S_TRAIN.name,
-                S_INFER.name,
-            )
-            .select_from(newest)
-            .join(P, P.run_id == newest.c.id)
-            .join(M, and_(M.result_id == P.id, M.name == metric, M.output == output))
-            .join(S_TRAIN, S_TRAIN.id == P.train_stack_id)
-            .join(S_INFER, S_INFER.id == P.infer_stack_id),
-            Filters(**{**one.__dict__, "since": None, "until": None}),
-        ).order_by(newest.c.started_at, newest.c.id, P.id)
-        rows.extend(tuple(r) for r in conn.execute(stmt))
+        values = {"pair": pair, "probe": probe, "variant": variant, "output": output}
+        rows.extend(tuple(r) for r in conn.execute(stmt, values))
     return rows

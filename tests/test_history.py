@@ -745,3 +745,15 @@ def test_store_lists_the_series_of_a_run(tmp_path):
         ).scalar()
     assert listed == distinct > 0
     store.close()
+
+
+def test_series_no_metric_has_any_more_are_forgotten(tmp_path):
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    generate_history(store.engine, 5, start=START)
+    with store.engine.begin() as conn:
+        before = conn.execute(text("SELECT count(*) FROM series")).scalar()
+        conn.execute(text("DELETE FROM metrics WHERE output = 'std'"))
+        assert series.prune(conn) == before // 2
+        assert conn.execute(text("SELECT count(DISTINCT output) FROM series")).scalar() == 1
+        assert series.prune(conn) == 0
+    store.close()

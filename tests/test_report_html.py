@@ -4,6 +4,7 @@ Chromium (Debian's ``chromium``, installed by scripts/setup)."""
 from __future__ import annotations
 
 import base64
+import html as html_module
 import io
 import os
 import shutil
@@ -353,3 +354,103 @@ def test_chromium_renders_the_plots(page, tmp_path):
     rows = np.nonzero((np.abs(pixels.astype(int) - [0xE3, 0x77, 0xC2]).max(axis=-1) <= 12).any(axis=1))[0]
     band = pixels[max(0, rows.min() - 150) : rows.max() + 150]
     assert near(band, CHANGE_COLOR) > 300
+
+
+# -- from 3 runs to 10,000: the axis fits the data, drawing is thinned, tables are not -------------------
+
+# Injected before the page's own content: records console errors and uncaught exceptions, and
+# once the page has loaded, whether each image decoded, into the DOM that --dump-dom prints.
+PROBE_SCRIPT = """<script>
+window.__errors = [];
+window.addEventListener("error", function (e) { window.__errors.push("error: " + e.message); }, true);
+var __origError = console.error;
+console.error = function () { window.__errors.push("console: " + Array.from(arguments).join(" ")); };
+window.addEventListener("load", function () {
+  var imgs = Array.from(document.images);
+  var out = document.createElement("pre");
+  out.id = "browser-check";
+  out.textContent = JSON.stringify({
+    images: imgs.map(function (i) { return [i.complete, i.naturalWidth, i.naturalHeight]; }),
+    errors: window.__errors
+  });
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def browser_check(page_path, tmp_path) -> dict:
+    """Load the page in headless Chromium; the images' decoded sizes and the console errors."""
+    import json
+    import re
+
+    html_text = page_path.read_text(encoding="utf-8")
+    probe = tmp_path / "checked.html"
+    probe.write_text(html_text.replace("<head>", "<head>" + PROBE_SCRIPT, 1), encoding="utf-8")
+    flags = ("--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom")
+    r = run_chromium(tmp_path, *flags, probe.as_uri())
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+    found = re.search(r'<pre id="browser-check">(.*?)</pre>', r.stdout.decode())
+    assert found, "the check script did not run: " + r.stdout.decode()[-500:]
+    result = json.loads(html_module.unescape(found.group(1)))
+    logged = [
+        line
+        for line in r.stderr.decode(errors="replace").splitlines()
+        if "CONSOLE" in line and ("Uncaught" in line or "error" in line.lower())
+    ]
+    result["logged"] = logged
+    return result
+
+
+def scale_db(tmp_path, runs: int, interval: timedelta):
+    path = tmp_path / f"h{runs}.db"
+    store = Store.open(f"sqlite:///{path}")
+    info = generate_history(store.engine, runs, start=START, interval=interval, variants=("fp32",))
+    store.close()
+    return path, info
+
+
+@pytest.mark.parametrize(("runs", "interval"), [(3, timedelta(minutes=20)), (10_000, timedelta(minutes=1))])
+def test_plots_from_3_to_10000_runs_load_and_decode_in_chromium(tmp_path, runs, interval):
+    from auditor.html_report import MAX_DRAWN
+
+    path, info = scale_db(tmp_path, runs, interval)
+    out = tmp_path / "report.html"
+    code, stdout, stderr = report(path, out)
+    assert code == 0, stderr
+    checked = browser_check(out, tmp_path)
+    assert checked["errors"] == [] and checked["logged"] == []
+    assert len(checked["images"]) == 4
+    assert all(done and w >= 900 and h > 300 for done, w, h in checked["images"]), checked["images"]
+    # the summary counts every run with results, whatever the drawing shows
+    with sqlite3.connect(path) as c:
+        with_results = c.execute("SELECT count(DISTINCT run_id) FROM probe_results").fetchone()[0]
+    assert f" {with_results} run(s) " in stdout and with_results > 0.9 * runs
+    assert len(info.run_ids) == runs and (runs < MAX_DRAWN or with_results > MAX_DRAWN)
+
+
+def test_the_time_axis_fits_the_runs():
+    from auditor.html_report import MIN_SPAN, fitted_axis
+
+    since, until = datetime(2026, 1, 1), datetime(2026, 1, 31)
+    a, b = datetime(2026, 1, 28, 12), datetime(2026, 1, 30, 12)
+    lo, hi = fitted_axis([a, datetime(2026, 1, 29), b], since, until)
+    assert a - timedelta(hours=2) < lo < a and b < hi < b + timedelta(hours=2)
+    lo, hi = fitted_axis([a, a + timedelta(minutes=2)], since, until)  # three runs in minutes
+    assert hi - lo >= MIN_SPAN and lo < a < a + timedelta(minutes=2) < hi
+    assert fitted_axis([], since, until) == (since, until)
+
+
+def test_thinning_keeps_every_extreme_and_the_order():
+    import math
+
+    from auditor.html_report import thin
+
+    xs = [datetime(2026, 1, 1) + timedelta(minutes=i) for i in range(10_000)]
+    ys = [math.sin(i / 50) for i in range(10_000)]
+    ys[1234], ys[8765] = 50.0, -50.0  # spikes
+    ys[4000:4100] = [math.nan] * 100
+    tx, ty = thin(xs, ys, 1000)
+    assert len(tx) <= 1000 and tx == sorted(tx)
+    finite = [y for y in ty if math.isfinite(y)]
+    assert max(finite) == 50.0 and min(finite) == -50.0
+    assert thin(xs[:10], ys[:10], 1000) == (xs[:10], ys[:10])
