@@ -340,3 +340,4 @@ def _pid_alive(pid: int) -> bool:
 
 
 __all__ = ["Store", "StoreError", "alembic_config"]
+

@@ -176,12 +176,12 @@ def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
     other = {"sweep": (batch, [moved]), "nan-inf": (batch, [nan])}
     checks = suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(other))
     by = {(c.output, c.metric): c for c in checks}
-    assert not by[("mean@sweep", "failing")].passed and by[("mean@sweep", "failing")].value == 1.0
-    assert "1/8 elements out of tolerance" in by[("mean@sweep", "failing")].message
+    assert not by[("mean@sweep", "class_failing")].passed and by[("mean@sweep", "class_failing")].value == 1.0
+    assert "1/8 elements out of tolerance" in by[("mean@sweep", "class_failing")].message
     # Extreme classes: recorded, judged on each side alone.
     assert (
-        by[("mean@nan-inf", "nan_inf_mismatch")].value == 1.0
-        and by[("mean@nan-inf", "nan_inf_mismatch")].passed
+        by[("mean@nan-inf", "class_nan_inf_mismatch")].value == 1.0
+        and by[("mean@nan-inf", "class_nan_inf_mismatch")].passed
     )
     assert all(c.passed for c in suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(same)))
     job = _Job()
