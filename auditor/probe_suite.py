@@ -134,8 +134,10 @@ class ProbeSuite:
         within the output's tolerance. On the extreme classes (magnitude, fp16-edge, nan-inf),
         where a reordered sum legitimately differs by far more than the ordinary tolerance,
         the count of values NaN/Inf on one side only and the largest finite difference are
-        recorded (no limit): what is wrong there is judged on each side alone
-        (``_side_findings``: a runtime turning NaN into numbers is a hazard finding).
+        recorded (no limit). The metrics are named ``class_*`` so that they never mix with
+        the outputs' own (``max_abs`` of ``mean`` stays the probe's own inputs). What is wrong
+        there is judged on each side alone (``_side_findings``: a runtime turning NaN into
+        numbers is a hazard finding).
         Variants drawing from the framework's seeded random ops are left out: their
         generator state moves on with every call."""
         if job.rerun:
@@ -150,20 +152,22 @@ class ProbeSuite:
                 where = f"{name}@{cls}"
                 if c.shape_mismatch:
                     checks.append(
-                        MetricCheck("failing", float(c.failing), False, 0.0, where, c.shape_mismatch)
+                        MetricCheck("class_failing", float(c.failing), False, 0.0, where, c.shape_mismatch)
                     )
                     continue
                 m = c.metrics
                 diff = f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}"
                 if cls == "sweep":
                     words = "" if c.passed else f"{c.failing}/{c.total} elements out of tolerance ({diff})"
-                    checks.append(MetricCheck("failing", float(c.failing), c.passed, 0.0, where, words))
+                    checks.append(MetricCheck("class_failing", float(c.failing), c.passed, 0.0, where, words))
                     continue
                 mismatch = int(m["nan_inf_mismatch"])
                 words = f"{mismatch}/{c.total} elements NaN/Inf on one side only" if mismatch else ""
-                checks.append(MetricCheck("nan_inf_mismatch", float(mismatch), True, None, where, words))
+                checks.append(
+                    MetricCheck("class_nan_inf_mismatch", float(mismatch), True, None, where, words)
+                )
                 if not mismatch:
-                    checks.append(MetricCheck("max_abs", m["max_abs"], True, None, where, ""))
+                    checks.append(MetricCheck("class_max_abs", m["max_abs"], True, None, where, ""))
         return checks
 
     def _side_findings(

@@ -176,14 +176,36 @@ def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
     other = {"sweep": (batch, [moved]), "nan-inf": (batch, [nan])}
     checks = suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(other))
     by = {(c.output, c.metric): c for c in checks}
-    assert not by[("mean@sweep", "failing")].passed and by[("mean@sweep", "failing")].value == 1.0
-    assert "1/8 elements out of tolerance" in by[("mean@sweep", "failing")].message
+    assert not by[("mean@sweep", "class_failing")].passed and by[("mean@sweep", "class_failing")].value == 1.0
+    assert "1/8 elements out of tolerance" in by[("mean@sweep", "class_failing")].message
     # Extreme classes: recorded, judged on each side alone.
     assert (
-        by[("mean@nan-inf", "nan_inf_mismatch")].value == 1.0
-        and by[("mean@nan-inf", "nan_inf_mismatch")].passed
+        by[("mean@nan-inf", "class_nan_inf_mismatch")].value == 1.0
+        and by[("mean@nan-inf", "class_nan_inf_mismatch")].passed
     )
     assert all(c.passed for c in suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(same)))
     job = _Job()
     job.rerun = True  # seeded random ops: their state moves on with every call
     assert suite._class_checks(job, ["mean"], _Outcome(same), _Outcome(other)) == []
+
+
+def test_a_side_is_checked_even_when_its_partner_cannot_run():
+    from types import SimpleNamespace
+
+    from auditor.config import PairConfig, ProbeConfig
+    from auditor.probe_suite import ProbeSuite
+
+    suite = ProbeSuite()
+    suite.config = SimpleNamespace(probe=lambda name: ProbeConfig(name))
+    params = PPO.variant_params("fp16", {"batch": 8})
+    job = SimpleNamespace(spec=PPO, params=params, variant="fp16", dtype="float16", key="ppo_policy/fp16")
+    trained = {"ms20": {job.key: SimpleNamespace(outputs=_ppo_outputs(8, std=0.0), classes={})}}
+    inferred = {"lite20": {("ms20->lite20", job.key): SimpleNamespace(outputs=None, classes={})}}
+    found = suite._side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred)
+    assert [(f.kind, f.subject, f.details["output"]) for f in found] == [("invariant", "ms20", "std")]
+    # Turned off per probe like a comparator's options.
+    off = ProbeConfig("ppo_policy", comparators={"invariants": {"enabled": False}})
+    suite.config = SimpleNamespace(probe=lambda name: off)
+    assert (
+        suite._side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred) == []
+    )
