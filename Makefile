@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   installs everything and runs one audit cycle on auditor.toml
 #   make test   installs everything and runs the whole test suite
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench soak clean
 
 setup:
 	scripts/setup
@@ -25,6 +25,10 @@ bench: setup
 	.venv/bin/python bench/latency_overhead.py
 	.venv/bin/python bench/full_cycle.py
 	.venv/bin/python bench/history_queries.py
+
+# The fault suite for an hour and more (kill -9 trials, fuzzing, daemon soak), with figures.
+soak: setup
+	.venv/bin/python bench/soak.py --soak
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache
