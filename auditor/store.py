@@ -98,7 +98,7 @@ class Store:
             with self.engine.begin() as conn:
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, revision)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, UnicodeDecodeError) as exc:
             raise StoreError(
                 f"cannot open or migrate the history database {self.url}: {db_health.db_error(exc)}"
             ) from None

@@ -303,3 +303,14 @@ def test_fuzzed_rows_give_a_clear_error_or_success(base_db, tmp_path_factory, ro
     conn.commit()
     conn.close()
     _no_traceback(str(db))
+
+
+def test_schema_text_that_is_not_utf8_is_a_clear_error(base_db, tmp_path):
+    """Found by the fuzzer: one byte 0x80 inside the stored schema makes SQLite hand back
+    text Python cannot decode (a UnicodeDecodeError, not a database error)."""
+    db = tmp_path / "h.db"
+    data = bytearray(base_db.read_bytes())
+    at = data.find(b"CREATE TABLE artifacts (")
+    data[at + 23] = 0x80
+    db.write_bytes(bytes(data))
+    _no_traceback(str(db))
