@@ -343,7 +343,10 @@ class SoakFigures:
     aborted: int = 0
 
     def slopes(self, skip: int = 2) -> dict[str, float]:
+        """Per cycle, after ``skip`` warm-up cycles, over the samples taken between cycles (a
+        sample that caught the next cycle starting, children > 0, would be noise)."""
         rows = self.samples[skip:] if len(self.samples) > skip + 1 else self.samples
+        rows = [r for r in rows if not r["children"]] or rows
         return {k: slope([r[k] for r in rows]) for k in ("rss_mib", "fds", "threads", "children", "db_kib")}
 
     def line(self) -> str:

@@ -3,7 +3,7 @@ message; read commands say what is wrong and show what can still be read; a read
 database serves reads. Hypothesis fuzzes the reader with damaged bytes and damaged rows:
 the rule is "clear error or success, never a traceback".
 
-AUDITOR_FUZZ_EXAMPLES sets the number of fuzzed inputs per surface (default 25; the soak
+AUDITOR_FUZZ_EXAMPLES sets the number of fuzzed inputs per surface (default 20; the soak
 runs 1000).
 """
 
@@ -28,7 +28,7 @@ from auditor.cli import main
 from auditor.store import Store
 from tests.history_fixtures import generate_history
 
-EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", "20"))
 READ_COMMANDS = (["runs"], ["show", "latest"], ["show", "3"], ["history", "--limit", "5"], ["db", "current"])
 
 
