@@ -46,3 +46,20 @@ def test_a_reason_shared_by_blocked_variants_is_said_once() -> None:
     assert text.count(REASON) == 1
     assert all(f"ppo_policy [{v}]  INCOMPATIBLE" in text for v in ("fp32", "fp16", "tanh-fp32"))
     assert render_text(_cycle(*results), verbose=True).count(REASON) == 3
+
+
+def test_a_worker_failure_is_said_in_the_report_and_the_outcome():
+    import time
+
+    from auditor.report import render_text
+    from auditor.results import CycleResult, StackReport
+
+    problem = (
+        "worker process 7 of stack ms20 ended (killed by SIGKILL) "
+        "during or after its 'build' request; restarted"
+    )
+    stack = StackReport("ms20", "train", "mindspore", "p", "cpu", "local", {"runtime": {}}, None, (problem,))
+    now = time.time()
+    text = render_text(CycleResult(now, now, "t.toml", {"ms20": stack}, [], []))
+    assert "WORKER FAILED" in text and f"ms20: {problem}" in text
+    assert "Outcome: ERROR (1 worker failure); exit status 1" in text
