@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   installs everything and runs one audit cycle on auditor.toml
 #   make test   installs everything and runs the whole test suite
-.PHONY: setup demo test lint bench fuzz clean
+.PHONY: setup demo test lint bench fuzz soak clean
 
 setup:
 	scripts/setup
@@ -33,6 +33,10 @@ bench: setup
 fuzz: setup
 	AUDITOR_FUZZ_EXAMPLES=$${AUDITOR_FUZZ_EXAMPLES:-1000} AUDITOR_FUZZ_RANDOM=1 \
 	  .venv/bin/python -m pytest -q tests/test_fuzz_config.py tests/test_fuzz_cli.py
+
+# The fault suite for an hour and more (kill -9 trials, fuzzing, daemon soak), with figures.
+soak: setup
+	.venv/bin/python bench/soak.py --soak
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache

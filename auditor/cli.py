@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import sys
 from typing import Any
 
@@ -231,7 +232,7 @@ def main() -> None:
     is one line naming the problem; values read as missing are listed at the end."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from auditor.db_health import db_error
+    from auditor.db_health import db_error, from_database
     from auditor.entry import interrupted
     from auditor.tolerant_types import unreadable
 
@@ -250,7 +251,9 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, sqlite3.Error, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError) and not from_database(exc):
+            raise
         click.echo(
             f"auditor: the history database cannot be read: {db_error(exc)} "
             "(`auditor db check` lists its problems)",

@@ -17,8 +17,22 @@ from sqlalchemy.exc import SQLAlchemyError
 from auditor import models as m
 
 
+def from_database(exc: BaseException) -> bool:
+    """Whether an exception (a UnicodeDecodeError: SQLite handing back bytes that are not
+    UTF-8 from a damaged file) was raised inside the database layer."""
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if "sqlalchemy" in name or "sqlite3" in name or name.endswith(("store.py", "db_health.py")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def db_error(exc: BaseException) -> str:
     """What the database driver said, without SQLAlchemy's statement and link."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the file holds text that is not UTF-8, it is damaged ({exc.reason} at byte {exc.start})"
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc)
     return text.split("\n[SQL:")[0].split("\n(Background on this error")[0].strip()
@@ -97,7 +111,7 @@ def check(engine, write: bool = True) -> Health:  # noqa: ANN001 - a SQLAlchemy 
                 )
             if sqlite and not health.problems:
                 health.problems += _bad_values(conn, tables)
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, UnicodeDecodeError) as exc:
         health.problems.append(db_error(exc))
         return health
     if write and sqlite:
@@ -110,7 +124,7 @@ def check(engine, write: bool = True) -> Health:  # noqa: ANN001 - a SQLAlchemy 
                     conn.exec_driver_sql(f"PRAGMA user_version = {int(version or 0)}")
                 finally:
                     conn.exec_driver_sql("ROLLBACK")
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, UnicodeDecodeError) as exc:
             if "readonly" in db_error(exc).replace("-", "").replace(" ", "").lower():
                 health.read_only = True
             else:

@@ -180,7 +180,9 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
                 version,
                 python,
                 s.device,
-                "UNAVAILABLE" if s.error else ("ok" if fp else "not run"),
+                "UNAVAILABLE"
+                if s.error
+                else ("WORKER FAILED" if s.problems else ("ok" if fp else "not run")),
             ]
         )
         if any(x.host != "local" for x in result.stacks.values()):
@@ -189,6 +191,8 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
     for s in result.stacks.values():
         if s.error:
             out += ["", f"  {s.name}: " + s.error.splitlines()[0]]
+        for problem in s.problems:  # a worker that died or was replaced mid-cycle
+            out += ["", f"  {s.name}: " + problem.splitlines()[0]]
     by_pair: dict[str, list[ProbeResult]] = {}
     for r in result.results:
         by_pair.setdefault(r.pair, []).append(r)
@@ -219,6 +223,9 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
         counts[r.status] = counts.get(r.status, 0) + 1
     for ro in result.rollouts:
         counts[f"rollout {ro.status}"] = counts.get(f"rollout {ro.status}", 0) + 1
+    failures = sum(len(s.problems) for s in result.stacks.values())
+    if failures:
+        counts[f"worker failure{'s' if failures > 1 else ''}"] = failures
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     out += ["", f"Outcome: {result.outcome.upper()} ({summary}); exit status {result.exit_code}"]
     return "\n".join(out) + "\n"

@@ -173,7 +173,7 @@ class Store:
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, revision)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, UnicodeDecodeError) as exc:
             raise StoreError(
                 f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}"
             ) from None

@@ -257,7 +257,9 @@ def kill9_trials(
     for i in range(trials):
         before = complete_runs(db)
         proc, t0 = audit()
-        delay = rng.uniform(0.0, span * 1.1)
+        # Anywhere from start-up to past the end (storing included): a trial that finishes
+        # first is fine, and teaches how long a cycle takes on this (possibly busy) machine.
+        delay = rng.uniform(0.0, span * 1.3)
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
@@ -268,6 +270,7 @@ def kill9_trials(
             figures.killed += 1
         else:
             figures.finished += 1
+            span = max(span, time.monotonic() - t0)
             if proc.returncode not in (0, 1):
                 figures.notes.append(f"trial {i}: exit {proc.returncode}: {err[-300:]}")
         figures.tracebacks += err.count("Traceback")
@@ -340,7 +343,10 @@ class SoakFigures:
     aborted: int = 0
 
     def slopes(self, skip: int = 2) -> dict[str, float]:
+        """Per cycle, after ``skip`` warm-up cycles, over the samples taken between cycles (a
+        sample that caught the next cycle starting, children > 0, would be noise)."""
         rows = self.samples[skip:] if len(self.samples) > skip + 1 else self.samples
+        rows = [r for r in rows if not r["children"]] or rows
         return {k: slope([r[k] for r in rows]) for k in ("rss_mib", "fds", "threads", "children", "db_kib")}
 
     def line(self) -> str:

@@ -3,7 +3,7 @@ message; read commands say what is wrong and show what can still be read; a read
 database serves reads. Hypothesis fuzzes the reader with damaged bytes and damaged rows:
 the rule is "clear error or success, never a traceback".
 
-AUDITOR_FUZZ_EXAMPLES sets the number of fuzzed inputs per surface (default 25; the soak
+AUDITOR_FUZZ_EXAMPLES sets the number of fuzzed inputs per surface (default 20; the soak
 runs 1000).
 """
 
@@ -28,7 +28,7 @@ from auditor.cli import main
 from auditor.store import Store
 from tests.history_fixtures import generate_history
 
-EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", "20"))
 READ_COMMANDS = (["runs"], ["show", "latest"], ["show", "3"], ["history", "--limit", "5"], ["db", "current"])
 
 
@@ -302,4 +302,15 @@ def test_fuzzed_rows_give_a_clear_error_or_success(base_db, tmp_path_factory, ro
             )
     conn.commit()
     conn.close()
+    _no_traceback(str(db))
+
+
+def test_schema_text_that_is_not_utf8_is_a_clear_error(base_db, tmp_path):
+    """Found by the fuzzer: one byte 0x80 inside the stored schema makes SQLite hand back
+    text Python cannot decode (a UnicodeDecodeError, not a database error)."""
+    db = tmp_path / "h.db"
+    data = bytearray(base_db.read_bytes())
+    at = data.find(b"CREATE TABLE artifacts (")
+    data[at + 23] = 0x80
+    db.write_bytes(bytes(data))
     _no_traceback(str(db))

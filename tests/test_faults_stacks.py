@@ -5,7 +5,7 @@ dying worker, and a bounded kill -9 loop over real `auditor audit` processes.
 The rule: no run reads complete and clean when a worker failed in it; the next drift check
 compares with the last good fingerprint; nothing is left behind (processes, temporary
 directories); no completed run is lost. AUDITOR_KILL9_TRIALS sets the loop's size (default
-4; bench/soak.py --soak runs 100 and more).
+3; bench/soak.py --soak runs 100 and more).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tests.fault_kit import daemon_soak, kill9_trials, leftovers, small_config, 
 
 pytestmark = pytest.mark.stacks
 
-KILL9_TRIALS = int(os.environ.get("AUDITOR_KILL9_TRIALS", "4"))
+KILL9_TRIALS = int(os.environ.get("AUDITOR_KILL9_TRIALS", "3"))
 
 
 @pytest.fixture(scope="module")

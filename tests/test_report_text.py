@@ -63,3 +63,20 @@ def test_check_limits_show_their_direction() -> None:
     assert "≤ 0" in lines["rerun_max_abs"]
     assert "≤" not in lines["info_only"] and "≥" not in lines["info_only"]
     assert [c.bound() for c in checks] == ["<=", ">=", ">=", "<=", ""]
+
+
+def test_a_worker_failure_is_said_in_the_report_and_the_outcome():
+    import time
+
+    from auditor.report import render_text
+    from auditor.results import CycleResult, StackReport
+
+    problem = (
+        "worker process 7 of stack ms20 ended (killed by SIGKILL) "
+        "during or after its 'build' request; restarted"
+    )
+    stack = StackReport("ms20", "train", "mindspore", "p", "cpu", "local", {"runtime": {}}, None, (problem,))
+    now = time.time()
+    text = render_text(CycleResult(now, now, "t.toml", {"ms20": stack}, [], []))
+    assert "WORKER FAILED" in text and f"ms20: {problem}" in text
+    assert "Outcome: ERROR (1 worker failure); exit status 1" in text
