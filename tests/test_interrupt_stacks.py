@@ -96,7 +96,13 @@ def test_killed_audit_is_marked_aborted_at_next_start(stacks, tmp_path):
             os.killpg(pid, signal.SIGKILL)
     store = Store.open(f"sqlite:///{db}")
     (run,) = store.runs()
-    assert run.status == "running"
+    # Read as interrupted as soon as its process is gone, before anything is written ...
+    assert run.status == "aborted" and f"interrupted: process {proc.pid}" in run.note
+    with Session(store.engine) as s:
+        assert s.get(m.Run, run.id).status == "running"
+    # ... and marked so in the database by the next start.
     store.begin_run("next")
     first, _ = sorted(store.runs(), key=lambda r: r.id)
     assert first.status == "aborted" and f"process {proc.pid}" in first.note
+    with Session(store.engine) as s:
+        assert s.get(m.Run, run.id).status == "aborted"
