@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict
 from typing import Any
 
 import click
 
-from auditor.cli_context import MAX_LIMIT, Context
+from auditor.cli_context import EXIT_USAGE, MAX_LIMIT, Context, fail
 from auditor.drift import diff
 
 
@@ -45,6 +46,28 @@ def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[
     return entries
 
 
+def _reject_unknown(obj: Context, store: Any, stack: str) -> None:
+    """A stack that neither the history nor the config knows is a typo: a usage error naming
+    the stacks there are (a configured stack not fingerprinted yet is not an error)."""
+    from auditor.config import ConfigError
+    from auditor.history import known_values
+
+    with store.engine.connect() as conn:
+        known = set(known_values(conn, "stack"))
+    if stack in known:
+        return
+    path = obj.find_config(required=False)
+    if path is not None:
+        with contextlib.suppress(ConfigError):  # the config is not needed to read the history
+            known |= set(obj.load_config().stacks)
+    if stack not in known:
+        fail(
+            f"no stack {stack!r} in the history or the config "
+            f"(known: {', '.join(sorted(known)) or 'none yet'})",
+            EXIT_USAGE,
+        )
+
+
 @click.command("drift")
 @click.argument("stack")
 @click.option("--host", default=None, help="Only the stack of this host (default: every host).")
@@ -63,6 +86,7 @@ def drift_command(obj: Context, stack: str, host: str | None, limit: int, as_jso
     The first entry is the stack's first fingerprint in the history database.
     """
     store = obj.store(read=True)
+    _reject_unknown(obj, store, stack)
     entries = drift_history(store, stack, host)[-limit:][::-1] if limit > 0 else []
     if as_json:
         click.echo(json.dumps({"stack": stack, "changes": entries}, indent=2))

@@ -180,7 +180,7 @@ def test_daemon_lifecycle(stacks, tmp_path):
         def complete() -> list[m.Run]:
             return [r for r in runs(store) if r.status == "complete"]
 
-        wait_for("two complete runs", lambda: len(complete()) >= 2, 90, proc, log)
+        wait_for("two complete runs", lambda: len(complete()) >= 2, 240, proc, log)
         assert {r.outcome for r in complete()} == {"drift"}
         wait_for("the opened alert in the jsonl sink", lambda: alert_events(jsonl, KEY), 10, proc, log)
         assert alert_events(jsonl, KEY) == [("opened", KEY)]  # not once per cycle

@@ -282,3 +282,13 @@ def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(tmp_path)
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
     store.finish_run(store.begin_run("t"), result, {})
     assert store.fingerprint_history("ms20") == []
+
+
+def test_drift_of_a_stack_nobody_knows_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no ./auditor.toml: only the history names stacks
+    monkeypatch.delenv("AUDITOR_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    db = tmp_path / "h.db"
+    out = CliRunner().invoke(cli, ["--db", str(db), "drift", "ms2O"])
+    assert out.exit_code == 2, out.output
+    assert "no stack 'ms2O' in the history or the config" in out.output
