@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor.worker.bootstrap import REGISTER
+
 if TYPE_CHECKING:
     from auditor.config import StackConfig
     from auditor.plugin_manager import Plugins
@@ -24,17 +26,10 @@ KINDS = ("probes", "runtimes", "collectors", "rules", "comparators", "sinks", "c
 
 # Run with the stack's interpreter (Python 3.7 compatible): register the packages as the
 # worker's bootstrap does, import each module, report what failed and where.
-CHECK_SOURCE = r"""
-import json, sys, traceback, types
-spec = json.loads(sys.argv[1])
-for name, path in spec["packages"]:
-    module = types.ModuleType(name)
-    module.__path__ = [path]
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)
-import importlib
+CHECK_SOURCE = (
+    REGISTER
+    + r"""
+import importlib, traceback
 out = []
 for name in spec["modules"]:
     entry = {"module": name, "error": None, "file": None, "line": None}
@@ -50,6 +45,7 @@ for name in spec["modules"]:
     out.append(entry)
 sys.stdout.write("\n" + json.dumps({"python": sys.version.split()[0], "results": out}) + "\n")
 """
+)
 
 
 def contributions(plugins: Plugins) -> dict[str, dict[str, list[str]]]:

@@ -229,7 +229,8 @@ def test_daemon_lifecycle(stacks, tmp_path):
         )
         hup = utcnow()
         proc.send_signal(signal.SIGHUP)
-        wait_for("the rejected reload", lambda: "not reloaded" in log.read_text(), 30, proc, log)
+        # the problems are logged a line each after "not reloaded": wait for the last one
+        wait_for("the rejected reload", lambda: "alerts.cooldown" in log.read_text(), 30, proc, log)
         text = log.read_text()
         assert "schedule.interval: must be a duration from 1s to 366d" in text and "not -1" in text
         assert "alerts.cooldown: must be a duration" in text

@@ -178,6 +178,10 @@ def test_daemon_soak_is_flat_and_leaves_nothing(stacks, tmp_path, capsys):
         print("\n" + figures.line())
     assert figures.cycles >= 4 and figures.tracebacks == 0 and figures.exit_status == 0
     assert (figures.leftover_dirs, figures.leftover_processes) == (0, 0)
-    first, last = figures.samples[1], figures.samples[-1]
-    assert last["fds"] <= first["fds"] and last["threads"] <= first["threads"], figures.samples
-    assert all(s["children"] == 0 for s in figures.samples), figures.samples
+    # A sample is taken after each stored cycle; with a 1 s schedule on a loaded machine the
+    # next cycle may already have started (its workers and pipes counted). A leak raises every
+    # later sample, so compare the least of the later ones.
+    first, later = figures.samples[1], figures.samples[2:]
+    assert min(s["fds"] for s in later) <= first["fds"], figures.samples
+    assert min(s["threads"] for s in later) <= first["threads"], figures.samples
+    assert min(s["children"] for s in later) == 0, figures.samples

@@ -6,7 +6,7 @@ modules pointing at their directories, so that ``import auditor.worker.main`` ne
 stack's own site-packages are not shadowed by the auditor's.
 """
 
-SOURCE = """
+REGISTER = """
 import json, sys, types
 spec = json.loads(sys.argv[1])
 for name, path in spec["packages"]:
@@ -16,6 +16,13 @@ for name, path in spec["packages"]:
     parent, _, child = name.rpartition(".")
     if parent:
         setattr(sys.modules[parent], child, module)
-from auditor.worker.main import serve
+"""
+"""The packages of ``spec["packages"]`` registered without running their ``__init__``; also
+used by ``auditor plugins --check`` to import plugin modules the way a worker does."""
+
+SOURCE = (
+    REGISTER
+    + """from auditor.worker.main import serve
 serve(spec)
 """
+)
