@@ -17,7 +17,7 @@ import difflib
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any
@@ -684,6 +684,16 @@ class _Parse:
             return {}
         return value
 
+    def entries(self, section: str) -> Iterator[tuple[str, str, dict]]:
+        """(name, key path, table) of each ``[section.NAME]`` table; an entry that is not a
+        table is reported and skipped."""
+        for name, value in self.table(self.doc, section, section).items():
+            path = f"{section}.{name}"
+            if isinstance(value, dict):
+                yield name, path, value
+            else:
+                self.error(path, f"must be a table, not {show(value)}")
+
     def check(self, cls: Any, value: Any, path: str) -> Any:
         return validate(cls, value, path, self.errors, self.context)
 
@@ -763,11 +773,7 @@ def parse(
 
 def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConfig]:
     stacks: dict[str, StackConfig] = {}
-    for name, s in p.table(p.doc, "stacks", "stacks").items():
-        path = f"stacks.{name}"
-        if not isinstance(s, dict):
-            p.error(path, f"must be a table, not {show(s)}")
-            continue
+    for name, path, s in p.entries("stacks"):
         if not NAME_RE.match(name):
             p.error(path, "stack names use letters, digits, '.', '_' and '-'")
         stack = p.check(StackConfig, {**s, "name": name}, path)
@@ -794,11 +800,7 @@ def _hosts(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, HostConfig
     """[hosts.NAME] tables, and each stack's ``host`` naming ``local`` or one of them."""
     hosts: dict[str, HostConfig] = {}
     raw = p.table(p.doc, "hosts", "hosts")
-    for name, h in raw.items():
-        path = f"hosts.{name}"
-        if not isinstance(h, dict):
-            p.error(path, f"must be a table, not {show(h)}")
-            continue
+    for name, path, h in p.entries("hosts"):
         if name == "local":
             p.error(path, "'local' is the auditor's own machine and needs no table; pick another name")
             continue
@@ -829,11 +831,7 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
     """[models.NAME]: each table by the schema, then what needs the stacks and several keys."""
     infer = tuple(n for n, s in stacks.items() if s.role == "infer")
     out: dict[str, ModelConfig] = {}
-    for name, raw in p.table(p.doc, "models", "models").items():
-        path = f"models.{name}"
-        if not isinstance(raw, dict):
-            p.error(path, f"must be a table, not {show(raw)}")
-            continue
+    for name, path, raw in p.entries("models"):
         if "path" not in raw:
             p.error(f"{path}.path", "is required: the exported .mindir")
         if ("reference" in raw) == ("golden" in raw):
