@@ -320,8 +320,7 @@ class Cycle(ProbeSuite, ModelSuite):
                 results, rollouts = self._suite_follow_up(planned, results, trained, inferred, Path(tmp))
                 results += self._model_follow_up(sessions)  # [models.NAME] (auditor.model_probe)
             finally:
-                for session in sessions.values():
-                    session.close()
+                _close_sessions(list(sessions.values()))
                 CONNECTIONS.close_all()
             self._check()
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
@@ -923,6 +922,20 @@ UNSUPPORTED_OPERATOR = (
     re.compile(r"schedule node return nullptr, name: [^,\n]*, type: (\w+)"),
     re.compile(r"unsupported op(?:erator)?(?: type)?:?\s*['\"]?([A-Za-z_][\w.]*)", re.IGNORECASE),
 )
+
+
+def _close_sessions(sessions: Sequence[_Session]) -> None:
+    """Close every session at once: each close waits for its worker to exit (a runtime's
+    teardown, a remote supervisor and its ssh session ending), and those waits need not
+    add up, least of all with a fleet of hosts."""
+    if len(sessions) < 2:
+        for session in sessions:
+            session.close()
+        return
+    with ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="close") as pool:
+        futures = [pool.submit(session.close) for session in sessions]
+    for future in futures:
+        future.result()  # a bug in one close is raised after every worker was closed
 
 
 def unsupported_operator(error: WorkerError) -> str | None:

@@ -9,17 +9,27 @@ openssh-server) and runs real cycles through the reference stacks:
    side reported, remote / local (goal within +-10%: the timing happens inside the worker,
    so the transport must not leak into it).
 2. Fleet scaling: one train stack and 1, 2, 4, 8 infer hosts (one lite20 stack each, each on
-   its own sshd), with the parallel limit per host; prints the cycle time per host count and
-   its ratio to one host (goal: 8 hosts <= 2.5x one host on a 2-core machine).
+   its own sshd), with the parallel limit raised: ``[worker] parallel`` (the limit of each
+   host that sets none of its own) is the host count, and the bench prints the limits and the
+   pool size the cycle used. The host counts are run in turn, ``--rounds`` times, in
+   alternating order; prints the median cycle time per host count and its ratio to one host
+   (goal: 8 hosts <= 2.5x one host on a 2-core machine).
+
+Both parts print the load average: on a shared machine the figures are only as good as it.
+``--timeline`` (default on, off with --quick) prints where the time went (each step of the
+cycle, bench/phase_timeline.py) for the last local and remote cycle and the largest fleet.
 
 usage: .venv/bin/python bench/remote_hosts.py [--quick] [--rounds N] [--fleet 1,2,4,8|none]
+                                              [--no-timeline]
 --quick: one round, a small probe, fleet 1,2,4.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import os
 import statistics
 import sys
 import tempfile
@@ -30,11 +40,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from phase_timeline import Timeline  # noqa: E402
+
 from auditor.config import parse  # noqa: E402
 from auditor.cycle import Cycle  # noqa: E402
+from auditor.hosts import per_host_limits  # noqa: E402
 from auditor.probe import builtin_probes  # noqa: E402
 from tests.conftest import stack_python  # noqa: E402
 from tests.sshd import make_sshd, unavailable  # noqa: E402
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _stack(name: str, runtime: str, role: str, host: str = "local") -> dict:
@@ -51,7 +68,9 @@ def _config(base: dict, stacks: dict, hosts: dict, pairs: list, probe: str, para
     return parse(doc, "bench")
 
 
-def _run(config) -> tuple[float, object]:
+def _run(config, timeline: Timeline | None = None) -> tuple[float, object]:
+    if timeline is not None:
+        timeline.reset()
     started = time.perf_counter()
     result = Cycle(config, builtin_probes()).run()
     bad = [r for r in result.results if r.status == "error"]
@@ -68,7 +87,7 @@ def _p50s(result) -> dict[str, tuple[float, float]]:
     }
 
 
-def overhead(base: dict, servers: list, rounds: int, probe: str) -> None:
+def overhead(base: dict, servers: list, rounds: int, probe: str, timeline: Timeline | None) -> None:
     a, b = servers[0], servers[1]
     pair = [{"train": "ms20", "infer": "lite20", "probes": [probe]}]
     local = _config(
@@ -92,6 +111,7 @@ def overhead(base: dict, servers: list, rounds: int, probe: str) -> None:
     )
     times: dict[str, list[float]] = {"local": [], "remote": []}
     p50: dict[str, list[dict]] = {"local": [], "remote": []}
+    timelines: dict[str, str] = {}
     for i in range(rounds):
         for name, config in (
             (("local", local), ("remote", remote))
@@ -101,12 +121,21 @@ def overhead(base: dict, servers: list, rounds: int, probe: str) -> None:
                 ("local", local),
             )
         ):
-            seconds, result = _run(config)
+            seconds, result = _run(config, timeline)
+            if timeline is not None:
+                timelines[name] = timeline.render(f"a {name} cycle ({seconds:.2f} s)")
             times[name].append(seconds)
             p50[name].append(_p50s(result))
     lt, rt = statistics.median(times["local"]), statistics.median(times["remote"])
     print("1. Remote overhead: ms20 -> lite20, probe", probe, f"({rounds} round(s) each, alternating)")
-    print(f"   cycle wall time   local {lt:7.2f} s   over loopback ssh {rt:7.2f} s   ratio {rt / lt:5.2f}x")
+    print(
+        f"   cycle wall time   local {lt:7.2f} s   over loopback ssh {rt:7.2f} s   ratio {rt / lt:5.2f}x"
+        f"   (goal <= 1.10x; {_load()})"
+    )
+    print(
+        "   each round, local / remote s: "
+        + "  ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(times["local"], times["remote"], strict=True))
+    )
     for key in p50["local"][0]:
         for side, idx in (("train", 0), ("infer", 1)):
             lv = statistics.median(d[key][idx] for d in p50["local"])
@@ -114,13 +143,20 @@ def overhead(base: dict, servers: list, rounds: int, probe: str) -> None:
             print(
                 f"   p50 {side:<5} {key:<22} local {lv:9.1f} us   remote {rv:9.1f} us   {rv / lv - 1:+6.1%}"
             )
+    for text in timelines.values():
+        print(text)
 
 
-def fleet(base: dict, tmp: Path, counts: list[int], probe: str) -> None:
+def fleet(
+    base: dict, tmp: Path, counts: list[int], probe: str, rounds: int, timeline: Timeline | None
+) -> None:
     servers = [make_sshd(tmp, f"infer{i}") for i in range(max(counts))]
     try:
-        print(f"2. Fleet scaling: ms20 (local) -> lite20 on N loopback hosts, probe {probe}, 2 per host")
-        first = None
+        print(
+            f"2. Fleet scaling: ms20 (local) -> lite20 on N loopback hosts, probe {probe}, "
+            f"{rounds} round(s), host counts in alternating order"
+        )
+        configs = {}
         for n in counts:
             stacks = {"ms20": _stack("ms20", "mindspore", "train")}
             hosts = {}
@@ -128,9 +164,34 @@ def fleet(base: dict, tmp: Path, counts: list[int], probe: str) -> None:
                 stacks[f"lite20-{i}"] = _stack("lite20", "mindspore-lite", "infer", f"infer{i}")
                 hosts[f"infer{i}"] = servers[i].host_table()
             pairs = [{"train": "ms20", "infer": f"lite20-{i}", "probes": [probe]} for i in range(n)]
-            seconds, _ = _run(_config(base, stacks, hosts, pairs, probe, 2))
-            first = first or seconds
-            print(f"   {n} host(s)  cycle {seconds:7.2f} s   {seconds / first:5.2f}x one host")
+            # The parallel limit raised: each host may run as many workers as there are hosts.
+            configs[n] = _config(base, stacks, hosts, pairs, probe, max(2, n))
+        for n, config in configs.items():
+            size, _ = per_host_limits(
+                dict.fromkeys(config.stacks), config.stacks, config.hosts, config.worker.parallel
+            )
+            limits = sorted({(config.hosts[h].parallel or config.worker.parallel) for h in config.hosts})
+            print(
+                f"   {n} host(s): [worker] parallel = {config.worker.parallel}, per-host limit(s) {limits}, "
+                f"one stack per host: up to {size} workers at once"
+            )
+        times: dict[int, list[float]] = {n: [] for n in counts}
+        for r in range(rounds):
+            for n in counts if r % 2 == 0 else list(reversed(counts)):
+                last = timeline is not None and n == max(counts) and r == rounds - 1
+                seconds, _ = _run(configs[n], timeline if last else None)
+                times[n].append(seconds)
+                if last:
+                    text = timeline.render(f"the {n}-host cycle ({seconds:.2f} s)")
+        first = statistics.median(times[counts[0]])
+        for n in counts:
+            m = statistics.median(times[n])
+            each = " ".join(f"{x:.2f}" for x in times[n])
+            goal = "   (goal <= 2.50x)" if n == max(counts) and n >= 8 else ""
+            print(f"   {n} host(s)  cycle {m:7.2f} s   {m / first:5.2f}x one host   (rounds: {each}){goal}")
+        print(f"   {_load()}")
+        if timeline is not None:
+            print(text)
     finally:
         for s in servers:
             s.stop()
@@ -141,6 +202,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one round, a small probe, fleet 1,2,4")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fleet", default="1,2,4,8")
+    ap.add_argument("--no-timeline", action="store_true", help="do not print where the time went")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # figures as they come, also into a file
     reason = unavailable()
@@ -150,15 +212,17 @@ def main() -> None:
     counts = [1, 2, 4] if args.quick else [int(x) for x in args.fleet.split(",") if x.strip().isdigit()]
     probe = "obs_normalizer" if args.quick else "ppo_policy"
     base = tomllib.loads((REPO / "auditor.toml").read_text())
-    with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
+    with contextlib.ExitStack() as stack:
+        timeline = None if args.quick or args.no_timeline else stack.enter_context(Timeline())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-hosts-"))
         servers = [make_sshd(Path(tmp), "hostA"), make_sshd(Path(tmp), "hostB")]
         try:
-            overhead(base, servers, rounds, probe)
+            overhead(base, servers, rounds, probe, timeline)
         finally:
             for s in servers:
                 s.stop()
         if counts:
-            fleet(base, Path(tmp), counts, probe)
+            fleet(base, Path(tmp), counts, probe, rounds, timeline)
 
 
 if __name__ == "__main__":

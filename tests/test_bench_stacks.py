@@ -21,6 +21,7 @@ BENCHES = {
 }
 NOT_QUICK = {
     "bench_config.py": "helpers of the benches, not a bench",
+    "phase_timeline.py": "a helper of the benches (where a cycle's time goes), not a bench",
     "soak.py": "the fault suite at any size; its CI size runs in tests/test_faults_stacks.py",
 }
 

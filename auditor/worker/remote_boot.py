@@ -125,8 +125,15 @@ try:
 except OSError:
     pass
 os.close(0)
+# Woken at once by the child's exit (SIGCHLD through a wakeup pipe) or by the connection
+# hanging up; the timeout is only a safety net, nothing waits on it.
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+signal.signal(signal.SIGCHLD, lambda *_: None)
 poller = select.poll()
 poller.register(1, select.POLLERR | select.POLLHUP)
+poller.register(wake_r, select.POLLIN)
 while True:
     pid, status = os.waitpid(child, os.WNOHANG)
     if pid:
@@ -146,6 +153,9 @@ while True:
         if os.WIFEXITED(status):
             os._exit(os.WEXITSTATUS(status))
         os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1)
-    if poller.poll(250):
-        cleanup()
+    for fd, _ in poller.poll(5000):
+        if fd == wake_r:
+            os.read(wake_r, 512)
+        else:
+            cleanup()
 """
