@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -215,12 +216,16 @@ class Connections:
             return control
 
     def _check(self, host: HostConfig, control: str) -> bool:
-        argv = [*base_ssh(host, control), "-O", "check", host.ssh or ""]
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.returncode == 0
+        """Whether the master still listens on its socket. A connect is what ``ssh -O check``
+        starts with, without a process per worker: the master exits when its connection
+        drops (keep-alives, ServerAliveCountMax), and then nothing accepts on the socket."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(5)
+            try:
+                probe.connect(control)
+            except OSError:
+                return False
+        return True
 
     def _open(self, host: HostConfig, control: str) -> str | None:
         if shutil.which("ssh") is None:
