@@ -359,7 +359,7 @@ class StackWorker:
             try:
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
-                self.proc.wait(timeout=grace)
+                _wait_exit(self.proc, grace)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
@@ -483,6 +483,24 @@ class StackWorker:
 
 _TIMEOUT = object()
 _STOPPED = object()
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """``proc.wait(timeout)``, woken by the exit itself: Popen.wait with a timeout sleeps in
+    steps of up to 50 ms, and every close of a cycle would wait for the next step."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd (not Linux >= 5.3), or already reaped
+        proc.wait(timeout=timeout)
+        return
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    proc.wait()
 
 
 def _describe_status(status: int | None) -> str:

@@ -31,6 +31,7 @@ import contextlib
 import copy
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +47,7 @@ from auditor.config import parse  # noqa: E402
 from auditor.cycle import Cycle  # noqa: E402
 from auditor.hosts import per_host_limits  # noqa: E402
 from auditor.probe import builtin_probes  # noqa: E402
+from auditor.transport import Connections, remote_argv  # noqa: E402
 from tests.conftest import stack_python  # noqa: E402
 from tests.sshd import make_sshd, unavailable  # noqa: E402
 
@@ -132,10 +134,13 @@ def overhead(base: dict, servers: list, rounds: int, probe: str, timeline: Timel
         f"   cycle wall time   local {lt:7.2f} s   over loopback ssh {rt:7.2f} s   ratio {rt / lt:5.2f}x"
         f"   (goal <= 1.10x; {_load()})"
     )
+    pairs = list(zip(times["local"], times["remote"], strict=True))
     print(
         "   each round, local / remote s: "
-        + "  ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(times["local"], times["remote"], strict=True))
+        + "  ".join(f"{a:.2f}/{b:.2f}" for a, b in pairs)
+        + f"   median of the rounds' ratios {statistics.median(b / a for a, b in pairs):5.2f}x"
     )
+    print("   " + _fixed_cost(remote.hosts["hostA"]))
     for key in p50["local"][0]:
         for side, idx in (("train", 0), ("infer", 1)):
             lv = statistics.median(d[key][idx] for d in p50["local"])
@@ -145,6 +150,27 @@ def overhead(base: dict, servers: list, rounds: int, probe: str, timeline: Timel
             )
     for text in timelines.values():
         print(text)
+
+
+def _fixed_cost(host, sessions: int = 5) -> str:
+    """What reaching a host costs before any worker code runs: the master connection, then
+    each session (sshd starts the remote user's shell, which reads its rc files)."""
+    connections = Connections()
+    try:
+        started = time.perf_counter()
+        control = connections.ensure(host)
+        master = time.perf_counter() - started
+        took = []
+        for _ in range(sessions):
+            started = time.perf_counter()
+            subprocess.run(remote_argv(host, ["true"], control), stdin=subprocess.DEVNULL, check=True)
+            took.append(time.perf_counter() - started)
+    finally:
+        connections.shutdown()
+    return (
+        f"fixed cost of a host here: ssh master {master * 1000:.0f} ms, then each session "
+        f"(sshd, the remote user's shell and its rc files, `true`) {statistics.median(took) * 1000:.0f} ms"
+    )
 
 
 def fleet(
