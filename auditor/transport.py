@@ -269,6 +269,8 @@ class Connections:
             master = self._masters.pop(name, None)
         if master is None or master.error is not None:
             return
+        if _terminate(master.control):
+            return
         argv = ["ssh", "-o", f"ControlPath={master.control}", "-O", "exit", "-o", "LogLevel=QUIET", "x"]
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
@@ -294,6 +296,49 @@ class Connections:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
+
+
+_MUX_HELLO, _MUX_VERSION, _MUX_TERMINATE, _MUX_OK = 0x00000001, 4, 0x10000005, 0x80000001
+
+
+def _terminate(control: str) -> bool:
+    """Tell the master on ``control`` to exit, the way ``ssh -O exit`` does (OpenSSH's
+    PROTOCOL.mux: each side says hello, then MUX_C_TERMINATE, answered by MUX_S_OK or, as
+    ssh itself accepts, by the master closing the socket as it exits), without starting a
+    process. False when that did not work (the caller runs ssh -O exit)."""
+
+    def packet(*words: int) -> bytes:
+        body = b"".join(w.to_bytes(4, "big") for w in words)
+        return len(body).to_bytes(4, "big") + body
+
+    def read_packet(sock: socket.socket) -> bytes:
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise ConnectionResetError("the master closed the control connection")
+            data += chunk
+        size = int.from_bytes(data[:4], "big")
+        if len(data) > 4 + size:
+            raise ValueError("more than one answer")  # not what a master sends here
+        return data[4:]
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(control)
+            sock.sendall(packet(_MUX_HELLO, _MUX_VERSION))
+            hello = read_packet(sock)
+            if int.from_bytes(hello[:4], "big") != _MUX_HELLO:
+                return False
+            sock.sendall(packet(_MUX_TERMINATE, 1))
+            try:
+                reply = read_packet(sock)
+            except ConnectionError:
+                return True  # it exited without answering
+    except (OSError, ValueError):
+        return False
+    return int.from_bytes(reply[:4], "big") == _MUX_OK
 
 
 CONNECTIONS = Connections()
