@@ -283,7 +283,7 @@ class Connections:
             for name in names:
                 self.close(name)
             return
-        # One "ssh -O exit" per host, all at once: a fleet's hosts need not wait for each other.
+        # Every master told to exit at once: a fleet's hosts need not wait for each other.
         closers = [threading.Thread(target=self.close, args=(n,), name=f"ssh-exit-{n}") for n in names]
         for t in closers:
             t.start()

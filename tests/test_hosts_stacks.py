@@ -393,6 +393,59 @@ def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_remov
     assert _settled(lambda: not Path(str(second.workdir)).exists())
 
 
+def test_a_master_is_checked_and_closed_over_its_socket_without_ssh_processes(hosts, monkeypatch):
+    """A later worker of a host finds the master by its socket, and the end of a cycle tells
+    it to exit over that socket (OpenSSH's mux protocol): no ssh -O process for either, and
+    no master left running. A socket nothing listens on is not a live master."""
+    import subprocess
+
+    from auditor import transport
+    from auditor.hosts import HostConfig
+
+    a, _ = hosts["hostA"]
+    t = a.host_table()
+    host = HostConfig(
+        "hostA", ssh=t["ssh"], port=t["port"], identity_file=t["identity_file"], options=tuple(t["options"])
+    )
+    connections = transport.Connections()
+    control = connections.ensure(host)
+    assert control is not None
+    assert transport._terminate(control + ".none") is False
+    started: list[list[str]] = []
+    real_run = subprocess.run
+
+    def recording(argv, *args, **kwargs):
+        started.append(list(argv))
+        return real_run(argv, *args, **kwargs)
+
+    monkeypatch.setattr(transport.subprocess, "run", recording)
+    try:
+        assert connections.ensure(host) == control  # checked, not reopened
+        assert len(_ssh_clients_of(connections)) == 1  # the master
+        connections.close_all()
+        assert _settled(lambda: not _ssh_clients_of(connections))
+        assert not connections._check(host, control)
+    finally:
+        connections.shutdown()
+    assert started == []
+
+
+def _ssh_clients_of(connections) -> list[int]:
+    """Live ssh processes whose command line names this Connections' socket directory."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmd and cmd[0] == b"ssh" and state != "Z" and any(connections._dir.encode() in w for w in cmd):
+            found.append(int(entry.name))
+    return found
+
+
 def _toml(value: object) -> str:
     import json
 
