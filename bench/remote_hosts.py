@@ -7,7 +7,11 @@ openssh-server) and runs real cycles through the reference stacks:
    on one loopback host and lite20 on another, alternating, ``--rounds`` times each. Prints
    the median wall time of each and their ratio (goal <= 1.1), and the p50 latencies each
    side reported, remote / local (goal within +-10%: the timing happens inside the worker,
-   so the transport must not leak into it).
+   so the transport must not leak into it). Also the median of the rounds' own ratios (less
+   sensitive to a load that changes during the run), and the fixed cost of reaching a host
+   measured apart: the ssh master, then one session (sshd starts the remote user's shell,
+   which reads its rc files: here root's ~/.bashrc runs `pyenv init`). Every worker is one
+   session, so that cost is on the critical path of a remote train stack once per cycle.
 2. Fleet scaling: one train stack and 1, 2, 4, 8 infer hosts (one lite20 stack each, each on
    its own sshd), with the parallel limit raised: ``[worker] parallel`` (the limit of each
    host that sets none of its own) is the host count, and the bench prints the limits and the
@@ -16,7 +20,7 @@ openssh-server) and runs real cycles through the reference stacks:
    (goal: 8 hosts <= 2.5x one host on a 2-core machine).
 
 Both parts print the load average: on a shared machine the figures are only as good as it.
-``--timeline`` (default on, off with --quick) prints where the time went (each step of the
+The timeline (on by default, off with --quick or --no-timeline) prints where the time went (each step of the
 cycle, bench/phase_timeline.py) for the last local and remote cycle and the largest fleet.
 
 usage: .venv/bin/python bench/remote_hosts.py [--quick] [--rounds N] [--fleet 1,2,4,8|none]
