@@ -33,9 +33,10 @@ p50 worker 3.2 ms, bare 15.6 ms (ratio 0.21); with the bare loop in its own sess
 vs 3.9 ms. That is how this bench once printed reported/bare 0.48 for ms210 (its PyNative
 calls are CPU-bound in the calling thread) while the worker measured the runtime correctly.
 
-Rounds alternate which side runs first (from the second round on, the bare loops run before
-the cycle, on the previous round's MindIR), so a load that rises or falls during the run
-does not always favour the same side.
+Each stack's bare loop runs right next to its `time` request, inside the cycle (PairedCycle),
+so that the two figures of a pair are seconds apart rather than a whole cycle: on a shared
+machine the load moves within a minute, and a PyNative p50 moves 2x with it. Rounds alternate
+which of the two runs first, so a load that rises or falls does not always favour one side.
 
 The machine's load is printed with the figures: on a shared 2-core machine the spread
 between rounds (min-max) is as informative as the median.
@@ -89,6 +90,13 @@ if rt == "mindspore-lite":
 else:
     import mindspore as ms
     ms.set_context(mode=ms.GRAPH_MODE if rt == "mindspore-graph" else ms.PYNATIVE_MODE)
+    # The device, chosen as the worker (and any program that picks its device) chooses it.
+    kind, _, index = args["device"].partition(":")
+    target = {"cpu": "CPU", "ascend": "Ascend", "gpu": "GPU"}[kind.lower()]
+    if hasattr(ms, "set_device"):
+        ms.set_device(target, int(index or 0))
+    else:
+        ms.set_context(device_target=target, device_id=int(index or 0))
     try:
         (ms.Tensor(np.ones(1, np.float32)) + 1).asnumpy()
     except SystemError:
@@ -127,49 +135,58 @@ def worker_env(stack_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_cycle(config, probes, plugins, reported: dict[str, list[float]], common: dict, tmp: str) -> dict:
-    """One audit cycle: appends each stack's reported p50 to ``reported``; returns, by the same
-    keys, what the bare loop of each must run (the exported MindIR saved into ``tmp``)."""
-    cycle = Cycle(config, probes, plugins.runtimes())
-    result = cycle.run()
-    mindirs: dict[str, str] = {}
-    plan: dict[str, dict] = {}
-    for r in result.results:
-        if r.probe != PROBE or r.variant != VARIANT:
-            continue
-        if r.artifact is not None:
-            path = Path(tmp) / f"{r.artifact.sha256}.mindir"
-            path.write_bytes(cycle.artifacts[r.artifact.sha256])
-            mindirs[r.train] = str(path)
-        for side, stack, lat in (("train", r.train, r.train_latency), ("infer", r.infer, r.infer_latency)):
-            if lat is None:
-                continue
-            key = stack if side == "train" else f"{stack} ({r.train} export)"
-            if key in plan:  # a train stack's latency is shared by its pairs: once per round
-                continue
-            reported.setdefault(key, []).append(lat.p50_us)
-            st = config.stacks[stack]
-            plan[key] = {
-                **common,
-                "runtime": st.runtime,
-                "mindir": mindirs.get(r.train, ""),
-                "python": st.python,
-                "env": st.env,
-            }
-    return plan
+class PairedCycle(Cycle):
+    """The audit cycle, with each stack's bare loop run right next to its ``time`` request
+    (before it when ``bare_first``), so that the two figures of a pair are seconds apart,
+    not a whole cycle: the load of a shared machine moves within a minute. The reported
+    figure is the one the cycle stores (the Latency its ``time`` request returned)."""
+
+    def __init__(self, config, probes, runtimes, *, bare, bare_first: bool, tmp: str):
+        super().__init__(config, probes, runtimes)
+        self.bare, self.bare_first, self.tmp = bare, bare_first, tmp
+        self.pairs: dict[str, tuple[float, float]] = {}
+        """By stack (and, infer side, the export it ran): (reported p50, bare p50) in µs."""
+        self._mindirs: dict[str, str] = {}
+        self._timing_train = ""
+
+    def _stage_mindir(self, data, tmp):
+        # With [worker] parallel = 1 a train stack exports right after its own `time` request.
+        path = super()._stage_mindir(data, tmp)
+        if self._timing_train and self._timing_train not in self._mindirs:
+            copy = Path(self.tmp) / f"{self._timing_train}.mindir"
+            copy.write_bytes(data)
+            self._mindirs[self._timing_train] = str(copy)
+        return path
+
+    def _time(self, worker, model, inputs, batch):
+        stack = worker.stack
+        if not model.startswith(f"{PROBE}-{VARIANT}-") and f"/{PROBE}-{VARIANT}-" not in model:
+            return super()._time(worker, model, inputs, batch)
+        if stack.role == "train":
+            self._timing_train = stack.name
+            key, mindir = stack.name, ""
+        else:
+            train = model.partition("/")[0]
+            key, mindir = f"{stack.name} ({train} export)", self._mindirs.get(train, "")
+        before = self.bare(key, stack, mindir) if self.bare_first else None
+        lat = super()._time(worker, model, inputs, batch)
+        after = self.bare(key, stack, mindir) if before is None else before
+        self.pairs.setdefault(key, (lat.p50_us, after))
+        return lat
 
 
-def bare_p50(key: str, payload: dict, tmp: str) -> float:
+def bare_p50(key: str, stack, mindir: str, common: dict, tmp: str) -> float:
     """The bare loop's p50 (µs), in a process started the way StackWorker starts a worker:
     same environment, stderr to a file, and a session of its own (see the module docstring)."""
+    payload = {**common, "runtime": stack.runtime, "device": stack.device, "mindir": mindir}
     with open(f"{tmp}/stderr.log", "w") as err:
         out = subprocess.run(
-            [payload["python"], "-c", BARE, json.dumps({k: v for k, v in payload.items() if k != "env"})],
+            [stack.python, "-c", BARE, json.dumps(payload)],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
             cwd=tmp,
-            env=worker_env(payload["env"]),
+            env=worker_env(stack.env),
             start_new_session=True,
         )
     if out.returncode != 0:
@@ -216,17 +233,19 @@ def main() -> None:
             "warmup": config.latency.warmup,
             "probe_file": probe_file,
         }
-        plan: dict[str, dict] = {}  # what each bare loop runs, known after the first cycle
         for i in range(args.rounds):
-            bare_first = i % 2 == 1 and bool(plan)
-            if bare_first:
-                for key, payload in plan.items():
-                    bare.setdefault(key, []).append(bare_p50(key, payload, tmp))
-            round_plan = run_cycle(config, probes, plugins, reported, common, tmp)
-            if not bare_first:
-                for key, payload in round_plan.items():
-                    bare.setdefault(key, []).append(bare_p50(key, payload, tmp))
-            plan = round_plan
+            cycle = PairedCycle(
+                config,
+                probes,
+                plugins.runtimes(),
+                bare=lambda key, stack, mindir: bare_p50(key, stack, mindir, common, tmp),
+                bare_first=i % 2 == 1,
+                tmp=tmp,
+            )
+            cycle.run()
+            for key, (rep, b) in cycle.pairs.items():
+                reported.setdefault(key, []).append(rep)
+                bare.setdefault(key, []).append(b)
     if not reported:
         raise SystemExit(f"the cycle reported no latency for {PROBE}/{VARIANT}: are the stacks installed?")
     print(
