@@ -16,9 +16,10 @@ Making the comparison honest: the two sides must run under the same conditions, 
 script gets the worker's environment (GLOG_v=2 and GLOG_logtostderr=1 set as StackWorker sets
 them, the stack's env, no PYTHONPATH), the same inputs (the exact arrays, fp16 widened to the
 model's declared dtype for Lite as the worker does), the same warm-up and iteration counts, the
-same history before its timing loop (one run, then the timed calls: the cycle times a model
-right after its first run, and exports only afterwards), and its stderr goes to a file as the
-worker's does during a request, not to a pipe. The cycle here drives one stack at a time
+same device choice (set_device where MindSpore has it, else device_target), the same history
+before its timing loop (one run, then the timed calls: the cycle times a model right after its
+first run, and exports only afterwards), and its stderr goes to a file as the worker's does
+during a request, not to a pipe. The cycle here drives one stack at a time
 ([worker] parallel = 1): with two stacks at once on a small machine, one worker's timing loop
 shares the cores with the other's build or export.
 
@@ -30,8 +31,9 @@ then between the processes of a session. A bare loop left in the bench's session
 session's share with everything else started from the same shell, while the worker has a
 session of its own. Measured with one busy loop running in the bench's shell: ms20 PyNative
 p50 worker 3.2 ms, bare 15.6 ms (ratio 0.21); with the bare loop in its own session, 3.3 ms
-vs 3.9 ms. That is how this bench once printed reported/bare 0.48 for ms210 (its PyNative
-calls are CPU-bound in the calling thread) while the worker measured the runtime correctly.
+vs 3.9 ms; and the whole bench, bare loops in the bench's session, printed reported/bare
+0.46-0.82 for every stack, the pattern of the figures this bench once printed (ms210 0.48,
+ms210-graph 0.65/0.80, lite20 0.76): the worker measured the runtime, the bare loop was starved.
 
 Each stack's bare loop runs right next to its `time` request, inside the cycle (PairedCycle),
 so that the two figures of a pair are seconds apart rather than a whole cycle: on a shared

@@ -65,7 +65,11 @@ def _p50_line(side: str, key: str, lv: float, rv: float, lr: list[float], rr: li
     round's difference: the p50s of a PyNative runtime on a shared 2-core machine move by 2x
     from one cycle to the next with the others' load (load only ever adds time, so the fastest
     round of each side is the least disturbed comparison), and a median of a few rounds
-    moves by tens of percent either way."""
+    moves by tens of percent either way. Compared during a cycle, a local and a remote worker
+    of a stack run alike: same threads, Cpus_allowed, nice, a session (CPU autogroup) of their
+    own; their environments differ only in what ssh sets or drops (LANG, PYTHONUNBUFFERED,
+    SSH_*, USER), and ms20's `time` alternated between two live workers, one of each, gave
+    remote/local 0.95 over 24 requests."""
     verdict = "ok" if abs(rv / lv - 1) <= 0.10 else "outside"
     return (
         f"   p50 {side:<5} {key:<22} local {lv:9.1f} us   remote {rv:9.1f} us   {rv / lv - 1:+6.1%}"
