@@ -201,6 +201,9 @@ class StackWorker:
                 stderr=subprocess.PIPE,
                 cwd=self.workdir,
                 env=env,
+                # Its own process group (killed whole), and its own session: with the kernel's
+                # autogroup scheduling also its own share of the CPU, as a served runtime has,
+                # whatever else runs in the auditor's session (the latency bench relies on it).
                 start_new_session=True,
             )
         except OSError as exc:
