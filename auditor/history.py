@@ -13,18 +13,19 @@ On SQLite the planner needs table statistics to choose the indexed path on a lar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, func, or_, select, text
+from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, func, or_, select, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
 from auditor import models as m
 from auditor import series as series_index
 from auditor.db_health import db_error
+from auditor.prepared import prepared
 from auditor.store import orphan_note, orphaned
 
 R, P, M, L = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow
@@ -145,6 +146,69 @@ def _where_results(stmt: Select, f: Filters) -> Select:
     return stmt
 
 
+_FILTER_COLUMNS = (("pair", "pairs"), ("probe", "probes"), ("variant", "variants"), ("status", "statuses"))
+_STACK_FILTERS = (("stack", "stacks", "name"), ("host", "hosts", "host"))
+
+
+def filter_shape(f: Filters) -> tuple[tuple[int, ...], dict[str, Any]]:
+    """What ``where_bound`` needs to know to build the filters of ``f`` (how many alternatives
+    each has, whether since/until are set), and the values to bind: statements are built and
+    compiled once per shape (auditor.prepared) instead of once per call."""
+    values: dict[str, Any] = {}
+    counts = []
+    for name, attr in (*_FILTER_COLUMNS, *((n, a) for n, a, _ in _STACK_FILTERS)):
+        alternatives = getattr(f, attr)
+        counts.append(len(alternatives))
+        values.update({f"{name}{i}": v for i, v in enumerate(alternatives)})
+    for name in ("since", "until"):
+        when = getattr(f, name)
+        counts.append(when is not None)
+        if when is not None:
+            values[name] = when
+    return tuple(counts), values
+
+
+def _bound_in(column: Any, name: str, n: int) -> Any:
+    binds = [bindparam(f"{name}{i}", type_=String()) for i in range(n)]
+    return column == binds[0] if n == 1 else column.in_(binds)
+
+
+def where_bound(stmt: Select, shape: tuple[int, ...]) -> Select:
+    """``_where_results`` with every value a named parameter (names from ``filter_shape``)."""
+    counts = dict(
+        zip([n for n, _ in _FILTER_COLUMNS] + [n for n, _, _ in _STACK_FILTERS], shape, strict=False)
+    )
+    for name, _ in _FILTER_COLUMNS:
+        if counts[name]:
+            stmt = stmt.where(_bound_in(getattr(P, name), name, counts[name]))
+    for name, _, column in _STACK_FILTERS:
+        if counts[name]:
+            ids = select(m.Stack.id).where(_bound_in(getattr(m.Stack, column), name, counts[name]))
+            stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
+    since, until = shape[-2:]
+    if since:
+        stmt = stmt.where(R.started_at >= bindparam("since", type_=R.started_at.type))
+    if until:
+        stmt = stmt.where(R.started_at < bindparam("until", type_=R.started_at.type))
+    return stmt
+
+
+def _limit(stmt: Select, limited: bool) -> Select:
+    return stmt.limit(bindparam("limit", type_=Integer())) if limited else stmt
+
+
+def _listing(
+    conn: Connection, key: tuple, build: Callable[[bool], Select], f: Filters, values: dict
+) -> Iterator[tuple]:
+    """Rows of the prepared listing ``build`` makes for ``key``: fetched at once when a small
+    limit bounds them, streamed otherwise."""
+    limited = f.limit is not None
+    if limited:
+        values["limit"] = f.limit
+    statement = prepared(conn, (*key, limited), lambda: build(limited))
+    return statement.rows(conn, values, stream=not limited or f.limit > 2000)
+
+
 def primary_latency(lat: Any, side: str | None = None) -> Any:
     """The condition that ``lat`` is the latency row of the probe's own batch: a result stores
     that one first for each side, then one per extra batch size of ``[latency] batches``."""
@@ -156,50 +220,48 @@ def primary_latency(lat: Any, side: str | None = None) -> Any:
     )
 
 
-def _stream(conn: Connection, stmt: Select) -> Iterator[tuple]:
-    result = conn.execution_options(yield_per=2000).execute(stmt)
-    try:
-        for row in result:
-            yield tuple(row)
-    finally:
-        result.close()
-
-
 def result_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
     """One row per probe result (columns ``RESULT_COLUMNS``), newest run first, with the p50
     latency of each side."""
-    lt, li = LT, LI
-    stmt = (
-        select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, lt.p50_us, li.p50_us, P.message)
-        .select_from(P)
-        .join(R, R.id == P.run_id)
-        .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
-        .outerjoin(li, and_(li.result_id == P.id, li.side == "infer", primary_latency(li, "infer")))
-        .order_by(R.started_at.desc(), R.id.desc(), P.id)
-    )
-    stmt = _where_results(stmt, f)
-    if f.limit is not None:
-        stmt = stmt.limit(f.limit)
-    return _stream(conn, stmt)
+    shape, values = filter_shape(f)
+
+    def build(limited: bool) -> Select:
+        lt, li = LT, LI
+        stmt = (
+            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, lt.p50_us, li.p50_us, P.message)
+            .select_from(P)
+            .join(R, R.id == P.run_id)
+            .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
+            .outerjoin(li, and_(li.result_id == P.id, li.side == "infer", primary_latency(li, "infer")))
+            .order_by(R.started_at.desc(), R.id.desc(), P.id)
+        )
+        return _limit(where_bound(stmt, shape), limited)
+
+    return _listing(conn, ("result_rows", shape), build, f, values)
 
 
 def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
     """One row per (probe result, output, metric) (columns ``METRIC_COLUMNS``), newest run first."""
-    stmt = (
-        select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, M.output, M.name, M.value)
-        .select_from(M)
-        .join(P, P.id == M.result_id)
-        .join(R, R.id == P.run_id)
-        .order_by(R.started_at.desc(), R.id.desc(), P.id, M.id)
-    )
-    stmt = _where_results(stmt, f)
-    if f.metrics:
-        stmt = stmt.where(_in(M.name, f.metrics))
-    if f.outputs:
-        stmt = stmt.where(_in(M.output, f.outputs))
-    if f.limit is not None:
-        stmt = stmt.limit(f.limit)
-    return _stream(conn, stmt)
+    shape, values = filter_shape(f)
+    values.update({f"metric{i}": v for i, v in enumerate(f.metrics)})
+    values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
+
+    def build(limited: bool) -> Select:
+        stmt = (
+            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, M.output, M.name, M.value)
+            .select_from(M)
+            .join(P, P.id == M.result_id)
+            .join(R, R.id == P.run_id)
+            .order_by(R.started_at.desc(), R.id.desc(), P.id, M.id)
+        )
+        stmt = where_bound(stmt, shape)
+        if f.metrics:
+            stmt = stmt.where(_bound_in(M.name, "metric", len(f.metrics)))
+        if f.outputs:
+            stmt = stmt.where(_bound_in(M.output, "output", len(f.outputs)))
+        return _limit(stmt, limited)
+
+    return _listing(conn, ("metric_rows", shape, len(f.metrics), len(f.outputs)), build, f, values)
 
 
 def known_values(conn: Connection, column: str) -> list[str]:

@@ -45,10 +45,21 @@ def unreadable(reset: bool = False) -> tuple[list[str], int]:
 
 class _Tolerant(TypeDecorator):
     what = "value"
+    native: tuple[type, ...] = ()
+    """Python types that ``coerce`` returns unchanged."""
+    inner_keeps_native = False
+    """The dialect's own processor (if any) also returns ``native`` values unchanged."""
 
     def coerce(self, value: Any) -> Any:
         """A value of another type than the column's (SQLite stores anything anywhere)."""
         return value
+
+    def passthrough(self, dialect: Any, coltype: Any) -> tuple[type, ...]:
+        """Driver value types that the result processor returns unchanged, so that a reader
+        that checks the type may skip the call (auditor.prepared)."""
+        impl = self.dialect_impl(dialect)
+        inner = super(_Tolerant, impl).result_processor(dialect, coltype)
+        return self.native if inner is None or self.inner_keeps_native else ()
 
     def result_processor(self, dialect: Any, coltype: Any) -> Any:
         inner = super().result_processor(dialect, coltype)
@@ -70,6 +81,7 @@ class TolerantDateTime(_Tolerant):
     impl = DateTime
     cache_ok = True
     what = "timestamp"
+    native = (datetime,)
 
     def coerce(self, value: Any) -> Any:
         if not isinstance(value, datetime):
@@ -94,6 +106,7 @@ class TolerantString(_Tolerant):
     impl = String
     cache_ok = True
     what = "text"
+    native = (str,)
 
     def coerce(self, value: Any) -> Any:
         if isinstance(value, bytes | bytearray | memoryview):
@@ -110,6 +123,7 @@ class TolerantInteger(_Tolerant):
     impl = Integer
     cache_ok = True
     what = "integer"
+    native = (int,)
 
     def coerce(self, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -121,6 +135,8 @@ class TolerantFloat(_Tolerant):
     impl = Float
     cache_ok = True
     what = "number"
+    native = (float,)
+    inner_keeps_native = True  # float(x) / to_float(x) of a float is that float
 
     def coerce(self, value: Any) -> Any:
         if isinstance(value, bytes | str):
