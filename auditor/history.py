@@ -672,8 +672,9 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
         value_col, output_col, source = getattr(L, stat), L.side, L
     else:
         value_col, output_col, source = M.value, M.output, M
-        if f.limit is not None:
-            return _series(metric, series_index.newest_points(conn, metric, f, f.limit))
+    if f.limit is not None:  # each series' newest runs, walked through indexes (auditor.series)
+        return _series(metric, series_index.newest_points(conn, metric, f, f.limit))
+    # the whole history of each series, oldest first
     columns = (
         P.pair.label("pair"),
         P.probe.label("probe"),
@@ -702,19 +703,7 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
         stmt = stmt.where(M.name == metric)
     if f.outputs:
         stmt = stmt.where(_in(output_col, f.outputs))
-    stmt = _where_results(stmt, f)
-    if f.limit is not None:
-        rank = func.row_number().over(
-            partition_by=(P.pair, P.probe, P.variant, output_col), order_by=(R.started_at.desc(), R.id.desc())
-        )
-        ranked = stmt.add_columns(rank.label("n")).subquery()
-        stmt = (
-            select(*(ranked.c[c.name] for c in columns))
-            .where(ranked.c.n <= f.limit)
-            .order_by(ranked.c.started_at, ranked.c.run_id)
-        )
-    else:
-        stmt = stmt.order_by(R.started_at, R.id)
+    stmt = _where_results(stmt, f).order_by(R.started_at, R.id)
     return _series(metric, conn.execute(stmt))
 
 

@@ -86,7 +86,7 @@ class Prepared:
             reader = self._readers.get(coltypes)
             if reader is None:
                 reader = self._readers[coltypes] = _Reader(self.types, self.dialect, coltypes)
-            batches = result.partitions() if stream else iter((result.all(),))
+            batches = result.partitions(2000) if stream else iter((result.all(),))
             for batch in batches:
                 yield from reader.convert(batch)
         finally:
@@ -106,28 +106,36 @@ class _Reader:
             _ANY if proc is None else frozenset(_passthrough(impl, dialect, code))
             for impl, proc, code in zip(impls, self.processors, coltypes, strict=True)
         ]
-        self._plans: dict[tuple[type, ...], tuple[int, ...]] = {}
+        self._plans: dict[tuple[type, ...], tuple[tuple[int, Any], ...]] = {}
 
-    def convert(self, rows: Any) -> Iterator[tuple]:
+    def _plan(self, sig: tuple[type, ...]) -> tuple[tuple[int, Any], ...]:
+        """(column, processor) of the values a row of these value types must be passed through."""
+        todo = tuple(
+            (i, self.processors[i])
+            for i, (t, keep) in enumerate(zip(sig, self.keep, strict=True))
+            if keep is not _ANY and t not in keep  # type: ignore[operator]
+        )
+        self._plans[sig] = todo
+        return todo
+
+    def convert(self, rows: Any) -> list[tuple]:
         """Driver rows as the columns' result processors make them, skipping the processor
         for values it would return unchanged (decided once per combination of value types)."""
-        plans, procs = self._plans, self.processors
+        plans, out = self._plans, []
+        append = out.append
         for row in rows:
             sig = tuple(map(type, row))
             todo = plans.get(sig)
             if todo is None:
-                todo = plans[sig] = tuple(
-                    i
-                    for i, (t, keep) in enumerate(zip(sig, self.keep, strict=True))
-                    if keep is not _ANY and t not in keep  # type: ignore[operator]
-                )
-            if not todo:
-                yield tuple(row)
-                continue
-            out = list(row)
-            for i in todo:
-                out[i] = procs[i](out[i])  # type: ignore[misc]
-            yield tuple(out)
+                todo = self._plan(sig)
+            if todo:
+                values = list(row)
+                for i, proc in todo:
+                    values[i] = proc(values[i])
+                append(tuple(values))
+            else:
+                append(tuple(row))
+        return out
 
 
 def _passthrough(impl: Any, dialect: Dialect, coltype: Any) -> tuple[type, ...]:
