@@ -667,6 +667,7 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
     limited to its newest ``f.limit`` points. ``metric`` is a stored metric name or a latency
     series (``latency.infer.p50_us``; ``latency.p50_us`` gives both sides)."""
     S1, S2 = S_TRAIN, S_INFER
+    side = stat = None
     if is_latency_metric(metric):
         side, stat = latency_metric(metric)
         value_col, output_col, source = getattr(L, stat), L.side, L
@@ -675,36 +676,43 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
     if f.limit is not None:  # each series' newest runs, walked through indexes (auditor.series)
         return _series(metric, series_index.newest_points(conn, metric, f, f.limit))
     # the whole history of each series, oldest first
-    columns = (
-        P.pair.label("pair"),
-        P.probe.label("probe"),
-        P.variant.label("variant"),
-        output_col.label("output"),
-        R.id.label("run_id"),
-        R.started_at.label("started_at"),
-        value_col.label("value"),
-        P.status.label("status"),
-        S1.name.label("train"),
-        S2.name.label("infer"),
-    )
-    stmt = (
-        select(*columns)
-        .select_from(source)
-        .join(P, P.id == source.result_id)
-        .join(R, R.id == P.run_id)
-        .join(S1, S1.id == P.train_stack_id)
-        .join(S2, S2.id == P.infer_stack_id)
-    )
-    if is_latency_metric(metric):
-        stmt = stmt.where(primary_latency(L))
-        if side is not None:
-            stmt = stmt.where(L.side == side)
-    else:
-        stmt = stmt.where(M.name == metric)
-    if f.outputs:
-        stmt = stmt.where(_in(output_col, f.outputs))
-    stmt = _where_results(stmt, f).order_by(R.started_at, R.id)
-    return _series(metric, conn.execute(stmt))
+    shape, values = filter_shape(f)
+    values["metric"] = metric
+    values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
+    kind = ("latency", side, stat) if is_latency_metric(metric) else ("metric",)
+
+    def build() -> Select:
+        stmt = (
+            select(
+                P.pair,
+                P.probe,
+                P.variant,
+                output_col,
+                R.id,
+                R.started_at,
+                value_col,
+                P.status,
+                S1.name,
+                S2.name,
+            )
+            .select_from(source)
+            .join(P, P.id == source.result_id)
+            .join(R, R.id == P.run_id)
+            .join(S1, S1.id == P.train_stack_id)
+            .join(S2, S2.id == P.infer_stack_id)
+        )
+        if is_latency_metric(metric):
+            stmt = stmt.where(primary_latency(L))
+            if side is not None:
+                stmt = stmt.where(L.side == side)
+        else:
+            stmt = stmt.where(M.name == bindparam("metric", type_=String()))
+        if f.outputs:
+            stmt = stmt.where(_bound_in(output_col, "output", len(f.outputs)))
+        return where_bound(stmt, shape).order_by(R.started_at, R.id)
+
+    statement = prepared(conn, ("trend", kind, shape, len(f.outputs)), build)
+    return _series(metric, statement.rows(conn, values, stream=True))
 
 
 def _series(metric: str, rows: Iterable[Sequence[Any]]) -> list[Series]:

@@ -4,7 +4,8 @@ cost over plain SQL?
 Generates a history of a million metric rows (tests/history_fixtures.py: the
 stacks and pairs, two probes x two variants, runs every 15 minutes, one stack upgraded
 half-way), then times the typical filtered queries two ways, each the median of several
-rounds on the same file:
+rounds on the same file (the two in turn in each round, so that the load of a shared machine
+weighs on both alike; the load average is printed with the figures):
   - auditor: the functions behind `auditor history` / `auditor trend` (SQLAlchemy select(),
     rows streamed and converted to Python values, datetimes included);
   - sqlite3: the same query written by hand and run with the sqlite3 module (rows fetched as
@@ -26,6 +27,7 @@ usage: .venv/bin/python bench/history_queries.py [--quick] [--rows N ...] [--rou
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import sys
@@ -216,6 +218,23 @@ def timed(fn: Callable[[], list], rounds: int) -> tuple[float, int]:
     return statistics.median(times), n
 
 
+def timed_side_by_side(
+    first: Callable[[], list], second: Callable[[], list], rounds: int
+) -> tuple[tuple[float, int], tuple[float, int]]:
+    """Both timed in turn in each round (a shared machine's load hits both alike)."""
+    a: list[float] = []
+    b: list[float] = []
+    n = m = 0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        n = len(first())
+        a.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        m = len(second())
+        b.append(time.perf_counter() - t0)
+    return (statistics.median(a), n), (statistics.median(b), m)
+
+
 def fmt_ms(seconds: float) -> str:
     ms = seconds * 1000
     return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 100 else f"{ms:.0f}"
@@ -258,7 +277,11 @@ def measure(db: Path, rounds: int, url: str | None = None) -> dict[str, tuple[in
         f"\nhistory: {counts['runs']} runs, {counts['probe_results']} probe results, "
         f"{counts['metrics']} metric rows, {counts['latencies']} latency rows; {size:.0f} MiB ({db})"
     )
-    print(f"median of {rounds} rounds, warm cache")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"median of {rounds} rounds, auditor and sqlite3 in turn in each round, warm cache; "
+        f"load average {load}"
+    )
     other = _second_database(url, counts) if url else None
     raw = sqlite3.connect(db)
     header = f"{'query':<42} {'rows':>8} {'auditor ms':>11} {'sqlite3 ms':>11} {'ratio':>6}"
@@ -276,8 +299,7 @@ def measure(db: Path, rounds: int, url: str | None = None) -> dict[str, tuple[in
                 run_raw = lambda sql=sql, params=params: raw.execute(sql, params).fetchall()  # noqa: E731
             call(conn)  # warm the page cache and SQLAlchemy's statement cache
             run_raw()
-            t_aud, n_aud = timed(lambda call=call: call(conn), rounds)
-            t_raw, n_raw = timed(run_raw, rounds)
+            (t_aud, n_aud), (t_raw, n_raw) = timed_side_by_side(lambda call=call: call(conn), run_raw, rounds)
             if n_aud != n_raw:
                 raise SystemExit(f"{name}: the auditor read {n_aud} rows, the hand-written SQL {n_raw}")
             goal = "ratio <= 2"
