@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, func, or_, select, text
@@ -717,16 +719,20 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
 
 def _series(metric: str, rows: Iterable[Sequence[Any]]) -> list[Series]:
     """Rows (pair, probe, variant, output, run, time, value, status, train, infer), oldest first
-    within each series, as Series sorted by key."""
+    within each series, as Series sorted by key. (Rows come grouped by series from the walk,
+    one group per series; the all-time listing interleaves them.)"""
     series: dict[tuple[str, str, str, str], Series] = {}
-    for pair, probe, variant, output, run_id, at, value, status, train, infer in rows:
-        s = series.get((pair, probe, variant, output))
+    for key, group in groupby(rows, key=_SERIES_KEY):
+        first, *rest = group
+        s = series.get(key)
         if s is None:
-            s = series[(pair, probe, variant, output)] = Series(
-                pair, probe, variant, output, metric, train, infer
-            )
-        s.points.append((run_id, at, value, status))
+            s = series[key] = Series(*key, metric, first[8], first[9])
+        s.points.append(_POINT(first))
+        s.points.extend(map(_POINT, rest))
     return [series[k] for k in sorted(series)]
+
+
+_SERIES_KEY, _POINT = itemgetter(0, 1, 2, 3), itemgetter(4, 5, 6, 7)
 
 
 StatusPoints = dict[tuple[str, str, str], list[tuple[int, datetime, str]]]

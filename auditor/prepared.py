@@ -106,36 +106,21 @@ class _Reader:
             _ANY if proc is None else frozenset(_passthrough(impl, dialect, code))
             for impl, proc, code in zip(impls, self.processors, coltypes, strict=True)
         ]
-        self._plans: dict[tuple[type, ...], tuple[tuple[int, Any], ...]] = {}
-
-    def _plan(self, sig: tuple[type, ...]) -> tuple[tuple[int, Any], ...]:
-        """(column, processor) of the values a row of these value types must be passed through."""
-        todo = tuple(
-            (i, self.processors[i])
-            for i, (t, keep) in enumerate(zip(sig, self.keep, strict=True))
-            if keep is not _ANY and t not in keep  # type: ignore[operator]
-        )
-        self._plans[sig] = todo
-        return todo
 
     def convert(self, rows: Any) -> list[tuple]:
-        """Driver rows as the columns' result processors make them, skipping the processor
-        for values it would return unchanged (decided once per combination of value types)."""
-        plans, out = self._plans, []
-        append = out.append
-        for row in rows:
-            sig = tuple(map(type, row))
-            todo = plans.get(sig)
-            if todo is None:
-                todo = self._plan(sig)
-            if todo:
-                values = list(row)
-                for i, proc in todo:
-                    values[i] = proc(values[i])
-                append(tuple(values))
-            else:
-                append(tuple(row))
-        return out
+        """Driver rows as the columns' result processors make them. Column by column: a
+        column whose values are all of types its processor returns unchanged (checked over
+        the whole batch at once) is not passed through it; any other column is, whole."""
+        if not rows:
+            return []
+        columns = list(zip(*rows, strict=True))
+        changed = False
+        for i, (keep, proc) in enumerate(zip(self.keep, self.processors, strict=True)):
+            if keep is _ANY or set(map(type, columns[i])) <= keep:  # type: ignore[operator]
+                continue
+            columns[i] = tuple(map(proc, columns[i]))  # type: ignore[arg-type]
+            changed = True
+        return list(zip(*columns, strict=True)) if changed else [tuple(row) for row in rows]
 
 
 def _passthrough(impl: Any, dialect: Dialect, coltype: Any) -> tuple[type, ...]:

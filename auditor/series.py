@@ -123,9 +123,8 @@ def newest_points(conn: Connection, metric: str, f: Filters, limit: int) -> list
     rows: list[tuple] = []
     for pair, probe, variant, output in conn.execute(listing.order_by(*listing.selected_columns)).all():
         values.update(pair=pair, probe=probe, variant=variant, output=output)
-        for p_pair, p_probe, p_variant, run_id, at, value, status, train, infer in walk.rows(conn, values):
-            if p_pair is not None:  # (a LEFT JOIN row without a result: see _walk_statement)
-                rows.append((p_pair, p_probe, p_variant, output, run_id, at, value, status, train, infer))
+        # (a LEFT JOIN row without a result, see _walk_statement, is left out)
+        rows.extend(row for row in walk.rows(conn, values) if row[0] is not None)
     return rows
 
 
@@ -180,6 +179,7 @@ def _walk_statement(kind: tuple[str, ...], shape: tuple[int, ...]) -> Select:
             P.pair,
             P.probe,
             P.variant,
+            key["output"],
             newest.c.id,
             newest.c.started_at,
             value.scalar_subquery(),

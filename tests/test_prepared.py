@@ -93,7 +93,9 @@ def test_damaged_values_read_as_the_column_types_read_them(tmp_path):
         fast = list(Prepared(stmt, conn.dialect).rows(conn, values))
         noted_fast = tolerant_types.unreadable(reset=True)
     assert fast == usual
-    assert noted_fast == noted_usual and noted_usual[1] >= 3  # the time, the number, the batch
+    # the same notes (in another order: the prepared path reads column by column)
+    assert sorted(noted_fast[0]) == sorted(noted_usual[0]) and len(noted_usual[0]) == 3
+    assert noted_fast[1] == noted_usual[1]
     messages = {r[4] for r in usual}
     assert "\N{LATIN SMALL LETTER E WITH ACUTE}\N{REPLACEMENT CHARACTER}" in messages
     assert None in {r[6] for r in usual if r[5] is not None}  # 'abc' as a number
