@@ -20,6 +20,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Mapping
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import Connection, Select
@@ -69,13 +70,17 @@ class Prepared:
     def rows(self, conn: Connection, values: Mapping[str, Any], stream: bool = False) -> Iterator[tuple]:
         """The statement's rows for ``values``, converted as the column types convert them;
         ``stream``: fetched in batches (a server-side cursor where the database has one)."""
+        return chain.from_iterable(self.batches(conn, values, stream))
+
+    def batches(self, conn: Connection, values: Mapping[str, Any], stream: bool = False) -> Iterator[list]:
+        """``rows`` a batch at a time."""
         if stream:
             conn = conn.execution_options(yield_per=2000)
         if not self.direct:
             result: Any = conn.execute(self.stmt, dict(values))
             try:
-                for row in result:
-                    yield tuple(row)
+                for batch in result.partitions(2000):
+                    yield [tuple(row) for row in batch]
             finally:
                 result.close()
             return
@@ -86,9 +91,8 @@ class Prepared:
             reader = self._readers.get(coltypes)
             if reader is None:
                 reader = self._readers[coltypes] = _Reader(self.types, self.dialect, coltypes)
-            batches = result.partitions(2000) if stream else iter((result.all(),))
-            for batch in batches:
-                yield from reader.convert(batch)
+            for batch in result.partitions(2000) if stream else (result.all(),):
+                yield reader.convert(batch)
         finally:
             result.close()
 
@@ -106,6 +110,10 @@ class _Reader:
             _ANY if proc is None else frozenset(_passthrough(impl, dialect, code))
             for impl, proc, code in zip(impls, self.processors, coltypes, strict=True)
         ]
+        self.column_processors = [
+            _column_processor(impl, proc, dialect, code)
+            for impl, proc, code in zip(impls, self.processors, coltypes, strict=True)
+        ]
 
     def convert(self, rows: Any) -> list[tuple]:
         """Driver rows as the columns' result processors make them. Column by column: a
@@ -115,12 +123,21 @@ class _Reader:
             return []
         columns = list(zip(*rows, strict=True))
         changed = False
-        for i, (keep, proc) in enumerate(zip(self.keep, self.processors, strict=True)):
+        for i, (keep, process) in enumerate(zip(self.keep, self.column_processors, strict=True)):
             if keep is _ANY or set(map(type, columns[i])) <= keep:  # type: ignore[operator]
                 continue
-            columns[i] = tuple(map(proc, columns[i]))  # type: ignore[arg-type]
+            columns[i] = process(columns[i])
             changed = True
         return list(zip(*columns, strict=True)) if changed else [tuple(row) for row in rows]
+
+
+def _column_processor(impl: Any, proc: Any, dialect: Dialect, coltype: Any) -> Callable[[tuple], tuple]:
+    """A whole column through ``proc`` (the type's result processor), or through the type's
+    own column processor where it has one (the same values, fewer Python calls)."""
+    own = getattr(impl, "column_processor", None)
+    if own is not None:
+        return own(dialect, coltype)
+    return lambda column: tuple(map(proc, column))
 
 
 def _passthrough(impl: Any, dialect: Dialect, coltype: Any) -> tuple[type, ...]:

@@ -54,6 +54,26 @@ class _Tolerant(TypeDecorator):
         """A value of another type than the column's (SQLite stores anything anywhere)."""
         return value
 
+    def column_processor(self, dialect: Any, coltype: Any) -> Any:
+        """What ``result_processor`` does to each value of a column, for a whole column at
+        once: the dialect's own processor over every value, and only if one fails or returns
+        a value that ``coerce`` would change, the tolerant processor value by value."""
+        process = self.result_processor(dialect, coltype)
+        impl = self.dialect_impl(dialect)
+        inner = super(_Tolerant, impl).result_processor(dialect, coltype)
+        if inner is None:
+            return lambda column: tuple(map(process, column))
+        fine = {*self.native, type(None)}
+
+        def column_process(column: tuple) -> tuple:
+            try:
+                out = tuple(map(inner, column))
+            except (ValueError, TypeError, OverflowError):
+                return tuple(map(process, column))
+            return out if set(map(type, out)) <= fine else tuple(map(process, column))
+
+        return column_process
+
     def passthrough(self, dialect: Any, coltype: Any) -> tuple[type, ...]:
         """Driver value types that the result processor returns unchanged, so that a reader
         that checks the type may skip the call (auditor.prepared)."""
