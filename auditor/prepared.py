@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 
 _ANY = object()
 """``keep`` entry of a column without a result processor: every value passes unchanged."""
@@ -74,25 +75,46 @@ class Prepared:
 
     def batches(self, conn: Connection, values: Mapping[str, Any], stream: bool = False) -> Iterator[list]:
         """``rows`` a batch at a time."""
-        if stream:
-            conn = conn.execution_options(yield_per=2000)
+        # A server-side cursor where the database has them (PostgreSQL); SQLite's cursor steps
+        # through the result as it is read anyway. (Options given per statement: the
+        # connection's execution_options() would change the caller's connection.)
+        options = {"yield_per": 2000} if stream and self.dialect.supports_server_side_cursors else {}
         if not self.direct:
-            result: Any = conn.execute(self.stmt, dict(values))
+            result: Any = conn.execute(self.stmt, dict(values), execution_options=options)
             try:
                 for batch in result.partitions(2000):
                     yield [tuple(row) for row in batch]
             finally:
                 result.close()
             return
-        result = conn.exec_driver_sql(self.sql, self.parameters(values))  # type: ignore[arg-type]
+        result = conn.exec_driver_sql(
+            self.sql,
+            self.parameters(values),  # type: ignore[arg-type]
+            execution_options=options,
+        )
         try:
             # the driver's type of each column (PostgreSQL's choose the processors)
             coltypes = tuple(d[1] for d in result.cursor.description or ())
             reader = self._readers.get(coltypes)
             if reader is None:
                 reader = self._readers[coltypes] = _Reader(self.types, self.dialect, coltypes)
-            for batch in result.partitions(2000) if stream else (result.all(),):
-                yield reader.convert(batch)
+            effective = result.context.execution_options
+            if any(effective.get(o) for o in ("yield_per", "stream_results", "max_row_buffer")):
+                # SQLAlchemy buffers rows of such a result (the first ones at once): read through it
+                for batch in result.partitions(2000):
+                    yield reader.convert(batch)
+                return
+            # Otherwise straight from the driver's cursor (SQLAlchemy's row objects would only
+            # be taken apart again); its errors are raised as SQLAlchemy's, as on its own path.
+            cursor, dbapi_error = result.cursor, self.dialect.loaded_dbapi.Error
+            try:
+                if not stream:
+                    yield reader.convert(cursor.fetchall())
+                    return
+                while batch := cursor.fetchmany(2000):
+                    yield reader.convert(batch)
+            except dbapi_error as exc:
+                raise DBAPIError.instance(self.sql, None, exc, dbapi_error, dialect=self.dialect) from exc
         finally:
             result.close()
 

@@ -50,7 +50,10 @@ def both(store, values):
         usual = [tuple(r) for r in conn.execute(stmt, values)]
         fast = Prepared(stmt, conn.dialect)
         assert fast.direct
-        return usual, list(fast.rows(conn, values)), list(fast.rows(conn, values, stream=True))
+        got = list(fast.rows(conn, values)), list(fast.rows(conn, values, stream=True))
+        conn.execution_options(yield_per=7)  # a caller's buffered connection: read through it
+        assert list(fast.rows(conn, values)) == got[0]
+        return usual, *got
 
 
 VALUES = {
