@@ -6,11 +6,14 @@ stacks and pairs, two probes x two variants, runs every 15 minutes, one stack up
 half-way), then times the typical filtered queries two ways, each the median of several
 rounds on the same file (the two in turn in each round, so that the load of a shared machine
 weighs on both alike; the load average is printed with the figures):
-  - auditor: the functions behind `auditor history` / `auditor trend` (SQLAlchemy select(),
-    rows streamed and converted to Python values, datetimes included);
+  - auditor: the functions behind `auditor history` / `auditor trend` (SQLAlchemy select()
+    statements built and compiled once per filter shape (auditor.prepared), rows streamed
+    and converted to Python values by the column types, datetimes included);
   - sqlite3: the same query written by hand and run with the sqlite3 module (rows fetched as
     the module returns them, times as strings).
 and prints both with their ratio. Both read the same rows (the script checks the counts).
+The two "latest 200" trends (a metric, and the p50 latency of the probe's own batch) walk
+each series' newest runs; their goal is 0.3 s whatever the length of the history.
 With --url (e.g. postgresql://user@host:5432/db), the same history is generated there too
 (same generator, same seed) and two more columns show the auditor's queries on that database
 and whether PostgreSQL's plan for the query scans one of the big tables whole ("seq:metrics")
