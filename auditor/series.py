@@ -10,11 +10,12 @@ output) or latencies (result_id, side)), stopping after N runs. The cost grows w
 number of series, not with the length of the history (a series whose values stopped long
 ago walks back until it finds them).
 
-The statement has one table in each FROM (runs in the walk, then the newest runs and their
-results) and reads every other value through a correlated look-up, so the database has no
-join order to choose: the plan is the same with fresh, stale or no planner statistics (with a
-join of runs, results and metrics, SQLite without statistics chose to start from the metric
-name and read a tenth of the metric table per series).
+The walk's FROM holds runs alone, and the outer query reaches the results of the newest runs
+through a LEFT JOIN (whose right side the planner never takes as the outer loop) and reads
+every other value through a correlated look-up, so the database has no join order to choose:
+the plan is the same with fresh, stale or no planner statistics (with a plain join of runs,
+results and metrics, SQLite without statistics started from the metric name and read a
+tenth of the metric table per series; tests/test_history.py checks the plan both ways).
 
 The store calls ``record_run`` in the transaction that writes a run, so the lists never lag
 behind the values.
