@@ -121,31 +121,10 @@ class Filters:
     limit: int | None = 50
 
 
-def _in(column: Any, values: Sequence[str]) -> Any:
-    return column == values[0] if len(values) == 1 else column.in_(values)
-
-
 def _where_results(stmt: Select, f: Filters) -> Select:
-    """The filters on runs and probe results shared by every listing."""
-    if f.pairs:
-        stmt = stmt.where(_in(P.pair, f.pairs))
-    if f.probes:
-        stmt = stmt.where(_in(P.probe, f.probes))
-    if f.variants:
-        stmt = stmt.where(_in(P.variant, f.variants))
-    if f.statuses:
-        stmt = stmt.where(_in(P.status, f.statuses))
-    if f.stacks:
-        ids = select(m.Stack.id).where(_in(m.Stack.name, f.stacks))
-        stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
-    if f.hosts:
-        ids = select(m.Stack.id).where(_in(m.Stack.host, f.hosts))
-        stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
-    if f.since is not None:
-        stmt = stmt.where(R.started_at >= f.since)
-    if f.until is not None:
-        stmt = stmt.where(R.started_at < f.until)
-    return stmt
+    """The filters on runs and probe results shared by every listing, with their values."""
+    shape, values = filter_shape(f)
+    return where_bound(stmt, shape).params(values)
 
 
 _FILTER_COLUMNS = (("pair", "pairs"), ("probe", "probes"), ("variant", "variants"), ("status", "statuses"))
