@@ -13,18 +13,21 @@ On SQLite the planner needs table statistics to choose the indexed path on a lar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, func, or_, select, text
+from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, func, or_, select, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
 from auditor import models as m
 from auditor import series as series_index
 from auditor.db_health import db_error
+from auditor.prepared import prepared
 from auditor.store import orphan_note, orphaned
 
 R, P, M, L = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow
@@ -118,31 +121,73 @@ class Filters:
     limit: int | None = 50
 
 
-def _in(column: Any, values: Sequence[str]) -> Any:
-    return column == values[0] if len(values) == 1 else column.in_(values)
-
-
 def _where_results(stmt: Select, f: Filters) -> Select:
-    """The filters on runs and probe results shared by every listing."""
-    if f.pairs:
-        stmt = stmt.where(_in(P.pair, f.pairs))
-    if f.probes:
-        stmt = stmt.where(_in(P.probe, f.probes))
-    if f.variants:
-        stmt = stmt.where(_in(P.variant, f.variants))
-    if f.statuses:
-        stmt = stmt.where(_in(P.status, f.statuses))
-    if f.stacks:
-        ids = select(m.Stack.id).where(_in(m.Stack.name, f.stacks))
-        stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
-    if f.hosts:
-        ids = select(m.Stack.id).where(_in(m.Stack.host, f.hosts))
-        stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
-    if f.since is not None:
-        stmt = stmt.where(R.started_at >= f.since)
-    if f.until is not None:
-        stmt = stmt.where(R.started_at < f.until)
+    """The filters on runs and probe results shared by every listing, with their values."""
+    shape, values = filter_shape(f)
+    return where_bound(stmt, shape).params(values)
+
+
+_FILTER_COLUMNS = (("pair", "pairs"), ("probe", "probes"), ("variant", "variants"), ("status", "statuses"))
+_STACK_FILTERS = (("stack", "stacks", "name"), ("host", "hosts", "host"))
+
+
+def filter_shape(f: Filters) -> tuple[tuple[int, ...], dict[str, Any]]:
+    """What ``where_bound`` needs to know to build the filters of ``f`` (how many alternatives
+    each has, whether since/until are set), and the values to bind: statements are built and
+    compiled once per shape (auditor.prepared) instead of once per call."""
+    values: dict[str, Any] = {}
+    counts = []
+    for name, attr in (*_FILTER_COLUMNS, *((n, a) for n, a, _ in _STACK_FILTERS)):
+        alternatives = getattr(f, attr)
+        counts.append(len(alternatives))
+        values.update({f"{name}{i}": v for i, v in enumerate(alternatives)})
+    for name in ("since", "until"):
+        when = getattr(f, name)
+        counts.append(when is not None)
+        if when is not None:
+            values[name] = when
+    return tuple(counts), values
+
+
+def _bound_in(column: Any, name: str, n: int) -> Any:
+    binds = [bindparam(f"{name}{i}", type_=String()) for i in range(n)]
+    return column == binds[0] if n == 1 else column.in_(binds)
+
+
+def where_bound(stmt: Select, shape: tuple[int, ...]) -> Select:
+    """``_where_results`` with every value a named parameter (names from ``filter_shape``)."""
+    counts = dict(
+        zip([n for n, _ in _FILTER_COLUMNS] + [n for n, _, _ in _STACK_FILTERS], shape, strict=False)
+    )
+    for name, _ in _FILTER_COLUMNS:
+        if counts[name]:
+            stmt = stmt.where(_bound_in(getattr(P, name), name, counts[name]))
+    for name, _, column in _STACK_FILTERS:
+        if counts[name]:
+            ids = select(m.Stack.id).where(_bound_in(getattr(m.Stack, column), name, counts[name]))
+            stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
+    since, until = shape[-2:]
+    if since:
+        stmt = stmt.where(R.started_at >= bindparam("since", type_=R.started_at.type))
+    if until:
+        stmt = stmt.where(R.started_at < bindparam("until", type_=R.started_at.type))
     return stmt
+
+
+def _limit(stmt: Select, limited: bool) -> Select:
+    return stmt.limit(bindparam("limit", type_=Integer())) if limited else stmt
+
+
+def _listing(
+    conn: Connection, key: tuple, build: Callable[[bool], Select], f: Filters, values: dict
+) -> Iterator[tuple]:
+    """Rows of the prepared listing ``build`` makes for ``key``: fetched at once when a small
+    limit bounds them, streamed otherwise."""
+    limited = f.limit is not None
+    if limited:
+        values["limit"] = f.limit
+    statement = prepared(conn, (*key, limited), lambda: build(limited))
+    return statement.rows(conn, values, stream=not limited or f.limit > 2000)
 
 
 def primary_latency(lat: Any, side: str | None = None) -> Any:
@@ -156,50 +201,48 @@ def primary_latency(lat: Any, side: str | None = None) -> Any:
     )
 
 
-def _stream(conn: Connection, stmt: Select) -> Iterator[tuple]:
-    result = conn.execution_options(yield_per=2000).execute(stmt)
-    try:
-        for row in result:
-            yield tuple(row)
-    finally:
-        result.close()
-
-
 def result_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
     """One row per probe result (columns ``RESULT_COLUMNS``), newest run first, with the p50
     latency of each side."""
-    lt, li = LT, LI
-    stmt = (
-        select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, lt.p50_us, li.p50_us, P.message)
-        .select_from(P)
-        .join(R, R.id == P.run_id)
-        .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
-        .outerjoin(li, and_(li.result_id == P.id, li.side == "infer", primary_latency(li, "infer")))
-        .order_by(R.started_at.desc(), R.id.desc(), P.id)
-    )
-    stmt = _where_results(stmt, f)
-    if f.limit is not None:
-        stmt = stmt.limit(f.limit)
-    return _stream(conn, stmt)
+    shape, values = filter_shape(f)
+
+    def build(limited: bool) -> Select:
+        lt, li = LT, LI
+        stmt = (
+            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, lt.p50_us, li.p50_us, P.message)
+            .select_from(P)
+            .join(R, R.id == P.run_id)
+            .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
+            .outerjoin(li, and_(li.result_id == P.id, li.side == "infer", primary_latency(li, "infer")))
+            .order_by(R.started_at.desc(), R.id.desc(), P.id)
+        )
+        return _limit(where_bound(stmt, shape), limited)
+
+    return _listing(conn, ("result_rows", shape), build, f, values)
 
 
 def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
     """One row per (probe result, output, metric) (columns ``METRIC_COLUMNS``), newest run first."""
-    stmt = (
-        select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, M.output, M.name, M.value)
-        .select_from(M)
-        .join(P, P.id == M.result_id)
-        .join(R, R.id == P.run_id)
-        .order_by(R.started_at.desc(), R.id.desc(), P.id, M.id)
-    )
-    stmt = _where_results(stmt, f)
-    if f.metrics:
-        stmt = stmt.where(_in(M.name, f.metrics))
-    if f.outputs:
-        stmt = stmt.where(_in(M.output, f.outputs))
-    if f.limit is not None:
-        stmt = stmt.limit(f.limit)
-    return _stream(conn, stmt)
+    shape, values = filter_shape(f)
+    values.update({f"metric{i}": v for i, v in enumerate(f.metrics)})
+    values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
+
+    def build(limited: bool) -> Select:
+        stmt = (
+            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, M.output, M.name, M.value)
+            .select_from(M)
+            .join(P, P.id == M.result_id)
+            .join(R, R.id == P.run_id)
+            .order_by(R.started_at.desc(), R.id.desc(), P.id, M.id)
+        )
+        stmt = where_bound(stmt, shape)
+        if f.metrics:
+            stmt = stmt.where(_bound_in(M.name, "metric", len(f.metrics)))
+        if f.outputs:
+            stmt = stmt.where(_bound_in(M.output, "output", len(f.outputs)))
+        return _limit(stmt, limited)
+
+    return _listing(conn, ("metric_rows", shape, len(f.metrics), len(f.outputs)), build, f, values)
 
 
 def known_values(conn: Connection, column: str) -> list[str]:
@@ -605,69 +648,70 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
     limited to its newest ``f.limit`` points. ``metric`` is a stored metric name or a latency
     series (``latency.infer.p50_us``; ``latency.p50_us`` gives both sides)."""
     S1, S2 = S_TRAIN, S_INFER
+    side = stat = None
     if is_latency_metric(metric):
         side, stat = latency_metric(metric)
         value_col, output_col, source = getattr(L, stat), L.side, L
     else:
         value_col, output_col, source = M.value, M.output, M
-        if f.limit is not None:
-            return _series(metric, series_index.newest_points(conn, metric, f, f.limit))
-    columns = (
-        P.pair.label("pair"),
-        P.probe.label("probe"),
-        P.variant.label("variant"),
-        output_col.label("output"),
-        R.id.label("run_id"),
-        R.started_at.label("started_at"),
-        value_col.label("value"),
-        P.status.label("status"),
-        S1.name.label("train"),
-        S2.name.label("infer"),
-    )
-    stmt = (
-        select(*columns)
-        .select_from(source)
-        .join(P, P.id == source.result_id)
-        .join(R, R.id == P.run_id)
-        .join(S1, S1.id == P.train_stack_id)
-        .join(S2, S2.id == P.infer_stack_id)
-    )
-    if is_latency_metric(metric):
-        stmt = stmt.where(primary_latency(L))
-        if side is not None:
-            stmt = stmt.where(L.side == side)
-    else:
-        stmt = stmt.where(M.name == metric)
-    if f.outputs:
-        stmt = stmt.where(_in(output_col, f.outputs))
-    stmt = _where_results(stmt, f)
-    if f.limit is not None:
-        rank = func.row_number().over(
-            partition_by=(P.pair, P.probe, P.variant, output_col), order_by=(R.started_at.desc(), R.id.desc())
-        )
-        ranked = stmt.add_columns(rank.label("n")).subquery()
+    if f.limit is not None:  # each series' newest runs, walked through indexes (auditor.series)
+        return _series(metric, series_index.newest_points(conn, metric, f, f.limit))
+    # the whole history of each series, oldest first
+    shape, values = filter_shape(f)
+    values["metric"] = metric
+    values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
+    kind = ("latency", side, stat) if is_latency_metric(metric) else ("metric",)
+
+    def build() -> Select:
         stmt = (
-            select(*(ranked.c[c.name] for c in columns))
-            .where(ranked.c.n <= f.limit)
-            .order_by(ranked.c.started_at, ranked.c.run_id)
+            select(
+                P.pair,
+                P.probe,
+                P.variant,
+                output_col,
+                R.id,
+                R.started_at,
+                value_col,
+                P.status,
+                S1.name,
+                S2.name,
+            )
+            .select_from(source)
+            .join(P, P.id == source.result_id)
+            .join(R, R.id == P.run_id)
+            .join(S1, S1.id == P.train_stack_id)
+            .join(S2, S2.id == P.infer_stack_id)
         )
-    else:
-        stmt = stmt.order_by(R.started_at, R.id)
-    return _series(metric, conn.execute(stmt))
+        if is_latency_metric(metric):
+            stmt = stmt.where(primary_latency(L))
+            if side is not None:
+                stmt = stmt.where(L.side == side)
+        else:
+            stmt = stmt.where(M.name == bindparam("metric", type_=String()))
+        if f.outputs:
+            stmt = stmt.where(_bound_in(output_col, "output", len(f.outputs)))
+        return where_bound(stmt, shape).order_by(R.started_at, R.id)
+
+    statement = prepared(conn, ("trend", kind, shape, len(f.outputs)), build)
+    return _series(metric, statement.rows(conn, values, stream=True))
 
 
 def _series(metric: str, rows: Iterable[Sequence[Any]]) -> list[Series]:
     """Rows (pair, probe, variant, output, run, time, value, status, train, infer), oldest first
-    within each series, as Series sorted by key."""
+    within each series, as Series sorted by key. (Rows come grouped by series from the walk,
+    one group per series; the all-time listing interleaves them.)"""
     series: dict[tuple[str, str, str, str], Series] = {}
-    for pair, probe, variant, output, run_id, at, value, status, train, infer in rows:
-        s = series.get((pair, probe, variant, output))
+    for key, group in groupby(rows, key=_SERIES_KEY):
+        first, *rest = group
+        s = series.get(key)
         if s is None:
-            s = series[(pair, probe, variant, output)] = Series(
-                pair, probe, variant, output, metric, train, infer
-            )
-        s.points.append((run_id, at, value, status))
+            s = series[key] = Series(*key, metric, first[8], first[9])
+        s.points.append(_POINT(first))
+        s.points.extend(map(_POINT, rest))
     return [series[k] for k in sorted(series)]
+
+
+_SERIES_KEY, _POINT = itemgetter(0, 1, 2, 3), itemgetter(4, 5, 6, 7)
 
 
 StatusPoints = dict[tuple[str, str, str], list[tuple[int, datetime, str]]]

@@ -124,7 +124,8 @@ class ProbeResultRow(Base):
 
     __tablename__ = "probe_results"
     __table_args__ = (
-        Index("ix_probe_results_pair_probe", "pair", "probe", "variant"),
+        # a series' result in one run is one look-up (auditor.series walks runs newest first)
+        Index("ix_probe_results_pair_probe_variant_run_id", "pair", "probe", "variant", "run_id"),
         Index("ix_probe_results_pair_run_id", "pair", "run_id"),
         Index("ix_probe_results_probe_status", "probe", "status"),
     )
@@ -183,6 +184,19 @@ class SeriesRow(Base):
     probe: Mapped[str] = mapped_column(String(128))
     variant: Mapped[str] = mapped_column(String(64))
     output: Mapped[str] = mapped_column(String(128))
+
+
+class LatencySeriesRow(Base):
+    """A (pair, probe, variant, side) that has at least one stored latency: the list of latency
+    trend series, walked like the metric series (auditor.series)."""
+
+    __tablename__ = "latency_series"
+    __table_args__ = (UniqueConstraint("pair", "probe", "variant", "side"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pair: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(128))
+    variant: Mapped[str] = mapped_column(String(64))
+    side: Mapped[str] = mapped_column(String(8))
 
 
 class LatencyRow(Base):
@@ -322,6 +336,8 @@ class OperatorLimit(Base):
     learned_at: Mapped[datetime] = mapped_column(DateTime)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     message: Mapped[str] = mapped_column(Text)
+
+
 class Publication(Base):
     """What a train-side auditor exported from one train stack in one run, for infer-side
     auditors that cannot reach that stack (split mode, auditor.publication). ``completed_at``

@@ -1,22 +1,31 @@
-"""The list of trend series (metric, pair, probe, variant, output) and the query that reads the
-newest N points of each without ranking the whole history.
+"""The lists of trend series (metric series: metric, pair, probe, variant, output; latency
+series: pair, probe, variant, side) and the walk that reads the newest N points of each
+without ranking the whole history.
 
-Why a table: finding which series exist from the metrics themselves means reading every row
-of a metric; with the list at hand, each series is one query that walks the newest runs
-(ix_runs_started_at) and looks its value up by index (probe_results (pair, run_id), metrics
-(result_id, name, output)), stopping after N points. The cost grows with N and the number of
-series, not with the length of the history (a series whose values stopped long ago walks back
-until it finds them).
+Why lists: finding which series exist from the values themselves means reading every row
+of a metric; with the list at hand, each series is one statement that walks the newest runs
+(ix_runs_started_at) and asks of each run, by index look-ups only, whether it holds a value
+of the series (probe_results (pair, probe, variant, run_id), then metrics (result_id, name,
+output) or latencies (result_id, side)), stopping after N runs. The cost grows with N and the
+number of series, not with the length of the history (a series whose values stopped long
+ago walks back until it finds them).
 
-The store calls ``record_run`` in the transaction that writes a run, so the list never lags
-behind the metrics.
+The walk's FROM holds runs alone, and the outer query reaches the results of the newest runs
+through a LEFT JOIN (whose right side the planner never takes as the outer loop) and reads
+every other value through a correlated look-up, so the database has no join order to choose:
+the plan is the same with fresh, stale or no planner statistics (with a plain join of runs,
+results and metrics, SQLite without statistics started from the metric name and read a
+tenth of the metric table per series; tests/test_history.py checks the plan both ways).
+
+The store calls ``record_run`` in the transaction that writes a run, so the lists never lag
+behind the values.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Select, String, and_, bindparam, exists, insert, select
+from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, exists, insert, select
 from sqlalchemy.orm import Session
 
 from auditor import models as m
@@ -24,124 +33,162 @@ from auditor import models as m
 if TYPE_CHECKING:
     from auditor.history import Filters
 
-R, P, M, SER = m.Run, m.ProbeResultRow, m.MetricRow, m.SeriesRow
+R, P, M, L, SER, LSER = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow, m.SeriesRow, m.LatencySeriesRow
 KEY = ("metric", "pair", "probe", "variant", "output")
+LATENCY_KEY = ("pair", "probe", "variant", "side")
+
+
+def _found(run_id: int | None) -> list[tuple[Any, tuple[str, ...], Select]]:
+    """(list table, its key columns, the distinct keys of the stored values) for both lists;
+    the values of one run, or of the whole history (``run_id`` None)."""
+    metrics = select(M.name, P.pair, P.probe, P.variant, M.output).distinct().select_from(M)
+    latencies = select(P.pair, P.probe, P.variant, L.side).distinct().select_from(L)
+    metrics, latencies = metrics.join(P, P.id == M.result_id), latencies.join(P, P.id == L.result_id)
+    if run_id is not None:
+        metrics, latencies = metrics.where(P.run_id == run_id), latencies.where(P.run_id == run_id)
+    return [(SER, KEY, metrics), (LSER, LATENCY_KEY, latencies)]
 
 
 def record_run(session: Session | Connection, run_id: int) -> None:
-    """Add the series of the metrics stored for ``run_id`` that are not listed yet, in one
-    statement. Two auditors sharing a PostgreSQL history may add the same series at once:
-    there (and on SQLite) a conflicting row is skipped, not an error."""
-    found = (
-        select(M.name, P.pair, P.probe, P.variant, M.output)
-        .distinct()
-        .select_from(M)
-        .join(P, P.id == M.result_id)
-        .where(P.run_id == run_id)
-    )
+    """Add the series of the metrics and latencies stored for ``run_id`` that are not listed
+    yet, one statement per list. Two auditors sharing a PostgreSQL history may add the same
+    series at once: there (and on SQLite) a conflicting row is skipped, not an error."""
     bind = session if isinstance(session, Connection) else session.get_bind()
     dialect = bind.dialect.name
-    if dialect in ("sqlite", "postgresql"):
-        if dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    for table, key, found in _found(run_id):
+        if dialect in ("sqlite", "postgresql"):
+            if dialect == "sqlite":
+                from sqlalchemy.dialects.sqlite import insert as dialect_insert
+            else:
+                from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            stmt = dialect_insert(table).from_select(key, found).on_conflict_do_nothing()
         else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        stmt = dialect_insert(SER).from_select(KEY, found).on_conflict_do_nothing()
-    else:
-        listed = exists().where(
-            and_(
-                SER.metric == M.name,
-                SER.pair == P.pair,
-                SER.probe == P.probe,
-                SER.variant == P.variant,
-                SER.output == M.output,
+            columns = found.selected_columns
+            listed = exists().where(
+                and_(*(getattr(table, k) == c for k, c in zip(key, columns, strict=True)))
             )
-        )
-        stmt = insert(SER).from_select(KEY, found.where(~listed))
-    session.execute(stmt)
+            stmt = insert(table).from_select(key, found.where(~listed))
+        session.execute(stmt)
 
 
 def prune(conn: Connection) -> int:
-    """Forget the series that no stored metric has any more (after retention deleted runs),
+    """Forget the series that no stored value has any more (after retention deleted runs),
     so the trend does not walk the whole history looking for them. Returns how many."""
-    stored = exists().where(
-        and_(
-            M.name == SER.metric,
-            M.output == SER.output,
-            P.id == M.result_id,
-            P.pair == SER.pair,
-            P.probe == SER.probe,
-            P.variant == SER.variant,
-        )
-    )
-    return conn.execute(SER.__table__.delete().where(~stored)).rowcount or 0
+    of_series = (P.pair == SER.pair, P.probe == SER.probe, P.variant == SER.variant)
+    stored = exists().where(M.name == SER.metric, M.output == SER.output, P.id == M.result_id, *of_series)
+    gone = conn.execute(SER.__table__.delete().where(~stored)).rowcount or 0
+    of_series = (P.pair == LSER.pair, P.probe == LSER.probe, P.variant == LSER.variant)
+    stored = exists().where(L.side == LSER.side, P.id == L.result_id, *of_series)
+    return gone + (conn.execute(LSER.__table__.delete().where(~stored)).rowcount or 0)
 
 
 def rebuild(conn: Connection) -> None:
-    """List every series of the stored metrics again (after bulk inserts that bypass the store)."""
-    conn.execute(SER.__table__.delete())
-    conn.execute(
-        insert(SER).from_select(
-            KEY,
-            select(M.name, P.pair, P.probe, P.variant, M.output).distinct().join(P, P.id == M.result_id),
-        )
-    )
+    """List every series of the stored values again (after bulk inserts that bypass the store)."""
+    for table, key, found in _found(None):
+        conn.execute(table.__table__.delete())
+        conn.execute(insert(table).from_select(key, found))
 
 
 def newest_points(conn: Connection, metric: str, f: Filters, limit: int) -> list[tuple]:
     """Rows (pair, probe, variant, output, run_id, started_at, value, status, train, infer) of the
     newest ``limit`` points of every series of ``metric`` that the filters select, oldest first
-    within each series. The same rows as ranking every value of the metric per series."""
-    from auditor.history import S_INFER, S_TRAIN, Filters, _in, _where_results
+    within each series. The same rows as ranking every value of the metric per series.
+    ``metric`` may be a latency series (``latency.[SIDE.]STAT``): its output is the side, its
+    value the latency row of the probe's own batch (the first of its side)."""
+    from auditor.history import filter_shape, is_latency_metric, latency_metric
 
-    listing = select(SER.pair, SER.probe, SER.variant, SER.output).where(SER.metric == metric)
+    if is_latency_metric(metric):
+        side, stat = latency_metric(metric)
+        table, output_col, sides = LSER, LSER.side, () if side is None else (side,)
+        kind: tuple[str, ...] = ("latency", stat)
+        listing = select(LSER.pair, LSER.probe, LSER.variant, LSER.side)
+        if sides:
+            listing = listing.where(LSER.side == sides[0])
+    else:
+        table, output_col, kind = SER, SER.output, ("metric",)
+        listing = select(SER.pair, SER.probe, SER.variant, SER.output).where(SER.metric == metric)
     for column, values in (
-        (SER.pair, f.pairs),
-        (SER.probe, f.probes),
-        (SER.variant, f.variants),
-        (SER.output, f.outputs),
+        (table.pair, f.pairs),
+        (table.probe, f.probes),
+        (table.variant, f.variants),
+        (output_col, f.outputs),
     ):
         if values:
-            listing = listing.where(_in(column, values))
-    # One statement for every series, built once (its values are bound per series): the
-    # newest runs that have a value of this series, walked through ix_runs_started_at.
-    key = {c: bindparam(c, type_=String()) for c in ("pair", "probe", "variant", "output")}
-    unset = {"pairs": (), "probes": (), "variants": (), "since": None, "until": None}
-    others = Filters(**{**f.__dict__, **unset})
+            listing = listing.where(column == values[0] if len(values) == 1 else column.in_(values))
+    # The filters on the series key are the listing's; the others apply to each result.
+    shape, values = filter_shape(_others(f))
+    values.update({"metric": metric, "limit": limit})
+    from auditor.prepared import prepared
+
+    walk = prepared(conn, ("series walk", kind, shape), lambda: _walk_statement(kind, shape))
+    rows: list[tuple] = []
+    for pair, probe, variant, output in conn.execute(listing.order_by(*listing.selected_columns)).all():
+        values.update(pair=pair, probe=probe, variant=variant, output=output)
+        # (a LEFT JOIN row without a result, see _walk_statement, is left out)
+        rows.extend(row for row in walk.rows(conn, values) if row[0] is not None)
+    return rows
+
+
+def _others(f: Filters) -> Filters:
+    from auditor.history import Filters
+
+    # since/until stay: they bound the walk over runs
+    return Filters(**{**f.__dict__, "pairs": (), "probes": (), "variants": ()})
+
+
+def _walk_statement(kind: tuple[str, ...], shape: tuple[int, ...]) -> Select:
+    """The newest ``:limit`` runs that hold a value of the series (:pair, :probe, :variant,
+    :output; :metric for a metric series), and their points, oldest first."""
+    from auditor.history import where_bound
+
+    key = {c: bindparam(c, type_=String()) for c in ("pair", "probe", "variant", "output", "metric")}
+    since, until = shape[-2:]
 
     def of_series(stmt: Select) -> Select:
         stmt = stmt.where(P.pair == key["pair"], P.probe == key["probe"], P.variant == key["variant"])
-        return _where_results(stmt, others)
+        return where_bound(stmt, (*shape[:-2], False, False))
 
-    value_join = and_(M.result_id == P.id, M.name == metric, M.output == key["output"])
-    has_value = of_series(select(P.id).join(M, value_join).where(P.run_id == R.id))
-    runs = select(R.id, R.started_at).where(exists(has_value))
-    if f.since is not None:
-        runs = runs.where(R.started_at >= f.since)
-    if f.until is not None:
-        runs = runs.where(R.started_at < f.until)
-    newest = runs.order_by(R.started_at.desc(), R.id.desc()).limit(limit).subquery("newest")
-    stmt = of_series(
+    if kind[0] == "latency":
+        where_value = and_(L.result_id == P.id, L.side == key["output"])
+        # the probe's own batch: the first latency row of the side (history.primary_latency)
+        value = select(getattr(L, kind[1])).where(where_value).order_by(L.id).limit(1)
+    else:
+        where_value = and_(M.result_id == P.id, M.name == key["metric"], M.output == key["output"])
+        value = select(M.value).where(where_value).order_by(M.id).limit(1)
+    has_value = exists().where(where_value)
+    walk = select(R.id, R.started_at).where(
+        exists(of_series(select(P.id).where(P.run_id == R.id, has_value)))
+    )
+    if since:
+        walk = walk.where(R.started_at >= bindparam("since", type_=R.started_at.type))
+    if until:
+        walk = walk.where(R.started_at < bindparam("until", type_=R.started_at.type))
+    newest = (
+        walk.order_by(R.started_at.desc(), R.id.desc())
+        .limit(bindparam("limit", type_=Integer()))
+        .subquery("newest")
+    )
+    S = m.Stack
+    stack = lambda column: select(S.name).where(S.id == column).scalar_subquery()  # noqa: E731
+    # A LEFT JOIN: its right side is never the outer loop, so the database cannot start from
+    # the series' results (all of them) instead of the newest runs. Every newest run has a
+    # result of the series (the walk found one), so no row is padded with NULLs; the
+    # conditions stay in ON (in WHERE they would let SQLite make it an inner join again).
+    in_newest = of_series(select(P.id).where(P.run_id == newest.c.id, has_value)).whereclause
+    return (
         select(
             P.pair,
             P.probe,
             P.variant,
-            M.output,
+            key["output"],
             newest.c.id,
             newest.c.started_at,
-            M.value,
+            value.scalar_subquery(),
             P.status,
-            S_TRAIN.name,
-            S_INFER.name,
+            stack(P.train_stack_id),
+            stack(P.infer_stack_id),
         )
         .select_from(newest)
-        .join(P, P.run_id == newest.c.id)
-        .join(M, value_join)
-        .join(S_TRAIN, S_TRAIN.id == P.train_stack_id)
-        .join(S_INFER, S_INFER.id == P.infer_stack_id)
-    ).order_by(newest.c.started_at, newest.c.id, P.id)
-    rows: list[tuple] = []
-    for pair, probe, variant, output in conn.execute(listing.order_by(*KEY[1:])).all():
-        values = {"pair": pair, "probe": probe, "variant": variant, "output": output}
-        rows.extend(tuple(r) for r in conn.execute(stmt, values))
-    return rows
+        .outerjoin(P, in_newest)
+        .order_by(newest.c.started_at, newest.c.id, P.id)
+    )

@@ -45,10 +45,41 @@ def unreadable(reset: bool = False) -> tuple[list[str], int]:
 
 class _Tolerant(TypeDecorator):
     what = "value"
+    native: tuple[type, ...] = ()
+    """Python types that ``coerce`` returns unchanged."""
+    inner_keeps_native = False
+    """The dialect's own processor (if any) also returns ``native`` values unchanged."""
 
     def coerce(self, value: Any) -> Any:
         """A value of another type than the column's (SQLite stores anything anywhere)."""
         return value
+
+    def column_processor(self, dialect: Any, coltype: Any) -> Any:
+        """What ``result_processor`` does to each value of a column, for a whole column at
+        once: the dialect's own processor over every value, and only if one fails or returns
+        a value that ``coerce`` would change, the tolerant processor value by value."""
+        process = self.result_processor(dialect, coltype)
+        impl = self.dialect_impl(dialect)
+        inner = super(_Tolerant, impl).result_processor(dialect, coltype)
+        if inner is None:
+            return lambda column: tuple(map(process, column))
+        fine = {*self.native, type(None)}
+
+        def column_process(column: tuple) -> tuple:
+            try:
+                out = tuple(map(inner, column))
+            except (ValueError, TypeError, OverflowError):
+                return tuple(map(process, column))
+            return out if set(map(type, out)) <= fine else tuple(map(process, column))
+
+        return column_process
+
+    def passthrough(self, dialect: Any, coltype: Any) -> tuple[type, ...]:
+        """Driver value types that the result processor returns unchanged, so that a reader
+        that checks the type may skip the call (auditor.prepared)."""
+        impl = self.dialect_impl(dialect)
+        inner = super(_Tolerant, impl).result_processor(dialect, coltype)
+        return self.native if inner is None or self.inner_keeps_native else ()
 
     def result_processor(self, dialect: Any, coltype: Any) -> Any:
         inner = super().result_processor(dialect, coltype)
@@ -70,6 +101,7 @@ class TolerantDateTime(_Tolerant):
     impl = DateTime
     cache_ok = True
     what = "timestamp"
+    native = (datetime,)
 
     def coerce(self, value: Any) -> Any:
         if not isinstance(value, datetime):
@@ -94,6 +126,7 @@ class TolerantString(_Tolerant):
     impl = String
     cache_ok = True
     what = "text"
+    native = (str,)
 
     def coerce(self, value: Any) -> Any:
         if isinstance(value, bytes | bytearray | memoryview):
@@ -110,6 +143,7 @@ class TolerantInteger(_Tolerant):
     impl = Integer
     cache_ok = True
     what = "integer"
+    native = (int,)
 
     def coerce(self, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -121,6 +155,8 @@ class TolerantFloat(_Tolerant):
     impl = Float
     cache_ok = True
     what = "number"
+    native = (float,)
+    inner_keeps_native = True  # float(x) / to_float(x) of a float is that float
 
     def coerce(self, value: Any) -> Any:
         if isinstance(value, bytes | str):

@@ -4,12 +4,16 @@ cost over plain SQL?
 Generates a history of a million metric rows (tests/history_fixtures.py: the
 stacks and pairs, two probes x two variants, runs every 15 minutes, one stack upgraded
 half-way), then times the typical filtered queries two ways, each the median of several
-rounds on the same file:
-  - auditor: the functions behind `auditor history` / `auditor trend` (SQLAlchemy select(),
-    rows streamed and converted to Python values, datetimes included);
+rounds on the same file (the two in turn in each round, so that the load of a shared machine
+weighs on both alike; the load average is printed with the figures):
+  - auditor: the functions behind `auditor history` / `auditor trend` (SQLAlchemy select()
+    statements built and compiled once per filter shape (auditor.prepared), rows streamed
+    and converted to Python values by the column types, datetimes included);
   - sqlite3: the same query written by hand and run with the sqlite3 module (rows fetched as
     the module returns them, times as strings).
 and prints both with their ratio. Both read the same rows (the script checks the counts).
+The two "latest 200" trends (a metric, and the p50 latency of the probe's own batch) walk
+each series' newest runs; their goal is 0.3 s whatever the length of the history.
 With --url (e.g. postgresql://user@host:5432/db), the same history is generated there too
 (same generator, same seed) and two more columns show the auditor's queries on that database
 and whether PostgreSQL's plan for the query scans one of the big tables whole ("seq:metrics")
@@ -26,6 +30,7 @@ usage: .venv/bin/python bench/history_queries.py [--quick] [--rows N ...] [--rou
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import sys
@@ -141,6 +146,14 @@ def queries(last: datetime) -> list[tuple[str, Callable, str, tuple]]:
             ("cosine", 200),
         ),
         (
+            "trend: latency p50, latest 200 per series",
+            lambda c: [
+                p for series in h.trend(c, "latency.p50_us", h.Filters(limit=200)) for p in series.points
+            ],
+            latest_latency_per_series,
+            ("p50_us", 200),
+        ),
+        (
             "one metric, whole history (export)",
             lambda c: list(h.metric_rows(c, h.Filters(metrics=("min_atol",), limit=None))),
             "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, m.output, m.name, m.value "
@@ -154,9 +167,11 @@ def queries(last: datetime) -> list[tuple[str, Callable, str, tuple]]:
 def latest_per_series(raw: sqlite3.Connection, metric: str, n: int) -> list[tuple]:
     """The best plain SQL found for "the newest n points of every series": the list of series
     from the `series` table, then per series a walk of the newest runs (CROSS JOIN makes SQLite
-    keep runs as the outer loop, in ix_runs_started_at order) that stops after n points.
-    Ranking every value of the metric with row_number() reads them all (measured: about
-    1.5 s on a million metric rows)."""
+    keep runs as the outer loop, in ix_runs_started_at order, whatever its statistics say)
+    that looks each run's result up in ix_probe_results_pair_probe_variant_run_id and its
+    value in ix_metrics_result_id_name_output, and stops after n points. Ranking every value
+    of the metric with row_number() reads them all (measured: about 1.5 s on a million
+    metric rows)."""
     rows: list[tuple] = []
     for pair, probe, variant, output in raw.execute(
         "SELECT pair, probe, variant, output FROM series WHERE metric = ? "
@@ -175,6 +190,28 @@ def latest_per_series(raw: sqlite3.Connection, metric: str, n: int) -> list[tupl
     return rows
 
 
+def latest_latency_per_series(raw: sqlite3.Connection, stat: str, n: int) -> list[tuple]:
+    """The same walk for latencies: the series from `latency_series` (pair, probe, variant,
+    side), per series the newest runs' result and its latency row of the probe's own batch
+    (the first of its side: ix_latencies_result_id_side)."""
+    assert stat in ("p50_us", "p90_us", "p99_us", "mean_us")
+    rows: list[tuple] = []
+    for pair, probe, variant, side in raw.execute(
+        "SELECT pair, probe, variant, side FROM latency_series ORDER BY pair, probe, variant, side"
+    ).fetchall():
+        newest = raw.execute(
+            f"SELECT p.pair, p.probe, p.variant, l.side, r.id, r.started_at, l.{stat}, p.status, "
+            "st.name, si.name FROM runs r CROSS JOIN probe_results p CROSS JOIN latencies l "
+            "JOIN stacks st ON st.id = p.train_stack_id JOIN stacks si ON si.id = p.infer_stack_id "
+            "WHERE p.run_id = r.id AND l.result_id = p.id AND p.pair = ? AND p.probe = ? AND p.variant = ? "
+            "AND l.side = ? AND l.id = (SELECT min(x.id) FROM latencies x WHERE x.result_id = p.id "
+            "AND x.side = ?) ORDER BY r.started_at DESC, r.id DESC LIMIT ?",
+            (pair, probe, variant, side, side, n),
+        ).fetchall()
+        rows.extend(reversed(newest))
+    return rows
+
+
 def timed(fn: Callable[[], list], rounds: int) -> tuple[float, int]:
     times, n = [], 0
     for _ in range(rounds):
@@ -182,6 +219,23 @@ def timed(fn: Callable[[], list], rounds: int) -> tuple[float, int]:
         n = len(fn())
         times.append(time.perf_counter() - t0)
     return statistics.median(times), n
+
+
+def timed_side_by_side(
+    first: Callable[[], list], second: Callable[[], list], rounds: int
+) -> tuple[tuple[float, int], tuple[float, int]]:
+    """Both timed in turn in each round (a shared machine's load hits both alike)."""
+    a: list[float] = []
+    b: list[float] = []
+    n = m = 0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        n = len(first())
+        a.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        m = len(second())
+        b.append(time.perf_counter() - t0)
+    return (statistics.median(a), n), (statistics.median(b), m)
 
 
 def fmt_ms(seconds: float) -> str:
@@ -226,7 +280,11 @@ def measure(db: Path, rounds: int, url: str | None = None) -> dict[str, tuple[in
         f"\nhistory: {counts['runs']} runs, {counts['probe_results']} probe results, "
         f"{counts['metrics']} metric rows, {counts['latencies']} latency rows; {size:.0f} MiB ({db})"
     )
-    print(f"median of {rounds} rounds, warm cache")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"median of {rounds} rounds, auditor and sqlite3 in turn in each round, warm cache; "
+        f"load average {load}"
+    )
     other = _second_database(url, counts) if url else None
     raw = sqlite3.connect(db)
     header = f"{'query':<42} {'rows':>8} {'auditor ms':>11} {'sqlite3 ms':>11} {'ratio':>6}"
@@ -244,12 +302,11 @@ def measure(db: Path, rounds: int, url: str | None = None) -> dict[str, tuple[in
                 run_raw = lambda sql=sql, params=params: raw.execute(sql, params).fetchall()  # noqa: E731
             call(conn)  # warm the page cache and SQLAlchemy's statement cache
             run_raw()
-            t_aud, n_aud = timed(lambda call=call: call(conn), rounds)
-            t_raw, n_raw = timed(run_raw, rounds)
+            (t_aud, n_aud), (t_raw, n_raw) = timed_side_by_side(lambda call=call: call(conn), run_raw, rounds)
             if n_aud != n_raw:
                 raise SystemExit(f"{name}: the auditor read {n_aud} rows, the hand-written SQL {n_raw}")
             goal = "ratio <= 2"
-            if name.startswith("trend: latest 200"):
+            if name.startswith("trend: latest 200") or name.startswith("trend: latency"):
                 goal += f", auditor <= 300 ms: {'ok' if t_aud <= 0.3 else 'MISSED'}"
             line = f"{name:<42} {n_aud:>8} {fmt_ms(t_aud):>11} {fmt_ms(t_raw):>11} {t_aud / t_raw:>6.2f}"
             if other is not None:

@@ -291,12 +291,15 @@ def generate_history(
             ):
                 if rows[key]:
                     conn.execute(insert(model), rows[key])
-            if inspect(conn).has_table("series"):  # absent in a database at an older revision
-                series.rebuild(conn)  # what the store does per run, once for the bulk insert
         out.counts["runs"] += len(rows["runs"])
         out.counts["probe_results"] += len(rows["pr"])
         out.counts["metrics"] += len(rows["mt"])
         out.counts["latencies"] += len(rows["lat"])
+    with engine.begin() as conn:
+        if inspect(conn).has_table("series"):  # absent in a database at an older revision
+            # what the store does per run, once for the whole bulk insert (once per chunk
+            # would read the growing metrics table again and again)
+            series.rebuild(conn)
     _advance_sequences(engine)
     return out
 

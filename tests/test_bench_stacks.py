@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCHES = {
     "latency_overhead.py": ("reported µs", "bare µs", "ratio"),
     "full_cycle.py": ("ratio cycle / bare",),
-    "history_queries.py": ("trend: latest 200 points of every series", "sqlite3 ms"),
+    "history_queries.py": ("trend: latest 200 points of every series", "trend: latency p50", "sqlite3 ms"),
     "daemon_memory.py": ("VmRSS MB", "idle RSS after the last cycle"),
     "check_vs_cycle.py": ("of cycle", "auditor audit (full cycle)"),
     "remote_hosts.py": ("Remote overhead", "over loopback ssh", "Fleet scaling"),

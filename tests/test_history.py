@@ -732,6 +732,88 @@ def test_trend_limit_matches_ranking_every_row(gen):
         assert any(key[3] == "log_std" for key, _ in got) == (f.since is None or info.last >= since)
 
 
+@pytest.mark.parametrize("metric", ["latency.p50_us", "latency.infer.p90_us"])
+def test_latency_trend_limit_matches_ranking_every_row(gen, metric):
+    """The latency walk returns exactly the rows that ranking every latency row of the probe's
+    own batch (the first of its side) per series returns, with and without a time window."""
+    path, store, info = gen
+    side, stat = h.latency_metric(metric)
+    since = info.last - timedelta(days=1)
+    for f, where, args in (
+        (h.Filters(limit=6), "", ()),
+        (
+            h.Filters(limit=4, since=since, probes=("sampler",)),
+            "AND r.started_at >= ? AND p.probe = ?",
+            (since.isoformat(" "), "sampler"),
+        ),
+    ):
+        with store.engine.connect() as conn:
+            got = [(s.key, [(p[0], p[2]) for p in s.points]) for s in h.trend(conn, metric, f)]
+        if side is not None:
+            where += " AND l.side = ?"
+            args = (*args, side)
+        ranked = sql(
+            path,
+            f"SELECT pair, probe, variant, side, id, value FROM (SELECT p.pair, p.probe, p.variant, "
+            f"l.side, r.id, r.started_at, l.{stat} AS value, row_number() OVER (PARTITION BY p.pair, "
+            "p.probe, p.variant, l.side ORDER BY r.started_at DESC, r.id DESC) AS n FROM latencies l "
+            "JOIN probe_results p ON p.id = l.result_id JOIN runs r ON r.id = p.run_id "
+            "WHERE l.id = (SELECT min(x.id) FROM latencies x WHERE x.result_id = l.result_id "
+            f"AND x.side = l.side) {where}) WHERE n <= ? ORDER BY pair, probe, variant, side, started_at, id",
+            *args,
+            f.limit,
+        )
+        want: dict[tuple, list] = {}
+        for pair, probe, variant, output, run, value in ranked:
+            want.setdefault((pair, probe, variant, output), []).append((run, value))
+        assert got == sorted(want.items())
+        assert len(got) >= 2
+
+
+def test_series_walk_plan_does_not_depend_on_planner_statistics(tmp_path):
+    """Every table of the walk is reached through an index, runs first, with the planner's
+    statistics and without them (SQLite without statistics once started a join from the
+    metric name and read a tenth of the metric table per series)."""
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    generate_history(store.engine, 40, start=START, **SHAPE)
+    statements: list[tuple[str, tuple]] = []
+
+    def grab(conn, cursor, statement, parameters, context, executemany):  # noqa: ARG001
+        statements.append((statement, parameters))
+
+    from sqlalchemy import event
+
+    event.listen(store.engine, "before_cursor_execute", grab)
+    with store.engine.connect() as conn:
+        h.refresh_statistics(conn, force=True)
+        for metric in ("cosine", "latency.p50_us"):
+            statements.clear()
+            assert h.trend(conn, metric, h.Filters(limit=5, statuses=("consistent", "drift")))
+            walk, params = statements[-1]
+            plans = []
+            for statistics in (True, False):
+                conn.exec_driver_sql("SAVEPOINT plan")
+                if not statistics:
+                    conn.exec_driver_sql("DELETE FROM sqlite_stat1")
+                conn.exec_driver_sql("ANALYZE sqlite_schema")  # (re)load what sqlite_stat1 says
+                plan = [r[3] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + walk, params)]
+                conn.exec_driver_sql("ROLLBACK TO plan")
+                conn.exec_driver_sql("RELEASE plan")
+                conn.exec_driver_sql("ANALYZE sqlite_schema")
+                plans.append(plan)
+                assert not [
+                    step
+                    for step in plan
+                    if step.startswith("SCAN") and "newest" not in step and "ix_runs_started_at" not in step
+                ], plan
+                assert plan[1].startswith("SCAN runs USING COVERING INDEX ix_runs_started_at"), plan
+                # no index made up for the query, no metric found by its name alone
+                assert not [s for s in plan if "AUTOMATIC" in s or "ix_metrics_name_result" in s], plan
+            assert plans[0] == plans[1]
+    event.remove(store.engine, "before_cursor_execute", grab)
+    store.close()
+
+
 def test_store_lists_the_series_of_a_run(tmp_path):
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
     generate_history(store.engine, 3, start=START)
@@ -744,6 +826,15 @@ def test_store_lists_the_series_of_a_run(tmp_path):
             )
         ).scalar()
     assert listed == distinct > 0
+    with store.engine.connect() as conn:
+        listed = conn.execute(text("SELECT pair, probe, variant, side FROM latency_series")).all()
+        distinct = conn.execute(
+            text(
+                "SELECT DISTINCT p.pair, p.probe, p.variant, l.side "
+                "FROM latencies l JOIN probe_results p ON p.id = l.result_id"
+            )
+        ).all()
+    assert sorted(listed) == sorted(distinct) and len(listed) == 7  # the incompatible pair: train only
     store.close()
 
 
@@ -756,4 +847,7 @@ def test_series_no_metric_has_any_more_are_forgotten(tmp_path):
         assert series.prune(conn) == before // 2
         assert conn.execute(text("SELECT count(DISTINCT output) FROM series")).scalar() == 1
         assert series.prune(conn) == 0
+        conn.execute(text("DELETE FROM latencies WHERE side = 'infer'"))
+        assert series.prune(conn) == 3  # the three pairs that have an infer side
+        assert conn.execute(text("SELECT DISTINCT side FROM latency_series")).scalars().all() == ["train"]
     store.close()

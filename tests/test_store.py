@@ -31,7 +31,7 @@ from auditor.results import (
 )
 from auditor.store import Store, StoreError
 
-HEAD = "0008"  # the newest migration in migrations/versions
+HEAD = "0009"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -48,6 +48,7 @@ TABLES = {
     "metrics",
     "probe_results",
     "series",
+    "latency_series",
     "run_stacks",
     "runs",
     "stacks",
