@@ -893,6 +893,7 @@ class Cycle(ProbeSuite, ModelSuite):
     def _with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
         """Stack errors, then the rules' findings, then the probes' (one finding per key: a
         variant a rule blocked is reported by the rule's finding only)."""
+
         def reported_by_a_rule(f: Finding) -> bool:
             probe, variant = f.details.get("probe"), f.details.get("variant")
             return (

@@ -35,6 +35,8 @@ from auditor.compare import Tolerance
 
 GENERATORS = ("normal", "uniform", "npz")
 INPUT_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """One input of a model probe and how its values are made (seeded from the model's seed)."""

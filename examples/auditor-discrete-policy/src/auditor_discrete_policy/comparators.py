@@ -32,9 +32,7 @@ def argmax_agreement(train: dict[str, np.ndarray], infer: dict[str, np.ndarray],
     ]
 
 
-def probability_difference(
-    train: dict[str, np.ndarray], infer: dict[str, np.ndarray], options: dict
-) -> list:
+def probability_difference(train: dict[str, np.ndarray], infer: dict[str, np.ndarray], options: dict) -> list:
     limit = float(options.get("max_probability_difference", DEFAULTS["max_probability_difference"]))
     diff = np.abs(train["probs"].astype(np.float64) - infer["probs"].astype(np.float64))
     worst = float(diff.max()) if diff.size else 0.0
