@@ -11,11 +11,14 @@ openssh-server) and runs real cycles through the reference stacks:
    two hosts (below) weighs most, shown so that the fixed cost stays visible. Prints
    the median wall time of each and their ratio (goal <= 1.1), and the p50 latencies each
    side reported, remote / local (goal within +-10%: the timing happens inside the worker,
-   so the transport must not leak into it). Also the median of the rounds' own ratios (less
-   sensitive to a load that changes during the run), and the fixed cost of reaching a host
-   measured apart: the ssh master, then one session (sshd starts the remote user's shell,
-   which reads its rc files: here root's ~/.bashrc runs `pyenv init`). Every worker is one
-   session, so that cost is on the critical path of a remote train stack once per cycle.
+   so the transport must not leak into it; every p50 moves by tens of percent either way with the
+   load of a shared machine, so each side's figures are also pooled, round by round, into one
+   geometric mean with its 95% interval: a leak would move them all one way). Also the
+   median of the rounds' own ratios (less sensitive to a load that changes during the run),
+   and the fixed cost of reaching a host measured apart: the ssh master, then one session
+   (sshd starts the remote user's shell, which reads its rc files: here root's ~/.bashrc
+   runs `pyenv init`). Every worker is one session, so that cost is on the critical path of
+   a remote train stack once per cycle.
 2. Fleet scaling: one train stack and 1, 2, 4, 8 infer hosts (one lite20 stack each, each on
    its own sshd), with the parallel limit raised: ``[worker] parallel`` (the limit of each
    host that sets none of its own) is the host count, and the bench prints the limits and the
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import math
 import os
 import statistics
 import subprocess
@@ -193,10 +197,15 @@ def overhead(
         + f"   median of the rounds' ratios {statistics.median(b / a for a, b in pairs):5.2f}x"
     )
     print("   " + _fixed_cost(remote.hosts["hostA"]))
+    logs: dict[str, list[float]] = {"train": [], "infer": []}
     for key in p50["local"][0]:
         for side, idx in (("train", 0), ("infer", 1)):
             lv = statistics.median(d[key][idx] for d in p50["local"])
             rv = statistics.median(d[key][idx] for d in p50["remote"])
+            logs[side] += [
+                math.log(rem[key][idx] / loc[key][idx])
+                for loc, rem in zip(p50["local"], p50["remote"], strict=True)
+            ]
             print(
                 _p50_line(
                     side,
@@ -207,8 +216,29 @@ def overhead(
                     [d[key][idx] for d in p50["remote"]],
                 )
             )
+    print(_pooled(logs))
     for text in timelines.values():
         print(text)
+
+
+def _pooled(logs: dict[str, list[float]]) -> str:
+    """Every p50 of a side, remote / local, round by round, pooled: a transport that leaked into
+    the timing would move them all one way, while the load of a shared machine moves each one
+    up or down by tens of percent at random. The geometric mean estimates the systematic part,
+    with its 95% interval (2 standard errors of the mean of the logs)."""
+    lines = []
+    for side, values in logs.items():
+        if len(values) < 2:
+            continue
+        mean, se = statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+        lo, hi = math.exp(mean - 2 * se) - 1, math.exp(mean + 2 * se) - 1
+        verdict = "ok" if abs(math.exp(mean) - 1) <= 0.10 else "outside"
+        lines.append(
+            f"   p50 {side}, all figures pooled ({len(values)} remote/local pairs): geometric mean "
+            f"{math.exp(mean) - 1:+6.1%}, 95% interval {lo:+.1%} to {hi:+.1%}"
+            f"   (goal within +-10%: {verdict})"
+        )
+    return "\n".join(lines)
 
 
 def _fixed_cost(host, sessions: int = 5) -> str:
