@@ -929,9 +929,7 @@ def _close_sessions(sessions: Sequence[_Session]) -> None:
     """Close every session at once: each close waits for its worker to exit (a runtime's
     teardown, a remote supervisor and its ssh session ending), and those waits need not
     add up, least of all with a fleet of hosts."""
-    if len(sessions) < 2:
-        for session in sessions:
-            session.close()
+    if not sessions:
         return
     with ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="close") as pool:
         futures = [pool.submit(session.close) for session in sessions]

@@ -181,18 +181,7 @@ class StackWorker:
             "packages": self.packages,
             "runtime_class": self.runtime_class,
         }
-        env = dict(os.environ)
-        # Raise the native log level so MindSpore Lite says why a model failed to build
-        # (its Python error is only "Common error code"); the stack's env wins.
-        env.setdefault("GLOG_v", "2")
-        env.setdefault("GLOG_logtostderr", "1")
-        env.pop("PYTHONPATH", None)
-        env.pop("PYTHONHOME", None)
-        env.update(self.stack.env)
-        # What the auditor added is not the stack's environment: the fingerprint leaves it out.
-        env[WORKER_SET_ENV] = ",".join(
-            k for k in ("GLOG_v", "GLOG_logtostderr") if k not in os.environ and k not in self.stack.env
-        )
+        env = local_worker_env(self.stack.env)
         try:
             self.proc = subprocess.Popen(
                 [python, "-c", SOURCE, json.dumps(spec)],
@@ -486,6 +475,24 @@ class StackWorker:
 
 _TIMEOUT = object()
 _STOPPED = object()
+
+
+def local_worker_env(stack_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a local worker: the auditor's own, without PYTHONPATH/PYTHONHOME,
+    with the stack's ``env`` on top."""
+    env = dict(os.environ)
+    # Raise the native log level so MindSpore Lite says why a model failed to build
+    # (its Python error is only "Common error code"); the stack's env wins.
+    env.setdefault("GLOG_v", "2")
+    env.setdefault("GLOG_logtostderr", "1")
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    env.update(stack_env)
+    # What the auditor added is not the stack's environment: the fingerprint leaves it out.
+    env[WORKER_SET_ENV] = ",".join(
+        k for k in ("GLOG_v", "GLOG_logtostderr") if k not in os.environ and k not in stack_env
+    )
+    return env
 
 
 def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:

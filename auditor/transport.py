@@ -279,10 +279,6 @@ class Connections:
         """Close every master connection (end of a cycle) and forget remembered failures."""
         with self._lock:
             names = list(self._masters)
-        if len(names) < 2:
-            for name in names:
-                self.close(name)
-            return
         # Every master told to exit at once: a fleet's hosts need not wait for each other.
         closers = [threading.Thread(target=self.close, args=(n,), name=f"ssh-exit-{n}") for n in names]
         for t in closers:

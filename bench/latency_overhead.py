@@ -13,8 +13,8 @@ The bare call is built from the probe's own input specs (``INPUTS`` and ``make_i
 input the probe declares is fed, so the bench follows the probe when its inputs change.
 
 Making the comparison honest: the two sides must run under the same conditions, so the bare
-script gets the worker's environment (GLOG_v=2 and GLOG_logtostderr=1 set as StackWorker sets
-them, the stack's env, no PYTHONPATH), the same inputs (the exact arrays, fp16 widened to the
+script gets the worker's environment (auditor.stack_worker.local_worker_env: GLOG_v=2 and
+GLOG_logtostderr=1, the stack's env, no PYTHONPATH), the same inputs (the exact arrays, fp16 widened to the
 model's declared dtype for Lite as the worker does), the same warm-up and iteration counts, the
 same device choice (set_device where MindSpore has it, else device_target), the same history
 before its timing loop (one run, then the timed calls: the cycle times a model right after its
@@ -72,6 +72,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_config import reference_config  # noqa: E402
 
 from auditor.cycle import Cycle  # noqa: E402
+from auditor.stack_worker import local_worker_env  # noqa: E402
 
 PROBE = "ppo_policy"
 VARIANT = "fp32"
@@ -132,17 +133,6 @@ print(json.dumps(float(np.percentile(np.array(ns) / 1000.0, 50))))
 """
 
 
-def worker_env(stack_env: dict[str, str]) -> dict[str, str]:
-    """The environment StackWorker gives a worker (see StackWorker.start)."""
-    env = dict(os.environ)
-    env.setdefault("GLOG_v", "2")
-    env.setdefault("GLOG_logtostderr", "1")
-    env.pop("PYTHONPATH", None)
-    env.pop("PYTHONHOME", None)
-    env.update(stack_env)
-    return env
-
-
 class PairedCycle(Cycle):
     """The audit cycle, with a bare loop of the stack run right before and right after its
     ``time`` request, so that the figures are seconds apart, not a whole cycle (the load of a
@@ -196,7 +186,7 @@ def bare_p50(key: str, stack, mindir: str, common: dict, tmp: str) -> float:
             stderr=err,
             text=True,
             cwd=tmp,
-            env=worker_env(stack.env),
+            env=local_worker_env(stack.env),
             start_new_session=True,
         )
     if out.returncode != 0:
