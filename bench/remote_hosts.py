@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import math
 import os
 import statistics
 import subprocess
@@ -53,6 +52,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_stats import geomean_interval  # noqa: E402
 from phase_timeline import Timeline  # noqa: E402
 
 from auditor.config import parse  # noqa: E402
@@ -197,14 +197,13 @@ def overhead(
         + f"   median of the rounds' ratios {statistics.median(b / a for a, b in pairs):5.2f}x"
     )
     print("   " + _fixed_cost(remote.hosts["hostA"]))
-    logs: dict[str, list[float]] = {"train": [], "infer": []}
+    ratios: dict[str, list[float]] = {"train": [], "infer": []}
     for key in p50["local"][0]:
         for side, idx in (("train", 0), ("infer", 1)):
             lv = statistics.median(d[key][idx] for d in p50["local"])
             rv = statistics.median(d[key][idx] for d in p50["remote"])
-            logs[side] += [
-                math.log(rem[key][idx] / loc[key][idx])
-                for loc, rem in zip(p50["local"], p50["remote"], strict=True)
+            ratios[side] += [
+                rem[key][idx] / loc[key][idx] for loc, rem in zip(p50["local"], p50["remote"], strict=True)
             ]
             print(
                 _p50_line(
@@ -216,26 +215,25 @@ def overhead(
                     [d[key][idx] for d in p50["remote"]],
                 )
             )
-    print(_pooled(logs))
+    print(_pooled(ratios))
     for text in timelines.values():
         print(text)
 
 
-def _pooled(logs: dict[str, list[float]]) -> str:
+def _pooled(ratios: dict[str, list[float]]) -> str:
     """Every p50 of a side, remote / local, round by round, pooled: a transport that leaked into
     the timing would move them all one way, while the load of a shared machine moves each one
     up or down by tens of percent at random. The geometric mean estimates the systematic part,
     with its 95% interval (2 standard errors of the mean of the logs)."""
     lines = []
-    for side, values in logs.items():
+    for side, values in ratios.items():
         if len(values) < 2:
             continue
-        mean, se = statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
-        lo, hi = math.exp(mean - 2 * se) - 1, math.exp(mean + 2 * se) - 1
-        verdict = "ok" if abs(math.exp(mean) - 1) <= 0.10 else "outside"
+        mean, lo, hi = geomean_interval(values)
+        verdict = "ok" if abs(mean - 1) <= 0.10 else "outside"
         lines.append(
             f"   p50 {side}, all figures pooled ({len(values)} remote/local pairs): geometric mean "
-            f"{math.exp(mean) - 1:+6.1%}, 95% interval {lo:+.1%} to {hi:+.1%}"
+            f"{mean - 1:+6.1%}, 95% interval {lo - 1:+.1%} to {hi - 1:+.1%}"
             f"   (goal within +-10%: {verdict})"
         )
     return "\n".join(lines)
