@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BENCHES = {
-    "latency_overhead.py": ("reported µs", "bare µs", "ratio"),
+    "latency_overhead.py": ("reported µs", "bare µs", "ratio", "95% interval", "all stacks pooled"),
     "full_cycle.py": ("ratio cycle / bare",),
     "history_queries.py": ("trend: latest 200 points of every series", "trend: latency p50", "sqlite3 ms"),
     "daemon_memory.py": ("VmRSS MB", "idle RSS after the last cycle"),
@@ -21,6 +21,7 @@ BENCHES = {
 }
 NOT_QUICK = {
     "bench_config.py": "helpers of the benches, not a bench",
+    "bench_stats.py": "how the benches sum up their rounds' ratios, not a bench",
     "phase_timeline.py": "a helper of the benches (where a cycle's time goes), not a bench",
     "soak.py": "the fault suite at any size; its CI size runs in tests/test_faults_stacks.py",
 }
