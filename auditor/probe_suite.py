@@ -32,6 +32,7 @@ import numpy as np
 
 from auditor import baseline, input_classes, invariants, latency, localize, rollout
 from auditor.compare import MetricCheck, compare_output
+from auditor.env_process import EnvError, EnvProcess
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
 from auditor.stack_worker import StackWorker, WorkerError
 
@@ -340,6 +341,11 @@ class ProbeSuite:
         return tuple(checks)
 
     def _rollout(self, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
+        # One environment process for the checks and every episode, always closed.
+        with EnvProcess() as envs:
+            return self._rollout_in(envs, pair, job, infer)
+
+    def _rollout_in(self, envs: EnvProcess, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
         cfg = self.config.rollout
         base = dict(
             pair=pair.name,
@@ -351,7 +357,14 @@ class ProbeSuite:
             action_atol=cfg.action_atol,
             return_atol=cfg.return_atol,
         )
-        problem = rollout.check_spaces(cfg.env, job.params.get("obs_dim"), job.params.get("act_dim"))
+        try:
+            problem = rollout.check_spaces(
+                cfg.env, job.params.get("obs_dim"), job.params.get("act_dim"), envs
+            )
+        except EnvError as exc:
+            return rollout.RolloutResult(
+                status=ERROR, message=f"rollout not run: {exc.describe()}", log=exc.log, **base
+            )
         if problem is None and "obs" not in job.spec.inputs:
             problem = f"probe {job.spec.name} has no input named 'obs' (inputs: {', '.join(job.spec.inputs)})"
         if problem is None and 1 not in infer.batch_models:
@@ -386,6 +399,7 @@ class ProbeSuite:
             train_policy=rollout.worker_policy(train_worker, job.key, index, inputs),
             infer_policy=rollout.worker_policy(infer_worker, infer.batch_models[1], index, inputs),
             error_types=(WorkerError,),
+            envs=envs,
         )
 
     # -- findings ----------------------------------------------------------------------------
