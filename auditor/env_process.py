@@ -8,7 +8,7 @@ workers' framing: arrays travel bit for bit) over its stdin/stdout:
 
     hello -> gymnasium version        check(id) -> why it cannot be made, or None
     make(id) -> handle, spaces        reset(env, seed) -> obs
-    step(env, action) -> obs, reward, terminated, truncated
+    step([(env, action), ...]) -> obs, reward, terminated, truncated of each
     close(env)
 
 The parent (``EnvProcess``) starts it on first use, gives every request a deadline, kills the
@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,10 @@ class Spaces:
     act_dtype: str | None
 
 
+Step = tuple[np.ndarray, float, bool, bool]
+"""Observation, reward, terminated, truncated (the info dict stays in the child)."""
+
+
 class RemoteEnv:
     """One environment in the child: the part of gymnasium's ``Env`` a rollout uses."""
 
@@ -100,10 +104,8 @@ class RemoteEnv:
     def reset(self, seed: int) -> np.ndarray:
         return np.asarray(self.process.request("reset", env=self.handle, seed=seed)["obs"])
 
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
-        """Observation, reward, terminated, truncated (the info dict stays in the child)."""
-        r = self.process.request("step", env=self.handle, action=np.asarray(action))
-        return np.asarray(r["obs"]), float(r["reward"]), bool(r["terminated"]), bool(r["truncated"])
+    def step(self, action: np.ndarray) -> Step:
+        return self.process.step([(self, action)])[0]
 
     def close(self) -> None:
         """Close it in the child; nothing to do once the child is gone."""
@@ -285,6 +287,17 @@ class EnvProcess:
         """Why ``env_id`` cannot be made (not registered, its module not importable), or None."""
         return self.request("check", id=env_id)["problem"]
 
+    def step(self, moves: Sequence[tuple[RemoteEnv, np.ndarray]]) -> list[Step]:
+        """Step several environments of this process, each with its action, in one request:
+        a rollout steps its two sides together, one round trip per step instead of two."""
+        r = self.request(
+            "step", moves=[{"env": env.handle, "action": np.asarray(action)} for env, action in moves]
+        )
+        return [
+            (np.asarray(o["obs"]), float(o["reward"]), bool(o["terminated"]), bool(o["truncated"]))
+            for o in r["steps"]
+        ]
+
     def make(self, env_id: str) -> RemoteEnv:
         r = self.request("make", id=env_id)
         low, high = r.get("act_low"), r.get("act_high")
@@ -354,6 +367,8 @@ class _Child:
             self.gym = gymnasium
         self.envs: dict[int, Any] = {}
         self.ids: dict[int, str] = {}
+        self.current: Any = None
+        """The environment a multi-environment request is stepping."""
         self.next = 1
 
     def _env(self, handle: Any) -> Any:
@@ -367,7 +382,7 @@ class _Child:
         if msg.get("op") == "make":
             return str(msg.get("id"))
         try:
-            return self.ids[int(msg["env"])]
+            return self.ids[int(msg.get("env", self.current))]
         except (KeyError, TypeError, ValueError):
             return "?"
 
@@ -391,13 +406,19 @@ class _Child:
             obs, _info = self._env(msg.get("env")).reset(seed=int(msg["seed"]))
             return {"obs": np.asarray(obs)}
         if op == "step":
-            obs, reward, terminated, truncated, _info = self._env(msg.get("env")).step(msg["action"])
-            return {
-                "obs": np.asarray(obs),
-                "reward": float(reward),
-                "terminated": bool(terminated),
-                "truncated": bool(truncated),
-            }
+            steps = []
+            for move in msg.get("moves", []):
+                self.current = move.get("env")
+                obs, reward, terminated, truncated, _info = self._env(self.current).step(move["action"])
+                steps.append(
+                    {
+                        "obs": np.asarray(obs),
+                        "reward": float(reward),
+                        "terminated": bool(terminated),
+                        "truncated": bool(truncated),
+                    }
+                )
+            return {"steps": steps}
         if op == "close":
             env = self._env(msg.get("env"))
             del self.envs[int(msg["env"])]

@@ -168,7 +168,7 @@ def _episode(
     infer_policy: Policy,
     action_atol: float,
 ) -> Episode:
-    space = train_env.spaces
+    space, proc = train_env.spaces, train_env.process
     if space.act_low is None or space.act_high is None or space.act_dtype is None:
         raise EnvError("make", "error", f"{train_env.env_id} has no Box action space (bounds to clip to)")
     train, infer = (_Env(env, env.reset(seed)) for env in (train_env, infer_env))
@@ -190,8 +190,8 @@ def _episode(
         a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs)
         action_diff.append(float(np.max(np.abs(a_train - a_infer))))
         open_diff.append(float(np.max(np.abs(a_train - a_open))))
-        for side, action in ((train, a_train), (infer, a_infer)):
-            obs, reward, terminated, truncated = side.env.step(action.astype(dtype))
+        stepped = proc.step([(train.env, a_train.astype(dtype)), (infer.env, a_infer.astype(dtype))])
+        for side, (obs, reward, terminated, truncated) in zip((train, infer), stepped, strict=True):
             side.obs = obs
             side.ret += reward
             side.done = terminated or truncated
