@@ -197,7 +197,9 @@ class EnvProcess:
                 self.proc.stderr.close()
 
     def kill(self) -> None:
-        """Kill the child's process group and reap it."""
+        """Kill the child's process group and reap it; no child is started after this (an
+        aborted cycle kills its environment process as it kills its workers, from any thread)."""
+        self._closed = True
         if self.proc is None:
             return
         if self.proc.poll() is None:

@@ -49,6 +49,7 @@ class ProbeSuite:
     tamper: Callable[[bytes], bytes] | None
     _sessions: dict[str, Any]
     _check: Callable[[], None]
+    _register: Callable[[Any], None]
     _time: Callable[..., Any]
     _tolerance: Callable[[Any, str], Any]
 
@@ -341,8 +342,10 @@ class ProbeSuite:
         return tuple(checks)
 
     def _rollout(self, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
-        # One environment process for the checks and every episode, always closed.
+        # One environment process for the checks and every episode, always closed; an abort
+        # of the cycle kills it with the workers.
         with EnvProcess() as envs:
+            self._register(envs)
             return self._rollout_in(envs, pair, job, infer)
 
     def _rollout_in(self, envs: EnvProcess, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:

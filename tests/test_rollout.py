@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import gymnasium
@@ -235,6 +236,23 @@ def test_a_hanging_environment_is_killed_at_the_deadline(faulty_envs):
         assert not envs.alive and envs.proc.returncode == -signal.SIGKILL
     assert r.status == ERROR
     assert "the environment gave no answer to 'step' within 2 s; its process was killed" in r.message
+
+
+def test_an_abort_kills_a_hanging_environment_from_another_thread(faulty_envs):
+    # As Cycle.abort() does on SIGTERM: the rollout's thread is waiting for a step that hangs.
+    with EnvProcess(request_timeout=600) as envs:
+        timer = threading.Timer(1.0, envs.kill)
+        timer.start()
+        r = _rollout("tests.rollout_envs:AuditorHangsInStep-v0", envs=envs)
+        timer.join()
+    assert r.status == ERROR and "within" not in r.message  # not the deadline: the kill
+    assert "the environment process died during 'step' (killed by SIGKILL)" in r.message
+    # Killed before its first request (an abort racing the rollout's start): nothing starts.
+    unstarted = EnvProcess()
+    unstarted.kill()
+    with pytest.raises(EnvError, match="already closed"):
+        unstarted.make("Pendulum-v1")
+    assert unstarted.proc is None
 
 
 def test_an_environment_process_killed_mid_episode_is_an_error_result(faulty_envs):
