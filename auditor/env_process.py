@@ -1,10 +1,11 @@
 """Gymnasium environments stepped in a child process, so the auditor never imports gymnasium.
 
 A rollout needs an environment, but the daemon that runs it every cycle should not carry
-gymnasium (about 60 modules, 11 MB that stay) between cycles. So the environments live in a
-short-lived child, ``sys.executable -m auditor.env_process``, that imports only gymnasium,
-numpy and this module, and answers framed requests (``auditor.worker.protocol``, the stack
-workers' framing: arrays travel bit for bit) over its stdin/stdout:
+gymnasium (about 90 modules and 2-4 MB of resident memory that stay) between cycles. So the
+environments live in a short-lived child, ``sys.executable -m auditor.env_process``, that
+imports only gymnasium, numpy and this module, and answers framed requests over its
+stdin/stdout (``auditor.worker.protocol``, the stack workers' framing: arrays travel bit
+for bit):
 
     hello -> gymnasium version        check(id) -> why it cannot be made, or None
     make(id) -> handle, spaces        reset(env, seed) -> obs
@@ -13,7 +14,7 @@ workers' framing: arrays travel bit for bit) over its stdin/stdout:
 
 The parent (``EnvProcess``) starts it on first use, gives every request a deadline, kills the
 child when it misses one, and always reaps it on close (a context manager), also when a policy
-raises mid-episode; a child whose parent dies reads end of file and exits. Whatever fails
+raises mid-episode; a waiting child whose parent dies reads end of file and exits. Whatever fails
 (gymnasium missing, an id not registered, the environment raising, the child dying or
 hanging) is an ``EnvError`` that names it, with the child's stderr tail.
 """
