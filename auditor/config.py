@@ -13,7 +13,6 @@ Adding a section: one ``@section`` class, a field of that type in ``Document`` a
 """
 
 import dataclasses
-import difflib
 import os
 import re
 import tomllib
@@ -468,7 +467,9 @@ class RolloutConfig:
     enabled: Bool = True
     """Run the rollouts."""
     env: Name = "Pendulum-v1"
-    """A registered gymnasium environment id."""
+    """A registered gymnasium environment id; "package.module:Name-v0" imports the module that
+    registers it first (in the environment process, which steps it: the auditor never imports
+    gymnasium)."""
     probe: Name = "ppo_policy"
     """The probe whose action drives the episodes."""
     variant: Name = "fp32"
@@ -1053,13 +1054,26 @@ def _check_latency(p: _Parse) -> None:
         )
 
 
-def gym_envs() -> set[str] | None:
-    """The registered gymnasium environment ids (None without gymnasium); nothing is made."""
-    try:
-        from gymnasium.envs.registration import registry
-    except ImportError:
+_ENV_KNOWN: set[str] = set()
+
+
+def env_problem(env_id: str) -> str | None:
+    """Why gymnasium cannot make ``env_id`` (not registered, with close matches; its module not
+    importable), asked of a short-lived child (once per process for a good id): the daemon never imports
+    gymnasium (auditor.env_process). None when it can, or when the child cannot tell (gymnasium
+    missing, the child failing): the cycle's rollout then reports it."""
+    if env_id in _ENV_KNOWN:
         return None
-    return set(registry)
+    from auditor.env_process import EnvError, EnvProcess
+
+    try:
+        with EnvProcess() as envs:
+            problem = envs.problem(env_id)
+    except EnvError:
+        return None
+    if problem is None:  # a problem is asked again: the user may be fixing it (reload)
+        _ENV_KNOWN.add(env_id)
+    return problem
 
 
 def _check_rollout(
@@ -1079,11 +1093,9 @@ def _check_rollout(
         p.error(
             "rollout.variant", f"unknown variant {variant!r} of probe {probe} (known: {', '.join(declared)})"
         )
-    envs = gym_envs() if "env" in raw and env else None
-    if envs is not None and env not in envs:
-        close = difflib.get_close_matches(env, sorted(envs), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        p.error("rollout.env", f"no gymnasium environment {env!r} is registered{hint}")
+    problem = env_problem(env) if "env" in raw and env else None
+    if problem is not None:
+        p.error("rollout.env", problem)
     names = {pair.name: pair for pair in pairs}
     for i, name in enumerate(raw.get("pairs", []) if isinstance(raw.get("pairs"), list) else []):
         if not isinstance(name, str):

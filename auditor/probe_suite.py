@@ -32,6 +32,7 @@ import numpy as np
 
 from auditor import baseline, input_classes, invariants, latency, localize, rollout
 from auditor.compare import MetricCheck, compare_output
+from auditor.env_process import EnvError, EnvProcess
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
 from auditor.stack_worker import StackWorker, WorkerError
 
@@ -48,6 +49,7 @@ class ProbeSuite:
     tamper: Callable[[bytes], bytes] | None
     _sessions: dict[str, Any]
     _check: Callable[[], None]
+    _register: Callable[[Any], None]
     _time: Callable[..., Any]
     _tolerance: Callable[[Any, str], Any]
 
@@ -340,6 +342,13 @@ class ProbeSuite:
         return tuple(checks)
 
     def _rollout(self, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
+        # One environment process for the checks and every episode, always closed; an abort
+        # of the cycle kills it with the workers.
+        with EnvProcess() as envs:
+            self._register(envs)
+            return self._rollout_in(envs, pair, job, infer)
+
+    def _rollout_in(self, envs: EnvProcess, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
         cfg = self.config.rollout
         base = dict(
             pair=pair.name,
@@ -351,7 +360,14 @@ class ProbeSuite:
             action_atol=cfg.action_atol,
             return_atol=cfg.return_atol,
         )
-        problem = rollout.check_spaces(cfg.env, job.params.get("obs_dim"), job.params.get("act_dim"))
+        try:
+            problem = rollout.check_spaces(
+                cfg.env, job.params.get("obs_dim"), job.params.get("act_dim"), envs
+            )
+        except EnvError as exc:
+            return rollout.RolloutResult(
+                status=ERROR, message=f"rollout not run: {exc.describe()}", log=exc.log, **base
+            )
         if problem is None and "obs" not in job.spec.inputs:
             problem = f"probe {job.spec.name} has no input named 'obs' (inputs: {', '.join(job.spec.inputs)})"
         if problem is None and 1 not in infer.batch_models:
@@ -386,6 +402,7 @@ class ProbeSuite:
             train_policy=rollout.worker_policy(train_worker, job.key, index, inputs),
             infer_policy=rollout.worker_policy(infer_worker, infer.batch_models[1], index, inputs),
             error_types=(WorkerError,),
+            envs=envs,
         )
 
     # -- findings ----------------------------------------------------------------------------

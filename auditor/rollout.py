@@ -13,9 +13,13 @@ action bounds) computed step by step by each stack's worker:
   is the per-step error alone; set next to the closed loop it separates per-step error
   from trajectory amplification.
 
-The environment runs in the auditor (it is not part of either stack); each step is one
-``run`` request per side, batch 1. Episode logic is independent of the workers (policies
-are plain callables), so it is tested without stacks.
+The environments belong to neither stack: they run in a child of the auditor
+(``auditor.env_process``), so the daemon never imports gymnasium; the episode logic stays
+here, and each step is one ``run`` request per side to the stack workers (batch 1) and one
+``step`` per side to the environment process. A failing environment (unknown id, an error
+in reset or step, the child dying or hanging) becomes an ERROR result, like a failing
+worker. Episode logic is independent of the workers (policies are plain callables), so it
+is tested without stacks.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from auditor.env_process import EnvError, EnvProcess, RemoteEnv, using
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding
 
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -124,7 +129,7 @@ class RolloutResult:
 
 @dataclass
 class _Env:
-    env: Any
+    env: RemoteEnv
     obs: np.ndarray
     ret: float = 0.0
     done: bool = False
@@ -145,48 +150,55 @@ def run_episode(
     train_policy: Policy,
     infer_policy: Policy,
     action_atol: float,
+    envs: EnvProcess | None = None,
 ) -> Episode:
     """One closed-loop episode (plus its open-loop replay) of at most ``steps`` steps
-    (0: until the environment ends the episode)."""
-    import gymnasium
+    (0: until the environment ends it), its two environments made in ``envs`` (a child
+    started and closed for this episode when None). Raises EnvError when they fail."""
+    with using(envs) as proc, proc.make(env_id) as train_env, proc.make(env_id) as infer_env:
+        return _episode(train_env, infer_env, seed, steps, train_policy, infer_policy, action_atol)
 
-    sides = []
-    for _ in range(2):
-        env = gymnasium.make(env_id)
-        obs, _info = env.reset(seed=seed)
-        sides.append(_Env(env, np.asarray(obs)))
-    train, infer = sides
-    space = train.env.action_space
-    low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+
+def _episode(
+    train_env: RemoteEnv,
+    infer_env: RemoteEnv,
+    seed: int,
+    steps: int,
+    train_policy: Policy,
+    infer_policy: Policy,
+    action_atol: float,
+) -> Episode:
+    space, proc = train_env.spaces, train_env.process
+    if space.act_low is None or space.act_high is None or space.act_dtype is None:
+        raise EnvError("make", "error", f"{train_env.env_id} has no Box action space (bounds to clip to)")
+    train, infer = (_Env(env, env.reset(seed)) for env in (train_env, infer_env))
+    low, high = np.asarray(space.act_low, np.float64), np.asarray(space.act_high, np.float64)
+    shape, dtype = space.act_shape, np.dtype(space.act_dtype)
 
     def act(policy: Policy, obs: np.ndarray) -> np.ndarray:
-        return np.clip(np.asarray(policy(obs), np.float64).reshape(space.shape), low, high)
+        return np.clip(np.asarray(policy(obs), np.float64).reshape(shape), low, high)
 
     action_diff: list[float] = []
     open_diff: list[float] = []
     obs_diff: list[float] = []
-    try:
-        step = 0
-        while steps <= 0 or step < steps:
-            a_train = act(train_policy, train.obs)
-            a_infer = act(infer_policy, infer.obs)
-            # Open loop: the infer stack on the train stack's observation. Until the
-            # trajectories part, that is the closed-loop call itself: no second request.
-            a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs)
-            action_diff.append(float(np.max(np.abs(a_train - a_infer))))
-            open_diff.append(float(np.max(np.abs(a_train - a_open))))
-            for side, action in ((train, a_train), (infer, a_infer)):
-                obs, reward, terminated, truncated, _info = side.env.step(action.astype(space.dtype))
-                side.obs = np.asarray(obs)
-                side.ret += float(reward)
-                side.done = bool(terminated or truncated)
-            obs_diff.append(float(np.max(np.abs(train.obs.astype(np.float64) - infer.obs))))
-            step += 1
-            if train.done or infer.done:
-                break
-    finally:
-        for side in sides:
-            side.env.close()
+    step = 0
+    while steps <= 0 or step < steps:
+        a_train = act(train_policy, train.obs)
+        a_infer = act(infer_policy, infer.obs)
+        # Open loop: the infer stack on the train stack's observation. Until the
+        # trajectories part, that is the closed-loop call itself: no second request.
+        a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs)
+        action_diff.append(float(np.max(np.abs(a_train - a_infer))))
+        open_diff.append(float(np.max(np.abs(a_train - a_open))))
+        stepped = proc.step([(train.env, a_train.astype(dtype)), (infer.env, a_infer.astype(dtype))])
+        for side, (obs, reward, terminated, truncated) in zip((train, infer), stepped, strict=True):
+            side.obs = obs
+            side.ret += reward
+            side.done = terminated or truncated
+        obs_diff.append(float(np.max(np.abs(train.obs.astype(np.float64) - infer.obs))))
+        step += 1
+        if train.done or infer.done:
+            break
     return Episode(
         seed=seed,
         steps=len(action_diff),
@@ -244,15 +256,13 @@ def worker_policy(
     return policy
 
 
-def check_spaces(env_id: str, obs_dim: int | None, act_dim: int | None) -> str | None:
-    """Why the probe cannot drive the environment, or None when it can."""
-    import gymnasium
-
-    env = gymnasium.make(env_id)
-    try:
-        obs_shape, act_shape = env.observation_space.shape, env.action_space.shape
-    finally:
-        env.close()
+def check_spaces(
+    env_id: str, obs_dim: int | None, act_dim: int | None, envs: EnvProcess | None = None
+) -> str | None:
+    """Why the probe cannot drive the environment, or None when it can (the environment made
+    in ``envs``, or in a child of its own when None). Raises EnvError when it cannot be made."""
+    with using(envs) as proc, proc.make(env_id) as env:
+        obs_shape, act_shape = env.spaces.obs_shape, env.spaces.act_shape
     if obs_shape is None or act_shape is None or len(obs_shape) != 1 or len(act_shape) != 1:
         return f"{env_id} has no flat Box observation/action space"
     if obs_dim is not None and obs_dim != obs_shape[0]:
@@ -277,35 +287,38 @@ def rollout(
     train_policy: Policy,
     infer_policy: Policy,
     error_types: tuple[type[BaseException], ...] = (),
+    envs: EnvProcess | None = None,
 ) -> RolloutResult:
     """Every seed's episode, and the verdict; a failure of either side (one of
-    ``error_types``) becomes an ERROR result naming it."""
-    base = dict(
-        pair=pair,
-        train=train,
-        infer=infer,
-        probe=probe,
-        variant=variant,
-        env=env,
-        action_atol=action_atol,
-        return_atol=return_atol,
-    )
-    episodes: list[Episode] = []
-    try:
-        for seed in seeds:
-            episodes.append(run_episode(env, seed, steps, train_policy, infer_policy, action_atol))
-    except error_types as exc:
-        describe = getattr(exc, "describe", None)
-        text = describe() if callable(describe) else str(exc)
-        return RolloutResult(
-            status=ERROR,
-            message=f"rollout stopped at seed {seeds[len(episodes)]}: {text}",
-            episodes=tuple(episodes),
-            log=getattr(exc, "log", ""),
-            **base,
+    ``error_types``) or of the environments (EnvError) becomes an ERROR result naming it.
+    The environments run in ``envs``, or in a child started and closed here when None."""
+    with using(envs) as proc:
+        base = dict(
+            pair=pair,
+            train=train,
+            infer=infer,
+            probe=probe,
+            variant=variant,
+            env=env,
+            action_atol=action_atol,
+            return_atol=return_atol,
         )
-    status, message = verdict(episodes, action_atol, return_atol)
-    return RolloutResult(status=status, message=message, episodes=tuple(episodes), **base)
+        episodes: list[Episode] = []
+        try:
+            for seed in seeds:
+                episodes.append(run_episode(env, seed, steps, train_policy, infer_policy, action_atol, proc))
+        except (EnvError, *error_types) as exc:
+            describe = getattr(exc, "describe", None)
+            text = describe() if callable(describe) else str(exc)
+            return RolloutResult(
+                status=ERROR,
+                message=f"rollout stopped at seed {seeds[len(episodes)]}: {text}",
+                episodes=tuple(episodes),
+                log=getattr(exc, "log", ""),
+                **base,
+            )
+        status, message = verdict(episodes, action_atol, return_atol)
+        return RolloutResult(status=status, message=message, episodes=tuple(episodes), **base)
 
 
 def findings(rollouts: Sequence[RolloutResult]) -> list[Finding]:

@@ -6,7 +6,9 @@ an existing history database),
 then reads the daemon's resident memory (VmRSS in /proc/PID/status) right after start and
 after each cycle, once the cycle is over, and the CPU time it used while idle between cycles
 (utime + stime in /proc/PID/stat). Goals: idle RSS <= 80 MB, no growth across cycles, ~0 CPU
-between cycles.
+between cycles. The daemon's children (stack workers, the rollout's environment process) are
+not counted: they live only during a cycle, and the bench reads the daemon once they are
+gone (it prints how many are left: 0).
 
 usage: .venv/bin/python bench/daemon_memory.py [--quick] [--cycles N] [--interval S]
 """
@@ -65,6 +67,17 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
+def children(pid: int) -> list[int]:
+    """The daemon's live child processes (stack workers, environment processes)."""
+    pids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            pids += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return pids
+
+
 def wait_for(log: Path, text: str, count: int, timeout: float, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,7 +130,10 @@ def main() -> None:
                 f"daemon pid {proc.pid}, a cycle every {args.interval:g} s "
                 f"on {'->'.join(PAIR)} ppo_policy/fp32"
             )
-            print(f"{'after':<16} {'VmRSS MB':>9} {'idle CPU %':>11}  goal: <= 80 MB, no growth, ~0 % CPU")
+            print(
+                f"{'after':<16} {'VmRSS MB':>9} {'idle CPU %':>11} {'children':>9}  "
+                "goal: <= 80 MB, no growth, ~0 % CPU"
+            )
             print(f"{'start':<16} {start_rss:>9.1f}")
             figures = []
             for n in range(1, args.cycles + 1):
@@ -128,7 +144,7 @@ def main() -> None:
                 idle = 100 * (cpu_s(proc.pid) - c0) / (time.monotonic() - t0)
                 rss = rss_mb(proc.pid)
                 figures.append(rss)
-                print(f"{f'cycle {n}':<16} {rss:>9.1f} {idle:>11.1f}")
+                print(f"{f'cycle {n}':<16} {rss:>9.1f} {idle:>11.1f} {len(children(proc.pid)):>9}")
             growth = figures[-1] - figures[0]
             print(
                 f"idle RSS after the last cycle {figures[-1]:.1f} MB (goal <= 80: "

@@ -1,17 +1,28 @@
-"""Closed/open-loop rollouts with plain numpy policies (no stacks), and the [rollout] config."""
+"""Closed/open-loop rollouts with plain numpy policies (no stacks), their environments in the
+environment process (and how it fails), and the [rollout] config."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import gymnasium
 import numpy as np
 import pytest
 
+from auditor import config as config_module
 from auditor.config import ConfigError, RolloutConfig, parse
+from auditor.env_process import EnvError, EnvProcess
 from auditor.probe import builtin_probes
 from auditor.results import CONSISTENT, DRIFT, ERROR
 from auditor.rollout import check_spaces, findings, rollout, run_episode, verdict
+from tests.conftest import REPO
 
 W = np.array([-0.5, 0.1, -0.1])  # |action| <= 1.4: never clipped at Pendulum's bound 2
 
@@ -145,6 +156,169 @@ def test_check_spaces():
     assert check_spaces("Pendulum-v1", 3, 1) is None
     assert "takes 4 observation values, Pendulum-v1 gives 3" in check_spaces("Pendulum-v1", 4, 1)
     assert "gives 2 action values, Pendulum-v1 takes 1" in check_spaces("Pendulum-v1", 3, 2)
+
+
+# -- the environment process -----------------------------------------------------------------
+
+
+def children() -> set[int]:
+    """This process's child processes, zombies (not reaped) included."""
+    pids: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            pids |= {int(p) for p in (task / "children").read_text().split()}
+    return pids
+
+
+@pytest.fixture
+def faulty_envs(monkeypatch):
+    """The environment process can import tests.rollout_envs; no child is left behind."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    before = children()
+    yield
+    assert children() == before
+
+
+def _rollout(env: str, **kw) -> object:
+    args = dict(
+        pair="a->b",
+        train="a",
+        infer="b",
+        probe="p",
+        variant="v",
+        env=env,
+        seeds=[0, 1],
+        steps=10,
+        action_atol=1e-3,
+        return_atol=1.0,
+        train_policy=policy,
+        infer_policy=policy,
+    )
+    return rollout(**{**args, **kw})
+
+
+def test_unknown_env_is_an_error_result_with_a_hint(faulty_envs):
+    r = _rollout("Pendulum-v9")
+    assert r.status == ERROR and r.episodes == ()
+    assert r.message.startswith(
+        "rollout stopped at seed 0: no gymnasium environment 'Pendulum-v9' is registered"
+    )
+    assert "did you mean Pendulum-v1" in r.message
+    with pytest.raises(EnvError) as exc:
+        check_spaces("Pendulum-v9", 3, 1)
+    assert exc.value.kind == "unknown"
+    r = _rollout("no_such_module:Faulty-v0")
+    assert "cannot import 'no_such_module' for environment 'no_such_module:Faulty-v0'" in r.message
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ("AuditorRaisesInStep-v0", "'step' raised RuntimeError: the simulator diverged at step 3"),
+        (
+            "AuditorRaisesInReset-v0",
+            "'reset' raised ValueError: cannot reset: the simulator's licence expired",
+        ),
+    ],
+)
+def test_an_environment_that_raises_is_an_error_result(faulty_envs, env, said):
+    r = _rollout(f"tests.rollout_envs:{env}")
+    assert r.status == ERROR and r.episodes == ()
+    assert r.message.startswith(f"rollout stopped at seed 0: environment tests.rollout_envs:{env}: {said}")
+    # The environment's traceback is in the log, down to its own line.
+    assert "rollout_envs.py" in r.log and said.rpartition(" raised ")[2] in r.log
+    assert findings([r])[0].severity == "error"
+
+
+def test_a_hanging_environment_is_killed_at_the_deadline(faulty_envs):
+    with EnvProcess(request_timeout=2) as envs:
+        r = _rollout("tests.rollout_envs:AuditorHangsInStep-v0", envs=envs)
+        assert not envs.alive and envs.proc.returncode == -signal.SIGKILL
+    assert r.status == ERROR
+    assert "the environment gave no answer to 'step' within 2 s; its process was killed" in r.message
+
+
+def test_an_abort_kills_a_hanging_environment_from_another_thread(faulty_envs):
+    # As Cycle.abort() does on SIGTERM: the rollout's thread is waiting for a step that hangs.
+    with EnvProcess(request_timeout=600) as envs:
+        timer = threading.Timer(1.0, envs.kill)
+        timer.start()
+        r = _rollout("tests.rollout_envs:AuditorHangsInStep-v0", envs=envs)
+        timer.join()
+    assert r.status == ERROR and "within" not in r.message  # not the deadline: the kill
+    assert "the environment process died during 'step' (killed by SIGKILL)" in r.message
+    # Killed before its first request (an abort racing the rollout's start): nothing starts.
+    unstarted = EnvProcess()
+    unstarted.kill()
+    with pytest.raises(EnvError, match="already closed"):
+        unstarted.make("Pendulum-v1")
+    assert unstarted.proc is None
+
+
+def test_an_environment_process_killed_mid_episode_is_an_error_result(faulty_envs):
+    with EnvProcess() as envs:
+        calls = {"n": 0}
+
+        def kills(obs):
+            calls["n"] += 1
+            if calls["n"] == 5:
+                os.kill(envs.proc.pid, signal.SIGKILL)
+                envs.proc.wait()  # the kill has landed before the next request
+            return policy(obs)
+
+        r = _rollout("Pendulum-v1", steps=20, infer_policy=kills, envs=envs)
+    assert r.status == ERROR and r.episodes == ()
+    assert r.message.startswith("rollout stopped at seed 0: the environment process")
+    assert "killed by SIGKILL" in r.message
+
+
+def test_a_policy_that_raises_leaves_no_environment_process(faulty_envs):
+    def dies(obs):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _rollout("Pendulum-v1", infer_policy=dies)
+    with pytest.raises(KeyboardInterrupt):
+        run_episode("Pendulum-v1", 0, 5, policy, dies, 1e-3)
+
+
+def test_what_an_environment_prints_does_not_reach_the_answers(faulty_envs):
+    with EnvProcess() as envs:
+        e = run_episode("tests.rollout_envs:AuditorPrints-v0", 0, 0, policy, policy, 1e-3, envs)
+        assert e.steps == 10 and max(e.action_diff) == 0.0
+    # On stderr instead (read by a thread: complete once the process has ended).
+    assert "step 10: a chatty environment writes to stdout" in envs._log()
+
+
+def test_missing_gymnasium_is_named(faulty_envs, tmp_path, monkeypatch):
+    hidden = tmp_path / "gymnasium"
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text("raise ImportError(\"No module named 'gymnasium'\")\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    r = _rollout("Pendulum-v1")
+    assert r.status == ERROR
+    assert f"gymnasium is not installed for {sys.executable}" in r.message and "install it" in r.message
+    # Config validation cannot tell then: it leaves the verdict to the cycle.
+    assert config_module.env_problem("Pendulum-v9") is None
+
+
+def test_a_rollout_does_not_import_gymnasium_into_the_auditor():
+    """The daemon runs rollouts every cycle: gymnasium stays in the environment process."""
+    script = """
+import sys
+import numpy as np
+from auditor.config import env_problem
+from auditor.rollout import rollout
+assert env_problem("Pendulum-v1") is None and "did you mean" in env_problem("Pendulum-v9")
+r = rollout(pair="a->b", train="a", infer="b", probe="p", variant="v", env="Pendulum-v1",
+            seeds=[0, 1], steps=20, action_atol=1e-3, return_atol=1.0,
+            train_policy=lambda o: np.array([-0.5 * o[0]]), infer_policy=lambda o: np.array([-0.5 * o[0]]))
+assert r.status == "consistent" and len(r.episodes) == 2, r.message
+print(sorted(m for m in sys.modules if m.split(".")[0] == "gymnasium"))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 # -- config ------------------------------------------------------------------------------------
