@@ -26,7 +26,6 @@ import contextlib
 import difflib
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from auditor.child_process import close_pipes, describe_status, kill_group, spawn, wait_exit
 from auditor.worker import protocol
 
 MODULE = "auditor.env_process"
@@ -159,15 +159,8 @@ class EnvProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         try:
-            self.proc = subprocess.Popen(
-                [self.python, "-m", MODULE],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                # Its own process group: Ctrl-C reaches the auditor, which closes the child.
-                start_new_session=True,
-            )
+            # Its own process group: Ctrl-C reaches the auditor, which closes the child.
+            self.proc = spawn([self.python, "-m", MODULE], env)
         except OSError as exc:
             raise EnvError("start", "start", f"cannot start the environment process ({exc})") from None
         assert self.proc.stdout is not None
@@ -186,32 +179,20 @@ class EnvProcess:
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
             try:
-                self.proc.wait(timeout=grace)
+                wait_exit(self.proc, grace)
             except subprocess.TimeoutExpired:
                 self.kill()
         self.kill()
         if self._out is not None:
             self._out.close()
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-        if self._reader is not None:
-            self._reader.join(timeout=2)
-        if self.proc.stderr is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stderr.close()
+        close_pipes(self.proc, self._reader)
 
     def kill(self) -> None:
         """Kill the child's process group and reap it; no child is started after this (an
         aborted cycle kills its environment process as it kills its workers, from any thread)."""
         self._closed = True
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        if self.proc is not None:
+            kill_group(self.proc)
 
     def __enter__(self) -> EnvProcess:
         return self
@@ -239,7 +220,7 @@ class EnvProcess:
             raise EnvError(
                 op,
                 "crash",
-                f"the environment process is not running ({_status(self.proc.returncode)})",
+                f"the environment process is not running ({describe_status(self.proc.returncode)})",
                 self._log(),
             )
         timeout = self.request_timeout if timeout is None else timeout
@@ -251,7 +232,7 @@ class EnvProcess:
             raise EnvError(
                 op,
                 "crash",
-                f"the environment process ended ({_status(self.proc.returncode)}) before '{op}'",
+                f"the environment process ended ({describe_status(self.proc.returncode)}) before '{op}'",
                 self._log(),
             ) from None
         try:
@@ -281,7 +262,7 @@ class EnvProcess:
             raise EnvError(
                 op,
                 "crash",
-                f"the environment process died during '{op}' ({_status(self.proc.returncode)})",
+                f"the environment process died during '{op}' ({describe_status(self.proc.returncode)})",
                 self._log(),
             )
         if not frame.get("ok"):
@@ -322,17 +303,6 @@ class EnvProcess:
 def using(envs: EnvProcess | None) -> contextlib.AbstractContextManager[EnvProcess]:
     """``envs`` as it is (its owner closes it), or a new process closed on exit when None."""
     return EnvProcess() if envs is None else contextlib.nullcontext(envs)
-
-
-def _status(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"
 
 
 class _PipeReader:

@@ -16,7 +16,6 @@ import json
 import os
 import selectors
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import Any
 import auditor
 from auditor import payload as worker_payload
 from auditor import tempdirs
+from auditor.child_process import close_pipes, describe_status, kill_group, spawn, wait_exit
 from auditor.config import StackConfig
 from auditor.hosts import LOCAL, HostConfig
 from auditor.transport import CONNECTIONS, HostError, explain, remote_argv
@@ -183,18 +183,9 @@ class StackWorker:
         }
         env = local_worker_env(self.stack.env)
         try:
-            self.proc = subprocess.Popen(
-                [python, "-c", SOURCE, json.dumps(spec)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.workdir,
-                env=env,
-                # Its own process group (killed whole), and its own session: with the kernel's
-                # autogroup scheduling also its own share of the CPU, as a served runtime has,
-                # whatever else runs in the auditor's session (the latency bench relies on it).
-                start_new_session=True,
-            )
+            # Its own session (auditor.child_process): with the kernel's autogroup scheduling
+            # its own share of the CPU, as a served runtime has (the latency bench relies on it).
+            self.proc = spawn([python, "-c", SOURCE, json.dumps(spec)], env, self.workdir)
         except OSError as exc:
             raise WorkerError(self.stack.name, "start", "start", f"cannot run {python}: {exc}") from None
         if self._killed.is_set():
@@ -258,14 +249,7 @@ class StackWorker:
         ]
         argv = remote_argv(self.host, words, control)
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.local_dir,
-                start_new_session=True,
-            )
+            self.proc = spawn(argv, cwd=self.local_dir)
         except OSError as exc:
             raise WorkerError(name, "start", "start", f"cannot run {argv[0]}: {exc}") from None
         if self._killed.is_set():
@@ -291,7 +275,7 @@ class StackWorker:
                 taken = f"the worker code was not taken within {self.start_timeout:g} s"
                 raise self._failure("start", "timeout", taken)
             self._wait_quietly()
-            raise self._failure("start", "start", f"the worker exited ({_describe_status(self.proc.poll())})")
+            raise self._failure("start", "start", f"the worker exited ({describe_status(self.proc.poll())})")
         try:
             return self._hello()
         except WorkerError as exc:
@@ -320,7 +304,7 @@ class StackWorker:
                 self.proc.stderr.close()
         text = (
             f"worker process {self.proc.pid} of stack {self.stack.name} ended "
-            f"({_describe_status(self.proc.poll())}) during or after its '{self.last_op or 'start'}' request"
+            f"({describe_status(self.proc.poll())}) during or after its '{self.last_op or 'start'}' request"
             + (f"; {then}" if then else "")
         )
         # What it wrote outside requests, then during the last one (fd 2 goes to a file then).
@@ -338,12 +322,8 @@ class StackWorker:
         The pipes stay open until close(): another thread may be waiting on the answer, and
         the process's death is what wakes it (end of file), not a closed descriptor."""
         self._killed.set()
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        if self.proc is not None:
+            kill_group(self.proc)
 
     def close(self, grace: float = 5.0) -> None:
         """Ask the worker to exit (end of stdin), then kill it if it does not."""
@@ -351,27 +331,13 @@ class StackWorker:
             try:
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
-                _wait_exit(self.proc, grace)
+                wait_exit(self.proc, grace)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
         if self.proc is not None:
-            self._close_pipes()
+            close_pipes(self.proc, self._reader)
         shutil.rmtree(self.local_dir, ignore_errors=True)
-
-    def _close_pipes(self) -> None:
-        assert self.proc is not None
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-        if self._reader is not None:
-            self._reader.join(timeout=2)
-        if self.proc.stderr is not None and (self._reader is None or not self._reader.is_alive()):
-            # Closed here, not left to the garbage collector: a daemon that keeps its last
-            # cycle's objects would hold one pipe per worker per cycle (the soak's fd slope).
-            with contextlib.suppress(OSError):
-                self.proc.stderr.close()
 
     def __enter__(self) -> StackWorker:
         return self
@@ -444,7 +410,7 @@ class StackWorker:
             if kind == "crash":
                 if self.is_remote and status is not None and 128 < status < 160:
                     status = -(status - 128)  # the remote supervisor's exit: 128 + the signal
-                message = f"worker died during the request ({_describe_status(status)})"
+                message = f"worker died during the request ({describe_status(status)})"
             else:
                 message = f"unreadable answer: {frame}"
                 self.kill()
@@ -493,35 +459,6 @@ def local_worker_env(stack_env: dict[str, str]) -> dict[str, str]:
         k for k in ("GLOG_v", "GLOG_logtostderr") if k not in os.environ and k not in stack_env
     )
     return env
-
-
-def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """``proc.wait(timeout)``, woken by the exit itself: Popen.wait with a timeout sleeps in
-    steps of up to 50 ms, and every close of a cycle would wait for the next step."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # no pidfd (not Linux >= 5.3), or already reaped
-        proc.wait(timeout=timeout)
-        return
-    try:
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                raise subprocess.TimeoutExpired(proc.args, timeout)
-    finally:
-        os.close(fd)
-    proc.wait()
-
-
-def _describe_status(status: int | None) -> str:
-    if status is None:
-        return "still running"
-    if status < 0:
-        try:
-            return f"killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"killed by signal {-status}"
-    return f"exit status {status}"
 
 
 class _Stopped(Exception):
