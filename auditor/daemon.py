@@ -4,6 +4,10 @@
   expression, optional jitter), one at a time: a single-thread executor, ``max_instances=1``,
   ``coalesce`` (runs missed while one was running or the host slept collapse into one) and a
   misfire grace time. ``run_on_start`` starts a cycle immediately.
+- **Each cycle runs in a child process** (``auditor.cycle_process``) that exits with it, so the
+  daemon between cycles holds what it held at start: the cycle's imports, caches and native
+  pages go with the child. The daemon hands it the config it loaded (or reloaded), reads
+  back the result, and keeps status, Prometheus figures and the stop/abort decisions.
 - **One daemon per state directory**: an exclusive ``flock`` on ``daemon.lock`` there; the
   kernel drops it when the process dies, so a crash never leaves a stale lock.
 - **Signals** are turned into bytes on a pipe (``signal.set_wakeup_fd``) that the main
@@ -37,13 +41,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.alerts import AlertEngine, build_sinks
-from auditor.audit_run import AuditRun, RunAborted, RunNotStored
 from auditor.config import Config, ConfigError, ScheduleConfig
+from auditor.cycle_process import ABORTED, DONE, FAILED, ChildCycle, CycleRequest, counts_text
 from auditor.metrics_export import MetricsExporter
 from auditor.notify import Notifier
 from auditor.paths import state_dir as default_state_dir
 from auditor.redact import RedactingFilter
-from auditor.results import STATUS_ORDER, CycleResult
 from auditor.store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -222,7 +225,7 @@ class Daemon:
         self._setup: _Setup | None = None
         self._scheduler: BackgroundScheduler | None = None
         self._state = threading.Lock()
-        self._current: AuditRun | None = None
+        self._current: ChildCycle | None = None
         self._idle = threading.Event()
         self._idle.set()
         self._stopping = False
@@ -416,6 +419,8 @@ class Daemon:
         tick = (lambda: current.abort(reason)) if current is not None and current.aborted else None
         if not self._wait_idle(ABORT_GRACE, tick=tick):
             log.error("the cycle thread did not end %g s after the abort; exiting anyway", ABORT_GRACE)
+            if current is not None:
+                current.kill()
             self._close()
             logging.shutdown()
             os._exit(1)  # a stuck thread would block the interpreter's exit forever
@@ -451,17 +456,21 @@ class Daemon:
         if self._setup is not None:
             self._setup.store.close()
 
-    # -- one cycle (in the scheduler's thread) ----------------------------------------------
+    # -- one cycle (in the scheduler's thread, run by a child process) ----------------------
     def _job(self) -> None:
         with self._state:
             if self._stopping or self._setup is None:
                 return
             setup = self._setup
-            run = AuditRun(setup.config, self.plugins, setup.store)
+            run = ChildCycle(
+                CycleRequest(
+                    setup.config, self.plugins.dirs, setup.store.url, logging.getLogger().getEffectiveLevel()
+                )
+            )
             self._current = run
             self._idle.clear()
         try:
-            self._cycle(run, setup)
+            self._cycle(run)
         except Exception:
             log.exception("the audit cycle failed unexpectedly; the daemon carries on")
             self._last_status = "last cycle failed (see the log)"
@@ -471,69 +480,30 @@ class Daemon:
                 self._current = None
                 self._idle.set()
 
-    def _cycle(self, run: AuditRun, setup: _Setup) -> None:
-        started = time.time()
-        try:
-            run_id = run.begin()
-        except StoreError as exc:
-            log.error("cannot record a new run, cycle skipped: %s", exc)
-            self._last_status = "last cycle skipped: history database unavailable"
-            self.notifier.status(self._last_status)
-            return
-        log.info("cycle started: run %s", run_id)
-        try:
-            result = run.run()
-        except (RunAborted, RunNotStored) as exc:
-            log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
-            self.exporter.record_aborted(run_id, started, time.time())
-            self._last_status = f"last cycle: run {run_id} aborted at {time.strftime('%H:%M:%S')}"
-            self.notifier.status(self._last_status)
-            return
-        log.info(
-            "cycle done: run %s %s in %.1f s (%s)",
-            run_id,
-            result.outcome.upper(),
-            result.finished_at - result.started_at,
-            _counts(result),
-        )
-        open_alerts = 0
-        try:
-            if result.run_id is not None:
-                setup.alerts.evaluate(result.run_id)
-            setup.alerts.deliver(should_stop=lambda: self._stopping)
-            counts = setup.alerts.open_counts()
-            open_alerts = sum(counts.values())
-            self.exporter.record_alerts(counts)
-        except Exception:
-            log.exception("alerts of run %s could not be processed; pending ones are retried later", run_id)
-        self.exporter.record_cycle(result)
-        self._apply_retention(setup)
-        self._last_status = (
-            f"last cycle: run {run_id} {result.outcome} at {time.strftime('%H:%M:%S')} "
-            f"({_counts(result)}); {open_alerts} open alert(s)"
-        )
+    def _cycle(self, run: ChildCycle) -> None:
+        """Run the cycle in a child process (auditor.cycle_process: it logs the cycle, its
+        alerts and retention itself) and turn its reply into status and metrics here."""
+        reply = run.run()
+        when = time.strftime("%H:%M:%S")
+        if reply.kind == DONE and reply.result is not None:
+            result = reply.result
+            if reply.open_alerts is not None:
+                self.exporter.record_alerts(reply.open_alerts)
+            self.exporter.record_cycle(result)
+            open_alerts = sum((reply.open_alerts or {}).values())
+            self._last_status = (
+                f"last cycle: run {reply.run_id} {result.outcome} at {when} "
+                f"({counts_text(result)}); {open_alerts} open alert(s)"
+            )
+        elif reply.kind == ABORTED:
+            self.exporter.record_aborted(reply.run_id, reply.started, reply.finished)
+            self._last_status = f"last cycle: run {reply.run_id} aborted at {when}"
+        elif reply.kind == FAILED:
+            log.error("the audit cycle failed: %s; the daemon carries on", reply.message)
+            self._last_status = "last cycle failed (see the log)"
+        else:
+            self._last_status = f"last cycle skipped: {reply.message}"
         self.notifier.status(self._last_status)
-
-    def _apply_retention(self, setup: _Setup) -> None:
-        """[storage] keep_days: drop old runs after each cycle (never the one just stored)."""
-        from auditor.retention import apply_retention
-
-        try:
-            pruned = apply_retention(setup.store, setup.config.keep_days)
-        except Exception:
-            log.exception("retention failed; the history is kept as it is until the next cycle")
-            return
-        if pruned is not None and pruned.runs:
-            log.info("retention: deleted %d run(s) older than %d days", pruned.runs, setup.config.keep_days)
-
-
-def _counts(result: CycleResult) -> str:
-    statuses = [r.status for r in result.results]
-    parts = [f"{statuses.count(s)} {s}" for s in STATUS_ORDER if s in statuses]
-    broken = [n for n, s in result.stacks.items() if s.error]
-    if broken:
-        parts.append(f"stack(s) unavailable: {', '.join(broken)}")
-    return ", ".join(parts) or "nothing to check"
 
 
 def _url_host(host: str) -> str:

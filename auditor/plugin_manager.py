@@ -87,6 +87,9 @@ class Plugins:
         entry_points: bool = True,
         builtins: Iterable[str] = BUILTINS,
     ):
+        dirs = [str(d) for d in dirs]
+        self.dirs = dirs
+        """The plugin directories, as given (a daemon's cycle process loads the same ones)."""
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.infos: list[PluginInfo] = []

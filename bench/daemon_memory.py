@@ -6,9 +6,14 @@ an existing history database),
 then reads the daemon's resident memory (VmRSS in /proc/PID/status) right after start and
 after each cycle, once the cycle is over, and the CPU time it used while idle between cycles
 (utime + stime in /proc/PID/stat). Goals: idle RSS <= 80 MB, no growth across cycles, ~0 CPU
-between cycles. The daemon's children (stack workers, the rollout's environment process) are
-not counted: they live only during a cycle, and the bench reads the daemon once they are
-gone (it prints how many are left: 0).
+between cycles. The daemon's children (the cycle process, auditor/cycle_process.py, and its
+stack workers and rollout environment process) are not counted: they live only during a
+cycle, and the bench reads the daemon once they are gone (it prints how many are left: 0).
+
+Measured: with the cycle in the daemon's own process, 77 MB at start, 87-88 MB after the
+first cycle and +0.15 MB a cycle after that (imports, SQLAlchemy's statement cache,
+SQLite's page cache, malloc arenas and the library pages a cycle touches); with the cycle
+in a child, 77.0 at start and 77.4 after the fourth cycle.
 
 usage: .venv/bin/python bench/daemon_memory.py [--quick] [--cycles N] [--interval S]
 """

@@ -48,8 +48,10 @@ def doc(default_doc: dict) -> dict:
 
 
 def worker_pids(parent: int | None = None) -> list[int]:
-    """Live stack-worker processes (optionally only children of ``parent``), read from /proc."""
-    found = []
+    """Live stack-worker processes (optionally only descendants of ``parent``: a daemon's
+    workers are its cycle process's children), read from /proc."""
+    ppids: dict[int, int] = {}
+    workers = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -59,9 +61,18 @@ def worker_pids(parent: int | None = None) -> list[int]:
         except OSError:
             continue
         state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if b"auditor.worker.main" in cmdline and state != "Z" and (parent is None or int(ppid) == parent):
-            found.append(int(entry.name))
-    return found
+        ppids[int(entry.name)] = int(ppid)
+        if b"auditor.worker.main" in cmdline and state != "Z":
+            workers.append(int(entry.name))
+
+    def descends(pid: int) -> bool:
+        while pid in ppids and pid > 1:
+            pid = ppids[pid]
+            if pid == parent:
+                return True
+        return False
+
+    return [p for p in workers if parent is None or descends(p)]
 
 
 @pytest.fixture(scope="session")
