@@ -18,6 +18,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+def own_package_env() -> dict[str, str]:
+    """This environment, with this package's root first on PYTHONPATH: a child started with
+    ``python -m auditor.<module>`` finds the package where the parent found it, installed or
+    run from a checkout, whatever its working directory."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
 def spawn(argv: Sequence[str], env: dict[str, str] | None = None, cwd: str | Path | None = None):
     """Start ``argv`` with stdin/stdout/stderr pipes in a new session; OSError when it cannot run."""
     return subprocess.Popen(

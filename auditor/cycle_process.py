@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from auditor.child_process import describe_status, kill_group, wait_exit
+from auditor.child_process import describe_status, kill_group, own_package_env, wait_exit
 
 if TYPE_CHECKING:
     from auditor.config import Config
@@ -130,6 +130,7 @@ class ChildCycle:
                     [self.python, "-m", MODULE],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
+                    env=own_package_env(),
                     start_new_session=True,
                 )
             except OSError as exc:

@@ -33,12 +33,11 @@ import time
 import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from auditor.child_process import close_pipes, describe_status, kill_group, spawn, wait_exit
+from auditor.child_process import close_pipes, describe_status, kill_group, own_package_env, spawn, wait_exit
 from auditor.worker import protocol
 
 MODULE = "auditor.env_process"
@@ -154,10 +153,7 @@ class EnvProcess:
     def start(self) -> None:
         if self._closed:
             raise EnvError("start", "start", "the environment process was already closed")
-        # The child finds this package where the parent found it, whatever its sys.path.
-        root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        env = own_package_env()
         try:
             # Its own process group: Ctrl-C reaches the auditor, which closes the child.
             self.proc = spawn([self.python, "-m", MODULE], env)
