@@ -148,10 +148,11 @@ class ChildCycle:
             wait_exit(self.proc, 30)
         except subprocess.TimeoutExpired:
             kill_group(self.proc)
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                if pipe is not None:
-                    pipe.close()
+        with self._lock:  # not under an abort being written from another thread
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                with contextlib.suppress(OSError):
+                    if pipe is not None:
+                        pipe.close()
         if reply is None:
             return CycleReply(
                 FAILED,
