@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from auditor.child_process import describe_status, kill_group, own_package_env, wait_exit
+from auditor.child_process import close_pipes, describe_status, kill_group, own_package_env, wait_exit
 
 if TYPE_CHECKING:
     from auditor.config import Config
@@ -69,7 +69,6 @@ class CycleReply:
     """Open alerts by severity after this cycle's alerts; None when they could not be read."""
     started: float = 0.0
     finished: float = 0.0
-    pruned: int = 0
 
 
 def _write_frame(stream: BinaryIO, obj: Any) -> None:
@@ -149,10 +148,7 @@ class ChildCycle:
         except subprocess.TimeoutExpired:
             kill_group(self.proc)
         with self._lock:  # not under an abort being written from another thread
-            for pipe in (self.proc.stdin, self.proc.stdout):
-                with contextlib.suppress(OSError):
-                    if pipe is not None:
-                        pipe.close()
+            close_pipes(self.proc, None)
         if reply is None:
             return CycleReply(
                 FAILED,
@@ -223,14 +219,12 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             open_alerts = alerts.open_counts()
         except Exception:
             log.exception("alerts of run %s could not be processed; pending ones are retried later", run_id)
-        pruned = 0
         try:
             done = apply_retention(store, config.keep_days)
         except Exception:
             log.exception("retention failed; the history is kept as it is until the next cycle")
         else:
             if done is not None and done.runs:
-                pruned = done.runs
                 log.info("retention: deleted %d run(s) older than %d days", done.runs, config.keep_days)
         return CycleReply(
             DONE,
@@ -239,7 +233,6 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             open_alerts=open_alerts,
             started=started,
             finished=time.time(),
-            pruned=pruned,
         )
     finally:
         store.close()
