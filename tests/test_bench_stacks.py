@@ -45,3 +45,32 @@ def test_bench_runs_quick(stacks, bench):
     for figure in BENCHES[bench]:
         assert figure in out.stdout, out.stdout
     assert any(ch.isdigit() for ch in out.stdout)
+
+
+@pytest.mark.stacks
+def test_latency_bench_times_only_the_named_stack(stacks):
+    # --stack gives a noisy stack many cheap rounds: only its row, its pair's cycle only.
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "latency_overhead.py"), "--quick", "--stack", "ms20"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    rows = [line.split()[0] for line in out.stdout.splitlines() if line.split()[:1] in (["ms20"], ["ms210"])]
+    assert rows == ["ms20"], out.stdout
+    assert "lite20" not in out.stdout and "ms210-graph" not in out.stdout
+
+
+def test_latency_bench_names_an_unknown_stack():
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "latency_overhead.py"), "--stack", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert out.returncode == 1
+    assert "--stack nope: no such stack in auditor.toml" in out.stderr
+    assert "ms210" in out.stderr  # the known ones are listed
