@@ -60,8 +60,8 @@ interval (bench_stats): the load moves a round's ratio either way by tens of per
 cost of the auditor's would move every round the same way. The interval says whether the
 rounds were enough to tell. Ten rounds pin the graph and Lite stacks to about +-10%; the
 PyNative stacks need about forty, which ``--stack NAME`` (repeatable) makes affordable: only
-the named stacks are timed, and the cycle runs only one pair per named stack (40 rounds of
-ms210 and ms20: 18 minutes). Bare/bare is summed up the same way, so the floor is on the
+the named stacks are timed, and the cycle runs only the pairs they need (40 rounds of ms210
+and ms20: 18 minutes). Bare/bare is summed up the same way, so the floor is on the
 same footing as the ratio. The machine's load is printed with the figures.
 
 usage: .venv/bin/python bench/latency_overhead.py [--quick] [--rounds N] [--iterations N]
@@ -218,18 +218,20 @@ def bare_p50(key: str, stack, mindir: str, common: dict, tmp: str) -> float:
 
 
 def focus_pairs(config, stacks: list[str]) -> tuple[str, ...]:
-    """For ``--stack``: the first pair of the config that involves each named stack (all pairs
-    when none is named). An infer stack needs its train stack's export, so its pair runs whole."""
+    """For ``--stack``: the pairs a round runs (all of them when no stack is named). A train
+    stack needs one of its pairs; an infer stack needs all of its own, since which train
+    stack's export it can load is the version rules' answer (lite20 refuses ms210's)."""
     chosen: list[str] = []
     for name in stacks:
         if name not in config.stacks:
             known = ", ".join(config.stacks)
             raise SystemExit(f"--stack {name}: no such stack in auditor.toml (known: {known})")
-        pair = next((p.name for p in config.pairs if name in (p.train, p.infer)), None)
-        if pair is None:
+        uses = [p.name for p in config.pairs if name in (p.train, p.infer)]
+        if not uses:
             raise SystemExit(f"--stack {name}: no pair of auditor.toml uses this stack")
-        if pair not in chosen:
-            chosen.append(pair)
+        for pair in uses[:1] if config.stacks[name].role == "train" else uses:
+            if pair not in chosen:
+                chosen.append(pair)
     return tuple(chosen)
 
 
