@@ -58,8 +58,9 @@ alternated 12 times, 0.73-1.08. Pinned to one core, every call takes 25-35 ms.
 Each stack's ratio is the geometric mean of its rounds' reported/bare ratios, with a 95%
 interval (bench_stats): the load moves a round's ratio either way by tens of percent, while a
 cost of the auditor's would move every round the same way. The interval says whether the
-rounds were enough to tell. Ten rounds pin the graph and Lite stacks to about +-10%; the
-PyNative stacks need about forty, which ``--stack NAME`` (repeatable) makes affordable: only
+rounds were enough to tell. Ten to twenty rounds pin the graph stacks to about +-10%; the
+PyNative stacks and Lite (whose p50 is about 90 µs in some processes and 170 µs in others)
+need about forty, which ``--stack NAME`` (repeatable) makes affordable: only
 the named stacks are timed, and the cycle runs only the pairs they need (40 rounds of ms210
 and ms20: 18 minutes). Bare/bare is summed up the same way, so the floor is on the
 same footing as the ratio. The machine's load is printed with the figures.
@@ -180,12 +181,11 @@ class PairedCycle(Cycle):
         stack = worker.stack
         if not model.startswith(f"{PROBE}-{VARIANT}-") and f"/{PROBE}-{VARIANT}-" not in model:
             return super()._time(worker, model, inputs, batch)
+        if stack.role == "train":
+            self._timing_train = stack.name  # its export follows: _stage_mindir keeps a copy
         if self.stacks and stack.name not in self.stacks:
-            if stack.role == "train":
-                self._timing_train = stack.name
             return super()._time(worker, model, inputs, batch)
         if stack.role == "train":
-            self._timing_train = stack.name
             key, mindir = stack.name, ""
         else:
             train = model.partition("/")[0]
@@ -245,8 +245,8 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="time only this stack (repeatable); the cycle runs one pair per named stack, so "
-        "a round costs a fraction of the full one and a noisy stack can be given many rounds",
+        help="time only this stack (repeatable); the cycle runs only the pairs the named stacks "
+        "need, so a round costs a fraction of the full one and a noisy stack can be given many rounds",
     )
     args = ap.parse_args()
     if args.quick:
