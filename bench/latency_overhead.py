@@ -251,7 +251,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.iterations = 1, 20
-    pairs = focus_pairs(reference_config()[0], args.stack)
+    # Only --stack needs the whole config first (to pick pairs); without it, it is read once.
+    pairs = focus_pairs(reference_config()[0], args.stack) if args.stack else ()
 
     config, plugins = reference_config(
         probes=(PROBE,),
