@@ -4,26 +4,16 @@ the command with status 130 and one line, not a traceback from inside an import.
 
 from __future__ import annotations
 
-import sys
+from auditor.cli.exits import interrupted
 
 
 def main() -> None:
     try:
-        from auditor.cli import main as cli_main
+        from auditor.cli.main import main as cli_main
 
         cli_main()
     except KeyboardInterrupt:
         interrupted()
-
-
-def interrupted() -> None:
-    """Exit as a shell expects after Ctrl-C (128 + SIGINT), quietly."""
-    try:
-        sys.stderr.write("auditor: interrupted\n")
-        sys.stderr.flush()
-    except (OSError, KeyboardInterrupt):
-        pass
-    raise SystemExit(130)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def auditor_probes() -> list[str]:
 
 @hookspec
 def auditor_runtimes() -> list[Any]:
-    """Return ``auditor.runtime.RuntimeSpec`` objects: a runtime name usable as
+    """Return ``auditor.extend.runtime_spec.RuntimeSpec`` objects: a runtime name usable as
     ``stacks.NAME.runtime``, whether it can ``"export"`` (train side) or ``"load"`` (infer side),
     and ``worker_class``, ``"package.module:Class"`` of the class the worker instantiates with
     the stack's device string. The class runs inside the stack (Python 3.7 compatible) and
@@ -76,18 +76,18 @@ def auditor_fingerprint_collectors() -> list[str]:
 
 @hookspec
 def auditor_rules() -> list[Any]:
-    """Return ``auditor.rules.Rule`` objects: a ``name`` and ``check(context)`` yielding
+    """Return ``auditor.rules.engine.Rule`` objects: a ``name`` and ``check(context)`` yielding
     ``auditor.results.Finding`` objects from the stacks' fingerprints, the pairs and the
-    exported artifacts in ``context`` (an ``auditor.rules.RuleContext``). Rules run before
+    exported artifacts in ``context`` (an ``auditor.rules.engine.RuleContext``). Rules run before
     probes; a finding with ``blocks`` set in its details stops the probes it names.
     """
 
 
 @hookspec
 def auditor_comparators() -> list[Any]:
-    """Return ``auditor.compare.Comparator`` objects: a ``name`` and
+    """Return ``auditor.compare.outputs.Comparator`` objects: a ``name`` and
     ``compare(train, infer, options)`` taking the train and infer outputs as dicts of
-    numpy arrays by output name and returning a list of ``auditor.compare.MetricCheck``.
+    numpy arrays by output name and returning a list of ``auditor.compare.outputs.MetricCheck``.
     They run in the auditor, on the outputs of probes that list the comparator's name in
     ``COMPARATORS``; ``options`` is the probe's ``[probes.NAME.comparators.COMPARATOR]`` table.
     """
@@ -95,7 +95,7 @@ def auditor_comparators() -> list[Any]:
 
 @hookspec
 def auditor_alert_sinks() -> list[Any]:
-    """Return ``auditor.alerts.SinkType`` objects: a ``type`` usable as
+    """Return ``auditor.alerts.engine.SinkType`` objects: a ``type`` usable as
     ``[alerts.sinks.NAME] type = ...``, ``validate(options)`` returning a list of problems,
     and ``create(name, options)`` returning an object whose ``send(event)`` delivers one
     alert event (a dict, documented in docs/plugins.md) or raises to be retried later.

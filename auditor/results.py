@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import MetricCheck, OutputComparison
+from auditor.compare.outputs import MetricCheck, OutputComparison
 
 CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", "error"
 UNSUPPORTED = "unsupported"
@@ -111,20 +111,20 @@ class ProbeResult:
     log: str = ""
     checks: tuple[MetricCheck, ...] = ()
     """What the probe's comparators (and the fresh-process rerun) measured, beyond ``outputs``."""
-    # -- probe suite (auditor.latency, auditor.localize, auditor.baseline) --
+    # -- probe suite (auditor.cycle.latency, auditor.cycle.localize, auditor.cycle.baseline) --
     train_latencies: tuple[Latency, ...] = ()
     """Latency at the other batch sizes of ``[latency] batches`` (the probe's own is train_latency)."""
     infer_latencies: tuple[Latency, ...] = ()
     localization: Any = None
-    """auditor.localize.Localization of a drifting variant: the first layer out of tolerance."""
+    """auditor.cycle.localize.Localization of a drifting variant: the first layer out of tolerance."""
     baseline: tuple[Any, ...] = ()
-    """auditor.baseline.BaselineCheck per side: the outputs against their golden."""
+    """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
 
 
 @dataclass(frozen=True)
 class LearnedMaximum:
     """The highest MindIR version a runtime build loads, as its own rejection message said.
-    Stored, so that later cycles check it before attempting a load (see auditor.rules)."""
+    Stored, so that later cycles check it before attempting a load (see auditor.rules.engine)."""
 
     package: str
     version: str
@@ -143,12 +143,12 @@ class CycleResult:
     findings: list[Finding]
     run_id: int | None = None
     learned_maxima: list[LearnedMaximum] = field(default_factory=list)
-    rollouts: list[Any] = field(default_factory=list)
-    """auditor.rollout.RolloutResult per rolled-out pair (closed and open loop)."""
-    learned_operators: list[Any] = field(default_factory=list)
-    """auditor.operator_support.LearnedOperator: operators a load failed on (stored)."""
+    rollouts: list[RolloutResult] = field(default_factory=list)
+    """Per rolled-out pair (closed and open loop; auditor.cycle.rollout)."""
+    learned_operators: list[LearnedOperator] = field(default_factory=list)
+    """Operators a load failed on (stored; auditor.rules.operator_support)."""
     publications: list[Any] = field(default_factory=list)
-    """auditor.publication.PublicationSet per publishing train stack (split mode)."""
+    """auditor.history.publication.PublicationSet per publishing train stack (split mode)."""
 
     @property
     def outcome(self) -> str:
@@ -185,3 +185,111 @@ class CycleResult:
             ],
             "findings": [asdict(f) for f in self.findings],
         }
+
+
+MODES = ("closed-loop", "open-loop")
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One seed. Steps are numbered from 1 (the first action)."""
+
+    seed: int
+    steps: int
+    action_diff: tuple[float, ...]
+    """Closed loop: max |a_train - a_infer| over action dimensions, per step (clipped actions)."""
+    open_action_diff: tuple[float, ...]
+    """Open loop: the same, with the infer stack fed the train stack's observations."""
+    obs_diff: tuple[float, ...]
+    """Closed loop: max |obs_train - obs_infer| after each step."""
+    train_return: float
+    infer_return: float
+    first_exceed: int | None
+    open_first_exceed: int | None
+
+    @property
+    def return_diff(self) -> float:
+        return abs(self.train_return - self.infer_return)
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    pair: str
+    train: str
+    infer: str
+    probe: str
+    variant: str
+    env: str
+    status: str
+    message: str
+    action_atol: float
+    return_atol: float
+    episodes: tuple[Episode, ...] = ()
+    log: str = ""
+
+    def summary(self, mode: str) -> dict[str, float]:
+        """The figures stored per mode ("closed-loop", "open-loop") over all episodes; a
+        first-exceed step of 0 means "never"."""
+        eps = self.episodes
+        if not eps:
+            return {}
+        if mode == "closed-loop":
+            diffs = [d for e in eps for d in e.action_diff]
+            firsts = [e.first_exceed for e in eps if e.first_exceed is not None]
+            return {
+                "max_action_diff": max(diffs, default=0.0),
+                "mean_action_diff": float(np.mean(diffs)) if diffs else 0.0,
+                "first_exceed_step": float(min(firsts, default=0)),
+                "episodes_exceeding": float(len(firsts)),
+                "max_obs_diff": max((d for e in eps for d in e.obs_diff), default=0.0),
+                "train_return": float(np.mean([e.train_return for e in eps])),
+                "infer_return": float(np.mean([e.infer_return for e in eps])),
+                "max_return_diff": max(e.return_diff for e in eps),
+                "steps": float(sum(e.steps for e in eps)),
+            }
+        diffs = [d for e in eps for d in e.open_action_diff]
+        firsts = [e.open_first_exceed for e in eps if e.open_first_exceed is not None]
+        return {
+            "max_action_diff": max(diffs, default=0.0),
+            "mean_action_diff": float(np.mean(diffs)) if diffs else 0.0,
+            "first_exceed_step": float(min(firsts, default=0)),
+            "episodes_exceeding": float(len(firsts)),
+            "steps": float(sum(e.steps for e in eps)),
+        }
+
+    def episode_metrics(self) -> dict[str, dict[str, dict[str, float]]]:
+        """mode -> "seed<N>" -> figures of that episode, for the history database."""
+        closed: dict[str, dict[str, float]] = {}
+        opened: dict[str, dict[str, float]] = {}
+        for e in self.episodes:
+            closed[f"seed{e.seed}"] = {
+                "max_action_diff": max(e.action_diff, default=0.0),
+                "first_exceed_step": float(e.first_exceed or 0),
+                "max_obs_diff": max(e.obs_diff, default=0.0),
+                "train_return": e.train_return,
+                "infer_return": e.infer_return,
+                "return_diff": e.return_diff,
+            }
+            opened[f"seed{e.seed}"] = {
+                "max_action_diff": max(e.open_action_diff, default=0.0),
+                "first_exceed_step": float(e.open_first_exceed or 0),
+            }
+        return {"closed-loop": closed, "open-loop": opened}
+
+
+def open_loop_status(r: RolloutResult) -> str:
+    if r.status == ERROR:
+        return ERROR
+    return DRIFT if any(e.open_first_exceed is not None for e in r.episodes) else CONSISTENT
+
+
+@dataclass(frozen=True)
+class LearnedOperator:
+    """An operator a runtime build failed to load, as its own error said."""
+
+    package: str
+    version: str
+    target: str
+    operator: str
+    message: str = ""
+    learned_at: datetime | None = None

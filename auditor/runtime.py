@@ -1,30 +1,6 @@
-"""What the auditor knows about a runtime without loading it: its name, which side of a
-pair it can serve, and the class a stack worker instantiates for it."""
+"""Kept for one release: ``from auditor.runtime import RuntimeSpec`` still works for runtime
+plugins written before the layered layout; the class lives in auditor.extend.runtime_spec."""
 
-from __future__ import annotations
+from auditor.extend.runtime_spec import RuntimeSpec
 
-from dataclasses import dataclass, field
-
-CAPABILITIES = ("export", "load")
-
-
-@dataclass(frozen=True)
-class RuntimeSpec:
-    """``can``: "export" (builds and exports probes: a train stack) or "load" (loads an
-    exported MindIR: an infer stack). ``worker_class``: "package.module:Class", imported
-    inside the stack's worker; it must be Python 3.7 compatible."""
-
-    name: str
-    can: str
-    worker_class: str
-    description: str = ""
-    unsupported_operators: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Operators this runtime is known not to run: ``"VERSION:TARGET"`` (``"2.0.0:cpu"``, the
-    runtime's own version and the device kind) -> MindIR operator type -> why. Checked by the
-    operator-support rule against every MindIR before it is loaded."""
-
-    def __post_init__(self) -> None:
-        if self.can not in CAPABILITIES:
-            raise ValueError(f"runtime {self.name}: can must be 'export' or 'load', not {self.can!r}")
-        if ":" not in self.worker_class:
-            raise ValueError(f"runtime {self.name}: worker_class must be 'module:Class'")
+__all__ = ["RuntimeSpec"]

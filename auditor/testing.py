@@ -10,7 +10,8 @@ and get its results back (as pytest's ``pytester`` runs a plugin).
 ``run_probe`` writes a small config (one pair, the probe, no rollout, short latency timing),
 validates it like `auditor config check`, runs one cycle without storing it, and returns the
 probe's ``auditor.results.ProbeResult`` per variant. The ``probe_runner`` pytest fixture is the
-same function with the test's temporary directory.
+same function with the test's temporary directory. ``Plugins`` loads plugins the way the
+auditor does (``Plugins(["plugins"], entry_points=False).problems == []``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor.common.paths import stacks_dir
+from auditor.config.load import load
+from auditor.config.tables import ConfigError
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins
+
 if TYPE_CHECKING:
     from auditor.results import CycleResult, ProbeResult
+
+__all__ = ["Plugins", "Stack", "probe_runner", "run_probe"]
 
 # The reference stacks' runtimes by name (scripts/install-stacks installs them).
 REFERENCE = {
@@ -47,7 +56,6 @@ class Stack:
     @classmethod
     def reference(cls, name: str) -> Stack:
         """One of the reference stacks (ms210, ms210-graph, ms20, lite20) under the stacks directory."""
-        from auditor.paths import stacks_dir
 
         if name not in REFERENCE:
             raise ValueError(f"no reference stack {name!r} (known: {', '.join(REFERENCE)})")
@@ -107,10 +115,6 @@ def run_cycle(
 ) -> CycleResult:
     """As ``run_probe``, returning the whole cycle's result (fingerprints and rule findings too)."""
     import tempfile
-
-    from auditor.config import ConfigError, load
-    from auditor.cycle import Cycle
-    from auditor.plugin_manager import Plugins
 
     name = _probe_name(probe)
     dirs = [str(Path(d).resolve()) for d in plugin_dirs]

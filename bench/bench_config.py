@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from auditor.config import Config, load  # noqa: E402
-from auditor.plugin_manager import Plugins  # noqa: E402
+from auditor.config.load import load  # noqa: E402
+from auditor.config.tables import Config  # noqa: E402
+from auditor.extend.manager import Plugins  # noqa: E402
 
 
 def reference_config(

@@ -34,7 +34,7 @@ AUDITOR = str(Path(sys.executable).with_name("auditor"))
 
 def stack_python(name: str) -> str:
     sys.path.insert(0, str(REPO))
-    from auditor.paths import stacks_dir
+    from auditor.common.paths import stacks_dir
 
     return str(stacks_dir() / name / "bin" / "python")
 

@@ -6,7 +6,7 @@ an existing history database),
 then reads the daemon's resident memory (VmRSS in /proc/PID/status) right after start and
 after each cycle, once the cycle is over, and the CPU time it used while idle between cycles
 (utime + stime in /proc/PID/stat). Goals: idle RSS <= 80 MB, no growth across cycles, ~0 CPU
-between cycles. The daemon's children (the cycle process, auditor/cycle_process.py, and its
+between cycles. The daemon's children (the cycle child, auditor/daemon/cycle_child.py, and its
 stack workers and rollout environment process) are not counted: they live only during a
 cycle, and the bench reads the daemon once they are gone (it prints how many are left: 0).
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_config import reference_config  # noqa: E402
 
-from auditor.store import Store  # noqa: E402
+from auditor.history.store import Store  # noqa: E402
 
 PAIR = ("ms20", "lite20")
 TICK = os.sysconf("SC_CLK_TCK")

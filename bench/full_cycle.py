@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from auditor.stack_worker import StackWorker, WorkerError  # noqa: E402
+from auditor.stacks.worker import StackWorker, WorkerError  # noqa: E402
 
 BARE = r"""
 import importlib.util, json, os, sys, time
@@ -208,8 +208,8 @@ def audit_once(config_path: str, quick: bool) -> tuple[float, str]:
     started = time.perf_counter()
     from bench_config import reference_config
 
-    from auditor.cycle import Cycle
-    from auditor.report import render_text
+    from auditor.cycle.cycle import Cycle
+    from auditor.report.text import render_text
 
     if quick:
         config, plugins = reference_config(

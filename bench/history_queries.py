@@ -7,7 +7,7 @@ half-way), then times the typical filtered queries two ways, each the median of 
 rounds on the same file (the two in turn in each round, so that the load of a shared machine
 weighs on both alike; the load average is printed with the figures):
   - auditor: the functions behind `auditor history` / `auditor trend` (SQLAlchemy select()
-    statements built and compiled once per filter shape (auditor.prepared), rows streamed
+    statements built and compiled once per filter shape (auditor.db.prepared), rows streamed
     and converted to Python values by the column types, datetimes included);
   - sqlite3: the same query written by hand and run with the sqlite3 module (rows fetched as
     the module returns them, times as strings).
@@ -43,8 +43,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from auditor import history as h  # noqa: E402
-from auditor.store import Store  # noqa: E402
+from auditor.history import queries as h  # noqa: E402
+from auditor.history.store import Store  # noqa: E402
 from tests.history_fixtures import DRIFTING_PAIR, generate_history, runs_for  # noqa: E402
 
 SHAPE = {"probes": ("ppo_policy", "action_sampler"), "variants": ("fp32", "fp16")}

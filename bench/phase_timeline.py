@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from auditor import payload, stack_worker, transport
+from auditor.stacks import payload, transport
+from auditor.stacks import worker as stack_worker
 
 
 class Timeline:

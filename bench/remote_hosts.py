@@ -55,11 +55,11 @@ sys.path.insert(0, str(REPO))
 from bench_stats import geomean_interval  # noqa: E402
 from phase_timeline import Timeline  # noqa: E402
 
-from auditor.config import parse  # noqa: E402
-from auditor.cycle import Cycle  # noqa: E402
-from auditor.hosts import per_host_limits  # noqa: E402
-from auditor.probe import builtin_probes  # noqa: E402
-from auditor.transport import Connections, remote_argv  # noqa: E402
+from auditor.config.load import parse  # noqa: E402
+from auditor.cycle.cycle import Cycle  # noqa: E402
+from auditor.extend.manager import builtin_probes  # noqa: E402
+from auditor.stacks.hosts import per_host_limits  # noqa: E402
+from auditor.stacks.transport import Connections, remote_argv  # noqa: E402
 from tests.conftest import stack_python  # noqa: E402
 from tests.sshd import make_sshd, unavailable  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Alembic environment for the history database.
 
-The auditor builds the Alembic config in code (auditor.store.alembic_config) and hands over
+The auditor builds the Alembic config in code (auditor.history.store.alembic_config) and hands over
 an open connection, so no alembic.ini in the working directory is needed. Running the
 ``alembic`` command against this folder works too, with ``sqlalchemy.url`` set.
 """
@@ -8,7 +8,7 @@ an open connection, so no alembic.ini in the working directory is needed. Runnin
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from auditor.models import Base
+from auditor.db.schema import Base
 
 config = context.config
 target_metadata = Base.metadata

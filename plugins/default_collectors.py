@@ -1,6 +1,6 @@
 """The built-in fingerprint collectors, registered through the same hook as any plugin's.
 
-Each module fills one section of the fingerprint document (see ``auditor.fingerprint``);
+Each module fills one section of the fingerprint document (see ``auditor.fingerprint.collect``);
 they run inside every stack's worker, in this order.
 """
 

@@ -4,7 +4,7 @@ Each takes both sides' outputs by name and its options (the probe's defaults fro
 ``comparator_options(params)``, then ``[probes.X.comparators.NAME]``, then the dtype's and the
 variant's tables) and returns MetricChecks. Limits here are about what a policy *does*
 (probability mass, action choices), so their defaults hold for every dtype; the element-wise
-atol/rtol are the precision check. The math lives in auditor.metrics.
+atol/rtol are the precision check. The math lives in auditor.compare.metrics.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from auditor import metrics
-from auditor.compare import Comparator, MetricCheck
+from auditor.compare import metrics
+from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.hookspecs import hookimpl
 
 Outputs = dict[str, np.ndarray]

@@ -8,7 +8,7 @@
   writes: 1.7-2.2.x -> 1, 2.3-2.4.x -> 2, 2.5 and later -> 3);
 - operator-support: an exported MindIR's operator types against those the inference runtime
   is known not to run (the runtime plugin's ``unsupported_operators`` table, or learned from a
-  load that failed on that runtime; ``auditor.operator_support``);
+  load that failed on that runtime; ``auditor.rules.operator_support``);
 - driver-firmware: the firmware in one of the driver's ``compatible_version_fw`` ranges, or
   the driver in one of the firmware's ``compatible_version_drv`` ranges; firmware below 6.4
   never;
@@ -26,12 +26,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from auditor import cann_choice
-from auditor.config import PairConfig
+from auditor.config.tables import PairConfig
 from auditor.hookspecs import hookimpl
 from auditor.results import Finding
-from auditor.rules import Rule, RuleContext, major_minor, version_tuple
-from auditor.rules import finding as _finding
+from auditor.rules import cann_choice
+from auditor.rules.engine import Rule, RuleContext, major_minor, version_tuple
+from auditor.rules.engine import finding as _finding
 
 # -- MindSpore <-> CANN ------------------------------------------------------------------------
 
@@ -494,7 +494,7 @@ def _numerics_env(ctx: RuleContext, stack: str) -> dict[str, str]:
 
 
 def runtime_cann(ctx: RuleContext, stack: str) -> dict[str, Any] | None:
-    """The entry of ``cann.packages`` the stack's runtime loads (auditor.cann_choice), or None."""
+    """The entry of ``cann.packages`` the stack's runtime loads (auditor.rules.cann_choice), or None."""
     choice = cann_choice.for_runtime(ctx, stack)
     return choice.package if choice is not None else None
 

@@ -1,8 +1,8 @@
 """The built-in runtimes: MindSpore PyNative (train side), MindSpore graph mode loading a
 MindIR with GraphCell, and MindSpore Lite (infer side)."""
 
+from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.hookspecs import hookimpl
-from auditor.runtime import RuntimeSpec
 
 # Measured with the action_sampler probe's seeded variants on the reference lite20 stack.
 LITE_20_CPU = {

@@ -3,7 +3,7 @@
 
 from auditor.plugins import sink_exec, sink_jsonl, sink_log, sink_webhook
 
-from auditor.alerts import SinkType
+from auditor.alerts.sinks import SinkType
 from auditor.hookspecs import hookimpl
 
 

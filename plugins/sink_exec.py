@@ -24,7 +24,7 @@ import signal
 import subprocess
 from typing import Any
 
-from auditor.alerts import SinkType, option_problems
+from auditor.alerts.sinks import SinkType, option_problems
 
 
 class ExecSink:

@@ -1,4 +1,4 @@
-"""Alert sink ``jsonl``: appends each alert event (the JSON payload of ``auditor.alerts``) as
+"""Alert sink ``jsonl``: appends each alert event (the JSON payload of ``auditor.alerts.engine``) as
 one line to a file, for log shippers and scripts.
 
     [alerts.sinks.file]
@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from auditor.alerts import SinkType, option_problems
-from auditor.config import expand
+from auditor.alerts.sinks import SinkType, option_problems
+from auditor.config.tables import expand
 
 
 class JsonLinesSink:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from auditor.alerts import RESOLVED, SinkType, option_problems
+from auditor.alerts.sinks import RESOLVED, SinkType, option_problems
 
 LEVELS = {
     "info": logging.INFO,

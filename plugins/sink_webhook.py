@@ -1,5 +1,5 @@
 """Alert sink ``webhook``: an HTTP POST of the alert event's JSON (``Content-Type:
-application/json``; the payload is documented in ``auditor.alerts`` and docs/alerts.md).
+application/json``; the payload is documented in ``auditor.alerts.engine`` and docs/alerts.md).
 
     [alerts.sinks.ops]
     type = "webhook"
@@ -29,7 +29,7 @@ import urllib.request
 from typing import Any
 
 from auditor import __version__
-from auditor.alerts import SinkType, option_problems
+from auditor.alerts.sinks import SinkType, option_problems
 
 RETRYABLE_STATUS = {408, 429}
 

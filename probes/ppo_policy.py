@@ -12,7 +12,7 @@ in it. The tanh head's log-probability of an action a in [-1, 1] is
 
     log N(u; mean, std) - sum log(1 - tanh(u)^2),   u = atanh(clip(a, -1 + eps, 1 - eps))
 
-with the correction in its stable form 2 (log 2 - u - softplus(-2u)) (auditor.metrics holds
+with the correction in its stable form 2 (log 2 - u - softplus(-2u)) (auditor.compare.metrics holds
 the float64 reference). fp16 needs a larger eps: 1 - 1e-6 rounds to 1 in fp16.
 """
 
@@ -112,7 +112,7 @@ def make_inputs(params):
     return [obs.astype(dtype), actions.astype(dtype)]
 
 
-# Checked on each stack's outputs alone (auditor.invariants): what any correct runtime computes.
+# Checked on each stack's outputs alone (auditor.cycle.invariants): what any correct runtime computes.
 NAN_PROPAGATES = ("mean", "logp", "action")
 ORDINARY = ("random", "sweep")
 
@@ -142,7 +142,7 @@ def class_inputs(name, params, inputs):
     first layer to a pre-activation swept from -12 to 12 (tanh saturates beyond ~3; in fine
     steps through the transition), and the actions sweep the head's domain ([-1, 1] up to
     its clipped edges for the tanh head, ±6 standard deviations for the Gaussian one).
-    Other classes: the generic batches (auditor.input_classes)."""
+    Other classes: the generic batches (auditor.compare.input_classes)."""
     if name != "sweep":
         return None
     obs, actions = inputs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.paths import stacks_dir
+from auditor.common.paths import stacks_dir
 from tests import postgres_server
 
 REPO = Path(__file__).resolve().parent.parent

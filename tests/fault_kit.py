@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from auditor import tempdirs
-from auditor.paths import stacks_dir
-from auditor.stack_worker import StackWorker
+from auditor.common import tempdirs
+from auditor.common.paths import stacks_dir
+from auditor.stacks.worker import StackWorker
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = ("hello", "fingerprint", "build", "run", "time", "export", "load")

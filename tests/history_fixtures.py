@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 import numpy as np
 from sqlalchemy import Engine, func, insert, inspect, select
 
-from auditor import models as m
-from auditor import series
-from auditor.compare import METRIC_NAMES
+from auditor.compare.outputs import METRIC_NAMES
+from auditor.db import schema as m
+from auditor.history import series
 from auditor.results import fingerprint_digest
 
 # (name, role, runtime, python version, runtime package, runtime version), as in auditor.toml.

@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.alerts import AlertEngine, ConfiguredSink, build_sinks, list_alerts, sink_status
-from auditor.cli import cli
-from auditor.config import AlertsConfig, SinkConfig
+from auditor.alerts.engine import AlertEngine, ConfiguredSink, build_sinks, list_alerts, sink_status
+from auditor.cli.main import cli
+from auditor.config.tables import AlertsConfig, SinkConfig
+from auditor.db import schema as m
+from auditor.history.store import Store
 from auditor.results import CycleResult, Finding, StackReport
-from auditor.store import Store
 
 T0 = datetime(2026, 12, 2, 10, 0, 0)
 DRIFT = Finding("drift", "warning", "ms20->lite20", "ms20->lite20/ppo_policy/fp32/drift", "mean drifted")
@@ -259,7 +259,7 @@ def test_deliveries_to_a_removed_sink_are_dropped(store):
 
 
 def test_a_sink_that_cannot_be_created_fails_its_deliveries(store):
-    from auditor.alerts import SinkType
+    from auditor.alerts.sinks import SinkType
 
     def create(name, options):
         raise ValueError("no such queue")

@@ -16,8 +16,8 @@ from auditor.plugins.collectors import cann as cann_collector
 from auditor.plugins.collectors import npu_smi
 from auditor.plugins.default_collectors import COLLECTORS
 
-from auditor import cann_choice
-from auditor.rules import run_rules
+from auditor.rules import cann_choice
+from auditor.rules.engine import run_rules
 from auditor.worker import fingerprint as runner
 from tests.ascend_trees import build_tree, write, write_package
 from tests.test_rules import RULES, context, runtime, stack

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from auditor import baseline
-from auditor.cli import cli
-from auditor.compare import Tolerance, compare_output
+from auditor.cli.main import cli
+from auditor.compare.outputs import Tolerance, compare_output
+from auditor.cycle import baseline
+from auditor.history.baselines import decode_outputs, load_goldens, reset, show
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT, CycleResult, ProbeResult, StackReport
-from auditor.store import Store
 
 NAMES = ["mean", "std"]
 
@@ -72,18 +73,18 @@ def test_encoding_is_canonical_and_round_trips():
         np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4)),
     ]
     blob = baseline.encode_outputs(arrays)
-    back = baseline.decode_outputs(blob)
+    back = decode_outputs(blob)
     assert [a.dtype for a in back] == [a.dtype for a in arrays]
     assert all(np.array_equal(a, b) and a.shape == b.shape for a, b in zip(arrays, back, strict=True))
     assert baseline.encode_outputs(back) == blob  # C or Fortran order: the same bytes
     with pytest.raises(ValueError, match="more than its header"):
-        baseline.decode_outputs(blob + b"\0")
+        decode_outputs(blob + b"\0")
 
 
 def test_new_equal_changed_drift_incomparable():
     base = outputs()
     check, blob = _check(None, base)
-    assert check.status == baseline.NEW and baseline.decode_outputs(blob)[0].tobytes() == base[0].tobytes()
+    assert check.status == baseline.NEW and decode_outputs(blob)[0].tobytes() == base[0].tobytes()
     golden = golden_of(base)
     assert _check(golden, outputs())[0].status == baseline.EQUAL
     for shift in (2e-6, 1e-3):
@@ -187,18 +188,18 @@ def _store_run(store, results, blobs) -> int:
 
 
 def test_first_accepted_result_becomes_golden_and_later_runs_compare(store):
-    goldens = baseline.load_goldens(store.engine)
+    goldens = load_goldens(store.engine)
     assert goldens == {}
     # Run 1: drift -> nothing kept.
     checks, blobs = _side_checks(goldens, outputs(), outputs(1.0))
     _store_run(store, [_result(DRIFT, checks)], blobs)
-    assert baseline.load_goldens(store.engine) == {}
+    assert load_goldens(store.engine) == {}
     # Run 2: consistent -> both sides kept (one outputs artifact each, content-addressed).
     checks, blobs = _side_checks(goldens, outputs(), outputs())
     run2 = _store_run(
         store, [_result(CONSISTENT, checks), _result(CONSISTENT, checks, variant="fp32")], blobs
     )
-    goldens = baseline.load_goldens(store.engine)
+    goldens = load_goldens(store.engine)
     assert set(goldens) == {
         ("local", "tr", "ppo_policy", "fp32", ""),
         ("local", "inf", "ppo_policy", "fp32", "tr"),
@@ -210,7 +211,7 @@ def test_first_accepted_result_becomes_golden_and_later_runs_compare(store):
     checks, blobs = _side_checks(goldens, outputs(), outputs(1e-3))
     assert [c.status for c in checks] == [baseline.EQUAL, baseline.DRIFTED]
     _store_run(store, [_result(CONSISTENT, checks)], blobs)
-    assert {k: v.run_id for k, v in baseline.load_goldens(store.engine).items()} == {k: run2 for k in goldens}
+    assert {k: v.run_id for k, v in load_goldens(store.engine).items()} == {k: run2 for k in goldens}
 
 
 def test_show_and_reset_with_filters(store):
@@ -219,18 +220,18 @@ def test_show_and_reset_with_filters(store):
     _store_run(
         store, [_result(CONSISTENT, checks), _result(CONSISTENT, checks16, variant="fp16")], blobs | blobs16
     )
-    rows = baseline.show(store.engine)
+    rows = show(store.engine)
     assert [(r["stack"], r["variant"], r["source"]) for r in rows] == [
         ("inf", "fp16", "tr"),
         ("inf", "fp32", "tr"),
         ("tr", "fp16", ""),
         ("tr", "fp32", ""),
     ]
-    assert [r["stack"] for r in baseline.show(store.engine, stack="tr")] == ["tr", "tr"]
-    assert baseline.reset(store.engine, variant="fp16", stack="inf") == 1
-    assert baseline.reset(store.engine, probe="other") == 0
-    assert len(baseline.show(store.engine)) == 3
-    assert baseline.reset(store.engine) == 3 and baseline.show(store.engine) == []
+    assert [r["stack"] for r in show(store.engine, stack="tr")] == ["tr", "tr"]
+    assert reset(store.engine, variant="fp16", stack="inf") == 1
+    assert reset(store.engine, probe="other") == 0
+    assert len(show(store.engine)) == 3
+    assert reset(store.engine) == 3 and show(store.engine) == []
 
 
 def test_cli_show_and_reset(store, tmp_path):
@@ -248,7 +249,7 @@ def test_cli_show_and_reset(store, tmp_path):
     )
     assert [(r["stack"], r["side"], r["run_id"]) for r in as_json] == [("tr", "train", run_id)]
     refused = runner.invoke(cli, ["--db", db, "baseline", "reset"], input="n\n")
-    assert refused.exit_code == 1 and len(baseline.show(store.engine)) == 2
+    assert refused.exit_code == 1 and len(show(store.engine)) == 2
     done = runner.invoke(cli, ["--db", db, "baseline", "reset", "--stack", "inf"])
     assert done.exit_code == 0 and done.output == "reset 1 golden baseline\n"
     assert (

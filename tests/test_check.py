@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli
-from auditor.config import Config, PairConfig, StackConfig, load
-from auditor.mindir import TensorInfo
-from auditor.operator_support import LearnedOperator, failed_operator, learn, operator_limits
-from auditor.plugin_manager import Plugins
-from auditor.preflight import ModelInputError, read_model, seeded_inputs
-from auditor.rules import ExportedModel, RuleContext, blocked
-from auditor.runtime import RuntimeSpec
+from auditor.cli.main import cli
+from auditor.config.load import load
+from auditor.config.tables import Config, PairConfig, StackConfig
+from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
+from auditor.extend.manager import Plugins
+from auditor.extend.runtime_spec import RuntimeSpec
+from auditor.results import LearnedOperator
+from auditor.rules.engine import ExportedModel, RuleContext, blocked
+from auditor.rules.operator_support import failed_operator, learn, operator_limits
+from auditor.worker.mindir import TensorInfo
 from plugins.default_rules import operator_support
 from tests.conftest import DEFAULT_CONFIG
 from tests.test_mindir import PRIMS, model, policy_graph
@@ -162,8 +164,8 @@ def test_check_input_errors_exit_2_before_any_worker(tmp_path: Path) -> None:
 
 
 def test_learned_operators_are_stored_and_read_back(tmp_path: Path) -> None:
+    from auditor.history.store import Store
     from auditor.results import CycleResult
-    from auditor.store import Store
 
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
     op = LearnedOperator("mindspore-lite", "2.0.0", "cpu", "StandardNormal", "schedule node return nullptr")

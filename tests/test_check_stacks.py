@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli
+from auditor.cli.main import cli
 from tests.conftest import DEFAULT_CONFIG
 from tests.user_models import export_user_policy
 
@@ -67,8 +67,8 @@ def test_ms210_export_is_incompatible_with_lite20(models: dict[str, Path], tmp_p
 def test_ms210_export_really_fails_to_load_on_lite20(models: dict[str, Path], tmp_path: Path) -> None:
     """What the rule predicts is what the runtime does: with no known limit for Lite 2.0 the
     load is attempted, fails with the runtime's own message, and the verdict says so."""
-    from auditor.plugin_manager import Plugins
-    from auditor.preflight import preflight
+    from auditor.cycle.preflight import preflight
+    from auditor.extend.manager import Plugins
     from tests.test_check import config_for
 
     plugins = Plugins(entry_points=False)
@@ -106,8 +106,8 @@ def test_unsupported_operator_learned_from_a_real_load(models: dict[str, Path], 
     is the MindIR operator, learned for the next check."""
     import dataclasses
 
-    from auditor.plugin_manager import Plugins
-    from auditor.preflight import preflight
+    from auditor.cycle.preflight import preflight
+    from auditor.extend.manager import Plugins
     from tests.test_check import config_for
 
     plugins = Plugins(entry_points=False)

@@ -15,8 +15,8 @@ import pytest
 from auditor.plugins.collectors import _files
 from auditor.plugins.default_collectors import COLLECTORS
 
-from auditor.plugin_manager import Plugins
-from auditor.stack_worker import worker_packages
+from auditor.extend.manager import Plugins
+from auditor.stacks.worker import worker_packages
 from auditor.worker import fingerprint as runner
 from auditor.worker.bootstrap import SOURCE
 from tests.ascend_trees import SPECS, TREE_NAMES, Npu, build_tree, write, write_npu_smi

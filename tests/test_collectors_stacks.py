@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from auditor.plugins.default_collectors import COLLECTORS
 
-from auditor.config import StackConfig
-from auditor.fingerprint import fingerprint_stack
+from auditor.config.tables import StackConfig
+from auditor.fingerprint.collect import fingerprint_stack
 from auditor.worker import fingerprint as runner
 from tests.ascend_trees import AscendTree, build_tree
 from tests.conftest import stack_python
@@ -54,7 +54,7 @@ def documents(stacks, tmp_path_factory) -> dict[str, tuple[AscendTree, dict]]:
 
 def test_every_section_and_the_runtime_come_back(documents) -> None:
     for name, (_, doc) in documents.items():
-        # a stack that watches no model files has no models section (auditor.fingerprint)
+        # a stack that watches no model files has no models section (auditor.fingerprint.collect)
         assert list(doc) == [*(s for s in SECTIONS if s != "models"), "runtime"], name
         assert_nulls_explained({k: v for k, v in doc.items() if k != "runtime"})
         assert "pid" not in doc["runtime"]

@@ -1,4 +1,4 @@
-"""Tests for auditor.compare with hand-computed expectations."""
+"""Tests for auditor.compare.outputs with hand-computed expectations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from auditor.compare import (
+from auditor.compare.outputs import (
     METRIC_NAMES,
     OutputComparison,
     Tolerance,

@@ -1,4 +1,4 @@
-"""Tests for auditor.config: the shipped file, error collection, ${VAR} expansion, thresholds."""
+"""Tests for auditor.config.load: the shipped file, error collection, ${VAR} expansion, thresholds."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from auditor.compare import Tolerance
-from auditor.config import ConfigError, PairConfig, ProbeConfig, expand, load, parse
-from auditor.paths import default_db_url
+from auditor.common.paths import default_db_url
+from auditor.compare.outputs import Tolerance
+from auditor.config.load import load, parse
+from auditor.config.tables import ConfigError, PairConfig, expand
+from auditor.config.thresholds import ProbeConfig
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "auditor.toml"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli
-from auditor.cli_context import Context
-from auditor.config import SECTIONS, ConfigError, Document, parse
+from auditor.cli.context import Context
+from auditor.cli.main import cli
+from auditor.config.load import parse
+from auditor.config.tables import SECTIONS, ConfigError, Document
 from tests.test_fingerprint_cli import to_toml
 
 NUMBERS = (float("nan"), float("inf"), float("-inf"), 1e300, -1)
@@ -152,7 +153,7 @@ def test_plugin_probe_without_params_gets_its_defaults_types():
 def test_a_probe_contradicting_its_own_params_is_refused():
     import types
 
-    from auditor.probe import ProbeSpec
+    from auditor.extend.probe_spec import ProbeSpec
 
     mod = types.ModuleType("bad_probe")
     mod.__dict__.update(
@@ -245,7 +246,7 @@ def test_config_generate_writes_a_commented_file_that_loads(tmp_path, monkeypatc
 
 
 def test_document_defaults_are_the_config_defaults():
-    from auditor.config import Config
+    from auditor.config.tables import Config
 
     defaults = Document()
     for name in ("worker", "latency", "rollout", "schedule", "prometheus", "daemon", "secrets"):
@@ -268,7 +269,7 @@ def test_daemon_start_refuses_a_schedule_that_never_fires(doc, tmp_path):
 def test_daemon_reload_keeps_running_on_a_config_the_loader_refuses(doc, tmp_path, caplog):
     import logging
 
-    from auditor.daemon import Daemon
+    from auditor.daemon.main import Daemon
 
     caplog.set_level(logging.INFO)
     doc["storage"]["url"] = f"sqlite:///{tmp_path / 'h.db'}"

@@ -1,4 +1,4 @@
-"""The daemon's cycle in a child process (auditor/cycle_process.py), on a config whose stacks
+"""The daemon's cycle in a child process (auditor/daemon/cycle_process.py), on a config whose stacks
 cannot start (nothing to install): a real child runs the real cycle, stores the run, and
 comes back with its reply; aborts, an unusable history and a child that dies."""
 
@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.config import parse
-from auditor.cycle_process import ABORTED, DONE, FAILED, SKIPPED, ChildCycle, CycleRequest
-from auditor.store import Store
+from auditor.config.load import parse
+from auditor.daemon.cycle_process import ABORTED, DONE, FAILED, SKIPPED, ChildCycle, CycleRequest
+from auditor.db import schema as m
+from auditor.history.store import Store
 from tests.test_daemon import minimal
 
 

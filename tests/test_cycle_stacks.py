@@ -11,13 +11,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.compare import METRIC_NAMES
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.probe import ProbeSpec, builtin_probes
+from auditor.compare.outputs import METRIC_NAMES
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.db import schema as m
+from auditor.extend.manager import builtin_probes
+from auditor.extend.probe_spec import ProbeSpec
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
-from auditor.store import Store
 from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 
 pytestmark = pytest.mark.stacks
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.stacks
 
 def _auditor(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "auditor.cli", *args],
+        [sys.executable, "-m", "auditor", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -14,16 +14,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from auditor.config import ConfigError, DaemonConfig, ScheduleConfig, load, parse
-from auditor.daemon import (
-    Daemon,
-    DaemonError,
-    JournalFormatter,
-    StateLock,
-    cron_trigger,
-    make_trigger,
-    stderr_is_journal,
-)
+from auditor.common.logs import JournalFormatter, stderr_is_journal
+from auditor.config.load import load, parse
+from auditor.config.schedule import cron_trigger, make_trigger
+from auditor.config.tables import ConfigError, DaemonConfig, ScheduleConfig
+from auditor.daemon.main import Daemon, DaemonError, StateLock
 
 REPO = Path(__file__).resolve().parent.parent
 UTC = ZoneInfo("UTC")
@@ -249,7 +244,7 @@ class FakeContext:
         self.next: object = config
 
     def plugins(self):
-        from auditor.plugin_manager import Plugins
+        from auditor.extend.manager import Plugins
 
         return Plugins(entry_points=False)
 
@@ -263,7 +258,7 @@ class FakeContext:
 
 
 def test_reload_keeps_the_old_config_when_the_new_one_is_bad(tmp_path, caplog):
-    from auditor.daemon import _Setup
+    from auditor.daemon.main import _Setup
 
     caplog.set_level(logging.INFO)
     config = parse(minimal(daemon={"state_dir": str(tmp_path / "state")}))

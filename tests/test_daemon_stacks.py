@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.store import Store
+from auditor.db import schema as m
+from auditor.history.store import Store
 from tests.conftest import REPO, stack_python, worker_pids
 
 pytestmark = pytest.mark.stacks
@@ -155,7 +155,7 @@ def alert_events(path: Path, key: str | None = None) -> list[tuple[str, str]]:
 
 def start_daemon(cfg: Path, db: Path, log: Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "auditor.cli", "--config", str(cfg), "--db", str(db), "daemon"],
+        [sys.executable, "-m", "auditor", "--config", str(cfg), "--db", str(db), "daemon"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=log.open("w"),
@@ -194,7 +194,7 @@ def test_daemon_lifecycle(stacks, tmp_path):
             [
                 sys.executable,
                 "-m",
-                "auditor.cli",
+                "auditor",
                 "--config",
                 str(cfg),
                 "--db",

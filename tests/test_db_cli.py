@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import inspect
 
-from auditor.cli import cli
-from auditor.store import Store
+from auditor.cli.main import cli
+from auditor.history.store import Store
 from tests.conftest import DEFAULT_CONFIG
 from tests.history_fixtures import generate_history
 
@@ -106,7 +106,7 @@ def test_upgrade_downgrade_round_trip(tmp_path):
     """The history-indexes migration can be taken back (alembic downgrade) and re-applied."""
     from alembic import command
 
-    from auditor.store import alembic_config
+    from auditor.history.store import alembic_config
 
     path = tmp_path / "rt.db"
     store = Store.open(f"sqlite:///{path}")

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditor.cli import main
-from auditor.store import Store
+from auditor.cli.main import main
+from auditor.history.store import Store
 from tests.history_fixtures import generate_history
 
 EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", "20"))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from auditor.plugins.collectors import models as collector
 
-from auditor.config import StackConfig
-from auditor.deployed import deployed_rule_findings, model_drift, without_models
-from auditor.plugin_manager import Plugins
+from auditor.config.tables import StackConfig
+from auditor.extend.manager import Plugins
+from auditor.rules.deployed import deployed_rule_findings, model_drift, without_models
 from tests.test_mindir import PRIMS, model, policy_graph
 
 
@@ -103,7 +103,7 @@ def test_rules_run_on_each_deployed_file() -> None:
 
 
 def test_the_text_report_shows_model_drift() -> None:
-    from auditor.report import render_text
+    from auditor.report.text import render_text
     from auditor.results import CycleResult, StackReport
 
     (f,) = model_drift("lite20", doc(**{"/srv/p.mindir": entry()}), doc(), 3)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.plugin_manager import Plugins
-from auditor.store import Store
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins
+from auditor.history.store import Store
 from tests.user_models import export_user_policy
 
 pytestmark = pytest.mark.stacks

@@ -9,11 +9,11 @@ import time
 
 from click.testing import CliRunner
 
-from auditor.cli import cli
-from auditor.drift import Change, diff, drift_finding
-from auditor.drift_cli import drift_history
+from auditor.cli.drift import drift_history
+from auditor.cli.main import cli
+from auditor.fingerprint.drift import Change, diff, drift_finding
+from auditor.history.store import Store
 from auditor.results import CycleResult, StackReport, fingerprint_digest
-from auditor.store import Store
 
 
 def document(**changes) -> dict:
@@ -264,7 +264,7 @@ def test_drift_history_skips_failed_collections(tmp_path):
 
 
 def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(tmp_path):
-    from auditor.cycle import Cycle, _Session
+    from auditor.cycle.cycle import Cycle, _Session
 
     session = _Session.__new__(_Session)
     session.problems, session.hello, session.start_error = [], {"runtime": "mindspore"}, None

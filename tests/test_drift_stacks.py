@@ -7,11 +7,11 @@ import copy
 
 import pytest
 
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.plugin_manager import Plugins
-from auditor.report import render_json, render_text
-from auditor.store import Store
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins
+from auditor.history.store import Store
+from auditor.report.text import render_json, render_text
 from tests.ascend_trees import build_tree
 
 pytestmark = pytest.mark.stacks

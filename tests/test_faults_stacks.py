@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.audit_run import AuditRun
-from auditor.config import load
-from auditor.drift import KIND as DRIFT_KIND
-from auditor.drift_cli import drift_history
-from auditor.plugin_manager import Plugins
+from auditor.cli.drift import drift_history
+from auditor.config.load import load
+from auditor.cycle.audit_run import AuditRun
+from auditor.db import schema as m
+from auditor.extend.manager import Plugins
+from auditor.fingerprint.drift import KIND as DRIFT_KIND
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR
-from auditor.store import Store
 from tests.conftest import worker_pids
 from tests.fault_kit import daemon_soak, kill9_trials, leftovers, small_config, worker_fault
 

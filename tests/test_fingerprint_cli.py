@@ -13,10 +13,11 @@ import pytest
 from auditor.plugins.default_collectors import COLLECTORS
 from click.testing import CliRunner
 
-from auditor.cli import cli
-from auditor.config import ConfigError, StackConfig, parse
-from auditor.fingerprint import deadline_for, errors, unknowns
-from auditor.fingerprint_cli import render
+from auditor.cli.fingerprint import render
+from auditor.cli.main import cli
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError, StackConfig
+from auditor.fingerprint.collect import deadline_for, errors, unknowns
 from auditor.worker import fingerprint as runner
 from tests.ascend_trees import build_tree
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli
+from auditor.cli.main import cli
 from tests.ascend_trees import build_tree
 from tests.test_fingerprint_cli import write_config
 

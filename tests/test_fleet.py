@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from auditor import db_url
-from auditor.audit_run import AuditRun
-from auditor.cli import cli
-from auditor.store import Store, StoreError
+from auditor.cli.main import cli
+from auditor.cycle.audit_run import AuditRun
+from auditor.db import url as db_url
+from auditor.history.store import Store, StoreError
 from tests.conftest import REPO
 from tests.test_store import HEAD, cycle_result
 
@@ -90,7 +90,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, sys.argv[4])
-    from auditor.store import Store
+    from auditor.history.store import Store
     from tests.test_store import cycle_result
     url, who, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = Store.open(url, who)  # both processes migrate an empty database at the same moment
@@ -146,8 +146,8 @@ def test_database_gone_mid_cycle_fails_the_run_clearly_then_reaps_it(postgres, p
     """Decision: an auditor keeps nothing locally. A cycle whose results cannot be written
     fails clearly (RunNotStored, the daemon logs it and carries on); when the database is
     back, the run left 'running' is marked aborted by the next cycle."""
-    from auditor.config import parse
-    from auditor.plugin_manager import Plugins
+    from auditor.config.load import parse
+    from auditor.extend.manager import Plugins
 
     store = Store.open(postgres_url, "auditor-a")
     database = store.engine.url.database
@@ -200,7 +200,7 @@ def _published(store: Store, mindir: bytes, stack: str = "ms20", complete: bool 
     """A run of auditor 'trainer' that published one variant of ``stack``; its run id."""
     import numpy as np
 
-    from auditor import publication
+    from auditor.history import publication
     from auditor.results import CycleResult
 
     item = publication.PublishedItem(
@@ -228,7 +228,7 @@ def _published(store: Store, mindir: bytes, stack: str = "ms20", complete: bool 
 
 
 def test_publications_are_content_addressed_and_read_back(db_url):
-    from auditor import publication
+    from auditor.history import publication
 
     store = Store.open(db_url, "trainer")
     try:
@@ -249,7 +249,7 @@ def test_publications_are_content_addressed_and_read_back(db_url):
 
 
 def test_a_half_published_set_is_never_consumed(db_url):
-    from auditor import publication
+    from auditor.history import publication
 
     store = Store.open(db_url, "trainer")
     try:
@@ -263,7 +263,7 @@ def test_a_half_published_set_is_never_consumed(db_url):
 
 def test_publications_are_pruned_with_their_runs(db_url):
     """Retention takes a publication with its run, and its artifacts once nothing refers to them."""
-    from auditor.retention import prune
+    from auditor.history.retention import prune
 
     store = Store.open(db_url, "trainer")
     try:
@@ -288,7 +288,7 @@ def test_publications_are_pruned_with_their_runs(db_url):
 
 
 def test_split_mode_config(doc):
-    from auditor.config import parse
+    from auditor.config.load import parse
 
     doc["stacks"]["ms20"] = {"role": "train", "runtime": "mindspore", "source": "db"}  # no python
     doc["stacks"]["ms210"]["publish"] = ["ppo_policy"]
@@ -311,7 +311,8 @@ def test_split_mode_config(doc):
     ],
 )
 def test_split_mode_config_errors(doc, stack, table, message):
-    from auditor.config import ConfigError, parse
+    from auditor.config.load import parse
+    from auditor.config.tables import ConfigError
 
     doc["stacks"][stack].update(table)
     with pytest.raises(ConfigError) as info:
@@ -320,7 +321,7 @@ def test_split_mode_config_errors(doc, stack, table, message):
 
 
 def test_auditor_id_config(doc):
-    from auditor.config import parse
+    from auditor.config.load import parse
 
     assert parse(doc).auditor_id == ""
     doc["storage"]["auditor_id"] = "train-zone-1"
@@ -332,7 +333,7 @@ def test_migrations_with_data_and_back(db_url):
     get their writer's host name as auditor id), and the whole chain goes down and up again."""
     from alembic import command
 
-    from auditor.store import alembic_config
+    from auditor.history.store import alembic_config
     from tests.history_fixtures import generate_history
 
     store = Store(db_url)

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditor.cli import cli
-from auditor.store import Store
+from auditor.cli.main import cli
+from auditor.history.store import Store
 from tests.fuzz_settings import fuzz_settings
 from tests.history_fixtures import generate_history
 

@@ -14,8 +14,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditor.config import SECTIONS, Config, ConfigError, load, parse
-from auditor.plugin_manager import Plugins
+from auditor.config.load import load, parse
+from auditor.config.tables import SECTIONS, Config, ConfigError
+from auditor.extend.manager import Plugins
 from tests.conftest import DEFAULT_CONFIG
 from tests.fuzz_settings import fuzz_settings
 

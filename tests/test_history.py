@@ -1,4 +1,4 @@
-"""History queries (auditor.history) and the history/show/trend commands, on a generated history.
+"""History queries (auditor.history.queries) and the history/show/trend commands, on a generated history.
 
 Expected rows come from hand-written SQL run with the sqlite3 module on the same file, so the
 query builder is checked against an independent statement, not against itself. The suite runs
@@ -20,11 +20,12 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import insert, select, text
 
-from auditor import history as h
-from auditor import models as m
-from auditor import series
-from auditor.cli import cli
-from auditor.store import Store
+from auditor.cli.main import cli
+from auditor.db import schema as m
+from auditor.history import queries as h
+from auditor.history import series
+from auditor.history.filters import parse_when
+from auditor.history.store import Store
 from tests.history_fixtures import (
     DRIFTING_PAIR,
     UPGRADED_STACK,
@@ -35,7 +36,7 @@ from tests.history_fixtures import (
 START = datetime(2026, 3, 1)
 RUNS = 240  # 15 minutes apart: 2.5 days; lite20 is upgraded at run 120
 SHAPE = {"probes": ("ppo_policy", "sampler"), "variants": ("fp32", "fp16")}
-# What changed, in the words of the version-drift rule (auditor.drift), which the history uses.
+# What changed, in the words of the version-drift rule (auditor.fingerprint.drift), which the history uses.
 CHANGE = f"mindspore-lite 2.0.0 -> {UPGRADED_VERSION}"
 
 
@@ -285,12 +286,12 @@ def test_known_values(gen):
     ],
 )
 def test_parse_when(text_, expected):
-    assert h.parse_when(text_, now=datetime(2026, 3, 10)) == expected
+    assert parse_when(text_, now=datetime(2026, 3, 10)) == expected
 
 
 def test_parse_when_rejects_nonsense():
     with pytest.raises(h.HistoryError, match="cannot read 'yesterday-ish'.*7d"):
-        h.parse_when("yesterday-ish")
+        parse_when("yesterday-ish")
 
 
 # -- the history command: formats ------------------------------------------------------------------
@@ -704,7 +705,7 @@ def test_describe_change_without_the_drift_module(monkeypatch):
 
 
 def test_trend_limit_matches_ranking_every_row(gen):
-    """The series walk (auditor.series) returns exactly the rows that ranking every value of
+    """The series walk (auditor.history.series) returns exactly the rows that ranking every value of
     the metric per series returns, for every series, with and without a time window."""
     path, store, info = gen
     since = info.last - timedelta(days=1)

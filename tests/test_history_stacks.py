@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from auditor.history import utcnow
-from auditor.store import Store
+from auditor.history.filters import utcnow
+from auditor.history.store import Store
 from tests.conftest import REPO, stack_python
 from tests.history_fixtures import generate_history
 
@@ -48,7 +48,7 @@ def config_text() -> str:
 
 def auditor(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "auditor.cli", *args],
+        [sys.executable, "-m", "auditor", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

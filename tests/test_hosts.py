@@ -11,11 +11,12 @@ import zipfile
 
 import pytest
 
-from auditor import payload
-from auditor.config import ConfigError, StackConfig, parse
-from auditor.hosts import HostConfig, per_host_limits
-from auditor.stack_worker import worker_packages
-from auditor.transport import explain, remote_argv
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError, HostConfig, StackConfig
+from auditor.stacks import payload
+from auditor.stacks.hosts import per_host_limits
+from auditor.stacks.transport import explain, remote_argv
+from auditor.stacks.worker import worker_packages
 
 STACK = {"role": "train", "runtime": "mindspore", "python": "/opt/ms/bin/python"}
 INFER = {"role": "infer", "runtime": "mindspore-lite", "python": "/opt/lite/bin/python"}

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.probe import ProbeSpec, builtin_probes
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import builtin_probes
+from auditor.extend.probe_spec import ProbeSpec
 from auditor.results import CONSISTENT, ERROR
-from auditor.transport import CONNECTIONS
+from auditor.stacks.transport import CONNECTIONS
 from tests.ascend_trees import build_tree
 from tests.conftest import stack_python, worker_pids
 from tests.sshd import Sshd, _descends, keygen, make_sshd, unavailable, write_machine_id
@@ -347,10 +348,9 @@ def test_command_transport_runs_the_pair_through_a_wrapper(hosts, default_doc, t
 def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_removes(hosts):
     """A crash that skips all cleanup (SIGKILL of the worker and its supervisor) leaves the
     private directory; the next worker started on that host removes it."""
-    from auditor.config import StackConfig
-    from auditor.hosts import HostConfig
-    from auditor.stack_worker import StackWorker
-    from auditor.transport import CONNECTIONS
+    from auditor.config.tables import HostConfig, StackConfig
+    from auditor.stacks.transport import CONNECTIONS
+    from auditor.stacks.worker import StackWorker
 
     b, tree_b = hosts["hostB"]
     t = b.host_table()
@@ -387,8 +387,8 @@ def test_a_master_is_checked_and_closed_over_its_socket_without_ssh_processes(ho
     no master left running. A socket nothing listens on is not a live master."""
     import subprocess
 
-    from auditor import transport
-    from auditor.hosts import HostConfig
+    from auditor.config.tables import HostConfig
+    from auditor.stacks import transport
 
     a, _ = hosts["hostA"]
     t = a.host_table()
@@ -465,7 +465,7 @@ def _cli(*args: str):
     import sys
 
     return subprocess.run(
-        [sys.executable, "-m", "auditor.cli", *args], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "auditor", *args], capture_output=True, text=True, timeout=600
     )
 
 

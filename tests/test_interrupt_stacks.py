@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.store import Store
+from auditor.db import schema as m
+from auditor.history.store import Store
 from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 
 pytestmark = pytest.mark.stacks
@@ -29,7 +29,7 @@ def _default_sigint() -> None:
 
 def _start(db) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "auditor.cli", "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit"],
+        [sys.executable, "-m", "auditor", "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

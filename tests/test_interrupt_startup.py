@@ -35,12 +35,12 @@ main()
 # database, the cycle's modules.
 MODULES = (
     "click",
-    "auditor.config",
+    "auditor.config.load",
     "pluggy",
     "auditor.plugins.default_probes",
     "sqlalchemy.orm",
     "alembic.command",
-    "auditor.cycle",
+    "auditor.cycle.cycle",
 )
 
 

@@ -1,4 +1,4 @@
-"""Per-side checks (auditor.invariants) and input classes (auditor.input_classes): the auditor's
+"""Per-side checks (auditor.cycle.invariants) and input classes (auditor.compare.input_classes): the auditor's
 own logic on arrays written here. The same checks run on the real stacks in
 tests/test_side_checks_stacks.py."""
 
@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from auditor import input_classes, invariants
-from auditor.invariants import Invariant, SideRun
-from auditor.probe import ProbeSpec
+from auditor.compare import input_classes
+from auditor.cycle import invariants
+from auditor.cycle.invariants import Invariant, SideRun
+from auditor.extend.probe_spec import ProbeSpec
 
 PPO = ProbeSpec.from_module("probes.ppo_policy")
 NORMALIZER = ProbeSpec.from_module("probes.obs_normalizer")
@@ -161,8 +162,8 @@ class _Job:
 
 
 def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
-    from auditor.compare import Tolerance
-    from auditor.probe_suite import ProbeSuite
+    from auditor.compare.outputs import Tolerance
+    from auditor.cycle.suite import ProbeSuite
 
     suite = ProbeSuite()
     suite._tolerance = lambda job, name: Tolerance()
@@ -192,8 +193,9 @@ def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
 def test_a_side_is_checked_even_when_its_partner_cannot_run():
     from types import SimpleNamespace
 
-    from auditor.config import PairConfig, ProbeConfig
-    from auditor.probe_suite import ProbeSuite
+    from auditor.config.tables import PairConfig
+    from auditor.config.thresholds import ProbeConfig
+    from auditor.cycle.suite import ProbeSuite
 
     suite = ProbeSuite()
     suite.config = SimpleNamespace(probe=lambda name: ProbeConfig(name))

@@ -7,10 +7,11 @@ import statistics
 
 import pytest
 
-from auditor import latency
-from auditor.config import ConfigError, LatencyConfig, parse
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError, LatencyConfig
+from auditor.cycle import latency
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult, StackReport
-from auditor.store import Store
 
 CFG = LatencyConfig(regression_factor=1.5, regression_window=4, regression_min_runs=3)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from auditor.compare import Tolerance
-from auditor.localize import Localization, layer_names, localize, locate, report_lines
+from auditor.compare.outputs import Tolerance
+from auditor.cycle.localize import Localization, layer_names, localize, locate, report_lines
 
 OUTPUTS = ["mean", "std"]
 LAYERS = ["fc0", "fc1"]
@@ -81,7 +81,7 @@ def test_wrong_number_of_outputs_is_reported():
 
 
 def test_probe_declares_its_layers():
-    from auditor.probe import builtin_probes
+    from auditor.extend.manager import builtin_probes
 
     spec = builtin_probes()["ppo_policy"]
     params = spec.variant_params("fp32", {})
@@ -105,7 +105,7 @@ class FakeWorker:
 
 
 def test_localize_drives_both_workers_through_the_staging_hook(tmp_path):
-    from auditor.probe import builtin_probes
+    from auditor.extend.manager import builtin_probes
 
     spec = builtin_probes()["ppo_policy"]
     params = spec.variant_params("fp32", {"batch": 8})

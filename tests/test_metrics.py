@@ -1,4 +1,4 @@
-"""The comparators' math (auditor.metrics) and the built-in comparators against hand-computed
+"""The comparators' math (auditor.compare.metrics) and the built-in comparators against hand-computed
 cases: KL of known Gaussians, KS of known samples, log-probabilities of tanh-squashed actions
 at the boundary, agreement, NaN masking, sign flips and clip disagreements."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from auditor.plugins import default_comparators as dc
 
-from auditor import metrics
-from auditor.plugin_manager import Plugins
+from auditor.compare import metrics
+from auditor.extend.manager import Plugins
 
 INF, NAN = float("inf"), float("nan")
 

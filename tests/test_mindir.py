@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from auditor import mindir
-from auditor.mindir import read_info
+from auditor.worker import mindir
+from auditor.worker.mindir import read_info
 
 # -- a tiny protobuf writer for building test files ----------------------------------------------
 
@@ -246,9 +246,9 @@ print(json.dumps({
 @pytest.fixture(scope="module")
 def exports(stacks, default_doc, tmp_path_factory):
     """The PPO probe (fp32 and fp16) exported on ms20 and ms210 through the stack worker."""
-    from auditor.config import parse
-    from auditor.probe import builtin_probes
-    from auditor.stack_worker import StackWorker
+    from auditor.config.load import parse
+    from auditor.extend.manager import builtin_probes
+    from auditor.stacks.worker import StackWorker
 
     config = parse(default_doc, "test")
     spec = builtin_probes()["ppo_policy"]

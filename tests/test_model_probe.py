@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from auditor.compare import Tolerance
-from auditor.config import ConfigError, parse
-from auditor.golden import GoldenError, read_golden, write_golden
-from auditor.mindir import MindIRInfo, TensorInfo
-from auditor.model_config import InputSpec, ModelConfig, expand_patterns
-from auditor.model_probe import model_inputs
-from auditor.preflight import ModelInputError
+from auditor.compare.golden import GoldenError, read_golden, write_golden
+from auditor.compare.outputs import Tolerance
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError
+from auditor.config.user_models import InputSpec, ModelConfig, expand_patterns
+from auditor.cycle.preflight import ModelInputError
+from auditor.cycle.user_models import model_inputs
+from auditor.worker.mindir import MindIRInfo, TensorInfo
 
 
 def with_models(doc: dict, models: dict, source: str = "/etc/auditor/auditor.toml") -> object:

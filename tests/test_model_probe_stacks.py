@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli
-from auditor.golden import read_golden
+from auditor.cli.main import cli
+from auditor.compare.golden import read_golden
 from tests.conftest import DEFAULT_CONFIG
 from tests.user_models import export_user_policy
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from auditor.notify import Notifier
+from auditor.daemon.sd_notify import Notifier
 
 
 @pytest.fixture

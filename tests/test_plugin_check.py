@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli
-from auditor.plugin_check import check, contributions, single_file_problem
-from auditor.plugin_manager import Plugins
+from auditor.cli.main import cli
+from auditor.extend.check import check, contributions
+from auditor.extend.manager import Plugins
+from auditor.extend.probe_spec import single_file_problem
 from tests.conftest import stack_python
 from tests.test_plugins import GOOD, TINY_PROBE, write_plugins
 
@@ -91,7 +92,7 @@ def test_check_reports_syntax_with_file_and_line(plugin_dir: Path, tmp_path: Pat
     out = CliRunner().invoke(cli, ["--config", str(stacks_cfg), "plugins", "--check"])
     assert out.exit_code == 1, out.output
     assert "error: lone_probe (plugin lone_plugin) in every stack:" in out.stdout
-    from auditor.config import load
+    from auditor.config.load import load
 
     report = check(plugins, load(stacks_cfg, {"tiny": {}, "lone": {}, "ppo_policy": {}}).stacks)
     assert {(c.module, c.stack) for c in report.checks if not c.error} >= {

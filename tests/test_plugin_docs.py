@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from auditor import hookspecs
-from auditor.cli import cli
-from auditor.compare import Comparator, MetricCheck
-from auditor.config import PairConfig
-from auditor.plugin_manager import Plugins
-from auditor.rules import RuleContext
+from auditor.cli.main import cli
+from auditor.compare.outputs import Comparator, MetricCheck
+from auditor.config.tables import PairConfig
+from auditor.extend.manager import Plugins
+from auditor.rules.engine import RuleContext
 from tests.conftest import DEFAULT_CONFIG, REPO
 
 GUIDE = REPO / "docs" / "plugins.md"

@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor import hookimpl, hookspecs
-from auditor.cli import cli
-from auditor.compare import Comparator, MetricCheck
-from auditor.plugin_manager import BUILTINS, Plugins
-from auditor.runtime import RuntimeSpec
+from auditor import hookspecs
+from auditor.cli.main import cli
+from auditor.compare.outputs import Comparator, MetricCheck
+from auditor.extend.manager import BUILTINS, Plugins
+from auditor.extend.runtime_spec import RuntimeSpec
+from auditor.hookspecs import hookimpl
 
 GOOD = '''
 """A plugin that implements a probe, a runtime, a comparator, a collector and a command."""
 import click
 from auditor import hookimpl
-from auditor.compare import Comparator, MetricCheck
-from auditor.runtime import RuntimeSpec
+from auditor.compare.outputs import Comparator, MetricCheck
+from auditor.extend.runtime_spec import RuntimeSpec
 
 __version__ = "1.2.3"
 
@@ -49,7 +50,7 @@ def auditor_fingerprint_collectors():
 
 @hookimpl
 def auditor_rules():
-    from auditor.rules import Rule, finding
+    from auditor.rules.engine import Rule, finding
 
     def always(context):
         yield finding("always", "info", "x", "x/always", "always fires", {}, "nothing to do")
@@ -59,7 +60,7 @@ def auditor_rules():
 
 @hookimpl
 def auditor_alert_sinks():
-    from auditor.alerts import SinkType
+    from auditor.alerts.engine import SinkType
 
     class Collect:
         events = []

@@ -1,4 +1,4 @@
-"""Prepared statements (auditor.prepared) read the same rows as SQLAlchemy's usual path,
+"""Prepared statements (auditor.db.prepared) read the same rows as SQLAlchemy's usual path,
 damaged values included, and bind their values as the column types bind them."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import Integer, String, bindparam, select, text
 
-from auditor import models as m
-from auditor import tolerant_types
-from auditor.prepared import Prepared, prepared
-from auditor.store import Store
+from auditor.db import columns as tolerant_types
+from auditor.db import schema as m
+from auditor.db.prepared import Prepared, prepared
+from auditor.history.store import Store
 from tests.history_fixtures import generate_history
 
 START = datetime(2026, 3, 1)

@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.plugin_manager import Plugins
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT
-from auditor.store import Store
 
 pytestmark = pytest.mark.stacks
 
@@ -132,7 +132,7 @@ def test_clean_cycle_rollouts_and_their_findings_follow_the_numbers(cycles):
 
 def test_clean_cycle_sets_goldens_for_both_sides_of_each_pair(cycles):
     _, store, (clean, _) = cycles
-    from auditor import baseline
+    from auditor.cycle import baseline
 
     for r in clean.results:
         assert {(c.side, c.stack, c.source, c.status) for c in r.baseline} == {
@@ -204,7 +204,7 @@ def test_latency_regressions_follow_the_two_runs_numbers(cycles):
 
 
 def test_report_shows_the_suite(cycles):
-    from auditor.report import render_json, render_text
+    from auditor.report.text import render_json, render_text
 
     _, _, (_, tampered) = cycles
     text = render_text(tampered)

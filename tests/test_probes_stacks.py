@@ -9,15 +9,15 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from auditor import metrics
-from auditor import models as m
-from auditor.compare import METRIC_NAMES
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.probe import builtin_probes
+from auditor.compare import metrics
+from auditor.compare.outputs import METRIC_NAMES
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.db import schema as m
+from auditor.extend.manager import builtin_probes
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT, UNSUPPORTED
-from auditor.stack_worker import StackWorker
-from auditor.store import Store
+from auditor.stacks.worker import StackWorker
 
 pytestmark = pytest.mark.stacks
 
@@ -173,7 +173,7 @@ def test_checks_are_stored_in_long_format(run):
 
 @pytest.mark.parametrize("variant", ["fp16", "tanh-fp32", "tanh-fp16"])
 def test_policy_is_built_in_its_dtype_and_computes_logp_inside_the_cell(stacks, default_doc, variant):
-    """The exported cell's log-probability against the float64 reference of auditor.metrics,
+    """The exported cell's log-probability against the float64 reference of auditor.compare.metrics,
     boundary actions (±1, clipped to ±(1 - eps)) included."""
     config = parse(default_doc, "test")
     spec = PROBES["ppo_policy"]

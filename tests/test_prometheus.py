@@ -11,8 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import auditor
-from auditor.compare import Tolerance, compare_output
-from auditor.metrics_export import MetricsExporter, stack_versions
+from auditor.compare.outputs import Tolerance, compare_output
+from auditor.daemon.prometheus import MetricsExporter, stack_versions
 from auditor.results import STATUS_ORDER, CycleResult, Latency, ProbeResult, StackReport
 
 

@@ -10,11 +10,12 @@ import pytest
 from auditor.plugins.collectors import environment
 from click.testing import CliRunner
 
-from auditor import fingerprint
-from auditor.cli import cli
-from auditor.config import ConfigError, SecretsConfig, StackConfig, parse
-from auditor.daemon import setup_logging
-from auditor.redact import REDACTED, redact_fingerprint, redact_text, redact_url
+from auditor.cli.main import cli
+from auditor.common.logs import setup_logging
+from auditor.common.redact import REDACTED, redact_fingerprint, redact_text, redact_url
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError, SecretsConfig, StackConfig
+from auditor.fingerprint import collect as fingerprint
 from tests.test_fingerprint_cli import to_toml
 
 PASSWORD = "hunter2-s3cret"

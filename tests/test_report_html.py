@@ -19,9 +19,9 @@ from click.testing import CliRunner
 from PIL import Image
 from sqlalchemy import insert, text
 
-from auditor import models as m
-from auditor.cli import cli
-from auditor.store import Store
+from auditor.cli.main import cli
+from auditor.db import schema as m
+from auditor.history.store import Store
 from tests.history_fixtures import DRIFTING_PAIR, UPGRADED_STACK, UPGRADED_VERSION, generate_history
 
 START = datetime(2026, 4, 1)
@@ -265,8 +265,8 @@ def test_report_without_alert_data(tmp_path):
         conn.execute(text("DROP TABLE alert_deliveries"))
         conn.execute(text("DROP TABLE alerts"))
     store.close()
-    from auditor.history import Filters
-    from auditor.html_report import render_report
+    from auditor.history.filters import Filters
+    from auditor.report.html import render_report
 
     store = Store(f"sqlite:///{tmp_path / 'h.db'}")
     with store.engine.connect() as conn:
@@ -326,7 +326,7 @@ def near(pixels: np.ndarray, hex_color: str, tol: int = 12) -> int:
 
 
 def test_chromium_renders_the_plots(page, tmp_path):
-    from auditor.html_report import CHANGE_COLOR, OUTPUT_COLORS, SIDE_COLORS
+    from auditor.report.html import CHANGE_COLOR, OUTPUT_COLORS, SIDE_COLORS
 
     out, _ = page
     url = out.resolve().as_uri()
@@ -411,7 +411,7 @@ def scale_db(tmp_path, runs: int, interval: timedelta):
 
 @pytest.mark.parametrize(("runs", "interval"), [(3, timedelta(minutes=20)), (10_000, timedelta(minutes=1))])
 def test_plots_from_3_to_10000_runs_load_and_decode_in_chromium(tmp_path, runs, interval):
-    from auditor.html_report import MAX_DRAWN
+    from auditor.report.html import MAX_DRAWN
 
     path, info = scale_db(tmp_path, runs, interval)
     out = tmp_path / "report.html"
@@ -429,7 +429,7 @@ def test_plots_from_3_to_10000_runs_load_and_decode_in_chromium(tmp_path, runs, 
 
 
 def test_the_time_axis_fits_the_runs():
-    from auditor.html_report import MIN_SPAN, fitted_axis
+    from auditor.report.html import MIN_SPAN, fitted_axis
 
     since, until = datetime(2026, 1, 1), datetime(2026, 1, 31)
     a, b = datetime(2026, 1, 28, 12), datetime(2026, 1, 30, 12)
@@ -443,7 +443,7 @@ def test_the_time_axis_fits_the_runs():
 def test_thinning_keeps_every_extreme_and_the_order():
     import math
 
-    from auditor.html_report import thin
+    from auditor.report.html import thin
 
     xs = [datetime(2026, 1, 1) + timedelta(minutes=i) for i in range(10_000)]
     ys = [math.sin(i / 50) for i in range(10_000)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditor.compare import MetricCheck, Tolerance, compare_output
-from auditor.report import render_text
+from auditor.compare.outputs import MetricCheck, Tolerance, compare_output
+from auditor.report.text import render_text
 from auditor.results import CONSISTENT, DRIFT, INCOMPATIBLE, CycleResult, ProbeResult, StackReport
 
 REASON = "lite20 cannot load the MindIR exported by ms210: the file has MindIR version 3"
@@ -68,7 +68,7 @@ def test_check_limits_show_their_direction() -> None:
 def test_a_worker_failure_is_said_in_the_report_and_the_outcome():
     import time
 
-    from auditor.report import render_text
+    from auditor.report.text import render_text
     from auditor.results import CycleResult, StackReport
 
     problem = (

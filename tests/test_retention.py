@@ -1,4 +1,4 @@
-"""Retention (auditor.retention): what a prune deletes, keeps and clears, in one transaction.
+"""Retention (auditor.history.retention): what a prune deletes, keeps and clears, in one transaction.
 On SQLite and on PostgreSQL (the ``db_url`` fixture); expected counts come from hand-written SQL."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import Column, ForeignKey, Integer, Table, insert, select, text, update
 
-from auditor import models as m
-from auditor import retention
-from auditor.config import ConfigError, parse
-from auditor.retention import apply_retention, prune
-from auditor.store import Store
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError
+from auditor.db import schema as m
+from auditor.history import retention
+from auditor.history.retention import apply_retention, prune
+from auditor.history.store import Store
 from tests.history_fixtures import generate_history
 
 START = datetime(2026, 1, 1)

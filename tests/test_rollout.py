@@ -16,12 +16,13 @@ import gymnasium
 import numpy as np
 import pytest
 
-from auditor import config as config_module
-from auditor.config import ConfigError, RolloutConfig, parse
-from auditor.env_process import EnvError, EnvProcess
-from auditor.probe import builtin_probes
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError, RolloutConfig
+from auditor.cycle import env_process
+from auditor.cycle.env_process import EnvError, EnvProcess
+from auditor.cycle.rollout import check_spaces, findings, rollout, run_episode, verdict
+from auditor.extend.manager import builtin_probes
 from auditor.results import CONSISTENT, DRIFT, ERROR
-from auditor.rollout import check_spaces, findings, rollout, run_episode, verdict
 from tests.conftest import REPO
 
 W = np.array([-0.5, 0.1, -0.1])  # |action| <= 1.4: never clipped at Pendulum's bound 2
@@ -299,7 +300,7 @@ def test_missing_gymnasium_is_named(faulty_envs, tmp_path, monkeypatch):
     assert r.status == ERROR
     assert f"gymnasium is not installed for {sys.executable}" in r.message and "install it" in r.message
     # Config validation cannot tell then: it leaves the verdict to the cycle.
-    assert config_module.env_problem("Pendulum-v9") is None
+    assert env_process.env_problem("Pendulum-v9") is None
 
 
 def test_a_rollout_does_not_import_gymnasium_into_the_auditor():
@@ -307,8 +308,8 @@ def test_a_rollout_does_not_import_gymnasium_into_the_auditor():
     script = """
 import sys
 import numpy as np
-from auditor.config import env_problem
-from auditor.rollout import rollout
+from auditor.cycle.env_process import env_problem
+from auditor.cycle.rollout import rollout
 assert env_problem("Pendulum-v1") is None and "did you mean" in env_problem("Pendulum-v9")
 r = rollout(pair="a->b", train="a", infer="b", probe="p", variant="v", env="Pendulum-v1",
             seeds=[0, 1], steps=20, action_atol=1e-3, return_atol=1.0,

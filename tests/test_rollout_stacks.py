@@ -8,12 +8,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.audit_run import AuditRun
-from auditor.config import load
-from auditor.plugin_manager import Plugins
+from auditor.config.load import load
+from auditor.cycle.audit_run import AuditRun
+from auditor.db import schema as m
+from auditor.extend.manager import Plugins
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR
-from auditor.store import Store
 from tests.conftest import REPO
 from tests.fault_kit import small_config
 from tests.test_rollout import children

@@ -11,10 +11,18 @@ import pytest
 from auditor.plugins import default_rules as dr
 from auditor.plugins.default_collectors import COLLECTORS
 
-from auditor.config import PairConfig, StackConfig
-from auditor.plugin_manager import Plugins
+from auditor.config.tables import PairConfig, StackConfig
+from auditor.extend.manager import Plugins
 from auditor.results import Finding, LearnedMaximum
-from auditor.rules import ExportedModel, Rule, RuleContext, blocked, major_minor, run_rules, version_tuple
+from auditor.rules.engine import (
+    ExportedModel,
+    Rule,
+    RuleContext,
+    blocked,
+    major_minor,
+    run_rules,
+    version_tuple,
+)
 from auditor.worker import fingerprint as runner
 from tests.ascend_trees import build_tree, write
 

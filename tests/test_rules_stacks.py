@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.plugin_manager import Plugins
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins
+from auditor.history.store import Store
 from auditor.results import INCOMPATIBLE, LearnedMaximum
-from auditor.stack_worker import StackWorker
-from auditor.store import Store
+from auditor.stacks.worker import StackWorker
 
 pytestmark = pytest.mark.stacks
 
@@ -76,7 +76,7 @@ def test_the_mindir_rule_reports_ms210_to_lite20_once_and_skips_the_load(
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from auditor import models as m
+    from auditor.db import schema as m
 
     with Session(store.engine) as s:
         infos = [a.info for a in s.scalars(select(m.Artifact))]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli
-from auditor.service import UnitOptions, hardening_text, unit_text
+from auditor.cli.main import cli
+from auditor.daemon.unit import UnitOptions, hardening_text, unit_text
 
 AUDITOR_EXE = Path(sys.executable).parent / "auditor"
 

@@ -16,15 +16,15 @@ import math
 
 import pytest
 
-from auditor import history
-from auditor.config import parse
-from auditor.cycle import Cycle
-from auditor.html_report import render_report
-from auditor.plugin_manager import Plugins
-from auditor.probe import ProbeSpec
-from auditor.report import render_json, render_text
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins
+from auditor.extend.probe_spec import ProbeSpec
+from auditor.history import queries as history
+from auditor.history.store import Store
+from auditor.report.html import render_report
+from auditor.report.text import render_json, render_text
 from auditor.results import CONSISTENT
-from auditor.store import Store
 
 pytestmark = pytest.mark.stacks
 

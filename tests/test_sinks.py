@@ -14,8 +14,9 @@ import pytest
 from auditor.plugins import sink_exec, sink_jsonl, sink_log, sink_webhook
 from auditor.plugins.sink_webhook import WebhookError, WebhookSink
 
-from auditor.config import ConfigError, parse
-from auditor.plugin_manager import Plugins
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError
+from auditor.extend.manager import Plugins
 
 SECRET = "s3cr3t-token-value"
 

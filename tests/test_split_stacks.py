@@ -10,13 +10,13 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor import publication
-from auditor.audit_run import AuditRun
-from auditor.config import parse
-from auditor.plugin_manager import Plugins
+from auditor.config.load import parse
+from auditor.cycle.audit_run import AuditRun
+from auditor.db import schema as m
+from auditor.extend.manager import Plugins
+from auditor.history import publication
+from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR
-from auditor.store import Store
 
 pytestmark = pytest.mark.stacks
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.config import StackConfig
-from auditor.stack_worker import StackWorker, WorkerError
+from auditor.config.tables import StackConfig
+from auditor.stacks.worker import StackWorker, WorkerError
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Tests for auditor.store: migration, schema, atomic result writes, orphaned runs."""
+"""Tests for auditor.history.store: migration, schema, atomic result writes, orphaned runs."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import Session
 
-from auditor import models as m
-from auditor.compare import METRIC_NAMES, OutputComparison, Tolerance, compare_output
+from auditor.compare.outputs import METRIC_NAMES, OutputComparison, Tolerance, compare_output
+from auditor.db import schema as m
+from auditor.history.store import Store, StoreError
 from auditor.results import (
     Artifact,
     CycleResult,
@@ -29,7 +30,6 @@ from auditor.results import (
     StackReport,
     fingerprint_digest,
 )
-from auditor.store import Store, StoreError
 
 HEAD = "0009"  # the newest migration in migrations/versions
 TABLES = {
@@ -590,7 +590,7 @@ def test_a_database_from_a_newer_auditor_is_a_clear_store_error(url):
 
 def test_finish_run_lists_new_series_once(store):
     """Each (metric, pair, probe, variant, output) stored is listed in `series`, once, however
-    many runs store it (auditor.series: the trend's index of series)."""
+    many runs store it (auditor.history.series: the trend's index of series)."""
     for _ in range(2):
         store.finish_run(store.begin_run("a.toml"), cycle_result(), {MINDIR_SHA: MINDIR})
     listed = {(s.metric, s.pair, s.probe, s.variant, s.output) for s in rows(store, m.SeriesRow)}
@@ -605,7 +605,7 @@ def test_finish_run_lists_new_series_once(store):
 def test_shipped_head_read_without_alembic_matches_alembic(store):
     """Store.open skips Alembic when the database is at the head read from the version files;
     that reading must agree with Alembic's own, or a database could be left unmigrated."""
-    from auditor.store import shipped_head
+    from auditor.history.store import shipped_head
 
     assert (shipped_head(),) == store.head_revisions() == (HEAD,)
 
@@ -613,7 +613,7 @@ def test_shipped_head_read_without_alembic_matches_alembic(store):
 def test_open_of_an_up_to_date_database_does_not_import_alembic(url, tmp_path):
     Store.open(url).close()
     probe = (
-        "import sys; from auditor.store import Store; Store.open(sys.argv[1]).close(); "
+        "import sys; from auditor.history.store import Store; Store.open(sys.argv[1]).close(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))"
     )
     out = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, check=True)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from auditor import tempdirs
+from auditor.common import tempdirs
 
 
 def dead_pid() -> int:
@@ -58,8 +58,8 @@ def test_a_reused_pid_is_not_the_owner(tmp_path):
 
 
 def test_a_worker_work_dir_is_owned(tmp_path, monkeypatch):
-    from auditor.config import StackConfig
-    from auditor.stack_worker import StackWorker
+    from auditor.config.tables import StackConfig
+    from auditor.stacks.worker import StackWorker
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     stack = StackConfig(name="s", role="train", runtime="mindspore", python="/nonexistent/python")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.compare import Tolerance
-from auditor.config import DTYPE_TOLERANCES, ConfigError, parse
-from auditor.probe import builtin_probes
+from auditor.compare.outputs import Tolerance
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError
+from auditor.config.thresholds import DTYPE_TOLERANCES
+from auditor.extend.manager import builtin_probes
 from tests.conftest import DEFAULT_CONFIG
 
 PROBES = builtin_probes()
@@ -138,7 +140,7 @@ def test_variant_names_are_not_checked_without_probe_knowledge():
 
 
 def test_shipped_config_declares_valid_variants_and_thresholds(monkeypatch, tmp_path):
-    from auditor.config import load
+    from auditor.config.load import load
 
     monkeypatch.setenv("AUDITOR_STACKS_DIR", str(tmp_path))
     cfg = load(DEFAULT_CONFIG, known_probes=KNOWN, probe_variants=VARIANTS)

@@ -9,12 +9,14 @@ import types
 import numpy as np
 import pytest
 
-from auditor.compare import MetricCheck
-from auditor.config import parse
-from auditor.cycle import Cycle, InferOutcome, ProbeJob, TrainOutcome, unsupported_operator
-from auditor.probe import ProbeSpec, builtin_probes
+from auditor.compare.outputs import MetricCheck
+from auditor.config.load import parse
+from auditor.cycle.cycle import Cycle, InferOutcome, ProbeJob, TrainOutcome
+from auditor.extend.manager import builtin_probes
+from auditor.extend.probe_spec import ProbeSpec
 from auditor.results import CONSISTENT, DRIFT, ERROR, UNSUPPORTED
-from auditor.stack_worker import WorkerError
+from auditor.stacks.failures import unsupported_operator
+from auditor.stacks.worker import WorkerError
 
 PROBES = builtin_probes()
 
@@ -239,7 +241,7 @@ def test_unsupported_operator_is_its_own_status():
 
 
 def test_checks_are_part_of_the_json_and_the_report():
-    from auditor.report import render_text
+    from auditor.report.text import render_text
     from auditor.results import CycleResult, StackReport
 
     cfg = _config({"ppo_policy": {"params": {"batch": 16}}})

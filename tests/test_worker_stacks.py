@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from auditor.config import parse
-from auditor.probe import builtin_probes
-from auditor.stack_worker import StackWorker, WorkerError
+from auditor.config.load import parse
+from auditor.extend.manager import builtin_probes
+from auditor.stacks.worker import StackWorker, WorkerError
 
 pytestmark = pytest.mark.stacks
 

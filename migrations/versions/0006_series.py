@@ -8,7 +8,7 @@ Create Date: 2026-12-03
 metric table) to keep N per series: one second on a million metric rows, growing with the
 history. With the list of series in its own table, each series is answered by walking the
 newest runs through ix_runs_started_at and the (pair, run_id) and (result_id, name, output)
-indexes, stopping after N points (auditor.series). The store adds a run's new series in the
+indexes, stopping after N points (auditor.history.series). The store adds a run's new series in the
 run's own transaction.
 """
 

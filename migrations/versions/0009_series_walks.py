@@ -6,7 +6,7 @@ Create Date: 2026-12-03
 
 - latency_series: the (pair, probe, variant, side) that have latencies, so that the latency
   trend ("the latest N points of every series") walks each series' newest runs like the
-  metric trend (0006) instead of ranking every latency row (auditor.series).
+  metric trend (0006) instead of ranking every latency row (auditor.history.series).
 - probe_results (pair, probe, variant, run_id) replaces (pair, probe, variant): a series'
   result in one run is one look-up, and an index that matches all four terms is the
   planner's plain choice with or without statistics (with only (pair, run_id) and

@@ -12,7 +12,7 @@ section is empty (and left out of the stack's fingerprint by the auditor).
 import glob
 import os
 
-from auditor.mindir import read_info
+from auditor.worker.mindir import read_info
 
 NAME = "models"
 MAX_BYTES = 512 * 1024 * 1024

@@ -1,6 +1,6 @@
 """A plugin that implements a hook that does not exist (``auditor_probe``, singular)."""
 
-from auditor import hookimpl
+from auditor.hookspecs import hookimpl
 
 
 @hookimpl

@@ -1,7 +1,7 @@
 """A plugin whose probes raise: one inside the training stack's worker (build_cell), one in
 the auditor (make_inputs). Each must cost only its own results."""
 
-from auditor import hookimpl
+from auditor.hookspecs import hookimpl
 
 
 @hookimpl

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditor.compare import MetricCheck
+from auditor.compare.outputs import MetricCheck
 
 DEFAULTS = {"min_argmax_agreement": 1.0, "max_probability_difference": 1e-5}
 

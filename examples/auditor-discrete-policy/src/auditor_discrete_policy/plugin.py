@@ -1,7 +1,7 @@
 """The plugin: registers the probe and its comparators with the auditor."""
 
-from auditor import hookimpl
-from auditor.compare import Comparator
+from auditor.compare.outputs import Comparator
+from auditor.hookspecs import hookimpl
 from auditor_discrete_policy import comparators
 
 

@@ -1,0 +1,128 @@
+"""`auditor audit` (one cycle, stored, reported) and `auditor runs` (the recent runs)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from typing import Any
+
+import click
+
+from auditor.cli.context import MAX_LIMIT, Context, fail
+from auditor.cli.exits import EXIT_FINDINGS
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    from auditor.cycle.audit_run import Interrupted
+
+    raise Interrupted(signal.Signals(signum).name)
+
+
+@click.command()
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as JSON (non-finite numbers as strings)."
+)
+@click.option("--no-store", is_flag=True, help="Do not write this cycle to the history database.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show every output and check of every result, not only of failing ones.",
+)
+@click.pass_obj
+def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
+    """Run one audit cycle over every configured pair.
+
+    Prints a report per pair and probe (or JSON with --json) and stores the run.
+
+    \b
+    Exit status:
+      0  every probe on every pair is consistent
+      1  drift, an incompatibility, or an error on some pair (see the report)
+      2  usage or config error
+    """
+    from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
+    from auditor.history.store import Store, StoreError
+    from auditor.report.text import render_json, render_text
+
+    config = obj.config()
+    store = None
+    if not no_store:
+        try:
+            store = Store.open(obj.db_url(config), config.auditor_id)
+        except StoreError as exc:
+            fail(str(exc))
+    run = AuditRun(config, obj.plugins(), store)
+    try:
+        run.begin()
+    except StoreError as exc:
+        fail(str(exc))
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        result = run.run()
+    except RunAborted as exc:
+        code = 128 + (signal.SIGTERM if exc.reason == "SIGTERM" else signal.SIGINT)
+        fail(
+            f"cycle interrupted ({exc.reason}); "
+            + (f"run {exc.run_id} marked aborted" if exc.run_id else "nothing stored"),
+            code,
+        )
+    except RunNotStored as exc:
+        fail(str(exc), EXIT_FINDINGS)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(render_json(result) if as_json else render_text(result, verbose), nl=False)
+    sys.exit(result.exit_code)
+
+
+@click.command()
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, MAX_LIMIT),
+    help="How many runs to show, newest first.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+def runs(obj: Context, limit: int, as_json: bool) -> None:
+    """List recent audit runs in the history database."""
+    store = obj.store(read=True)
+    rows = store.runs(limit)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "started_at": r.started_at.isoformat() + "Z" if r.started_at else None,
+                        "finished_at": r.finished_at.isoformat() + "Z" if r.finished_at else None,
+                        "status": r.status,
+                        "outcome": r.outcome,
+                        "host": r.host,
+                        "auditor_id": r.auditor_id,
+                        "note": r.note,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+        )
+        return
+    click.echo(f"history: {store.display_url}")
+    if not rows:
+        click.echo("no runs yet: run `auditor audit`")
+    several = len({r.auditor_id for r in rows}) > 1  # a shared database: say whose
+    for r in rows:
+        took = (
+            f"{(r.finished_at - r.started_at).total_seconds():.1f} s"
+            if r.finished_at and r.started_at
+            else "-"
+        )
+        started = f"{r.started_at:%Y-%m-%d %H:%M:%S}" if r.started_at else "-".ljust(19)
+        click.echo(
+            f"  {r.id:>5}  {started}  {r.status or '-':<9} {r.outcome or '-':<13} {took:>8}"
+            + (f"  {r.auditor_id}" if several else "")
+            + (f"  {r.note}" if r.note else "")
+        )

@@ -1,0 +1,87 @@
+"""``auditor baseline show|reset``: the golden results later runs are compared with
+(auditor.cycle.baseline)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from auditor.cli.context import Context
+
+
+def _filters(f: Any) -> Any:
+    f = click.option("--stack", metavar="NAME", help="Only this stack's goldens.")(f)
+    f = click.option("--variant", metavar="V", help="Only this probe variant.")(f)
+    return click.option("--probe", metavar="P", help="Only this probe.")(f)
+
+
+@click.group("baseline")
+def baseline_group() -> None:
+    """Golden baselines: the first accepted result of each probe variant on each stack.
+
+    Every later run compares each side's outputs with its golden (bitwise, then within the
+    probe's tolerance) and raises a baseline-drift finding when they moved, even when both
+    sides of a pair moved together. An infer stack keeps one golden per train stack whose
+    export it runs (the "source" column).
+    """
+
+
+@baseline_group.command("show")
+@_filters
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+def show_command(
+    obj: Context, probe: str | None, variant: str | None, stack: str | None, as_json: bool
+) -> None:
+    """List the goldens."""
+    from auditor.history import baselines
+
+    store = obj.store()
+    try:
+        rows = baselines.show(store.engine, probe, variant, stack)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no goldens yet: the first consistent result of each probe variant becomes one")
+        return
+    table = [["stack", "side", "source", "probe", "variant", "run", "since", "outputs"]]
+    for r in rows:
+        table.append(
+            [
+                r["stack"] if r["host"] == "local" else f"{r['host']}/{r['stack']}",
+                r["side"],
+                r["source"] or "-",
+                r["probe"],
+                r["variant"],
+                str(r["run_id"]) if r["run_id"] is not None else "-",
+                r["created_at"][:19].replace("T", " "),
+                r["outputs_sha256"][:12],
+            ]
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+@baseline_group.command("reset")
+@_filters
+@click.option("--yes", is_flag=True, help="Reset every golden without asking (when no filter is given).")
+@click.pass_obj
+def reset_command(obj: Context, probe: str | None, variant: str | None, stack: str | None, yes: bool) -> None:
+    """Forget goldens (those matching the filters; all without filters). The next accepted
+    result of each becomes the new golden."""
+    from auditor.history import baselines
+
+    if not (probe or variant or stack or yes):
+        click.confirm("Reset every golden baseline?", abort=True, err=True)
+    store = obj.store()
+    try:
+        count = baselines.reset(store.engine, probe, variant, stack)
+    finally:
+        store.close()
+    click.echo(f"reset {count} golden baseline{'s' if count != 1 else ''}")

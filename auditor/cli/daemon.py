@@ -1,0 +1,177 @@
+"""The ``daemon``, ``alerts`` and ``service`` commands (registered at the end of auditor.cli.main)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from auditor.cli.context import MAX_LIMIT, Context, fail
+
+
+@click.command("daemon")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Least severe log messages written to stderr.",
+)
+@click.pass_obj
+def daemon_command(obj: Context, log_level: str) -> None:
+    """Run audit cycles on the config's [schedule] until stopped.
+
+    \b
+    One daemon per state directory ([daemon] state_dir); a second one exits with status 1.
+    Signals:
+      SIGHUP           re-read the config (a bad one is logged and the old one kept)
+      SIGTERM, SIGINT  stop: the running cycle gets [daemon] stop_timeout seconds to
+                       finish, then it is aborted and recorded as aborted
+    Under systemd (Type=notify) it reports READY, STATUS and WATCHDOG; see
+    `auditor service print`. Logs go to stderr (journald-friendly under systemd).
+    """
+    from auditor.common.logs import setup_logging
+    from auditor.daemon.main import run_daemon
+
+    setup_logging(getattr(logging, log_level.upper()))
+    config = obj.config()
+    sys.exit(run_daemon(obj, config))
+
+
+@click.command("alerts")
+@click.option("--open", "open_only", is_flag=True, help="Only alerts that are still open.")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, MAX_LIMIT),
+    help="How many alerts to show.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON (alerts and sink delivery state).")
+@click.pass_obj
+def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> None:
+    """List alerts (open first, then newest) and the delivery state of each alert sink.
+
+    An alert opens when a finding first appears in a complete run, is re-sent to the sinks
+    after [alerts] cooldown while it stays open, and resolves when a later complete run no
+    longer has the finding.
+    """
+    from auditor.alerts.engine import list_alerts, sink_status
+    from auditor.history.store import Store, StoreError
+
+    config = None if obj.db else obj.config()
+    try:
+        store = Store.open(obj.db_url(config), config.auditor_id if config is not None else "")
+    except StoreError as exc:
+        fail(str(exc))
+    alerts = list_alerts(store.engine, open_only=open_only, limit=limit)
+    several = len({a["auditor_id"] for a in alerts}) > 1  # a shared database: say whose
+    sinks = sink_status(store.engine)
+    if as_json:
+        click.echo(json.dumps({"alerts": alerts, "sinks": sinks}, indent=2))
+        return
+    click.echo(f"history: {store.display_url}")
+    if not alerts:
+        click.echo("no open alerts" if open_only else "no alerts yet")
+    for a in alerts:
+        when = a["resolved_at"] if a["state"] == "resolved" else a["last_seen_at"]
+        label = "resolved" if a["state"] == "resolved" else "last seen"
+        click.echo(
+            f"  {a['id']:>5}  {a['state']:<8}  {a['severity']:<8}  {a['key']}\n"
+            f"         opened {a['opened_at']} (run {a['opened_run_id']}"
+            + (f", auditor {a['auditor_id']}" if several else "")
+            + f"), {label} {when}, "
+            f"{a['notifications']} notification(s)\n"
+            f"         {a['message']}"
+        )
+    for name, s in sorted(sinks.items()):
+        line = f"  sink {name}: {s['delivered']} delivered, {s['pending']} pending, {s['failed']} failed"
+        if s.get("last_error"):
+            line += f"; last error {s.get('last_error_at')}: {s['last_error']}"
+        click.echo(line)
+
+
+@click.group("service")
+def service_group() -> None:
+    """The systemd unit for `auditor daemon`: print it, or install it."""
+
+
+def _unit_options(exec_path: str | None, config: str, user: str):  # type: ignore[no-untyped-def]
+    from auditor.daemon.unit import UnitOptions, default_exec
+
+    path = Path(exec_path).expanduser() if exec_path else Path(default_exec())
+    return UnitOptions(
+        exec_path=str(path.absolute()), config=str(Path(config).expanduser().absolute()), user=user
+    )
+
+
+_exec_option = click.option(
+    "--exec",
+    "exec_path",
+    metavar="PATH",
+    help="The auditor executable the unit starts. Default: this installation's.",
+)
+_config_option = click.option(
+    "--config",
+    "unit_config",
+    default="/etc/auditor/auditor.toml",
+    show_default=True,
+    metavar="PATH",
+    help="The config file the service reads.",
+)
+_user_option = click.option(
+    "--user", default="auditor", show_default=True, help="The dedicated user the service runs as."
+)
+
+
+@service_group.command("print")
+@click.option("--hardening", is_flag=True, help="Print the hardening drop-in instead of the unit.")
+@_exec_option
+@_config_option
+@_user_option
+def service_print(hardening: bool, exec_path: str | None, unit_config: str, user: str) -> None:
+    """Print the unit file (Type=notify, reload on HUP, watchdog, state directory, a dedicated
+    user), or with --hardening the sandboxing drop-in, each option commented with what it
+    would break."""
+    from auditor.daemon.unit import hardening_text, unit_text
+
+    click.echo(
+        hardening_text() if hardening else unit_text(_unit_options(exec_path, unit_config, user)), nl=False
+    )
+
+
+@service_group.command("install")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("/"),
+    show_default=True,
+    help="Install under this directory instead of / (for packaging).",
+)
+@click.option(
+    "--unit-dir",
+    default="/etc/systemd/system",
+    show_default=True,
+    help="Where the unit goes below --root (packages use /usr/lib/systemd/system).",
+)
+@click.option("--no-hardening", is_flag=True, help="Do not install the hardening drop-in.")
+@_exec_option
+@_config_option
+@_user_option
+def service_install(
+    root: Path, unit_dir: str, no_hardening: bool, exec_path: str | None, unit_config: str, user: str
+) -> None:
+    """Write the unit and the hardening drop-in where systemd looks, and say what to run next."""
+    from auditor.daemon.unit import install, next_steps
+
+    options = _unit_options(exec_path, unit_config, user)
+    if not Path(options.exec_path).is_file():
+        click.echo(f"auditor: warning: {options.exec_path} does not exist (yet); pass --exec", err=True)
+    try:
+        written = install(options, root, unit_dir, hardening=not no_hardening)
+    except OSError as exc:
+        fail(f"cannot write the unit: {exc} (run as root, or use --root for a staging directory)", 1)
+    click.echo(next_steps(options, root, written), nl=False)

@@ -1,0 +1,234 @@
+"""``auditor fingerprint``: collect the stacks' fingerprints now and show them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import click
+
+from auditor.cli.context import Context
+from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from auditor.config.tables import StackConfig
+from auditor.fingerprint import collect as fp
+from auditor.stacks.worker import WorkerError
+
+EXIT_INCOMPLETE = EXIT_FINDINGS
+VALUE_WIDTH = 70
+
+
+@click.command("fingerprint")
+@click.argument("stacks", nargs=-1, metavar="[STACK]...")
+@click.option("--json", "as_json", is_flag=True, help="Print the full fingerprint documents as JSON.")
+@click.pass_obj
+def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) -> None:
+    """Fingerprint stacks now (default: every configured stack) and show what was found.
+
+    For each stack: host and Python, MindSpore / MindSpore Lite builds and the CANN
+    versions MindSpore supports, CANN, driver, firmware, npu-smi, and the environment
+    variables that change numerics; every value that could not be determined is listed
+    with the reason. Nothing is stored.
+
+    \b
+    Exit status:
+      0  every stack was fingerprinted
+      1  some stack could not be started, or a collector failed (shown)
+      2  usage or config error
+    """
+    config = obj.config()
+    unknown = [name for name in stacks if name not in config.stacks]
+    if unknown:
+        click.echo(
+            f"auditor: no stack named {', '.join(map(repr, unknown))} in {config.source} "
+            f"(configured: {', '.join(config.stacks)})",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
+    names = list(dict.fromkeys(stacks)) or list(config.stacks)
+    collectors = obj.plugins().fingerprint_collectors()
+
+    def one(name: str) -> dict[str, Any] | str:
+        stack = config.stacks[name]
+        try:
+            return fp.fingerprint_stack(
+                stack,
+                collectors,
+                config.worker.start_timeout,
+                config.worker.request_timeout,
+                secrets=config.secrets,
+                host=config.hosts.get(stack.host),
+            )
+        except WorkerError as exc:
+            return exc.describe()
+        except Exception as exc:  # a bad plugin module name, say: report it with the stack
+            return f"stack {name}: fingerprint failed: {type(exc).__name__}: {exc}"
+
+    with ThreadPoolExecutor(max_workers=max(1, config.worker.parallel)) as pool:
+        results = dict(zip(names, pool.map(one, names), strict=True))
+
+    complete = all(isinstance(r, dict) and not fp.errors(r) for r in results.values())
+    if as_json:
+        out = {name: r if isinstance(r, dict) else {"error": r} for name, r in results.items()}
+        click.echo(json.dumps(out, indent=2, sort_keys=False))
+    else:
+        blocks = [render(config.stacks[name], result) for name, result in results.items()]
+        click.echo("\n".join(blocks), nl=False)
+    sys.exit(EXIT_OK if complete else EXIT_INCOMPLETE)
+
+
+def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
+    """The readable summary of one stack's fingerprint (or why there is none)."""
+    where = "" if stack.host == "local" else f", on host {stack.host}"
+    lines = [f"{stack.name}  ({stack.role}, {stack.runtime}, {stack.python}{where})"]
+    if isinstance(result, str):
+        lines += [
+            "  NOT COLLECTED: " + line if i == 0 else "  " + line
+            for i, line in enumerate(result.splitlines())
+        ]
+        return "\n".join(lines) + "\n"
+    doc = result
+
+    def row(label: str, text: str) -> None:
+        lines.append(f"  {label:<12} {text}")
+
+    host = _section(doc, "host")
+    osr = host.get("os_release") or {}
+    row(
+        "host",
+        _join(
+            host.get("hostname"),
+            osr.get("PRETTY_NAME"),
+            host.get("kernel") and f"kernel {host['kernel']}",
+            host.get("arch"),
+            host.get("cpu_model"),
+            host.get("machine_id") and f"machine-id {host['machine_id'][:12]}",
+        ),
+    )
+    conn = _section(doc, "connection")
+    if conn:
+        how = conn.get("destination") or " ".join(conn.get("command") or [])
+        row("connection", _join(conn.get("host"), conn.get("transport"), how, conn.get("address")))
+    py = host.get("python") or {}
+    runtime = _section(doc, "runtime")
+    row("python", _join(_v(py.get("version")), py.get("implementation"), py.get("executable")))
+    if runtime:
+        row(
+            "runtime",
+            _join(
+                runtime.get("runtime"),
+                f"({runtime.get('runtime_package')} {_v(runtime.get('runtime_version'))})",
+                f"numpy {_v(runtime.get('numpy'))}",
+            ),
+        )
+    framework = _section(doc, "framework")
+    packages = (_section(doc, "packages").get("framework")) or {}
+    ms = framework.get("mindspore")
+    if ms:
+        supported = ms.get("supported_cann")
+        row(
+            "MindSpore",
+            _join(
+                _v(ms.get("version")),
+                f"commit {_v(ms.get('commit_id'))}",
+                f"supports CANN {', '.join(supported) if supported is not None else '?'}",
+            ),
+        )
+    else:
+        row("MindSpore", "not installed" if "mindspore" in framework.get("unknown", {}) else "?")
+    lite = framework.get("mindspore_lite")
+    row(
+        "Lite",
+        _join(_v(lite.get("version")), f"commit {_v(lite.get('commit_id'))}") if lite else "not installed",
+    )
+    others = [
+        f"{n} {v}" for n, v in packages.items() if v is not None and n not in ("mindspore", "mindspore-lite")
+    ]
+    row("packages", ", ".join(others) or "-")
+    cann = _section(doc, "cann")
+    toolkit = cann.get("toolkit") or {}
+    row(
+        "CANN",
+        _join(
+            _v(cann.get("version")),
+            cann.get("layout") and f"[{cann['layout']}]",
+            f"compiler {_v(cann.get('compiler_version'))}",
+            toolkit.get("innerversion"),
+        ),
+    )
+    nnae, nnrt = cann.get("nnae") or {}, cann.get("nnrt") or {}
+    row("nnae / nnrt", f"{nnae.get('version') or '-'} / {nnrt.get('version') or '-'}")
+    driver = _section(doc, "driver")
+    row(
+        "driver",
+        _join(
+            _v(driver.get("version")),
+            driver.get("innerversion"),
+            driver.get("compatible_version_fw") and "firmware " + _ranges(driver["compatible_version_fw"]),
+        ),
+    )
+    firmware = _section(doc, "firmware")
+    row(
+        "firmware",
+        _join(
+            _v(firmware.get("version")),
+            firmware.get("compatible_version_drv")
+            and "driver " + _ranges(firmware["compatible_version_drv"]),
+        ),
+    )
+    row("npu-smi", _npu_smi(_section(doc, "npu_smi")))
+    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
+    if "error" in env:
+        env = {}
+    row("environment", ", ".join(f"{k}={_short(str(v))}" for k, v in env.items()) or "(none set)")
+    problems = fp.errors(doc)
+    if problems:
+        lines.append("  collector errors:")
+        lines += [f"    {name}: {error}" for name, error in problems.items()]
+    missing = fp.unknowns(doc)
+    if missing:
+        lines.append("  unknown:")
+        for name, fields in missing.items():
+            by_reason: dict[str, list[str]] = {}
+            for field_name, reason in fields.items():
+                by_reason.setdefault(str(reason), []).append(field_name)
+            for reason, field_names in by_reason.items():
+                lines.append(f"    {name}.{', '.join(field_names)}: {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def _section(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    section = doc.get(name)
+    return section if isinstance(section, dict) and "error" not in section else {}
+
+
+def _npu_smi(section: dict[str, Any]) -> str:
+    if not section.get("available"):
+        return "not available" if section else "?"
+    chips = section.get("chips") or []
+    listed = ", ".join(f"{c['npu']}/{_v(c.get('chip'))} {c.get('name')} {c.get('health')}" for c in chips)
+    board = section.get("board") or {}
+    return _join(
+        f"{section.get('count')} NPU(s)",
+        f"driver {_v(section.get('driver_version'))}",
+        listed,
+        board and f"board firmware {_v(board.get('firmware_version'))}",
+        board and f"compatibility {_v(board.get('compatibility'))}",
+    )
+
+
+def _ranges(ranges: list[Any]) -> str:
+    return ", ".join("..".join(r) if isinstance(r, list) else str(r) for r in ranges)
+
+
+def _v(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+def _join(*parts: Any) -> str:
+    return "  ".join(str(p) for p in parts if p)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 3] + "..."

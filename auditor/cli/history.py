@@ -1,0 +1,516 @@
+"""The history commands: ``history``, ``show``, ``trend``, ``report`` and ``db``.
+
+They read the history database named by ``--db`` or the config's ``[storage] url`` (the
+default SQLite file when there is neither). Listings stream: ``history --limit 0`` over a
+long history writes rows as they are read, in any of the three formats.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import click
+
+from auditor.cli.context import MAX_LIMIT, Context, fail
+from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
+from auditor.common.redact import redact_url
+from auditor.history.filters import Filters, HistoryError, iso, parse_when
+from auditor.history.queries import (
+    METRIC_COLUMNS,
+    RESULT_COLUMNS,
+    FingerprintChange,
+    fingerprint_changes,
+    known_values,
+    metric_rows,
+    refresh_statistics,
+    resolve_run,
+    result_rows,
+    run_detail,
+    trend,
+)
+from auditor.report.tables import (
+    WRITERS,
+    jsonable,
+    plain,
+    render_run,
+    render_trend,
+)
+from auditor.results import STATUS_ORDER
+
+STATUSES = STATUS_ORDER
+"""Every status a probe result is stored with (``unsupported`` included)."""
+
+
+def _when(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_when(value)
+    except HistoryError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def filter_options(metric: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The filter options shared by history, trend and report (repeat one to match any value)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        opts = [
+            click.option("--pair", "pairs", multiple=True, metavar="TRAIN->INFER", help="Only this pair."),
+            click.option("--probe", "probes", multiple=True, metavar="NAME", help="Only this probe."),
+            click.option("--variant", "variants", multiple=True, metavar="NAME", help="Only this variant."),
+        ]
+        if metric:
+            opts.append(
+                click.option(
+                    "--metric",
+                    "metrics",
+                    multiple=True,
+                    metavar="NAME",
+                    help="List metric values (one row per output and metric) instead of results.",
+                )
+            )
+        opts += [
+            click.option(
+                "--output", "outputs", multiple=True, metavar="NAME", help="Only this probe output."
+            ),
+            click.option(
+                "--stack",
+                "stacks",
+                multiple=True,
+                metavar="NAME",
+                help="Only pairs with this stack on a side.",
+            ),
+            click.option(
+                "--host",
+                "hosts",
+                multiple=True,
+                metavar="NAME",
+                help="Only pairs with a stack on this host ([hosts] name, or 'local') on a side.",
+            ),
+            click.option(
+                "--status",
+                "statuses",
+                multiple=True,
+                type=click.Choice(STATUSES),
+                help="Only results with this status.",
+            ),
+            click.option(
+                "--since", metavar="WHEN", help="Runs started at or after: ISO time, or 7d, 12h, 90m."
+            ),
+            click.option("--until", metavar="WHEN", help="Runs started before: ISO time, or 7d, 12h, 90m."),
+        ]
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+
+    return decorate
+
+
+def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
+    return Filters(
+        pairs=tuple(kw.get("pairs", ())),
+        probes=tuple(kw.get("probes", ())),
+        variants=tuple(kw.get("variants", ())),
+        metrics=tuple(kw.get("metrics", ())),
+        outputs=tuple(kw.get("outputs", ())),
+        stacks=tuple(kw.get("stacks", ())),
+        statuses=tuple(kw.get("statuses", ())),
+        hosts=tuple(kw.get("hosts", ())),
+        since=_when(kw.get("since"), "--since"),
+        until=_when(kw.get("until"), "--until"),
+        limit=limit if limit else None,
+    )
+
+
+def _reject_unknown(conn: Any, f: Filters) -> None:
+    """A filter value that matches nothing in the whole history is a typo: a usage error
+    naming the values there are, before any output."""
+    for column, values in (
+        ("pair", f.pairs),
+        ("probe", f.probes),
+        ("variant", f.variants),
+        ("metric", f.metrics),
+        ("output", f.outputs),
+        ("stack", f.stacks),
+        ("host", f.hosts),
+    ):
+        if not values:
+            continue
+        known = known_values(conn, column)
+        if column == "metric":
+            values = tuple(v for v in values if not v.startswith("latency."))
+        for v in values:
+            if v not in known:
+                shown = ", ".join(known[:20]) + (", …" if len(known) > 20 else "")
+                fail(f"no {column} {v!r} in the history (known: {shown or 'none yet'})", EXIT_USAGE)
+
+
+# -- formatting ---------------------------------------------------------------------------------
+
+
+# -- history --------------------------------------------------------------------------------------
+
+
+@click.command("history")
+@filter_options()
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(0, MAX_LIMIT),
+    help="At most this many rows, newest first (0: all).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(tuple(WRITERS)),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.pass_obj
+def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
+    """List probe results from the history, newest first.
+
+    One row per probe result (status and p50 latency of each side); with --metric, one row
+    per result, output and metric with its value. Filters combine (all must hold); a
+    repeated filter matches any of its values.
+
+    \b
+    Examples:
+      auditor history --pair 'ms20->lite20' --metric max_abs --since 7d
+      auditor history --probe ppo_policy --status drift --status error
+      auditor history --stack lite20 --limit 0 --format csv > lite20.csv
+    """
+    f = _filters(kw, limit)
+    store = obj.store(read=True)
+    out = sys.stdout
+    with store.engine.connect() as conn:
+        refresh_statistics(conn)
+        _reject_unknown(conn, f)
+        if f.metrics or f.outputs:
+            columns, rows = METRIC_COLUMNS, metric_rows(conn, f)
+        else:
+            columns, rows = RESULT_COLUMNS, result_rows(conn, f)
+        n = WRITERS[fmt](out, columns, rows)
+        if n == 0 and fmt == "table":
+            click.echo("(no matching rows)", err=True)
+
+
+# -- show -------------------------------------------------------------------------------------------
+
+text_or_json = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("text", "json")),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+
+
+@click.command("show")
+@click.argument("run", metavar="RUN")
+@text_or_json
+@click.pass_obj
+def show_command(obj: Context, run: str, fmt: str) -> None:
+    """Everything stored about one run: RUN is a run id, 'latest' or 'latest~N'.
+
+    The run's status and times, each stack with its fingerprint (and what changed since
+    that stack's previous run), every probe result with its metrics and latencies, the
+    findings and the exported models.
+    """
+    store = obj.store(read=True)
+    with store.engine.connect() as conn:
+        try:
+            detail = run_detail(conn, resolve_run(conn, run))
+        except HistoryError as exc:
+            fail(str(exc), EXIT_FINDINGS if "no run" in str(exc) else EXIT_USAGE)
+    if fmt == "json":
+        click.echo(json.dumps(jsonable(detail.to_json()), indent=2, allow_nan=False))
+        return
+    click.echo(render_run(detail))
+
+
+# -- trend -----------------------------------------------------------------------------------------
+
+
+@click.command("trend")
+@click.option(
+    "--metric",
+    required=True,
+    metavar="NAME",
+    help="A stored metric (max_abs, cosine, ...) or latency.[train.|infer.]p50_us (also p90, p99, mean).",
+)
+@filter_options(metric=False)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(0, MAX_LIMIT),
+    help="Newest points per series (0: all).",
+)
+@click.option(
+    "--scale",
+    type=click.Choice(("auto", "linear", "log")),
+    default="auto",
+    show_default=True,
+    help="Bar scale; auto is log when values span more than two orders of magnitude.",
+)
+@click.option(
+    "--width",
+    default=60,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Width of the sparkline in characters.",
+)
+@text_or_json
+@click.pass_obj
+def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int, fmt: str, **kw: Any) -> None:
+    """One metric over time, per pair, probe, variant and output, in the terminal.
+
+    A sparkline and one line per run, oldest first; a run in which the fingerprint of the
+    pair's train or infer stack changed is marked with ◆ and what changed.
+
+    \b
+    Examples:
+      auditor trend --metric max_abs --pair 'ms20->lite20' --output mean
+      auditor trend --metric latency.infer.p50_us --since 7d
+    """
+    f = _filters(kw, limit)
+    store = obj.store(read=True)
+    with store.engine.connect() as conn:
+        refresh_statistics(conn)
+        _reject_unknown(conn, replace(f, metrics=(metric,)))
+        try:
+            series = trend(conn, metric, f)
+        except HistoryError as exc:
+            fail(str(exc))
+        changes: list[FingerprintChange] = []
+        if series:
+            stacks = {n for s in series for n in (s.train, s.infer) if n}
+            first = min(s.points[0][1] for s in series)
+            last = max(s.points[-1][1] for s in series)
+            changes = [c for c in fingerprint_changes(conn, sorted(stacks), since=first) if c.at <= last]
+        elif not metric.startswith("latency.") and metric not in known_values(conn, "metric"):
+            known = ", ".join(known_values(conn, "metric"))
+            fail(f"no metric {metric!r} in the history (known: {known or 'none yet'})")
+    if fmt == "json":
+        doc = {
+            "metric": metric,
+            "series": [
+                {
+                    "pair": s.pair,
+                    "probe": s.probe,
+                    "variant": s.variant,
+                    "output": s.output,
+                    "train": s.train,
+                    "infer": s.infer,
+                    "points": [
+                        {"run": r, "at": iso(at), "value": plain(v), "status": st}
+                        for r, at, v, st in s.points
+                    ],
+                }
+                for s in series
+            ],
+            "fingerprint_changes": [c.to_json() for c in changes],
+        }
+        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+        return
+    if not series:
+        click.echo(f"no values of {metric} match", err=True)
+        return
+    click.echo(render_trend(series, changes, scale, width), nl=False)
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+@click.command("report")
+@click.option("--out", "out_path", required=True, metavar="FILE.html", help="Where to write the page.")
+@click.option("--pair", "pairs", multiple=True, metavar="TRAIN->INFER", help="Only this pair.")
+@click.option("--probe", "probes", multiple=True, metavar="NAME", help="Only this probe.")
+@click.option("--variant", "variants", multiple=True, metavar="NAME", help="Only this variant.")
+@click.option(
+    "--stack", "stacks", multiple=True, metavar="NAME", help="Only pairs with this stack on a side."
+)
+@click.option("--since", metavar="WHEN", help="Start of the window (default: 30 days before its end).")
+@click.option("--until", metavar="WHEN", help="End of the window (default: just after the latest run).")
+@click.option(
+    "--metric", default="max_abs", show_default=True, metavar="NAME", help="The divergence metric to plot."
+)
+@click.pass_obj
+def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
+    """Write a self-contained HTML report of the history (plots embedded).
+
+    Per pair, probe and variant: the divergence metric and the p50 latency of both sides
+    over time, with the runs in which a stack's fingerprint changed marked on the time
+    axis; then the open alerts and the latest fingerprint of every stack side by side.
+    """
+    from pathlib import Path
+
+    from auditor.report.html import ReportError, render_report
+
+    f = _filters(kw, None)
+    store = obj.store(read=True)
+    with store.engine.connect() as conn:
+        refresh_statistics(conn)
+        _reject_unknown(conn, f)  # an unknown --metric is the report's ReportError
+        try:
+            page, summary = render_report(conn, f, metric=metric, source=_redacted(store.url))
+        except ReportError as exc:
+            fail(str(exc))
+    path = Path(out_path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write the report to {path}: {exc}")
+    click.echo(f"wrote {path} ({len(page) / 1024:.0f} KiB): {summary}")
+
+
+_redacted = redact_url
+
+
+# -- db ---------------------------------------------------------------------------------------------
+
+
+@click.group("db")
+def db_group() -> None:
+    """The history database: schema migrations and retention."""
+
+
+@db_group.command("current")
+@click.option("--check", is_flag=True, help="Exit 1 when migrations are pending.")
+@click.pass_obj
+def db_current(obj: Context, check: bool) -> None:
+    """Show the schema revision of the database and whether it is up to date."""
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
+
+    from auditor.history.store import StoreError
+
+    store = obj.store(migrate=False)
+    try:
+        current = store.current_heads()
+    except StoreError as exc:
+        fail(str(exc), EXIT_FINDINGS)
+    heads = store.head_revisions()
+    click.echo(f"database: {_redacted(store.url)}")
+    click.echo(f"revision: {', '.join(current) or '(none: no schema yet)'}")
+    click.echo(f"latest:   {', '.join(heads)}")
+    try:
+        pending = store.pending_revisions()
+    except (CommandError, RevisionError):
+        fail(
+            f"the database is at revision {', '.join(current)}, which this auditor does not know: "
+            "a newer auditor migrated it; upgrade the auditor",
+            EXIT_FINDINGS,
+        )
+    if pending:
+        click.echo(f"pending:  {', '.join(pending)} (run `auditor db upgrade`)")
+        if check:
+            sys.exit(EXIT_FINDINGS)
+    else:
+        click.echo("up to date")
+
+
+@db_group.command("check")
+@click.pass_obj
+def db_check(obj: Context) -> None:
+    """Check the database: damaged pages, missing tables, unreadable timestamps or JSON,
+    read-only (exit 1 if anything is wrong). `auditor audit` refuses such a database."""
+    from auditor.db.health import check
+
+    store = obj.store(migrate=False)
+    health = check(store.engine)
+    click.echo(f"database: {_redacted(store.url)}")
+    for problem in health.problems:
+        click.echo(f"  problem: {problem}")
+    if health.read_only:
+        click.echo("  read-only: read commands work, `auditor audit` cannot store runs here")
+    if health.ok:
+        click.echo("ok")
+    else:
+        sys.exit(EXIT_FINDINGS)
+
+
+@db_group.command("upgrade")
+@click.pass_obj
+def db_upgrade(obj: Context) -> None:
+    """Apply the pending schema migrations (the auditor also does this when it opens the database)."""
+    from auditor.history.store import StoreError
+
+    store = obj.store(migrate=False)
+    before = store.current_heads()
+    pending = store.pending_revisions()
+    try:
+        store.upgrade()
+    except StoreError as exc:
+        fail(str(exc), EXIT_FINDINGS)
+    if not pending:
+        click.echo(f"already up to date at {', '.join(before)}")
+        return
+    click.echo(
+        f"upgraded {_redacted(store.url)} from {', '.join(before) or '(empty)'} "
+        f"to {', '.join(store.current_heads())} (applied {', '.join(pending)})"
+    )
+
+
+@db_group.command("prune")
+@click.option(
+    "--keep-days",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Keep the runs of the last N days (default: the config's [storage] keep_days, else 90; 0: all).",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted, delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.option(
+    "--auditor",
+    "auditor_id",
+    metavar="ID",
+    help="Prune this auditor's runs (default: this auditor's, [storage] auditor_id or the host name).",
+)
+@click.option("--all-auditors", is_flag=True, help="Prune the runs of every auditor of a shared database.")
+@click.pass_obj
+def db_prune(
+    obj: Context,
+    keep_days: int | None,
+    dry_run: bool,
+    as_json: bool,
+    auditor_id: str | None,
+    all_auditors: bool,
+) -> None:
+    """Delete the runs older than keep_days with everything they stored.
+
+    Their probe results, metrics, latencies, findings and fingerprint links go; so do
+    fingerprints and exported models no remaining run refers to. Runs still running are
+    never touched. One transaction: an interrupted prune deletes nothing. In a shared
+    database only this auditor's runs are pruned unless --auditor or --all-auditors says otherwise.
+    """
+    from auditor.config.tables import Config
+    from auditor.history.retention import prune
+    from auditor.history.store import auditor_identity
+
+    config = obj.config() if obj.find_config(required=not obj.db) else None
+    if keep_days is None:
+        keep_days = config.keep_days if config is not None else Config.keep_days
+    if auditor_id is None and not all_auditors:
+        auditor_id = auditor_identity(config.auditor_id if config is not None else "")
+    store = obj.store()
+    result = prune(store.engine, keep_days, dry_run=dry_run, auditor_id=None if all_auditors else auditor_id)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    elif keep_days == 0:
+        click.echo("keep_days is 0: every run is kept")
+    else:
+        click.echo(result.summary())
+
+
+COMMANDS = (history_command, show_command, trend_command, report_command, db_group)

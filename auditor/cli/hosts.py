@@ -1,0 +1,145 @@
+"""``auditor hosts check``: can every host be reached, and does each stack's interpreter
+start there and import its runtime? Answers in seconds, without running a cycle."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import click
+
+from auditor.cli.context import Context
+from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from auditor.config.tables import Config
+from auditor.stacks.hosts import LOCAL, per_host_limits
+
+
+@dataclass
+class StackCheck:
+    stack: str
+    ok: bool
+    seconds: float
+    python: str | None = None
+    runtime: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class HostCheck:
+    host: str
+    how: str
+    ok: bool
+    seconds: float = 0.0
+    error: str | None = None
+    stacks: list[StackCheck] = field(default_factory=list)
+
+
+def check_hosts(config: Config, names: list[str], runtime_classes: dict[str, str | None]) -> list[HostCheck]:
+    """Connect to each host (one shared connection each), then start a worker for each of
+    its stacks: the interpreter runs there, the worker code arrives, the runtime imports."""
+    from auditor.stacks.transport import CONNECTIONS, HostError
+    from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
+
+    hosts: dict[str, HostCheck] = {}
+    for name in names:
+        h = config.hosts.get(name)
+        hosts[name] = HostCheck(
+            name, h.describe().partition(" (")[2].rstrip(")") if h else "this machine", True
+        )
+    for name, h in config.hosts.items():
+        if name not in hosts:
+            continue
+        started = time.monotonic()
+        try:
+            CONNECTIONS.ensure(h)
+        except HostError as exc:
+            hosts[name].ok, hosts[name].error = False, str(exc)
+        hosts[name].seconds = time.monotonic() - started
+    packages = worker_packages([c.partition(":")[0] for c in runtime_classes.values() if c])
+
+    def one(stack_name: str) -> StackCheck:
+        stack = config.stacks[stack_name]
+        started = time.monotonic()
+        worker = StackWorker(
+            stack,
+            start_timeout=config.worker.start_timeout,
+            packages=packages,
+            runtime_class=runtime_classes.get(stack.runtime),
+            host=config.hosts.get(stack.host),
+        )
+        try:
+            hello = worker.start()
+        except WorkerError as exc:
+            return StackCheck(stack_name, False, time.monotonic() - started, error=exc.describe())
+        finally:
+            worker.close()
+        return StackCheck(
+            stack_name,
+            True,
+            time.monotonic() - started,
+            python=f"{hello.get('python')} ({hello.get('executable')})",
+            runtime=f"{hello.get('runtime_package')} {hello.get('runtime_version')}",
+        )
+
+    tasks = {
+        s: (lambda s=s: one(s)) for s, st in config.stacks.items() if st.host in hosts and hosts[st.host].ok
+    }
+    size, tasks = per_host_limits(tasks, config.stacks, config.hosts, config.worker.parallel)
+    with ThreadPoolExecutor(max_workers=size) as pool:
+        futures = {s: pool.submit(fn) for s, fn in tasks.items()}
+        for s, f in futures.items():
+            hosts[config.stacks[s].host].stacks.append(f.result())
+    CONNECTIONS.close_all()
+    return list(hosts.values())
+
+
+@click.group("hosts")
+def hosts_group() -> None:
+    """The hosts the stacks live on ([hosts.NAME] in the config)."""
+
+
+@hosts_group.command("check")
+@click.argument("names", nargs=-1, metavar="[HOST]...")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.pass_obj
+def check_command(obj: Context, names: tuple[str, ...], as_json: bool) -> None:
+    """Reach each host and start each of its stacks' workers (interpreter, worker code,
+    runtime import), without running a cycle. HOST: only these hosts ('local': this
+    machine); default: every host a stack uses. Exit 1 if any check failed."""
+    config = obj.config()
+    used = list(dict.fromkeys(s.host for s in config.stacks.values()))
+    unknown = [n for n in names if n != LOCAL and n not in config.hosts]
+    if unknown:
+        click.echo(
+            f"auditor: no host named {', '.join(map(repr, unknown))} in {config.source} "
+            f"(configured: {', '.join([LOCAL, *config.hosts])})",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
+    chosen = list(dict.fromkeys(names)) or used
+    runtimes: dict[str, Any] = obj.plugins().runtimes()
+    results = check_hosts(config, chosen, {n: r.worker_class for n, r in runtimes.items()})
+    ok = all(h.ok and all(s.ok for s in h.stacks) for h in results)
+    if as_json:
+        click.echo(json.dumps([asdict(h) for h in results], indent=2))
+    else:
+        for h in results:
+            state = f"reachable ({h.seconds:.2f} s)" if h.ok else "UNREACHABLE"
+            click.echo(f"{h.host}  {h.how}  {state}")
+            if h.error:
+                click.echo("\n".join("  " + line for line in h.error.splitlines()))
+            for s in h.stacks:
+                if s.ok:
+                    click.echo(f"  {s.stack:<14} ok  Python {s.python}  {s.runtime}  ({s.seconds:.1f} s)")
+                else:
+                    lines = (s.error or "").splitlines()
+                    click.echo(f"  {s.stack:<14} FAILED  {lines[0] if lines else ''}")
+                    click.echo("\n".join("    " + line for line in lines[1:]))
+            if not h.ok:
+                skipped = [n for n, st in config.stacks.items() if st.host == h.host]
+                click.echo(f"  not checked: {', '.join(skipped)}")
+    sys.exit(EXIT_OK if ok else EXIT_FINDINGS)

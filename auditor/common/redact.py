@@ -1,0 +1,85 @@
+"""Secrets out of everything the auditor shows or keeps: database URLs with their password
+hidden, and fingerprints with secret-looking environment values replaced.
+
+The rules for environment values live in auditor.worker.secrets (the environment collector
+applies them inside the stack's worker, so secrets never leave it); ``redact_fingerprint``
+applies the same rules again in the auditor to every fingerprint it receives, before it is
+stored, logged, compared, sent to a sink or exported, so plugin collectors and the worker's
+hello are covered too.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from auditor.worker import secrets
+
+REDACTED = secrets.REDACTED
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]*@")
+
+
+def redact_url(url: str) -> str:
+    """A database (or any) URL with its password shown as ``***``."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not an SQLAlchemy URL: hide what looks like a password anyway
+        return redact_text(url)
+
+
+def redact_text(text: str) -> str:
+    """Text (an error message, a log line) with the password of every URL in it as ``***``."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
+
+
+def _walk(value: Any, key: str, names: Iterable[str], values: Iterable[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _walk(v, str(k), names, values) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_walk(v, key, names, values) for v in value]
+    if isinstance(value, str):
+        return secrets.redact(key, value, tuple(names), tuple(values))
+    return value
+
+
+def redact_fingerprint(
+    document: dict[str, Any], names: Iterable[str] = (), values: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The fingerprint with every secret-looking value redacted: in the environment section by
+    variable name and value, elsewhere by value (credentials in URLs and option strings, and the
+    ``[secrets] values`` patterns)."""
+    out = {}
+    for section, content in document.items():
+        if section == "environment" and isinstance(content, dict):
+            out[section] = _walk(content, "", names, values)
+        else:
+            out[section] = _walk_values(content, values)
+    return out
+
+
+def _walk_values(value: Any, values: Iterable[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _walk_values(v, values) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_walk_values(v, values) for v in value]
+    if isinstance(value, str):
+        return secrets.redact_value(value, tuple(values))
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """A log filter that hides URL passwords in every record (the daemon's log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string is logging's problem, not ours
+            return True
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True

@@ -1,0 +1,590 @@
+"""The tables of auditor.toml as typed, frozen sections (one pydantic dataclass per table,
+each field's description the docstring under it), the parsed ``Config`` they make, and the
+vocabulary they share (roles, severities, dtypes, ``expand``). auditor.config.load fills them
+and runs the checks that need more than one key; auditor.config.doc turns them into JSON
+Schema and a commented example."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass as _pydantic_dataclass
+
+from auditor.config import fleet as fleet_config
+from auditor.config.fields import (
+    DAY,
+    MAX_BATCH,
+    MAX_SEED,
+    Bool,
+    Choice,
+    Duration,
+    Float,
+    Int,
+    Scalar,
+    Text,
+)
+from auditor.config.thresholds import ProbeConfig
+from auditor.config.user_models import GENERATORS, INPUT_DTYPES, ModelConfig
+
+# The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
+# side). Plugins add more; the CLI passes the full map to parse().
+RUNTIMES = {
+    "mindspore": "export",
+    "mindspore-graph": "load",
+    "mindspore-lite": "load",
+}
+
+
+ROLES = ("train", "infer")
+
+
+DEVICE_RE = re.compile(r"^(cpu|(ascend|gpu):\d+)$")
+
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+SEVERITIES = ("info", "warning", "error", "critical")
+"""Finding and alert severities, least to most severe."""
+
+
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; ``errors`` lists every problem with its key path."""
+
+    def __init__(self, source: str, errors: list[str]):
+        self.source = source
+        self.errors = errors
+        super().__init__(f"{source}: {len(errors)} problem(s)\n" + "\n".join(f"  {e}" for e in errors))
+
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _expand_vars(value: str, env: Mapping[str, str]) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        if value.startswith("${", i):
+            depth, j = 0, i + 1
+            while j < len(value):
+                depth += {"{": 1, "}": -1}.get(value[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            if j >= len(value):  # unterminated: keep as written
+                out.append(value[i:])
+                break
+            name, sep, default = value[i + 2 : j].partition(":-")
+            if env.get(name):
+                out.append(env[name])
+            elif sep:
+                out.append(_expand_vars(default, env))
+            i = j + 1
+        elif value[i] == "$" and (m := _NAME_RE.match(value, i + 1)):
+            out.append(env.get(m.group(0), ""))
+            i = m.end()
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
+
+
+def expand(value: str, env: Mapping[str, str] | None = None) -> str:
+    """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` (defaults may nest), then a leading ``~``.
+
+    One pass: the value of a variable is used as it is, never expanded again.
+    """
+    return os.path.expanduser(_expand_vars(value, os.environ if env is None else env))
+
+
+def _relative_to(source: str, path: str) -> str:
+    """Relative paths in a config file are relative to the file's folder."""
+    if os.path.isabs(path) or source.startswith("<"):
+        return path
+    return str(Path(source).resolve().parent / path)
+
+
+def _expanded(value: str, info: ValidationInfo) -> str:
+    return expand(value)
+
+
+def _expanded_path(value: str, info: ValidationInfo) -> str:
+    """$VAR and ~ expanded; a relative path is relative to the config file's folder."""
+    out = expand(value)
+    source = (info.context or {}).get("source", "<config>")
+    return _relative_to(source, out) if out else out
+
+
+def section(cls: type) -> Any:
+    """A config section: a frozen pydantic dataclass that rejects unknown keys and takes each
+    field's description from the docstring under it."""
+    config = ConfigDict(extra="forbid", use_attribute_docstrings=True, arbitrary_types_allowed=True)
+    return _pydantic_dataclass(frozen=True, config=config)(cls)
+
+
+def _from_key(description: str) -> Any:
+    """A field filled from the table's key (or its other keys), not written as a key itself."""
+    return Field(description=description, json_schema_extra={"x-not-a-key": True})
+
+
+# Reusable field types.
+Tol = Float(0.0, 1e6)
+"""A tolerance: beyond 1e6 a comparison can no longer fail, which is a typo, not a setting."""
+
+
+Seconds = Duration
+
+
+Name = Text(nonempty=True)
+
+
+Expanded = Text(expand=_expanded)
+
+
+RelativePath = Text(expand=_expanded_path)
+
+
+AbsPath = Text(nonempty=True, pattern=r"/.*", what="an absolute path", expand=_expanded)
+
+
+Command = Text(nonempty=True, what="a command name or path", expand=_expanded)
+
+
+@section
+class StackConfig:
+    """``[stacks.NAME]``: one runtime environment, driven through a worker process."""
+
+    name: Annotated[str, _from_key("The stack's name: the table's key.")]
+    role: Choice(*ROLES)
+    """train (builds and exports probes) or infer (loads the exported MindIR)."""
+    runtime: Name
+    """mindspore (PyNative, train), mindspore-graph (GraphCell over MindIR, infer), mindspore-lite
+    (MindSpore Lite, infer), or a plugin's runtime."""
+    python: Text(nonempty=True, what="the path of the stack's Python interpreter", expand=_expanded) = ""
+    """The stack's Python interpreter ($VAR and ~ are expanded); required, except for a train
+    stack with ``source = "db"``."""
+    device: Text(pattern=DEVICE_RE.pattern[1:-1], what="'cpu', 'ascend:N' or 'gpu:N'") = "cpu"
+    """cpu, ascend:N or gpu:N."""
+    host: Name = "local"
+    """Where the stack runs."""
+    ascend_root: Expanded = "/usr/local/Ascend"
+    """CANN toolkit / nnae / nnrt, driver and firmware are read under this folder."""
+    env: dict[str, Expanded] = field(default_factory=dict)
+    """Environment variables of the stack's worker ($VAR expanded)."""
+    system_root: AbsPath = "/"
+    """Where the stack's /etc is read from (fingerprints); a container's or a test tree's root."""
+    npu_smi: Command = "npu-smi"
+    """The npu-smi command (looked up on the worker's PATH) or its path."""
+    npu_smi_timeout: Seconds(0.0, 3600.0, lo_open=True) = 10.0
+    """Seconds one npu-smi call may take before its process group is killed."""
+    models: tuple[Text(nonempty=True, what="a path or glob pattern", expand=_expanded_path), ...] = ()
+    """Paths or glob patterns of the MindIR files the stack serves (the deployed-model watch;
+    relative to the config file)."""
+    source: Choice("local", "db") = "local"
+    """local: driven through a worker here (or on its host); db (a train stack of another
+    auditor sharing the history database): its latest complete publication stands in for it
+    (split mode, README "A fleet")."""
+    publish: tuple[Name, ...] = ()
+    """Probes whose exports this train stack publishes in the history database every cycle,
+    for inference-side auditors that cannot reach it (split mode)."""
+
+
+@section
+class HostConfig:
+    """``[hosts.NAME]``: a machine other stacks live on, reached with the system OpenSSH client
+    (``ssh``) or with any argv prefix that runs a command there (``command``); exactly one of
+    the two is set. A stack on it names it with ``host = "NAME"``."""
+
+    name: Annotated[str, _from_key("The host's name: the table's key.")]
+    ssh: Text(nonempty=True, pattern=r"[^-\s]\S*", what="[user@]server without spaces") | None = None
+    """``[user@]server`` for the OpenSSH client (an alias of ~/.ssh/config works too)."""
+    port: Int(1, 65535) | None = None
+    """The ssh port (default: ssh's own, 22 or ~/.ssh/config's)."""
+    identity_file: Expanded | None = None
+    """The private key ssh authenticates with (``-i``)."""
+    options: tuple[Text(pattern=r"[A-Za-z][A-Za-z0-9]*[ =].+", what="an ssh option 'Name=value'"), ...] = ()
+    """Extra ``-o`` options for ssh, e.g. ``"UserKnownHostsFile=/etc/auditor/known_hosts"``."""
+    command: tuple[Text(nonempty=True), ...] = ()
+    """An argv prefix that runs the rest of the argv on the host (``["kubectl", "exec", "-i",
+    "pod", "--"]``, ``["docker", "exec", "-i", "box"]``)."""
+    connect_timeout: Seconds(0.0, 3600.0, lo_open=True) = 10.0
+    """Seconds ssh may take to connect and authenticate (``ConnectTimeout``)."""
+    parallel: Int(1, 1024) | None = None
+    """How many of this host's stacks are driven at once (default: ``[worker] parallel``)."""
+
+    @property
+    def transport(self) -> str:
+        return "ssh" if self.ssh else "command"
+
+    def describe(self) -> str:
+        """The host as a person identifies it in a message: name and how it is reached."""
+        if self.ssh:
+            port = f" port {self.port}" if self.port else ""
+            return f"host {self.name} (ssh {self.ssh}{port})"
+        return f"host {self.name} (command {' '.join(self.command)})"
+
+
+@section
+class ModelInputTable:
+    """``[[models.NAME.inputs]]``: one input of a model probe and how its values are made."""
+
+    name: Name
+    """The input's name."""
+    shape: tuple[Int(1, MAX_BATCH * 4096), ...]
+    """Its dimensions, each greater than 0 (the first is the batch)."""
+    dtype: Choice(*INPUT_DTYPES) = "float32"
+    """The input's dtype."""
+    generator: Choice(*GENERATORS) | None = None
+    """normal (mean, std), uniform (low, high) or npz (recorded observations); default: npz
+    when ``npz`` is set, else normal. Seeded from the model's seed."""
+    mean: Float(-1e30, 1e30) = 0.0
+    std: Float(0.0, 1e30) = 1.0
+    low: Float(-1e30, 1e30) = -1.0
+    high: Float(-1e30, 1e30) = 1.0
+    npz: RelativePath = ""
+    """The .npz of recorded observations (generator = "npz"), relative to the config file."""
+    key: Text() = ""
+    """The array's name in the .npz (default: the input's name)."""
+
+
+@section
+class ModelOutputTable:
+    """``[models.NAME.outputs.O]``: one output's thresholds."""
+
+    atol: Tol | None = None
+    rtol: Tol | None = None
+
+
+@section
+class ModelTable:
+    """``[models.NAME]``: a user's exported MindIR audited like a probe (auditor.config.user_models)."""
+
+    path: RelativePath
+    """The exported .mindir (relative to the config file)."""
+    stacks: tuple[Name, ...] | None = None
+    """The stacks that serve it and are compared with the reference (default: every infer stack)."""
+    reference: Name | None = None
+    """A stack that runs the same file as the reference (e.g. ms210-graph); or set golden."""
+    golden: RelativePath | None = None
+    """A golden .npz of inputs and expected outputs (docs/golden.md); or set reference."""
+    output_names: tuple[Name, ...] = ()
+    """Names of the outputs (default: the golden's, else output0, output1, ...)."""
+    seed: Int(0, MAX_SEED) = 0
+    """Seed of the generated inputs."""
+    atol: Tol = 1e-5
+    rtol: Tol = 1e-5
+    outputs: dict[str, ModelOutputTable] = field(default_factory=dict)
+    """Per-output atol/rtol."""
+    inputs: tuple[ModelInputTable, ...] = ()
+    """The inputs (default: the file's own input signature, normal(0, 1), batch 1)."""
+
+
+@section
+class OutputTable:
+    """``outputs.O``: thresholds of one output."""
+
+    atol: Tol | None = None
+    """Absolute tolerance (0 or more)."""
+    rtol: Tol | None = None
+    """Relative tolerance (0 or more)."""
+
+
+ComparatorTables = dict[str, dict[str, Scalar]]
+
+
+@section
+class ScopeTable:
+    """``dtype.D`` or ``variant.V``: what that level sets, the rest inherited."""
+
+    atol: Tol | None = None
+    """Absolute tolerance at this level."""
+    rtol: Tol | None = None
+    """Relative tolerance at this level."""
+    outputs: dict[str, OutputTable] = field(default_factory=dict)
+    """Per-output atol/rtol at this level."""
+    comparators: ComparatorTables = field(default_factory=dict)
+    """Per-comparator options at this level."""
+
+
+@section
+class ProbeTable:
+    """``[probes.NAME]``: a probe's thresholds, parameters and variants."""
+
+    atol: Tol | None = None
+    """Absolute tolerance of every output (default 1e-5)."""
+    rtol: Tol | None = None
+    """Relative tolerance of every output (default 1e-5)."""
+    outputs: dict[str, OutputTable] = field(default_factory=dict)
+    """Per-output atol/rtol."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Parameter overrides, checked against the probe's declared parameters (`auditor probes`)."""
+    variants: tuple[Name, ...] = ()
+    """The variants to run; empty: all the probe declares."""
+    variant: dict[str, ScopeTable] = field(default_factory=dict)
+    """Per-variant thresholds and comparator options."""
+    dtype: dict[str, ScopeTable] = field(default_factory=dict)
+    """Per-dtype thresholds and comparator options (float16, bfloat16, float32, float64)."""
+    comparators: ComparatorTables = field(default_factory=dict)
+    """Per-comparator options."""
+
+
+@section
+class PairConfig:
+    """``[[pairs]]``: a train stack, an infer stack and the probes compared between them."""
+
+    train: Name
+    """The train stack's name."""
+    infer: Name
+    """The infer stack's name."""
+    probes: tuple[Name, ...] = ()
+    """The probes to run on this pair."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.train}->{self.infer}"
+
+
+@section
+class WorkerConfig:
+    """``[worker]``: the stack worker processes."""
+
+    start_timeout: Seconds(0.0, DAY, lo_open=True) = 120.0
+    """Seconds for a stack's interpreter to import its runtime and answer."""
+    request_timeout: Seconds(0.0, DAY, lo_open=True) = 120.0
+    """Seconds for any one request (build, export, load, run, time)."""
+    parallel: Int(1, 64) = 2
+    """Stacks driven at the same time."""
+
+
+@section
+class LatencyConfig:
+    """``[latency]``: timing of every loaded probe variant."""
+
+    warmup: Int(0, 100_000) = 5
+    """Untimed calls before measuring."""
+    iterations: Int(1, 1_000_000) = 50
+    """Timed calls; p50/p90/p99 are taken over these."""
+    batches: tuple[Int(1, MAX_BATCH), ...] = (1, 256)
+    """Batch sizes timed besides the probe's own (a probe takes part if it has a "batch" parameter)."""
+    regression_factor: Float(1.0, 1000.0, lo_open=True) = 1.5
+    """A latency-regression finding when p50 exceeds this factor of the rolling median."""
+    regression_window: Int(1, 10_000) = 10
+    """How many previous complete runs of the same stack, probe, variant, batch make the median."""
+    regression_min_runs: Int(1, 10_000) = 3
+    """No judgement before this many previous runs (at most regression_window)."""
+
+    @field_validator("batches")
+    @classmethod
+    def _sorted(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(set(value)))
+
+
+@section
+class RolloutConfig:
+    """``[rollout]``: closed-loop episodes of a probe's deterministic action (auditor.cycle.rollout)."""
+
+    enabled: Bool = True
+    """Run the rollouts."""
+    env: Name = "Pendulum-v1"
+    """A registered gymnasium environment id; "package.module:Name-v0" imports the module that
+    registers it first (in the environment process, which steps it: the auditor never imports
+    gymnasium)."""
+    probe: Name = "ppo_policy"
+    """The probe whose action drives the episodes."""
+    variant: Name = "fp32"
+    """The probe's variant."""
+    seeds: tuple[Int(0, MAX_SEED), ...] = Field(default=(0, 1, 2), min_length=1)
+    """One episode per seed."""
+    steps: Int(0, 1_000_000) = 200
+    """Steps per episode at most; 0: until the environment ends it (Pendulum-v1: 200)."""
+    action_atol: Tol = 1e-5
+    """Drift when |action_train - action_infer| exceeds this at any step."""
+    return_atol: Tol = 0.1
+    """Drift when an episode's returns differ by more than this."""
+    pairs: tuple[Name, ...] = ()
+    """Pairs ("train->infer") to roll out; empty: every pair that runs the probe."""
+
+
+@section
+class ScheduleConfig:
+    """``[schedule]``: when ``auditor daemon`` runs cycles: every ``interval``, or on ``cron``."""
+
+    interval: Seconds(1.0, 366 * DAY) | None = 3600.0
+    """Time between cycles (not with cron)."""
+    cron: Name | None = None
+    """A crontab line (minute hour day month weekday) instead of interval."""
+    timezone: Name | None = None
+    """The cron's time zone, e.g. "UTC", "Europe/Berlin"; unset: the host's."""
+    jitter: Seconds(0.0, DAY) = 0.0
+    """Each cycle starts up to this much later, at random."""
+    run_on_start: Bool = True
+    """Run a cycle as soon as the daemon starts."""
+    misfire_grace: Seconds(1.0, 7 * DAY) = 300.0
+    """A cycle missed by less than this (e.g. the host slept) still runs."""
+
+
+@section
+class SinkConfig:
+    """``[alerts.sinks.NAME]``: ``type`` and ``min_severity``; every other key is an option of
+    the sink type, checked by its ``validate``."""
+
+    name: Annotated[str, _from_key("The sink's name: the table's key.")]
+    type: Name
+    """The sink type: log, jsonl, webhook, exec, or a plugin's."""
+    min_severity: Choice(*SEVERITIES) = "info"
+    """Alerts below this severity are not sent to this sink."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The sink type's options: the table's other keys."""
+
+
+@section
+class AlertsConfig:
+    """``[alerts]``: alerts from findings, sent to sinks."""
+
+    cooldown: Seconds(0.0, 365 * DAY) = 21600.0
+    """The same alert is not sent again within this time."""
+    max_attempts: Int(1, 1000) = 5
+    """Deliveries of one alert to one sink are tried this often."""
+    sinks: dict[str, SinkConfig] = field(default_factory=dict)
+    """The sinks, by name: type = "log" | "jsonl" | "webhook" | "exec" | a plugin's, and options."""
+
+
+@section
+class PrometheusConfig:
+    """``[prometheus]``: the daemon's metrics endpoint."""
+
+    enabled: Bool = False
+    """Serve /metrics."""
+    address: Text(nonempty=True, what="an address to listen on, e.g. '127.0.0.1' or '::1'") = "127.0.0.1"
+    """The address to listen on."""
+    port: Int(0, 65535) = 9731
+    """The port (0: any free port)."""
+
+
+@section
+class DaemonConfig:
+    """``[daemon]``: the daemon's state."""
+
+    state_dir: RelativePath = ""
+    """The daemon's lock and state; empty: ``auditor.common.paths.state_dir()``."""
+    stop_timeout: Seconds(0.0, 3600.0) = 30.0
+    """Seconds a running cycle may take to stop on SIGTERM."""
+
+
+@section
+class SecretsConfig:
+    """``[secrets]``: what is redacted from fingerprints, logs, alerts and exports, besides the
+    built-in rules (names with TOKEN, SECRET, PASSWORD, AUTH or KEY, ``--password=...`` options,
+    URLs with credentials)."""
+
+    names: tuple[Name, ...] = ()
+    """More environment variable names to redact: shell patterns, case-insensitive ("*_CRED*")."""
+    values: tuple[Name, ...] = ()
+    """More values to redact: regular expressions, searched in every value."""
+
+
+@section
+class StorageTable:
+    """``[storage]``: the history database."""
+
+    url: Expanded = ""
+    """SQLAlchemy URL of the history database; empty: SQLite at
+    ${XDG_STATE_HOME:-~/.local/state}/auditor/history.db."""
+    keep_days: Int(0, 36500) = 90
+    """Runs older than this many days are deleted (0: keep forever); only this auditor's own
+    runs (auditor_id) in a shared database."""
+    auditor_id: Expanded = ""
+    """This auditor's name in a shared history database (empty: the host name)."""
+
+
+@section
+class PluginsTable:
+    """``[plugins]``: folders of plugin .py files."""
+
+    dirs: tuple[Text(nonempty=True, what="a directory path", expand=_expanded_path), ...] = ()
+    """Folders of plugin .py files (relative paths are relative to the config file)."""
+
+
+class Document(BaseModel):
+    """auditor.toml: every section, as written in the file (the JSON Schema's root)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, title="auditor.toml")
+
+    storage: StorageTable = StorageTable()
+    """The history database."""
+    worker: WorkerConfig = WorkerConfig()
+    """The stack worker processes."""
+    latency: LatencyConfig = LatencyConfig()
+    """Timing of every loaded probe variant."""
+    rollout: RolloutConfig = RolloutConfig()
+    """Closed-loop rollouts."""
+    plugins: PluginsTable = PluginsTable()
+    """Plugin folders."""
+    secrets: SecretsConfig = SecretsConfig()
+    """Extra redaction patterns."""
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    """The other machines stacks live on, by name."""
+    stacks: dict[str, StackConfig] = Field(default_factory=dict)
+    """The stacks, by name."""
+    models: dict[str, ModelTable] = Field(default_factory=dict)
+    """Users' own exported MindIR files audited like probes, by name."""
+    pairs: list[PairConfig] = Field(default_factory=list)
+    """Pairs of a train and an infer stack."""
+    probes: dict[str, ProbeTable] = Field(default_factory=dict)
+    """Per-probe settings, by probe name."""
+    schedule: ScheduleConfig = ScheduleConfig()
+    """When the daemon runs cycles."""
+    alerts: AlertsConfig = AlertsConfig()
+    """Alerts and their sinks."""
+    prometheus: PrometheusConfig = PrometheusConfig()
+    """The daemon's metrics endpoint."""
+    daemon: DaemonConfig = DaemonConfig()
+    """The daemon's state."""
+
+
+SECTIONS = tuple(Document.model_fields)
+
+
+SIMPLE_SECTIONS = ("worker", "latency", "rollout", "secrets", "schedule", "prometheus", "daemon")
+"""Sections whose table is the Config attribute of the same name as it is."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    source: str
+    db_url: str
+    stacks: dict[str, StackConfig]
+    pairs: tuple[PairConfig, ...]
+    probes: dict[str, ProbeConfig]
+    worker: WorkerConfig = WorkerConfig()
+    latency: LatencyConfig = LatencyConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    plugin_dirs: tuple[str, ...] = ()
+    schedule: ScheduleConfig = ScheduleConfig()
+    alerts: AlertsConfig = AlertsConfig()
+    prometheus: PrometheusConfig = PrometheusConfig()
+    daemon: DaemonConfig = DaemonConfig()
+    keep_days: int = 90
+    """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
+    secrets: SecretsConfig = SecretsConfig()
+    hosts: dict[str, HostConfig] = dataclasses.field(default_factory=dict)
+    """[hosts.NAME] by name: the machines other than the auditor's own that stacks live on."""
+    models: dict[str, ModelConfig] = dataclasses.field(default_factory=dict)
+    """[models.NAME] by name: users' own MindIR files audited like probes."""
+    auditor_id: str = ""
+    """[storage] auditor_id: this auditor's name in a shared history (empty: the host name)."""
+    fleet: fleet_config.FleetConfig = fleet_config.FleetConfig()
+    """Split mode: [stacks.X] source = "db" and [stacks.X] publish (auditor.config.fleet)."""
+
+    def probe(self, name: str) -> ProbeConfig:
+        return self.probes.get(name, ProbeConfig(name))

@@ -1,0 +1,99 @@
+"""``[models.NAME]``: a user's own exported MindIR audited like a probe, without Python; and
+``[stacks.X] models``: the model files a stack serves (the deployed-model watch).
+
+    [models.policy]
+    path = "export/policy.mindir"       # relative to the config file
+    stacks = ["lite20"]                 # where it is served (default: every infer stack)
+    reference = "ms210-graph"           # a stack that runs it as the reference, or:
+    golden = "policy.golden.npz"        # inputs and expected outputs (docs/golden.md)
+    output_names = ["logits", "mean"]   # optional; else the golden's, else output0, output1...
+    seed = 0                            # of the generated inputs
+    atol = 1e-5                         # element-wise thresholds, as [probes.P]
+    rtol = 1e-5
+    outputs.mean = { atol = 1e-4 }      # per output
+    [[models.policy.inputs]]            # optional: default, the file's own input signature
+    name = "obs"                        # with normal(0, 1) floats and a batch of 1
+    shape = [64, 11]
+    dtype = "float32"
+    generator = "normal"                # normal (mean, std) | uniform (low, high) | npz
+    npz = "recorded_obs.npz"            # generator = "npz": recorded observations
+    key = "obs"                         # ... the array's name in it (default: name)
+
+The tables are validated by the config schema (``auditor.config.load.ModelTable``) and turned into
+the ``ModelConfig`` here, which the cycle, ``auditor golden`` and ``auditor check`` use.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from auditor.compare.outputs import Tolerance
+from auditor.config.thresholds import ProbeConfig
+
+GENERATORS = ("normal", "uniform", "npz")
+INPUT_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input of a model probe and how its values are made (seeded from the model's seed)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    generator: str = "normal"
+    mean: float = 0.0
+    std: float = 1.0
+    low: float = -1.0
+    high: float = 1.0
+    npz: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    path: str
+    stacks: tuple[str, ...]
+    """The stacks that serve the model and are compared with the reference."""
+    reference: str | None = None
+    """A stack that runs the same file as the reference (e.g. ms210-graph), or None."""
+    golden: str | None = None
+    """A golden .npz (inputs and expected outputs, docs/golden.md), or None."""
+    inputs: tuple[InputSpec, ...] = ()
+    output_names: tuple[str, ...] = ()
+    seed: int = 0
+    thresholds: Tolerance = Tolerance()
+    outputs: dict[str, Tolerance] = field(default_factory=dict)
+
+    @property
+    def probe_config(self) -> Any:
+        """The thresholds as the probes' ``auditor.config.thresholds.ProbeConfig``, so that model probes
+        resolve them the same way (per output, then the built-in dtype defaults)."""
+        return ProbeConfig(self.name, self.thresholds, dict(self.outputs))
+
+    def tolerance_for(self, output: str, dtype: str | None = None) -> Tolerance:
+        """The output's thresholds; an fp16/bf16 output gets the built-in dtype thresholds
+        (auditor.config.load.DTYPE_TOLERANCES), as a probe's fp16 variant does."""
+        return self.probe_config.tolerance_for(output, None, dtype)
+
+    @property
+    def reference_label(self) -> str:
+        """The reference side's name in results: the stack, or "golden"."""
+        return self.reference or "golden"
+
+
+def expand_patterns(patterns: Iterable[str]) -> list[str]:
+    """The files the patterns name now, sorted; a plain path is kept even when missing (its
+    absence is what the watch reports)."""
+    found: set[str] = set()
+    for p in patterns:
+        if glob.has_magic(p):
+            found.update(f for f in glob.glob(p) if os.path.isfile(f))
+        else:
+            found.add(p)
+    return sorted(found)

@@ -1,0 +1,122 @@
+"""Run one audit cycle and store it: what ``auditor audit`` does once and the daemon does on
+its schedule.
+
+The run row is committed as ``running`` before the cycle starts, and the results are written
+in one transaction when it ends. Whatever stops the cycle early (a signal, Ctrl-C, ``abort()``
+from another thread, a bug) kills the workers and marks the run aborted with the reason,
+so the history never holds half a run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from auditor.config.tables import Config
+from auditor.cycle.cycle import Cycle, CycleAborted
+from auditor.history.store import Store, StoreError
+from auditor.results import CycleResult
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from auditor.extend.manager import Plugins
+
+
+class RunAborted(Exception):
+    """The cycle was stopped before it finished; its run (if stored) is marked aborted."""
+
+    def __init__(self, run_id: int | None, reason: str):
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"cycle interrupted ({reason})")
+
+
+class RunNotStored(Exception):
+    """The cycle finished but its results could not be written; the run is marked aborted."""
+
+    def __init__(self, run_id: int, result: CycleResult, error: Exception):
+        self.run_id = run_id
+        self.result = result
+        self.error = error
+        super().__init__(f"could not store the results of run {run_id}: {error}")
+
+
+class Interrupted(Exception):
+    """Raised by a signal handler in the thread running the cycle (``auditor audit``)."""
+
+
+class AuditRun:
+    """One cycle over ``config``, stored in ``store`` (None: not stored).
+
+    ``run()`` blocks; ``abort(reason)`` may be called from any thread and makes ``run()``
+    raise RunAborted after the workers are killed.
+    """
+
+    def __init__(self, config: Config, plugins: Plugins, store: Store | None):
+        self.config = config
+        self.store = store
+        self.cycle = Cycle(
+            config,
+            plugins.probes(),
+            plugins.runtimes(),
+            plugins.comparators(),
+            plugins=plugins,
+            history=store,
+        )
+        self.run_id: int | None = None
+        self._abort_reason: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def aborted(self) -> bool:
+        return self._abort_reason is not None
+
+    def abort(self, reason: str) -> None:
+        with self._lock:
+            if self._abort_reason is None:
+                self._abort_reason = reason
+        self.cycle.abort()
+
+    def begin(self) -> int | None:
+        """Record the run as started (separate from run() so a caller can report the id, and a
+        database that cannot be opened fails before any worker starts)."""
+        if self.store is not None and self.run_id is None:
+            self.store.check_usable()
+            self.run_id = self.store.begin_run(self.config.source)
+        return self.run_id
+
+    def run(self) -> CycleResult:
+        self.begin()
+        try:
+            result = self.cycle.run()
+        except (KeyboardInterrupt, Interrupted, CycleAborted) as exc:
+            self.cycle.abort()
+            if isinstance(exc, KeyboardInterrupt):
+                reason = "SIGINT"
+            elif isinstance(exc, Interrupted):
+                reason = str(exc) or "a signal"
+            else:
+                reason = self._abort_reason or str(exc) or "abort"
+            self._mark_aborted(f"interrupted by {reason}")
+            raise RunAborted(self.run_id, reason) from exc
+        except BaseException as exc:
+            self.cycle.abort()
+            self._mark_aborted(f"internal error: {type(exc).__name__}: {exc}")
+            raise
+        if self.store is not None and self.run_id is not None:
+            try:
+                self.store.finish_run(self.run_id, result, self.cycle.artifacts)
+            except Exception as exc:
+                self._mark_aborted(f"could not store results: {exc}")
+                raise RunNotStored(self.run_id, result, exc) from exc
+            result.run_id = self.run_id
+        return result
+
+    def _mark_aborted(self, note: str) -> None:
+        if self.store is not None and self.run_id is not None:
+            try:
+                self.store.abort_run(self.run_id, note)
+            except StoreError as exc:  # the database is away: the next run reaps this one
+                log.warning("%s", exc)

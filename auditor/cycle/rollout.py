@@ -1,0 +1,291 @@
+"""Closed-loop rollouts: does the served policy *behave* like the trained one?
+
+Element-wise agreement on a fixed batch says little about an episode: a per-step error of
+1e-6 can stay 1e-6, or the environment can amplify it until the two trajectories part.
+So the auditor runs gymnasium episodes (Pendulum-v1 by default: its observation and action
+match the PPO probe) with the policy's deterministic action (the mean, clipped to the
+action bounds) computed step by step by each stack's worker:
+
+- closed loop: two copies of the environment with the same seed, one driven by the train
+  stack, one by the infer stack; per-step action difference, the first step where it
+  exceeds ``action_atol``, the largest observation divergence, and each side's return;
+- open loop: the infer stack fed the train stack's observations, so its action difference
+  is the per-step error alone; set next to the closed loop it separates per-step error
+  from trajectory amplification.
+
+The environments belong to neither stack: they run in a child of the auditor
+(``auditor.cycle.env_process``), so the daemon never imports gymnasium; the episode logic stays
+here, and each step is one ``run`` request per side to the stack workers (batch 1) and one
+``step`` per side to the environment process. A failing environment (unknown id, an error
+in reset or step, the child dying or hanging) becomes an ERROR result, like a failing
+worker. Episode logic is independent of the workers (policies are plain callables), so it
+is tested without stacks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from auditor.cycle.env_process import EnvError, EnvProcess, RemoteEnv, using
+from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult
+
+Policy = Callable[[np.ndarray], np.ndarray]
+"""Observation (1-D) -> the policy's deterministic action before clipping (1-D)."""
+
+
+@dataclass
+class _Env:
+    env: RemoteEnv
+    obs: np.ndarray
+    ret: float = 0.0
+    done: bool = False
+    rewards: list[float] = field(default_factory=list)
+
+
+def _first(diffs: Sequence[float], atol: float) -> int | None:
+    for i, d in enumerate(diffs):
+        if not d <= atol:  # NaN counts as exceeding
+            return i + 1
+    return None
+
+
+def run_episode(
+    env_id: str,
+    seed: int,
+    steps: int,
+    train_policy: Policy,
+    infer_policy: Policy,
+    action_atol: float,
+    envs: EnvProcess | None = None,
+) -> Episode:
+    """One closed-loop episode (plus its open-loop replay) of at most ``steps`` steps
+    (0: until the environment ends it), its two environments made in ``envs`` (a child
+    started and closed for this episode when None). Raises EnvError when they fail."""
+    with using(envs) as proc, proc.make(env_id) as train_env, proc.make(env_id) as infer_env:
+        return _episode(train_env, infer_env, seed, steps, train_policy, infer_policy, action_atol)
+
+
+def _episode(
+    train_env: RemoteEnv,
+    infer_env: RemoteEnv,
+    seed: int,
+    steps: int,
+    train_policy: Policy,
+    infer_policy: Policy,
+    action_atol: float,
+) -> Episode:
+    space, proc = train_env.spaces, train_env.process
+    if space.act_low is None or space.act_high is None or space.act_dtype is None:
+        raise EnvError("make", "error", f"{train_env.env_id} has no Box action space (bounds to clip to)")
+    train, infer = (_Env(env, env.reset(seed)) for env in (train_env, infer_env))
+    low, high = np.asarray(space.act_low, np.float64), np.asarray(space.act_high, np.float64)
+    shape, dtype = space.act_shape, np.dtype(space.act_dtype)
+
+    def act(policy: Policy, obs: np.ndarray) -> np.ndarray:
+        return np.clip(np.asarray(policy(obs), np.float64).reshape(shape), low, high)
+
+    action_diff: list[float] = []
+    open_diff: list[float] = []
+    obs_diff: list[float] = []
+    step = 0
+    while steps <= 0 or step < steps:
+        a_train = act(train_policy, train.obs)
+        a_infer = act(infer_policy, infer.obs)
+        # Open loop: the infer stack on the train stack's observation. Until the
+        # trajectories part, that is the closed-loop call itself: no second request.
+        a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs)
+        action_diff.append(float(np.max(np.abs(a_train - a_infer))))
+        open_diff.append(float(np.max(np.abs(a_train - a_open))))
+        stepped = proc.step([(train.env, a_train.astype(dtype)), (infer.env, a_infer.astype(dtype))])
+        for side, (obs, reward, terminated, truncated) in zip((train, infer), stepped, strict=True):
+            side.obs = obs
+            side.ret += reward
+            side.done = terminated or truncated
+        obs_diff.append(float(np.max(np.abs(train.obs.astype(np.float64) - infer.obs))))
+        step += 1
+        if train.done or infer.done:
+            break
+    return Episode(
+        seed=seed,
+        steps=len(action_diff),
+        action_diff=tuple(action_diff),
+        open_action_diff=tuple(open_diff),
+        obs_diff=tuple(obs_diff),
+        train_return=train.ret,
+        infer_return=infer.ret,
+        first_exceed=_first(action_diff, action_atol),
+        open_first_exceed=_first(open_diff, action_atol),
+    )
+
+
+def verdict(episodes: Sequence[Episode], action_atol: float, return_atol: float) -> tuple[str, str]:
+    """Status and message: drift when some step's action exceeds ``action_atol`` or some
+    episode's return differs by more than ``return_atol``."""
+    problems = []
+    exceeding = [e for e in episodes if e.first_exceed is not None]
+    if exceeding:
+        first = min(exceeding, key=lambda e: e.first_exceed or 0)
+        open_exceeding = [e for e in episodes if e.open_first_exceed is not None]
+        cause = (
+            "the per-step error alone exceeds it (open loop too)"
+            if open_exceeding
+            else "the open-loop per-step error stays within it: the trajectory amplifies it"
+        )
+        problems.append(
+            f"action difference exceeds {action_atol:g} in {len(exceeding)}/{len(episodes)} episodes, "
+            f"first at step {first.first_exceed} (seed {first.seed}); {cause}"
+        )
+    worst = max(episodes, key=lambda e: e.return_diff if math.isfinite(e.return_diff) else math.inf)
+    if not worst.return_diff <= return_atol:
+        problems.append(
+            f"returns differ by {worst.return_diff:.4g} (seed {worst.seed}: train {worst.train_return:.4g}, "
+            f"infer {worst.infer_return:.4g}; limit {return_atol:g})"
+        )
+    if problems:
+        return DRIFT, "; ".join(problems)
+    return CONSISTENT, (
+        f"{len(episodes)} episodes: actions within {action_atol:g} at every step, "
+        f"returns within {return_atol:g}"
+    )
+
+
+def worker_policy(
+    worker: Any, model: str, output: int, make_inputs: Callable[[np.ndarray], list[np.ndarray]]
+) -> Policy:
+    """A policy whose action is output ``output`` of ``model`` in a stack worker; ``make_inputs``
+    turns one observation into the model's inputs (batch 1)."""
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        outputs = worker.request("run", model=model, inputs=make_inputs(obs)).result["outputs"]
+        return np.asarray(outputs[output]).reshape(-1)
+
+    return policy
+
+
+def check_spaces(
+    env_id: str, obs_dim: int | None, act_dim: int | None, envs: EnvProcess | None = None
+) -> str | None:
+    """Why the probe cannot drive the environment, or None when it can (the environment made
+    in ``envs``, or in a child of its own when None). Raises EnvError when it cannot be made."""
+    with using(envs) as proc, proc.make(env_id) as env:
+        obs_shape, act_shape = env.spaces.obs_shape, env.spaces.act_shape
+    if obs_shape is None or act_shape is None or len(obs_shape) != 1 or len(act_shape) != 1:
+        return f"{env_id} has no flat Box observation/action space"
+    if obs_dim is not None and obs_dim != obs_shape[0]:
+        return f"the probe takes {obs_dim} observation values, {env_id} gives {obs_shape[0]}"
+    if act_dim is not None and act_dim != act_shape[0]:
+        return f"the probe gives {act_dim} action values, {env_id} takes {act_shape[0]}"
+    return None
+
+
+def rollout(
+    *,
+    pair: str,
+    train: str,
+    infer: str,
+    probe: str,
+    variant: str,
+    env: str,
+    seeds: Sequence[int],
+    steps: int,
+    action_atol: float,
+    return_atol: float,
+    train_policy: Policy,
+    infer_policy: Policy,
+    error_types: tuple[type[BaseException], ...] = (),
+    envs: EnvProcess | None = None,
+) -> RolloutResult:
+    """Every seed's episode, and the verdict; a failure of either side (one of
+    ``error_types``) or of the environments (EnvError) becomes an ERROR result naming it.
+    The environments run in ``envs``, or in a child started and closed here when None."""
+    with using(envs) as proc:
+        base = dict(
+            pair=pair,
+            train=train,
+            infer=infer,
+            probe=probe,
+            variant=variant,
+            env=env,
+            action_atol=action_atol,
+            return_atol=return_atol,
+        )
+        episodes: list[Episode] = []
+        try:
+            for seed in seeds:
+                episodes.append(run_episode(env, seed, steps, train_policy, infer_policy, action_atol, proc))
+        except (EnvError, *error_types) as exc:
+            describe = getattr(exc, "describe", None)
+            text = describe() if callable(describe) else str(exc)
+            return RolloutResult(
+                status=ERROR,
+                message=f"rollout stopped at seed {seeds[len(episodes)]}: {text}",
+                episodes=tuple(episodes),
+                log=getattr(exc, "log", ""),
+                **base,
+            )
+        status, message = verdict(episodes, action_atol, return_atol)
+        return RolloutResult(status=status, message=message, episodes=tuple(episodes), **base)
+
+
+def findings(rollouts: Sequence[RolloutResult]) -> list[Finding]:
+    """A ``rollout-divergence`` finding per drifting rollout, an error finding per failed one."""
+    out = []
+    for r in rollouts:
+        if r.status == CONSISTENT:
+            continue
+        kind, severity = ("rollout-divergence", "warning") if r.status == DRIFT else (ERROR, "error")
+        out.append(
+            Finding(
+                kind,
+                severity,
+                r.pair,
+                f"{r.pair}/{r.probe}/{r.variant}/rollout/{kind}",
+                f"{r.env} rollout of {r.probe} [{r.variant}]: {r.message}",
+                {"probe": r.probe, "variant": r.variant, "env": r.env, **r.summary("closed-loop")},
+            )
+        )
+    return out
+
+
+def report_lines(r: RolloutResult) -> list[str]:
+    """The rollout block of the text report."""
+    head = f"  rollout {r.env} · {r.probe} [{r.variant}] · {len(r.episodes)} episodes  {r.status.upper()}"
+    if not r.episodes:
+        return [head, *("    " + line for line in r.message.splitlines())]
+    closed, opened = r.summary("closed-loop"), r.summary("open-loop")
+
+    def first(value: float) -> str:
+        return f"step {int(value)}" if value else "never"
+
+    rows = [
+        ["loop", "max |Δaction|", "mean |Δaction|", f"first > {r.action_atol:g}", "max |Δobs|", "returns"],
+        [
+            "closed",
+            f"{closed['max_action_diff']:.3g}",
+            f"{closed['mean_action_diff']:.3g}",
+            first(closed["first_exceed_step"]),
+            f"{closed['max_obs_diff']:.3g}",
+            f"train {closed['train_return']:.2f}, infer {closed['infer_return']:.2f} "
+            f"(max |Δ| {closed['max_return_diff']:.3g})",
+        ],
+        [
+            "open",
+            f"{opened['max_action_diff']:.3g}",
+            f"{opened['mean_action_diff']:.3g}",
+            first(opened["first_exceed_step"]),
+            "0",
+            "-",
+        ],
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [head] + [
+        "    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    if r.status != CONSISTENT:
+        lines += ["    " + line for line in r.message.splitlines()]
+    return lines

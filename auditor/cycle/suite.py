@@ -1,0 +1,418 @@
+"""The probe suite's part of an audit cycle, beyond "export, load, run, compare" (auditor.cycle.cycle):
+
+- latency at every batch of ``[latency] batches`` (auditor.cycle.latency): while a train stack has
+  a probe built it times it at each batch and exports a MindIR with that input shape; the
+  infer stack loads and times each;
+- then, while *both* sides' workers of every pair are still alive (after the infer phase,
+  before the cycle closes them), a follow-up phase that uses the train stack's built cell
+  and the infer stack's loaded MindIR together:
+  - divergence localization of each drifting variant (auditor.cycle.localize);
+  - closed-loop and open-loop rollouts (auditor.cycle.rollout), step by step on batch-1 models;
+- the probe's input classes (auditor.compare.input_classes): right after each side's own run, the
+  same model runs one batch per class (sweeps through saturation, extreme magnitudes, fp16
+  edges, NaN/Inf); the pair is compared per class (checks ``output@class``) and each side's
+  outputs are checked alone (auditor.cycle.invariants: invariants and NaN/Inf hazards), even when
+  the other side could not run;
+- and, from the history database, golden baselines (auditor.cycle.baseline) and latency
+  regressions (auditor.cycle.latency).
+
+A mixin of ``Cycle``: it uses the cycle's config, sessions, ``_time``, ``_tolerance``,
+``_check``, ``artifacts``, ``history`` (a Store or None) and ``tamper``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from auditor.compare import input_classes
+from auditor.compare.outputs import MetricCheck, compare_output
+from auditor.cycle import baseline, invariants, latency, localize, rollout
+from auditor.cycle.env_process import EnvError, EnvProcess
+from auditor.history.baselines import load_goldens
+from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
+from auditor.stacks.worker import StackWorker, WorkerError
+
+if TYPE_CHECKING:
+    from auditor.config.tables import PairConfig
+
+
+class ProbeSuite:
+    """Mixed into auditor.cycle.cycle.Cycle."""
+
+    config: Any
+    artifacts: dict[str, bytes]
+    history: Any
+    tamper: Callable[[bytes], bytes] | None
+    _sessions: dict[str, Any]
+    _check: Callable[[], None]
+    _register: Callable[[Any], None]
+    _time: Callable[..., Any]
+    _tolerance: Callable[[Any, str], Any]
+
+    # -- staging: every MindIR the infer side loads goes through here ------------------------
+    def _stage_mindir(self, data: bytes, tmp: Path) -> Path:
+        """Write a MindIR for the infer side (after ``tamper``, when a test set one)."""
+        if self.tamper is not None:
+            data = self.tamper(data)
+        path = Path(tmp) / f"{hashlib.sha256(data).hexdigest()}.mindir"
+        path.write_bytes(data)
+        return path
+
+    def _suite_batches(self, job: Any) -> list[int]:
+        """The batch sizes a job is exported at besides its own: the configured latency
+        batches, and batch 1 for the rollout's step-by-step calls."""
+        batches = list(self.config.latency.batches)
+        if self._rollout_job(job):
+            batches.append(1)
+        return latency.extra_batches(batches, job.batch, job.params)
+
+    def _rollout_job(self, job: Any) -> bool:
+        r = self.config.rollout
+        return bool(r.enabled and job.spec.name == r.probe and job.variant == r.variant)
+
+    # -- train side, right after the probe's own export --------------------------------------
+    def _suite_train(self, worker: StackWorker, key: str, job: Any, outcome: Any, tmp: Path) -> None:
+        for b in self._suite_batches(job):
+            self._check()
+            try:
+                inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
+            except Exception as exc:  # a probe may not support every batch size
+                outcome.suite_errors.append(f"batch {b}: the probe cannot make inputs: {exc}")
+                continue
+            try:
+                if b in self.config.latency.batches:
+                    outcome.latencies.append(self._time(worker, key, inputs, b))
+                data = worker.request(
+                    "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}@b{b}.mindir")
+                ).result["mindir"]
+                outcome.batch_mindirs[b] = self._stage_mindir(data, tmp)
+            except WorkerError as exc:
+                outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
+                if exc.kind != "error":
+                    return  # the worker is gone, and the built model with it
+
+    # -- infer side, right after the probe's own run -----------------------------------------
+    def _suite_infer(self, worker: StackWorker, model: str, job: Any, train: Any, outcome: Any) -> None:
+        for b, path in sorted(train.batch_mindirs.items()):
+            self._check()
+            name = latency.batch_model(model, b)
+            try:
+                worker.request("load", model=name, path=str(path))
+                outcome.batch_models[b] = name
+                if b in self.config.latency.batches:
+                    inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
+                    outcome.latencies.append(self._time(worker, name, inputs, b))
+            except WorkerError as exc:
+                outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
+                if exc.kind != "error":
+                    return
+
+    # -- input classes: both sides, right after the probe's own run ----------------------------
+    def _suite_classes(self, worker: StackWorker, model: str, job: Any, outcome: Any) -> None:
+        """Run the model on every input class's batch; outcome.classes[name] = outputs."""
+        try:
+            batches = input_classes.class_batches(job.spec, job.params)
+        except Exception as exc:  # a probe's class_inputs hook or INPUT_CLASSES is broken
+            outcome.suite_errors.append(f"input classes: the probe cannot make them: {exc}")
+            return
+        for batch in batches:
+            self._check()
+            try:
+                result = worker.request("run", model=model, inputs=batch.inputs).result["outputs"]
+            except WorkerError as exc:
+                outcome.suite_errors.append(f"input class {batch.name}: {exc.describe()}")
+                if exc.kind != "error":
+                    return
+                continue
+            outcome.classes[batch.name] = (batch, result)
+
+    def _class_checks(self, job: Any, names: list[str], train: Any, infer: Any) -> list[MetricCheck]:
+        """The pair compared on each input class, one check per output and class named
+        ``output@class``. On the ``sweep`` class (ordinary magnitudes) every element must be
+        within the output's tolerance. On the extreme classes (magnitude, fp16-edge, nan-inf),
+        where a reordered sum legitimately differs by far more than the ordinary tolerance,
+        the count of values NaN/Inf on one side only and the largest finite difference are
+        recorded (no limit). The metrics are named ``class_*`` so that they never mix with
+        the outputs' own (``max_abs`` of ``mean`` stays the probe's own inputs). What is wrong
+        there is judged on each side alone (``_side_findings``: a runtime turning NaN into
+        numbers is a hazard finding).
+        Variants drawing from the framework's seeded random ops are left out: their
+        generator state moves on with every call."""
+        if job.rerun:
+            return []
+        checks = []
+        for cls, (_, a) in train.classes.items():
+            if cls not in infer.classes:
+                continue
+            b = infer.classes[cls][1]
+            for name, x, y in zip(names, a, b, strict=False):
+                c = compare_output(name, x, y, self._tolerance(job, name))
+                where = f"{name}@{cls}"
+                if c.shape_mismatch:
+                    checks.append(
+                        MetricCheck("class_failing", float(c.failing), False, 0.0, where, c.shape_mismatch)
+                    )
+                    continue
+                m = c.metrics
+                diff = f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}"
+                if cls == "sweep":
+                    words = "" if c.passed else f"{c.failing}/{c.total} elements out of tolerance ({diff})"
+                    checks.append(MetricCheck("class_failing", float(c.failing), c.passed, 0.0, where, words))
+                    continue
+                mismatch = int(m["nan_inf_mismatch"])
+                words = f"{mismatch}/{c.total} elements NaN/Inf on one side only" if mismatch else ""
+                checks.append(
+                    MetricCheck("class_nan_inf_mismatch", float(mismatch), True, None, where, words)
+                )
+                if not mismatch:
+                    checks.append(MetricCheck("class_max_abs", m["max_abs"], True, None, where, ""))
+        return checks
+
+    def _side_findings(
+        self,
+        planned: list[tuple[PairConfig, Any]],
+        trained: dict[str, dict[str, Any]],
+        inferred: dict[str, dict[tuple[str, str], Any]],
+    ) -> list[Finding]:
+        """Invariants and NaN/Inf hazards of every stack's outputs, each side alone (a stack
+        shared by several pairs is checked once per probe variant)."""
+        found: dict[str, Finding] = {}
+        for pair, job in planned:
+            train = trained.get(pair.train, {}).get(job.key)
+            infer = inferred.get(pair.infer, {}).get((pair.name, job.key))
+            for stack, outcome in ((pair.train, train), (pair.infer, infer)):
+                if outcome is None or outcome.outputs is None:
+                    continue
+                for f in self._side_checks(stack, job, outcome):
+                    found.setdefault(f.key, f)
+        return list(found.values())
+
+    def _side_checks(self, stack: str, job: Any, outcome: Any) -> list[Finding]:
+        spec = job.spec
+        cfg = self.config.probe(spec.name)
+        try:
+            declared, propagates = invariants.declared(spec, job.params)
+            inputs = spec.make_inputs(job.params)
+            index = input_classes.varied_index(spec)
+        except Exception as exc:
+            return [
+                Finding(
+                    "probe-error",
+                    "error",
+                    stack,
+                    f"{stack}/{spec.name}/{job.variant}/invariants",
+                    f"probe {spec.name} [{job.variant}]: its invariants cannot be checked: {exc}",
+                    {"probe": spec.name, "variant": job.variant},
+                )
+            ]
+        runs = [invariants.SideRun(input_classes.RANDOM, inputs, list(outcome.outputs))] + [
+            invariants.SideRun(name, batch.inputs, list(outputs))
+            for name, (batch, outputs) in outcome.classes.items()
+        ]
+        names = list(spec.outputs)
+        out: list[Finding] = []
+        inv_opts = cfg.comparator_options(invariants.INVARIANTS, job.variant, job.dtype)
+        if inv_opts.get("enabled", True):
+            out += invariants.check_invariants(
+                stack, spec.name, job.variant, declared, names, list(spec.inputs), runs
+            )
+        hazard_opts = cfg.comparator_options(invariants.HAZARD, job.variant, job.dtype)
+        if propagates and hazard_opts.get("enabled", True):
+            hazard = invariants.check_hazards(
+                stack,
+                spec.name,
+                job.variant,
+                propagates,
+                names,
+                [spec.inputs[index]],
+                index,
+                runs,
+                float(hazard_opts.get("max_share", 0.0)),
+            )
+            if hazard is not None:
+                out.append(hazard)
+        return out
+
+    # -- follow-up phase: both workers of each pair alive ------------------------------------
+    def _suite_follow_up(
+        self,
+        planned: list[tuple[PairConfig, Any]],
+        results: list[ProbeResult],
+        trained: dict[str, dict[str, Any]],
+        inferred: dict[str, dict[tuple[str, str], Any]],
+        tmp: Path,
+    ) -> tuple[list[ProbeResult], list[rollout.RolloutResult]]:
+        goldens = load_goldens(self.history.engine) if self.history is not None else None
+        out: list[ProbeResult] = []
+        rollouts: list[rollout.RolloutResult] = []
+        for (pair, job), r in zip(planned, results, strict=True):
+            self._check()
+            train = trained[pair.train][job.key]
+            infer = inferred[pair.infer][(pair.name, job.key)]
+            updates: dict[str, Any] = {
+                "train_latencies": tuple(train.latencies),
+                "infer_latencies": tuple(infer.latencies),
+            }
+            errors = [f"{pair.train} {e}" for e in train.suite_errors] + [
+                f"{pair.infer} {e}" for e in infer.suite_errors
+            ]
+            if errors:
+                updates["log"] = "\n".join(filter(None, [r.log, "other batch sizes:", *errors]))
+            # Localization and rollouts drive both workers; a train stack read from the database
+            # (split mode, auditor.history.publication) has none here.
+            both = pair.train in self._sessions and pair.infer in self._sessions
+            if both and r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
+                updates["localization"] = self._localize(pair, job, tmp)
+            if goldens is not None and (train.outputs is not None or infer.outputs is not None):
+                updates["baseline"] = self._baseline(pair, job, r, train, infer, goldens)
+            r = replace(r, **updates)
+            out.append(r)
+            rolls = both and self._rollout_job(job) and self._rollout_pair(pair)
+            if rolls and r.status in (CONSISTENT, DRIFT):
+                rollouts.append(self._rollout(pair, job, infer))
+        return out, rollouts
+
+    def _rollout_pair(self, pair: PairConfig) -> bool:
+        selected = self.config.rollout.pairs
+        return not selected or pair.name in selected
+
+    def _localize(self, pair: PairConfig, job: Any, tmp: Path) -> localize.Localization | None:
+        try:
+            train_worker = self._sessions[pair.train].ensure()
+            infer_worker = self._sessions[pair.infer].ensure()
+        except WorkerError as exc:
+            return localize.Localization(None, f"localization not run: {exc.describe()}", error=exc.message)
+        return localize.localize(
+            train_worker=train_worker,
+            infer_worker=infer_worker,
+            module=job.spec.module,
+            params=job.params,
+            weights=job.spec.make_weights(job.params),
+            inputs=job.spec.make_inputs(job.params),
+            outputs=list(job.spec.outputs),
+            model=f"{pair.train}/{job.key}@layers",
+            stage=lambda data: self._stage_mindir(data, tmp),
+            tolerance_for=lambda name: self._tolerance(job, name),
+            error_types=(WorkerError,),
+        )
+
+    def _baseline(
+        self,
+        pair: PairConfig,
+        job: Any,
+        r: ProbeResult,
+        train: Any,
+        infer: Any,
+        goldens: dict[baseline.Key, baseline.Golden],
+    ) -> tuple[baseline.BaselineCheck, ...]:
+        inputs_sha = baseline.inputs_digest(job.spec.make_inputs(job.params))
+        checks = []
+        sides = (
+            ("train", pair.train, "", train.outputs, None),
+            ("infer", pair.infer, pair.train, infer.outputs, r),
+        )
+        for side, stack, source, outputs, with_metrics in sides:
+            if outputs is None:
+                continue
+            names = list(job.spec.outputs) + [
+                f"output{i}" for i in range(len(job.spec.outputs), len(outputs))
+            ]
+            host = self.config.stacks[stack].host
+            check, blob = baseline.check(
+                goldens.get((host, stack, job.spec.name, job.variant, source)),
+                side=side,
+                stack=stack,
+                source=source,
+                probe_version=job.spec.version,
+                inputs_sha256=inputs_sha,
+                names=names,
+                outputs=outputs,
+                tolerance_for=lambda name: self._tolerance(job, name),
+                pair_metrics={c.output: dict(c.metrics) for c in with_metrics.outputs}
+                if with_metrics
+                else None,
+            )
+            if check.status == baseline.NEW:
+                self.artifacts.setdefault(check.outputs_sha256, blob)
+            checks.append(check)
+        return tuple(checks)
+
+    def _rollout(self, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
+        # One environment process for the checks and every episode, always closed; an abort
+        # of the cycle kills it with the workers.
+        with EnvProcess() as envs:
+            self._register(envs)
+            return self._rollout_in(envs, pair, job, infer)
+
+    def _rollout_in(self, envs: EnvProcess, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
+        cfg = self.config.rollout
+        base = dict(
+            pair=pair.name,
+            train=pair.train,
+            infer=pair.infer,
+            probe=job.spec.name,
+            variant=job.variant,
+            env=cfg.env,
+            action_atol=cfg.action_atol,
+            return_atol=cfg.return_atol,
+        )
+        try:
+            problem = rollout.check_spaces(
+                cfg.env, job.params.get("obs_dim"), job.params.get("act_dim"), envs
+            )
+        except EnvError as exc:
+            return rollout.RolloutResult(
+                status=ERROR, message=f"rollout not run: {exc.describe()}", log=exc.log, **base
+            )
+        if problem is None and "obs" not in job.spec.inputs:
+            problem = f"probe {job.spec.name} has no input named 'obs' (inputs: {', '.join(job.spec.inputs)})"
+        if problem is None and 1 not in infer.batch_models:
+            problem = f"{pair.infer} has no batch-1 model of {job.spec.name} [{job.variant}] to step with"
+        if problem is not None:
+            return rollout.RolloutResult(status=ERROR, message=f"rollout not run: {problem}", **base)
+        outputs = list(job.spec.outputs)
+        index = (
+            outputs.index("action")
+            if "action" in outputs
+            else outputs.index("mean")
+            if "mean" in outputs
+            else 0
+        )
+        template = job.spec.make_inputs(latency.batch_params(job.params, 1))
+        obs_at = job.spec.inputs.index("obs")
+
+        def inputs(obs: np.ndarray) -> list[np.ndarray]:
+            x = list(template)
+            x[obs_at] = np.asarray(obs, dtype=template[obs_at].dtype).reshape(template[obs_at].shape)
+            return x
+
+        try:
+            train_worker = self._sessions[pair.train].ensure()
+            infer_worker = self._sessions[pair.infer].ensure()
+        except WorkerError as exc:
+            return rollout.RolloutResult(status=ERROR, message=f"rollout not run: {exc.describe()}", **base)
+        return rollout.rollout(
+            **base,
+            seeds=cfg.seeds,
+            steps=cfg.steps,
+            train_policy=rollout.worker_policy(train_worker, job.key, index, inputs),
+            infer_policy=rollout.worker_policy(infer_worker, infer.batch_models[1], index, inputs),
+            error_types=(WorkerError,),
+            envs=envs,
+        )
+
+    # -- findings ----------------------------------------------------------------------------
+    def _suite_findings(
+        self, results: list[ProbeResult], rollouts: list[rollout.RolloutResult]
+    ) -> list[Finding]:
+        found = list(baseline.findings(results)) + rollout.findings(rollouts)
+        if self.history is not None:
+            hosts = {n: s.host for n, s in self.config.stacks.items()}
+            found += latency.regressions(results, self.history.engine, self.config.latency, hosts)
+        return found

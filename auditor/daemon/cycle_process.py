@@ -1,0 +1,180 @@
+"""One daemon cycle in a child process, so the daemon stays as small as it started.
+
+A cycle imports and allocates what the daemon does not need between cycles: the probes'
+inputs, every runtime's results, SQLAlchemy's statement caches and SQLite's page cache,
+the native libraries' pages it touched. Freed or not, most of it stays in a long-lived
+process (about 9 MB a cycle, measured by bench/daemon_memory.py), so the daemon runs each
+cycle in a child, ``python -m auditor.daemon.cycle_child``, that exits with it:
+
+- the daemon writes the cycle's request to the child's stdin (one pickled frame: the config
+  as loaded or reloaded, the plugin directories, the database URL, the log level), then,
+  should it stop, a line ``abort <reason>``; the end of its stdin (the daemon gone) aborts too;
+- the child logs to the daemon's stderr (the same journal), runs the cycle, evaluates and
+  delivers the alerts, applies retention, and writes one pickled ``CycleReply`` frame on
+  its stdout: the result, the open alert counts, or why the cycle did not complete;
+- the daemon turns the reply into its status, Prometheus figures and sd_notify STATUS.
+
+The child ignores SIGTERM, SIGINT and SIGHUP: stopping and reloading are the daemon's to
+decide (under systemd a stop signals the whole control group). Stack workers are the child's
+children, in sessions of their own, killed by an abort as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from auditor.common.child_process import close_pipes, describe_status, kill_group, own_package_env, wait_exit
+from auditor.results import STATUS_ORDER
+
+if TYPE_CHECKING:
+    from auditor.config.tables import Config
+    from auditor.results import CycleResult
+
+log = logging.getLogger("auditor.daemon")
+
+MODULE = "auditor.daemon.cycle_child"
+_HEAD = struct.Struct(">Q")
+
+DONE, ABORTED, SKIPPED, FAILED = "done", "aborted", "skipped", "failed"
+
+
+@dataclass
+class CycleRequest:
+    config: Config
+    plugin_dirs: list[str]
+    db_url: str
+    log_level: int = logging.INFO
+
+
+@dataclass
+class CycleReply:
+    """What a cycle came to. ``kind``: done (``result`` is set), aborted (the run is marked
+    aborted), skipped (no run could be recorded), failed (an unexpected error; logged)."""
+
+    kind: str
+    run_id: int | None = None
+    message: str = ""
+    result: CycleResult | None = None
+    open_alerts: dict[str, int] | None = None
+    """Open alerts by severity after this cycle's alerts; None when they could not be read."""
+    started: float = 0.0
+    finished: float = 0.0
+
+
+def write_frame(stream: BinaryIO, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEAD.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream: BinaryIO) -> Any:
+    head = stream.read(_HEAD.size)
+    if len(head) < _HEAD.size:
+        raise EOFError("no frame")
+    (n,) = _HEAD.unpack(head)
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError("a truncated frame")
+    return pickle.loads(data)  # our own child or parent: trusted
+
+
+# -- the daemon's side ---------------------------------------------------------------------------
+class ChildCycle:
+    """One cycle in a child process; ``abort`` may be called from any thread, any number of
+    times (the daemon repeats it until the cycle ends)."""
+
+    def __init__(self, request: CycleRequest, python: str = sys.executable):
+        self.request = request
+        self.python = python
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._reason: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self._reason is not None
+
+    def abort(self, reason: str) -> None:
+        with self._lock:
+            if self._reason is None:
+                self._reason = reason
+            self._send_abort()
+
+    def _send_abort(self) -> None:
+        # Sent again on every call: the child aborts its run again each time, which catches
+        # a worker that was being started at the moment of the first abort.
+        if self.proc is None or self.proc.stdin is None or self._reason is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.write(f"abort {self._reason}\n".encode())
+            self.proc.stdin.flush()
+
+    def run(self) -> CycleReply:
+        """Start the child, hand it the cycle and wait for its reply (and its exit)."""
+        with self._lock:
+            try:
+                # stderr is inherited: the child's log lines go where the daemon's go. Its own
+                # process group: a terminal's Ctrl-C reaches the daemon, which decides.
+                self.proc = subprocess.Popen(
+                    [self.python, "-m", MODULE],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env=own_package_env(),
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return CycleReply(FAILED, message=f"cannot start the cycle process {self.python}: {exc}")
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            with contextlib.suppress(OSError):  # it died at once: its status says why, below
+                write_frame(self.proc.stdin, self.request)
+            self._send_abort()  # an abort that came before the child existed
+        problem = ""
+        try:
+            reply: CycleReply | None = read_frame(self.proc.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError, AttributeError, ImportError) as exc:
+            reply, problem = None, f"{type(exc).__name__}: {exc}"
+        try:
+            wait_exit(self.proc, 30)
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc)
+        with self._lock:  # not under an abort being written from another thread
+            close_pipes(self.proc, None)
+        if reply is None:
+            return CycleReply(
+                FAILED,
+                message=f"the cycle process {self.proc.pid} ended without a reply "
+                f"({describe_status(self.proc.returncode)}{'; ' + problem if problem else ''}); "
+                "see the log above",
+            )
+        return reply
+
+    def kill(self) -> None:
+        """The last resort of a daemon that cannot wait any longer."""
+        if self.proc is not None:
+            kill_group(self.proc)
+
+
+def counts_text(result: CycleResult) -> str:
+    """ "3 consistent, 1 drift, stack(s) unavailable: ms20": a cycle in a few words."""
+    statuses = [r.status for r in result.results]
+    parts = [f"{statuses.count(s)} {s}" for s in STATUS_ORDER if s in statuses]
+    broken = [n for n, s in result.stacks.items() if s.error]
+    if broken:
+        parts.append(f"stack(s) unavailable: {', '.join(broken)}")
+    return ", ".join(parts) or "nothing to check"
+
+
+if __name__ == "__main__":
+    # Run as auditor.daemon.cycle_process, not __main__: the reply's classes must pickle by the
+    # name the daemon imports them by.
+    from auditor.daemon.cycle_process import main as module_main
+
+    sys.exit(module_main())

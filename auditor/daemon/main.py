@@ -1,0 +1,412 @@
+"""``auditor daemon``: audit cycles on a schedule, as a well-behaved service.
+
+- **Schedule**: APScheduler 3 runs the cycle job on ``[schedule]`` (an interval or a cron
+  expression, optional jitter), one at a time: a single-thread executor, ``max_instances=1``,
+  ``coalesce`` (runs missed while one was running or the host slept collapse into one) and a
+  misfire grace time. ``run_on_start`` starts a cycle immediately.
+- **Each cycle runs in a child process** (``auditor.daemon.cycle_process``) that exits with it, so the
+  daemon between cycles holds what it held at start: the cycle's imports, caches and native
+  pages go with the child. The daemon hands it the config it loaded (or reloaded), reads
+  back the result, and keeps status, Prometheus figures and the stop/abort decisions.
+- **One daemon per state directory**: an exclusive ``flock`` on ``daemon.lock`` there; the
+  kernel drops it when the process dies, so a crash never leaves a stale lock.
+- **Signals** are turned into bytes on a pipe (``signal.set_wakeup_fd``) that the main
+  thread waits on, so nothing runs inside a signal handler. SIGTERM/SIGINT: stop taking new
+  cycles, let the running one finish for ``[daemon] stop_timeout`` seconds, then abort it
+  (workers killed, run marked aborted); a second signal aborts at once. SIGHUP: re-read the
+  config; a valid one takes effect from the next cycle, an invalid one is logged with every
+  problem and the old one stays.
+- **systemd**: READY=1 once listening and scheduled, STATUS= after each cycle, WATCHDOG=1
+  from the main loop, RELOADING=1 / STOPPING=1 (``auditor.daemon.sd_notify``). Logs go to stderr;
+  under systemd (``$JOURNAL_STREAM`` is our stderr) without timestamps and with ``<N>``
+  syslog priority prefixes, which journald turns into the entry's priority.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.alerts.engine import AlertEngine, build_sinks
+from auditor.common.paths import state_dir as default_state_dir
+from auditor.config.schedule import describe_schedule, make_trigger, schedule_timezone
+from auditor.config.tables import Config, ConfigError
+from auditor.daemon.cycle_process import ABORTED, DONE, FAILED, ChildCycle, CycleRequest, counts_text
+from auditor.daemon.prometheus import MetricsExporter
+from auditor.daemon.sd_notify import Notifier
+from auditor.history.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from auditor.extend.manager import Plugins
+
+log = logging.getLogger("auditor.daemon")
+
+JOB_ID = "audit-cycle"
+ABORT_GRACE = 20.0  # seconds for an aborted cycle to kill its workers and record the abort
+
+
+class DaemonError(Exception):
+    """The daemon cannot start (lock held, database, listening address)."""
+
+
+# -- single instance -------------------------------------------------------------------------
+class StateLock:
+    """An exclusive lock on ``<state_dir>/daemon.lock`` holding the owner's pid."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.path = directory / "daemon.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise DaemonError(f"cannot create the lock file {self.path}: {exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise DaemonError(
+                f"another auditor daemon (pid {owner}) is already running with the state directory "
+                f"{self.directory}; stop it first, or give this one another [daemon] state_dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+# -- the daemon ------------------------------------------------------------------------------
+@dataclass
+class _Setup:
+    """What a cycle uses, swapped as a whole on reload so a running cycle keeps its own."""
+
+    config: Config
+    store: Store
+    alerts: AlertEngine
+
+
+class Daemon:
+    """``context`` is the CLI's: ``load_config()`` (raises ConfigError), ``plugins()``,
+    ``db_url(config)``."""
+
+    def __init__(self, context: Any, config: Config, notifier: Notifier | None = None):
+        self.context = context
+        self.plugins: Plugins = context.plugins()
+        self.notifier = notifier or Notifier()
+        self.state_dir = Path(config.daemon.state_dir) if config.daemon.state_dir else default_state_dir()
+        self.lock = StateLock(self.state_dir)
+        self.exporter = MetricsExporter()
+        self._config = config
+        self._setup: _Setup | None = None
+        self._scheduler: BackgroundScheduler | None = None
+        self._state = threading.Lock()
+        self._current: ChildCycle | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping = False
+        self._last_status = "no cycle yet"
+        self._wake_r: int | None = None
+
+    # -- start-up ---------------------------------------------------------------------------
+    def _open(self, config: Config) -> _Setup:
+        url = self.context.db_url(config)
+        store = Store.open(url, config.auditor_id)
+        engine = AlertEngine(
+            store.engine,
+            config.alerts,
+            build_sinks(config.alerts, self.plugins.alert_sinks()),
+            auditor_id=store.auditor_id,
+        )
+        return _Setup(config, store, engine)
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; the exit status."""
+        try:
+            self.lock.acquire()
+        except DaemonError as exc:
+            log.error("%s", exc)
+            return 1
+        wake_r, wake_w = os.pipe()
+        self._wake_r = wake_r
+        try:
+            try:
+                self._setup = self._open(self._config)
+            except StoreError as exc:
+                log.error("cannot start: %s", exc)
+                return 1
+            self.exporter.record_alerts(self._setup.alerts.open_counts())
+            prom = self._config.prometheus
+            if prom.enabled:
+                try:
+                    host, port = self.exporter.serve(prom.address, prom.port)
+                except OSError as exc:
+                    log.error("cannot serve Prometheus metrics on %s:%s: %s", prom.address, prom.port, exc)
+                    return 1
+                log.info("Prometheus metrics on http://%s:%d/metrics", _url_host(host), port)
+            previous = self._install_signals(wake_w)
+            try:
+                self._start_scheduler()
+                log.info(
+                    "auditor daemon started (pid %d): config %s, history %s, state %s, schedule %s",
+                    os.getpid(),
+                    self._config.source,
+                    self._setup.store.display_url,
+                    self.state_dir,
+                    describe_schedule(self._config.schedule),
+                )
+                self.notifier.ready(f"started; {self._next_text()}")
+                return self._stop(self._serve(wake_r))
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+                signal.set_wakeup_fd(-1)
+        finally:
+            os.close(wake_r)
+            os.close(wake_w)
+            self.exporter.close()
+            self.lock.release()
+
+    def _install_signals(self, wake_w: int) -> dict[int, Any]:
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            # The handler does nothing: the C-level handler has already written the signal
+            # number to the wakeup pipe, which the main loop reads.
+            previous[sig] = signal.signal(sig, lambda _signum, _frame: None)
+        return previous
+
+    def _start_scheduler(self) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        schedule = self._config.schedule
+        scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=1)},
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": int(max(1, schedule.misfire_grace)),
+            },
+            timezone=schedule_timezone(schedule),
+        )
+        kwargs: dict[str, Any] = {}
+        if schedule.run_on_start:
+            kwargs["next_run_time"] = datetime.now(schedule_timezone(schedule))
+        scheduler.add_job(self._job, make_trigger(schedule), id=JOB_ID, name="audit cycle", **kwargs)
+        scheduler.start()
+        self._scheduler = scheduler
+
+    def _next_text(self) -> str:
+        job = self._scheduler.get_job(JOB_ID) if self._scheduler else None
+        when = job.next_run_time if job is not None else None
+        return f"next cycle {when:%Y-%m-%d %H:%M:%S %Z}" if when else "no cycle scheduled"
+
+    # -- main loop --------------------------------------------------------------------------
+    def _serve(self, wake_r: int) -> str:
+        """Wait for signals, feeding the watchdog; returns the name of the stop signal."""
+        interval = self.notifier.watchdog_interval
+        tick = min(interval, 30.0) if interval else 30.0
+        self.notifier.watchdog()
+        while True:
+            try:
+                readable, _, _ = select.select([wake_r], [], [], tick)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries select itself
+                readable = []
+            self.notifier.watchdog()
+            if not readable:
+                continue
+            for signum in os.read(wake_r, 256):
+                if signum == signal.SIGHUP:
+                    self.reload()
+                elif signum in (signal.SIGTERM, signal.SIGINT):
+                    name = signal.Signals(signum).name
+                    log.info("%s received: stopping", name)
+                    return name
+
+    # -- reload -----------------------------------------------------------------------------
+    def reload(self) -> bool:
+        """Re-read the config; keep the old one if the new one is not usable."""
+        self.notifier.reloading()
+        try:
+            ok = self._reload()
+        finally:
+            self.notifier.ready(self._last_status)
+        return ok
+
+    def _reload(self) -> bool:
+        log.info("SIGHUP: reloading the configuration")
+        try:
+            config = self.context.load_config()
+        except ConfigError as exc:
+            log.error(
+                "config %s not reloaded (%d problem(s)); still running with the previous one:",
+                exc.source,
+                len(exc.errors),
+            )
+            for e in exc.errors:
+                log.error("  %s", e)
+            return False
+        assert self._setup is not None
+        old = self._setup.config
+        try:
+            if self.context.db_url(config) != self._setup.store.url or config.auditor_id != old.auditor_id:
+                setup = self._open(config)
+            else:
+                store = self._setup.store
+                sinks = build_sinks(config.alerts, self.plugins.alert_sinks())
+                alerts = AlertEngine(store.engine, config.alerts, sinks, auditor_id=store.auditor_id)
+                setup = _Setup(config, store, alerts)
+        except StoreError as exc:
+            log.error("config not reloaded: %s; still running with the previous one", exc)
+            return False
+        for what, a, b in (
+            ("[prometheus]", old.prometheus, config.prometheus),
+            ("[daemon]", old.daemon, config.daemon),
+        ):
+            if a != b:
+                log.warning("%s changed: restart the daemon to apply it", what)
+        with self._state:
+            self._setup = setup
+            self._config = config
+        if config.schedule != old.schedule and self._scheduler is not None:
+            self._scheduler.reschedule_job(JOB_ID, trigger=make_trigger(config.schedule))
+            log.info("schedule is now %s; %s", describe_schedule(config.schedule), self._next_text())
+        log.info("config %s reloaded; it applies from the next cycle", config.source)
+        return True
+
+    # -- stop -------------------------------------------------------------------------------
+    def _stop(self, reason: str) -> int:
+        with self._state:
+            self._stopping = True
+            current = self._current
+        self.notifier.stopping("stopping" + (": finishing the running cycle" if current else ""))
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+        timeout = self._config.daemon.stop_timeout
+        if current is not None and not self._idle.is_set():
+            log.info("waiting up to %g s for the running cycle to finish", timeout)
+            if not self._wait_idle(timeout, interruptible=True):
+                log.warning("the running cycle did not finish within %g s: aborting it", timeout)
+                current.abort(reason)
+        # Abort again on every tick: a worker that was being started at the moment of the
+        # abort escapes it, and would otherwise wait for its hello until the start timeout.
+        tick = (lambda: current.abort(reason)) if current is not None and current.aborted else None
+        if not self._wait_idle(ABORT_GRACE, tick=tick):
+            log.error("the cycle thread did not end %g s after the abort; exiting anyway", ABORT_GRACE)
+            if current is not None:
+                current.kill()
+            self._close()
+            logging.shutdown()
+            os._exit(1)  # a stuck thread would block the interpreter's exit forever
+        self._close()
+        log.info("auditor daemon stopped")
+        return 0
+
+    def _wait_idle(
+        self, timeout: float, interruptible: bool = False, tick: Callable[[], None] | None = None
+    ) -> bool:
+        """Wait for the cycle thread to be idle, feeding the watchdog and calling ``tick``
+        about every 0.2 s. When ``interruptible``, a second SIGTERM/SIGINT ends the wait
+        early (the caller then aborts the cycle)."""
+        deadline = time.monotonic() + timeout
+        while not self._idle.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._wake_r is None:
+                return self._idle.wait(left)
+            readable, _, _ = select.select([self._wake_r], [], [], min(left, 0.2))
+            self.notifier.watchdog()
+            if tick is not None:
+                tick()
+            if readable:
+                signals = os.read(self._wake_r, 256)
+                if interruptible and (signal.SIGTERM in signals or signal.SIGINT in signals):
+                    log.warning("second stop signal: not waiting for the cycle any longer")
+                    return False
+        return True
+
+    def _close(self) -> None:
+        if self._setup is not None:
+            self._setup.store.close()
+
+    # -- one cycle (in the scheduler's thread, run by a child process) ----------------------
+    def _job(self) -> None:
+        with self._state:
+            if self._stopping or self._setup is None:
+                return
+            setup = self._setup
+            run = ChildCycle(
+                CycleRequest(
+                    setup.config, self.plugins.dirs, setup.store.url, logging.getLogger().getEffectiveLevel()
+                )
+            )
+            self._current = run
+            self._idle.clear()
+        try:
+            self._cycle(run)
+        except Exception:
+            log.exception("the audit cycle failed unexpectedly; the daemon carries on")
+            self._last_status = "last cycle failed (see the log)"
+            self.notifier.status(self._last_status)
+        finally:
+            with self._state:
+                self._current = None
+                self._idle.set()
+
+    def _cycle(self, run: ChildCycle) -> None:
+        """Run the cycle in a child process (auditor.daemon.cycle_process: it logs the cycle, its
+        alerts and retention itself) and turn its reply into status and metrics here."""
+        reply = run.run()
+        when = time.strftime("%H:%M:%S")
+        if reply.kind == DONE and reply.result is not None:
+            result = reply.result
+            if reply.open_alerts is not None:
+                self.exporter.record_alerts(reply.open_alerts)
+            self.exporter.record_cycle(result)
+            open_alerts = sum((reply.open_alerts or {}).values())
+            self._last_status = (
+                f"last cycle: run {reply.run_id} {result.outcome} at {when} "
+                f"({counts_text(result)}); {open_alerts} open alert(s)"
+            )
+        elif reply.kind == ABORTED:
+            self.exporter.record_aborted(reply.run_id, reply.started, reply.finished)
+            self._last_status = f"last cycle: run {reply.run_id} aborted at {when}"
+        elif reply.kind == FAILED:
+            log.error("the audit cycle failed: %s; the daemon carries on", reply.message)
+            self._last_status = "last cycle failed (see the log)"
+        else:
+            self._last_status = f"last cycle skipped: {reply.message}"
+        self.notifier.status(self._last_status)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def run_daemon(context: Any, config: Config, notifier: Notifier | None = None) -> int:
+    return Daemon(context, config, notifier).run()

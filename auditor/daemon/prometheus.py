@@ -1,0 +1,265 @@
+"""Prometheus metrics of the daemon: what the last cycle measured, open alerts, run status.
+
+Served from a registry of our own (not prometheus_client's global one, which would add the
+process and platform collectors of whatever imported it) and built at scrape time from a
+snapshot that the daemon replaces after each cycle, so a scrape never sees half a cycle.
+
+Metrics (all gauges unless said otherwise):
+
+- ``auditor_divergence{pair,probe,variant,output,metric}``: each comparison metric of the
+  last complete cycle (max_abs, max_rel, cosine, ...), NaN/Inf as they were measured;
+- ``auditor_probe_status{pair,probe,variant,auditor_probe_status}``: state set over
+  consistent / drift / incompatible / error;
+- ``auditor_latency_seconds{stack,pair,probe,variant,quantile}``: per-call latency measured
+  inside the stack's worker, quantile 0.5 / 0.9 / 0.99;
+- ``auditor_open_alerts{severity}``: open alerts by severity;
+- ``auditor_last_run_timestamp_seconds``, ``auditor_last_run_duration_seconds``,
+  ``auditor_last_run_id``, ``auditor_last_run_outcome{auditor_last_run_outcome}`` (state set
+  over the outcomes and ``aborted``), ``auditor_runs_total{status}`` (counter, this process);
+- ``auditor_stack_info{stack,role,runtime,host,mindspore,mindspore_lite,cann,driver}``:
+  the versions found in each stack's fingerprint (empty when unknown);
+- ``auditor_build_info{version}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from auditor import __version__
+from auditor.config.tables import SEVERITIES
+from auditor.results import STATUS_ORDER, CycleResult, StackReport
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
+
+# prometheus_client (about 10 MB resident) is imported when metrics are first rendered or
+# served, not with this module: a daemon with [prometheus] disabled never loads it.
+
+log = logging.getLogger(__name__)
+
+RUN_OUTCOMES = (*STATUS_ORDER, "aborted")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cycle: CycleResult | None = None
+    open_alerts: dict[str, int] = field(default_factory=dict)
+    last_run_id: int | None = None
+    last_run_finished: float | None = None
+    last_run_duration: float | None = None
+    last_run_outcome: str | None = None
+    runs_total: dict[str, int] = field(default_factory=dict)
+
+
+class MetricsExporter:
+    """Holds the latest snapshot and renders it; ``serve`` exposes it over HTTP."""
+
+    def __init__(self) -> None:
+        self._registry: CollectorRegistry | None = None
+        self._snapshot = Snapshot()
+        self._lock = threading.Lock()
+        self.server: Any = None
+        self.address: tuple[str, int] | None = None
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        with self._lock:
+            if self._registry is None:
+                from prometheus_client import CollectorRegistry
+
+                self._registry = CollectorRegistry(auto_describe=False)
+                self._registry.register(_Collector(self))
+            return self._registry
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def _replace(self, **changes: Any) -> None:
+        with self._lock:
+            current = self._snapshot
+            values = {f: getattr(current, f) for f in current.__dataclass_fields__}
+            values.update(changes)
+            self._snapshot = Snapshot(**values)
+
+    def record_cycle(self, result: CycleResult) -> None:
+        """A complete, stored cycle: its measurements replace the previous cycle's."""
+        runs = dict(self._snapshot.runs_total)
+        runs["complete"] = runs.get("complete", 0) + 1
+        self._replace(
+            cycle=result,
+            last_run_id=result.run_id,
+            last_run_finished=result.finished_at,
+            last_run_duration=result.finished_at - result.started_at,
+            last_run_outcome=result.outcome,
+            runs_total=runs,
+        )
+
+    def record_aborted(self, run_id: int | None, started: float, finished: float) -> None:
+        """An aborted cycle: the last measurements stay (they are still the latest), the run
+        status says aborted."""
+        runs = dict(self._snapshot.runs_total)
+        runs["aborted"] = runs.get("aborted", 0) + 1
+        self._replace(
+            last_run_id=run_id,
+            last_run_finished=finished,
+            last_run_duration=finished - started,
+            last_run_outcome="aborted",
+            runs_total=runs,
+        )
+
+    def record_alerts(self, open_by_severity: dict[str, int]) -> None:
+        self._replace(open_alerts=dict(open_by_severity))
+
+    def render(self) -> bytes:
+        from prometheus_client.exposition import generate_latest
+
+        return generate_latest(self.registry)
+
+    def serve(self, address: str, port: int) -> tuple[str, int]:
+        """Listen on address:port (port 0: any free port); returns the bound address."""
+        from prometheus_client import start_http_server
+
+        server, _thread = start_http_server(port, addr=address, registry=self.registry)
+        self.server = server
+        host, bound = server.server_address[:2]
+        self.address = (str(host), int(bound))
+        return self.address
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+class _Collector:
+    def __init__(self, exporter: MetricsExporter):
+        self.exporter = exporter
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            InfoMetricFamily,
+            StateSetMetricFamily,
+        )
+
+        snap = self.exporter.snapshot
+        build = InfoMetricFamily("auditor_build", "The auditor's version.", labels=["version"])
+        build.add_metric([__version__], {})
+        yield build
+        yield from _cycle_metrics(snap.cycle)
+        alerts = GaugeMetricFamily("auditor_open_alerts", "Open alerts by severity.", labels=["severity"])
+        for severity in (*SEVERITIES, *sorted(set(snap.open_alerts) - set(SEVERITIES))):
+            alerts.add_metric([severity], snap.open_alerts.get(severity, 0))
+        yield alerts
+        runs = CounterMetricFamily(
+            "auditor_runs", "Audit cycles run by this daemon, by how they ended.", labels=["status"]
+        )
+        for status in ("complete", "aborted"):
+            runs.add_metric([status], snap.runs_total.get(status, 0))
+        yield runs
+        if snap.last_run_finished is not None:
+            yield GaugeMetricFamily(
+                "auditor_last_run_timestamp_seconds",
+                "When the last audit cycle ended (Unix time).",
+                value=snap.last_run_finished,
+            )
+            yield GaugeMetricFamily(
+                "auditor_last_run_duration_seconds",
+                "How long the last audit cycle took.",
+                value=snap.last_run_duration or 0.0,
+            )
+            if snap.last_run_id is not None:
+                yield GaugeMetricFamily(
+                    "auditor_last_run_id", "History database id of the last run.", value=snap.last_run_id
+                )
+            outcome = StateSetMetricFamily(
+                "auditor_last_run_outcome", "Outcome of the last audit cycle (aborted: it did not finish)."
+            )
+            outcome.add_metric([], {o: o == snap.last_run_outcome for o in RUN_OUTCOMES})
+            yield outcome
+
+
+def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
+    from prometheus_client.core import (
+        GaugeMetricFamily,
+        InfoMetricFamily,
+        StateSetMetricFamily,
+    )
+
+    divergence = GaugeMetricFamily(
+        "auditor_divergence",
+        "Comparison metrics of the last complete cycle, per pair, probe variant, output and metric.",
+        labels=["pair", "probe", "variant", "output", "metric"],
+    )
+    status = StateSetMetricFamily(
+        "auditor_probe_status",
+        "Status of each probe variant on each pair in the last complete cycle.",
+        labels=["pair", "probe", "variant"],
+    )
+    latency = GaugeMetricFamily(
+        "auditor_latency_seconds",
+        "Per-call latency measured inside the stack's worker, by quantile, in the last complete cycle.",
+        labels=["stack", "pair", "probe", "variant", "quantile"],
+    )
+    stacks = InfoMetricFamily(
+        "auditor_stack",
+        "Versions found in each stack's fingerprint (empty: unknown).",
+        labels=["stack", "role", "runtime", "host"],
+    )
+    if cycle is not None:
+        for r in cycle.results:
+            labels = [r.pair, r.probe, r.variant]
+            status.add_metric(labels, {s: s == r.status for s in STATUS_ORDER})
+            for c in r.outputs:
+                for name, value in c.metrics.items():
+                    if isinstance(value, bool | int | float):
+                        divergence.add_metric([*labels, c.output, name], float(value))
+            for stack, lat in ((r.train, r.train_latency), (r.infer, r.infer_latency)):
+                if lat is None:
+                    continue
+                for q, us in (("0.5", lat.p50_us), ("0.9", lat.p90_us), ("0.99", lat.p99_us)):
+                    latency.add_metric([stack, r.pair, r.probe, r.variant, q], us / 1e6)
+        for name, s in cycle.stacks.items():
+            stacks.add_metric([name, s.role, s.runtime, s.host], stack_versions(s))
+    yield divergence
+    yield status
+    yield latency
+    yield stacks
+
+
+def stack_versions(stack: StackReport) -> dict[str, str]:
+    """MindSpore, MindSpore Lite, CANN and driver versions from a fingerprint, whichever of its
+    layouts is present (the collectors' sections, or the worker's hello alone)."""
+    fp = stack.fingerprint or {}
+
+    def dig(*path: str) -> str:
+        node: Any = fp
+        for key in path:
+            if not isinstance(node, dict):
+                return ""
+            node = node.get(key)
+        return str(node) if isinstance(node, str | int | float) and node != "" else ""
+
+    runtime = fp.get("runtime") if isinstance(fp.get("runtime"), dict) else fp
+    package = runtime.get("runtime_package") if isinstance(runtime, dict) else None
+    version = runtime.get("runtime_version") if isinstance(runtime, dict) else None
+    mindspore = dig("framework", "mindspore", "version") or dig("packages", "framework", "mindspore")
+    lite = dig("framework", "mindspore_lite", "version") or dig("packages", "framework", "mindspore-lite")
+    if not mindspore and package == "mindspore" and version:
+        mindspore = str(version)
+    if not lite and package == "mindspore-lite" and version:
+        lite = str(version)
+    return {
+        "mindspore": mindspore,
+        "mindspore_lite": lite,
+        "cann": dig("cann", "version"),
+        "driver": dig("driver", "version"),
+    }

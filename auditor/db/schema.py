@@ -1,0 +1,381 @@
+"""The history database schema (SQLAlchemy 2 ORM).
+
+Metrics are stored in long format, one row per (result, output, metric), so any metric of
+any probe can be filtered and trended with one indexed query, and new metrics need no
+migration. Fingerprints and artifacts are content-addressed: a stack that did not change
+adds no fingerprint row, and a MindIR exported twice is stored once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import (
+    ForeignKey,
+    Index,
+    LargeBinary,
+    MetaData,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# A damaged value (unparsable timestamp or JSON, a blob where text belongs) reads as None
+# or as text instead of failing a whole query: auditor.db.columns.
+from auditor.db.columns import TolerantDateTime as DateTime
+from auditor.db.columns import TolerantFloat as Float
+from auditor.db.columns import TolerantInteger as Integer
+from auditor.db.columns import TolerantJSON as JSON
+from auditor.db.columns import TolerantString as String
+from auditor.db.columns import TolerantText as Text
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {  # noqa: RUF012 - SQLAlchemy's declarative API
+        str: String(),
+        int: Integer(),
+        float: Float(),
+        datetime: DateTime(),
+        dict: JSON(),
+    }
+
+
+class Run(Base):
+    """One audit cycle. status: running, complete or aborted."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    host: Mapped[str] = mapped_column(String(255))
+    auditor_id: Mapped[str] = mapped_column(String(255), index=True, server_default="")
+    """Which auditor wrote the run (``[storage] auditor_id``, default the host name): retention
+    and alerts are per auditor when several share one database."""
+    pid: Mapped[int] = mapped_column(Integer)
+    config_path: Mapped[str] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(Text)
+
+    stacks: Mapped[list[RunStack]] = relationship(back_populates="run", cascade="all, delete-orphan")
+    results: Mapped[list[ProbeResultRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
+    findings: Mapped[list[FindingRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
+
+
+class Stack(Base):
+    """A configured runtime environment, identified by (host, name)."""
+
+    __tablename__ = "stacks"
+    __table_args__ = (UniqueConstraint("host", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    runtime: Mapped[str] = mapped_column(String(64))
+    python: Mapped[str] = mapped_column(Text)
+    device: Mapped[str] = mapped_column(String(32))
+
+
+class Fingerprint(Base):
+    """A canonical JSON description of a stack, stored once per distinct content."""
+
+    __tablename__ = "fingerprints"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    document: Mapped[dict] = mapped_column(JSON)
+
+
+class RunStack(Base):
+    """Which fingerprint a stack had in a run (or why it had none)."""
+
+    __tablename__ = "run_stacks"
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"), primary_key=True, index=True)
+    fingerprint_digest: Mapped[str | None] = mapped_column(ForeignKey("fingerprints.digest"), index=True)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    run: Mapped[Run] = relationship(back_populates="stacks")
+    stack: Mapped[Stack] = relationship()
+
+
+class Artifact(Base):
+    """An exported model (MindIR) by sha256, with what was read from it."""
+
+    __tablename__ = "artifacts"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    size: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    info: Mapped[dict] = mapped_column(JSON)
+    data: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class ProbeResultRow(Base):
+    """One probe variant on one pair in one run. status: consistent, drift, incompatible, error."""
+
+    __tablename__ = "probe_results"
+    __table_args__ = (
+        # a series' result in one run is one look-up (auditor.history.series walks runs newest first)
+        Index("ix_probe_results_pair_probe_variant_run_id", "pair", "probe", "variant", "run_id"),
+        Index("ix_probe_results_pair_run_id", "pair", "run_id"),
+        Index("ix_probe_results_probe_status", "probe", "status"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    pair: Mapped[str] = mapped_column(String(255))
+    train_stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"))
+    infer_stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"))
+    probe: Mapped[str] = mapped_column(String(128))
+    probe_version: Mapped[str] = mapped_column(String(32))
+    variant: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    message: Mapped[str] = mapped_column(Text)
+    artifact_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    thresholds: Mapped[dict] = mapped_column(JSON)
+
+    run: Mapped[Run] = relationship(back_populates="results")
+    metrics: Mapped[list[MetricRow]] = relationship(back_populates="result", cascade="all, delete-orphan")
+    latencies: Mapped[list[LatencyRow]] = relationship(back_populates="result", cascade="all, delete-orphan")
+
+
+class MetricRow(Base):
+    """One metric of one output of a probe result (long format)."""
+
+    __tablename__ = "metrics"
+    __table_args__ = (
+        Index("ix_metrics_name_result", "name", "result_id"),
+        Index("ix_metrics_result_id_name_output", "result_id", "name", "output"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("probe_results.id", ondelete="CASCADE"))
+    output: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float] = mapped_column(Float)
+
+    result: Mapped[ProbeResultRow] = relationship(back_populates="metrics")
+
+    @classmethod
+    def many(cls, figures: Iterable[tuple[str, str, float]]) -> list[MetricRow]:
+        """Rows for (output, name, value). A NaN (a figure that could not be computed, e.g. a
+        cosine over NaN outputs) is left out: SQL has no NaN, and one such figure must not
+        cost the whole run. ±inf is kept."""
+        return [cls(output=o, name=n, value=float(v)) for o, n, v in figures if not math.isnan(v)]
+
+
+class SeriesRow(Base):
+    """A (metric, pair, probe, variant, output) that has at least one stored value: the list of
+    trend series, so "the latest N points of every series" walks each series' newest runs
+    through indexes instead of ranking every row of the metric (auditor.history.series)."""
+
+    __tablename__ = "series"
+    __table_args__ = (UniqueConstraint("metric", "pair", "probe", "variant", "output"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metric: Mapped[str] = mapped_column(String(64))
+    pair: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(128))
+    variant: Mapped[str] = mapped_column(String(64))
+    output: Mapped[str] = mapped_column(String(128))
+
+
+class LatencySeriesRow(Base):
+    """A (pair, probe, variant, side) that has at least one stored latency: the list of latency
+    trend series, walked like the metric series (auditor.history.series)."""
+
+    __tablename__ = "latency_series"
+    __table_args__ = (UniqueConstraint("pair", "probe", "variant", "side"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pair: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(128))
+    variant: Mapped[str] = mapped_column(String(64))
+    side: Mapped[str] = mapped_column(String(8))
+
+
+class LatencyRow(Base):
+    """Latency of one side of a probe result, measured inside the worker."""
+
+    __tablename__ = "latencies"
+    __table_args__ = (Index("ix_latencies_result_id_side", "result_id", "side"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("probe_results.id", ondelete="CASCADE"))
+    stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"), index=True)
+    side: Mapped[str] = mapped_column(String(8))
+    batch: Mapped[int] = mapped_column(Integer)
+    samples: Mapped[int] = mapped_column(Integer)
+    p50_us: Mapped[float] = mapped_column(Float)
+    p90_us: Mapped[float] = mapped_column(Float)
+    p99_us: Mapped[float] = mapped_column(Float)
+    mean_us: Mapped[float] = mapped_column(Float)
+
+    result: Mapped[ProbeResultRow] = relationship(back_populates="latencies")
+
+
+class FindingRow(Base):
+    """Something a rule or a comparison concluded in a run."""
+
+    __tablename__ = "findings"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(String(16))
+    subject: Mapped[str] = mapped_column(String(255))
+    key: Mapped[str] = mapped_column(String(512), index=True)
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict] = mapped_column(JSON)
+
+    run: Mapped[Run] = relationship(back_populates="findings")
+
+
+class Alert(Base):
+    """The lifecycle of a finding over runs: opened when its key first appears in a complete
+    run, resolved when a later complete run no longer has it. A key that comes back after
+    being resolved opens a new alert. state: open or resolved."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (Index("ix_alerts_auditor_id_key", "auditor_id", "key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    auditor_id: Mapped[str] = mapped_column(String(255), server_default="")
+    """The auditor whose runs open, update and resolve this alert (one lifecycle per auditor
+    and key, so two auditors never resolve each other's alerts)."""
+    key: Mapped[str] = mapped_column(String(512), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(String(16))
+    subject: Mapped[str] = mapped_column(String(255))
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict] = mapped_column(JSON)
+    opened_at: Mapped[datetime] = mapped_column(DateTime)
+    opened_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime)
+    last_seen_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime)
+    resolved_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    last_notified_at: Mapped[datetime | None] = mapped_column(DateTime)
+    notifications: Mapped[int] = mapped_column(Integer)
+
+    deliveries: Mapped[list[AlertDelivery]] = relationship(
+        back_populates="alert", cascade="all, delete-orphan"
+    )
+
+
+class AlertDelivery(Base):
+    """One alert event for one sink. state: pending (not yet delivered: retried at the next
+    notification round), delivered, failed (gave up after max_attempts) or dropped (the sink
+    is no longer configured)."""
+
+    __tablename__ = "alert_deliveries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), index=True)
+    sink: Mapped[str] = mapped_column(String(255), index=True)
+    event: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    attempts: Mapped[int] = mapped_column(Integer)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    alert: Mapped[Alert] = relationship(back_populates="deliveries")
+
+
+class Baseline(Base):
+    """The golden result of a probe variant on one stack: the first accepted (consistent) one,
+    kept so that later runs see drift over time even when both sides of a pair moved together.
+    An infer stack has one per train stack whose export it runs (``source``; "" on a train
+    stack). The outputs themselves are an artifact of kind "outputs" (content-addressed)."""
+
+    __tablename__ = "baselines"
+    __table_args__ = (UniqueConstraint("stack_id", "probe", "variant", "source"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    stack_id: Mapped[int] = mapped_column(ForeignKey("stacks.id"), index=True)
+    probe: Mapped[str] = mapped_column(String(128))
+    variant: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(255))
+    side: Mapped[str] = mapped_column(String(8))
+    probe_version: Mapped[str] = mapped_column(String(32))
+    inputs_sha256: Mapped[str] = mapped_column(String(64))
+    outputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    summary: Mapped[dict] = mapped_column(JSON)
+
+    stack: Mapped[Stack] = relationship()
+
+
+class MindIRLimit(Base):
+    """The highest MindIR version a runtime build loads, learned from its own rejection
+    message, so that later runs check it before attempting a load (auditor.rules.engine)."""
+
+    __tablename__ = "mindir_limits"
+    package: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    max_mind_ir_version: Mapped[int] = mapped_column(Integer)
+    learned_at: Mapped[datetime] = mapped_column(DateTime)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    message: Mapped[str] = mapped_column(Text)
+
+
+class OperatorLimit(Base):
+    """A MindIR operator a runtime build failed to load (its error named the node), so that
+    later runs and checks skip the load (auditor.rules.operator_support)."""
+
+    __tablename__ = "operator_limits"
+    package: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target: Mapped[str] = mapped_column(String(16), primary_key=True)
+    operator: Mapped[str] = mapped_column(String(128), primary_key=True)
+    learned_at: Mapped[datetime] = mapped_column(DateTime)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    message: Mapped[str] = mapped_column(Text)
+
+
+class Publication(Base):
+    """What a train-side auditor exported from one train stack in one run, for infer-side
+    auditors that cannot reach that stack (split mode, auditor.history.publication). ``completed_at``
+    is set last, in the same transaction as the items: a set without it is never consumed."""
+
+    __tablename__ = "publications"
+    __table_args__ = (Index("ix_publications_stack_completed_at", "stack", "completed_at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    auditor_id: Mapped[str] = mapped_column(String(255))
+    stack: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    fingerprint_digest: Mapped[str | None] = mapped_column(ForeignKey("fingerprints.digest"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    items: Mapped[list[PublicationItem]] = relationship(
+        back_populates="publication", cascade="all, delete-orphan"
+    )
+
+
+class PublicationItem(Base):
+    """One probe variant of a publication: the exported MindIR, the inputs and the train
+    stack's outputs on them, each an artifact (content-addressed: published twice, stored once)."""
+
+    __tablename__ = "publication_items"
+    __table_args__ = (UniqueConstraint("publication_id", "job_key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    publication_id: Mapped[int] = mapped_column(ForeignKey("publications.id", ondelete="CASCADE"))
+    job_key: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(128))
+    probe_version: Mapped[str] = mapped_column(String(32))
+    variant: Mapped[str] = mapped_column(String(64))
+    mindir_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    inputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    outputs_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    rerun_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    """The train stack's outputs again in a fresh process (variants checked for repeatability)."""
+    latency: Mapped[dict | None] = mapped_column(JSON)
+
+    publication: Mapped[Publication] = relationship(back_populates="items")

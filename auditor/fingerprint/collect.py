@@ -1,0 +1,133 @@
+"""Fingerprinting a stack: ask its worker to run the collector modules, add what the worker
+said about itself when it started.
+
+The document has one section per collector (``host``, ``packages``, ``framework``, ``cann``,
+``driver``, ``firmware``, ``npu_smi``, ``environment``, plus any plugin's; each is described
+in its module's docstring in ``auditor.plugins.collectors``) and ``runtime``, from the
+worker's hello. A value that could not be determined is null, with the reason in the
+section's ``unknown`` (``{"driver": {"version": null, "unknown": {"version":
+".../version.info: missing"}}}``); a collector that failed is ``{"error": ...}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from auditor.common.redact import redact_fingerprint
+from auditor.config.tables import HostConfig, SecretsConfig, StackConfig
+from auditor.stacks.worker import StackWorker, worker_packages
+
+# npu-smi is called up to three times (info, board, chip map) after the file reads.
+NPU_SMI_CALLS = 3
+SLACK = 30.0
+
+
+def context_for(stack: StackConfig, secrets: SecretsConfig | None = None) -> dict[str, Any]:
+    """The collectors' context for a stack (the worker adds its own environment)."""
+    secrets = secrets or SecretsConfig()
+    return {
+        "ascend_root": stack.ascend_root,
+        "system_root": stack.system_root,
+        "npu_smi": stack.npu_smi,
+        "timeout": stack.npu_smi_timeout,
+        "redact_names": list(secrets.names),
+        "redact_values": list(secrets.values),
+        "models": list(stack.models),
+    }
+
+
+def deadline_for(stack: StackConfig, base: float) -> float:
+    """Long enough for every npu-smi call to hit its own timeout and still be reported."""
+    return max(base, NPU_SMI_CALLS * stack.npu_smi_timeout + SLACK)
+
+
+def packages_for(collectors: Sequence[str], modules: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The packages a worker must register to import the collectors (and other ``modules``)."""
+    return worker_packages([*modules, *collectors])
+
+
+def collect(
+    worker: StackWorker,
+    stack: StackConfig,
+    collectors: Sequence[str],
+    timeout: float | None = None,
+    secrets: SecretsConfig | None = None,
+) -> dict[str, Any]:
+    """The fingerprint document of a started worker's stack, secrets redacted (``[secrets]``
+    adds patterns) before anyone stores, logs, compares or sends it.
+
+    Raises ``auditor.stacks.worker.WorkerError`` when the worker gives no answer (timeout,
+    crash); a collector's own failure stays inside its section.
+    """
+    secrets = secrets or SecretsConfig()
+    reply = worker.request(
+        "fingerprint",
+        timeout=deadline_for(stack, timeout if timeout is not None else worker.request_timeout),
+        collectors=list(collectors),
+        context=context_for(stack, secrets),
+    )
+    document = dict(reply.result.get("fingerprint") or {})
+    if not stack.models and document.get("models", {}).get("files") == {}:
+        del document["models"]  # no watched models: the document stays what it was before the watch
+    document["runtime"] = {k: v for k, v in worker.hello.items() if k != "pid"}
+    if worker.is_remote:
+        document["connection"] = connection(worker)
+    return redact_fingerprint(document, secrets.names, secrets.values)
+
+
+def connection(worker: StackWorker) -> dict[str, Any]:
+    """How a remote stack was reached: its host's name, the transport, the destination and
+    the address the connection really went to (the server's side of ssh's SSH_CONNECTION;
+    the client's port changes with every connection and is left out)."""
+    host = worker.host
+    section: dict[str, Any] = {"host": worker.stack.host, "transport": host.transport if host else None}
+    if host is not None and host.ssh:
+        section["destination"] = host.ssh + (f":{host.port}" if host.port else "")
+    elif host is not None:
+        section["command"] = list(host.command)
+    words = str((worker.remote or {}).get("ssh_connection") or "").split()
+    section["address"] = f"{words[2]}:{words[3]}" if len(words) == 4 else None
+    return section
+
+
+def fingerprint_stack(
+    stack: StackConfig,
+    collectors: Sequence[str],
+    start_timeout: float = 120.0,
+    request_timeout: float = 120.0,
+    secrets: SecretsConfig | None = None,
+    host: HostConfig | None = None,
+) -> dict[str, Any]:
+    """Start a worker for ``stack`` (on ``host``, its [hosts] table, when it is not local),
+    fingerprint it, stop it. Raises WorkerError."""
+    worker = StackWorker(
+        stack,
+        start_timeout=start_timeout,
+        request_timeout=request_timeout,
+        packages=packages_for(collectors),
+        host=host,
+    )
+    try:
+        worker.start()
+        return collect(worker, stack, collectors, secrets=secrets)
+    finally:
+        worker.close()
+
+
+def unknowns(document: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Section -> field -> reason, for every value the collectors could not determine."""
+    found: dict[str, dict[str, str]] = {}
+    for name, section in document.items():
+        if isinstance(section, dict) and isinstance(section.get("unknown"), dict) and section["unknown"]:
+            found[name] = dict(section["unknown"])
+    return found
+
+
+def errors(document: dict[str, Any]) -> dict[str, str]:
+    """Section -> error, for every collector that failed."""
+    return {
+        name: str(section["error"])
+        for name, section in document.items()
+        if isinstance(section, dict) and "error" in section
+    }

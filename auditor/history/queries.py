@@ -1,0 +1,702 @@
+"""Queries over the history database: filtered results and metrics, one run in full, trends,
+and the fingerprint changes that explain them.
+
+Every function takes an open SQLAlchemy ``Connection`` and issues a fixed number of
+statements, whatever the number of rows (joins and ``IN`` batches, never one query per
+row); the long listings are generators that stream rows as the database returns them.
+
+On SQLite the planner needs table statistics to choose the indexed path on a large history
+(without them it may walk a million metric rows to find a week of one pair);
+``refresh_statistics`` keeps them current and the CLI calls it before it queries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
+
+from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, func, or_, select, text
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import aliased
+
+from auditor.db import schema as m
+from auditor.db.health import db_error
+from auditor.db.prepared import prepared
+from auditor.fingerprint.drift import diff
+from auditor.history import series as series_index
+from auditor.history.filters import (
+    Filters,
+    HistoryError,
+    bound_in,
+    filter_shape,
+    is_latency_metric,
+    iso,
+    latency_metric,
+    where_bound,
+    where_results,
+)
+from auditor.history.store import orphan_note, orphaned
+
+R, P, M, L = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow
+# Aliases made once: an ORM alias adapts its columns on first use, which costs more than the
+# whole query on a short listing if done per call.
+LT, LI, L_FIRST = aliased(L, name="lt"), aliased(L, name="li"), aliased(L, name="l_first")
+S_TRAIN, S_INFER = aliased(m.Stack, name="s_train"), aliased(m.Stack, name="s_infer")
+
+
+RESULT_COLUMNS = (
+    "run",
+    "started_at",
+    "pair",
+    "probe",
+    "variant",
+    "status",
+    "train_p50_us",
+    "infer_p50_us",
+    "message",
+)
+METRIC_COLUMNS = ("run", "started_at", "pair", "probe", "variant", "status", "output", "metric", "value")
+
+
+def _limit(stmt: Select, limited: bool) -> Select:
+    return stmt.limit(bindparam("limit", type_=Integer())) if limited else stmt
+
+
+def _listing(
+    conn: Connection, key: tuple, build: Callable[[bool], Select], f: Filters, values: dict
+) -> Iterator[tuple]:
+    """Rows of the prepared listing ``build`` makes for ``key``: fetched at once when a small
+    limit bounds them, streamed otherwise."""
+    limited = f.limit is not None
+    if limited:
+        values["limit"] = f.limit
+    statement = prepared(conn, (*key, limited), lambda: build(limited))
+    return statement.rows(conn, values, stream=not limited or f.limit > 2000)
+
+
+def primary_latency(lat: Any, side: str | None = None) -> Any:
+    """The condition that ``lat`` is the latency row of the probe's own batch: a result stores
+    that one first for each side, then one per extra batch size of ``[latency] batches``."""
+    first = L_FIRST
+    return lat.id == (
+        select(func.min(first.id))
+        .where(first.result_id == lat.result_id, first.side == (lat.side if side is None else side))
+        .scalar_subquery()
+    )
+
+
+def result_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
+    """One row per probe result (columns ``RESULT_COLUMNS``), newest run first, with the p50
+    latency of each side."""
+    shape, values = filter_shape(f)
+
+    def build(limited: bool) -> Select:
+        lt, li = LT, LI
+        stmt = (
+            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, lt.p50_us, li.p50_us, P.message)
+            .select_from(P)
+            .join(R, R.id == P.run_id)
+            .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
+            .outerjoin(li, and_(li.result_id == P.id, li.side == "infer", primary_latency(li, "infer")))
+            .order_by(R.started_at.desc(), R.id.desc(), P.id)
+        )
+        return _limit(where_bound(stmt, shape), limited)
+
+    return _listing(conn, ("result_rows", shape), build, f, values)
+
+
+def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
+    """One row per (probe result, output, metric) (columns ``METRIC_COLUMNS``), newest run first."""
+    shape, values = filter_shape(f)
+    values.update({f"metric{i}": v for i, v in enumerate(f.metrics)})
+    values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
+
+    def build(limited: bool) -> Select:
+        stmt = (
+            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, M.output, M.name, M.value)
+            .select_from(M)
+            .join(P, P.id == M.result_id)
+            .join(R, R.id == P.run_id)
+            .order_by(R.started_at.desc(), R.id.desc(), P.id, M.id)
+        )
+        stmt = where_bound(stmt, shape)
+        if f.metrics:
+            stmt = stmt.where(bound_in(M.name, "metric", len(f.metrics)))
+        if f.outputs:
+            stmt = stmt.where(bound_in(M.output, "output", len(f.outputs)))
+        return _limit(stmt, limited)
+
+    return _listing(conn, ("metric_rows", shape, len(f.metrics), len(f.outputs)), build, f, values)
+
+
+def known_values(conn: Connection, column: str) -> list[str]:
+    """Distinct values of pair, probe, variant, status (probe results), metric, output
+    (metrics) or stack (stack names): what a filter can match, for error messages."""
+    col = {
+        "pair": P.pair,
+        "probe": P.probe,
+        "variant": P.variant,
+        "status": P.status,
+        "metric": M.name,
+        "output": M.output,
+        "stack": m.Stack.name,
+        "host": m.Stack.host,
+    }[column]
+    return sorted(conn.scalars(select(col).distinct()))
+
+
+# -- one run in full ----------------------------------------------------------------------------
+
+
+@dataclass
+class RunDetail:
+    """Everything stored about one run, as plain data (``to_json`` for programs)."""
+
+    run: dict[str, Any]
+    stacks: list[dict[str, Any]]
+    results: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    artifacts: list[dict[str, Any]]
+    problems: list[str] = field(default_factory=list)
+    """Parts that could not be read (a damaged database): the rest is still shown."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "stacks": self.stacks,
+            "results": self.results,
+            "findings": self.findings,
+            "artifacts": self.artifacts,
+        } | ({"problems": self.problems} if self.problems else {})
+
+
+def resolve_run(conn: Connection, ref: str) -> int:
+    """A run id from ``N``, ``latest``, or ``latest~K`` (K runs before the latest)."""
+    ref = ref.strip()
+    latest = re.fullmatch(r"latest(?:~([0-9]{1,9}))?", ref)
+    if latest:
+        back = int(latest.group(1) or 0)
+        run_id = conn.scalar(select(R.id).order_by(R.started_at.desc(), R.id.desc()).offset(back).limit(1))
+        if run_id is None:
+            raise HistoryError("the history database has no runs yet" if back == 0 else f"no run {ref}")
+        return int(run_id)
+    # ASCII digits only ("١٢" and "²" are str.isdigit() too), and small enough for SQL.
+    if not re.fullmatch(r"[0-9]{1,18}", ref):
+        raise HistoryError(f"not a run: {ref!r} (give a run id, 'latest' or 'latest~N')")
+    return int(ref)
+
+
+def run_detail(conn: Connection, run_id: int) -> RunDetail:
+    """One run: its row, stacks with fingerprints (and whether each changed since that stack's
+    previous run), probe results with metrics and latencies, findings and artifacts."""
+    run = conn.execute(select(R).where(R.id == run_id)).mappings().first()
+    if run is None:
+        last = conn.scalar(select(func.max(R.id)))
+        raise HistoryError(
+            f"no run {run_id} in the history database"
+            + (f" (runs go up to {last})" if last else " (it has no runs yet)")
+        )
+    run_json = {k: (iso(v) if isinstance(v, datetime) else v) for k, v in run.items()}
+    if orphaned(run["status"], run["host"], run["pid"]):
+        run_json["status"], run_json["note"] = "aborted", orphan_note(run["pid"])
+
+    problems: list[str] = []
+    stacks: list[dict[str, Any]] = []
+    results: dict[int, dict[str, Any]] = {}
+    findings: list[dict[str, Any]] = []
+    artifacts: list[dict[str, Any]] = []
+    # Each part is read on its own: a damaged page or a missing table costs that part only.
+    try:
+        S, F = m.Stack, m.Fingerprint
+        stack_rows = conn.execute(
+            select(S, m.RunStack.fingerprint_digest, m.RunStack.error, F.document)
+            .join(m.RunStack, m.RunStack.stack_id == S.id)
+            .outerjoin(F, F.digest == m.RunStack.fingerprint_digest)
+            .where(m.RunStack.run_id == run_id)
+            .order_by(S.name)
+        ).mappings()
+        stack_rows = list(stack_rows)
+        previous = _previous_digests(conn, run_id, run["started_at"])
+        changed = {
+            row["id"]: previous[row["id"]][1]
+            for row in stack_rows
+            if row["fingerprint_digest"]
+            and row["id"] in previous
+            and previous[row["id"]][1] != row["fingerprint_digest"]
+        }
+        old_docs = _documents(conn, set(changed.values()))
+        for row in stack_rows:
+            prev = previous.get(row["id"])
+            stacks.append(
+                {
+                    "id": row["id"],
+                    "name": row["name"],
+                    "host": row["host"],
+                    "role": row["role"],
+                    "runtime": row["runtime"],
+                    "python": row["python"],
+                    "device": row["device"],
+                    "fingerprint_digest": row["fingerprint_digest"],
+                    "error": row["error"],
+                    "fingerprint": row["document"],
+                    "previous_run": prev[0] if prev else None,
+                    "previous_digest": prev[1] if prev else None,
+                    "fingerprint_changed": row["id"] in changed,
+                    "changes": (
+                        describe_change(old_docs.get(changed[row["id"]]), row["document"])
+                        if row["id"] in changed
+                        else []
+                    ),
+                }
+            )
+    except SQLAlchemyError as exc:
+        problems.append(f"stacks: {db_error(exc)}")
+    try:
+        used = (
+            select(P.train_stack_id)
+            .where(P.run_id == run_id)
+            .union(select(P.infer_stack_id).where(P.run_id == run_id))
+        )
+        names = dict(conn.execute(select(S.id, S.name).where(S.id.in_(used))).all())
+
+        for row in conn.execute(select(P).where(P.run_id == run_id).order_by(P.id)).mappings():
+            results[row["id"]] = {
+                "id": row["id"],
+                "pair": row["pair"],
+                "train": names.get(row["train_stack_id"]),
+                "infer": names.get(row["infer_stack_id"]),
+                "probe": row["probe"],
+                "probe_version": row["probe_version"],
+                "variant": row["variant"],
+                "status": row["status"],
+                "message": row["message"],
+                "artifact_sha256": row["artifact_sha256"],
+                "thresholds": row["thresholds"],
+                "latency": {},
+                "latencies": [],
+                "metrics": {},
+            }
+        ids = select(P.id).where(P.run_id == run_id)
+        for row in conn.execute(
+            select(M.result_id, M.output, M.name, M.value).where(M.result_id.in_(ids)).order_by(M.id)
+        ):
+            results[row.result_id]["metrics"].setdefault(row.output, {})[row.name] = row.value
+        for row in conn.execute(select(L).where(L.result_id.in_(ids)).order_by(L.id)).mappings():
+            values = {
+                k: row[k] for k in ("side", "batch", "samples", "p50_us", "p90_us", "p99_us", "mean_us")
+            }
+            res = results[row["result_id"]]
+            res["latencies"].append(values)
+            res["latency"].setdefault(row["side"], values)  # the first row of a side: the probe's own batch
+    except SQLAlchemyError as exc:
+        problems.append(f"probe results: {db_error(exc)}")
+    try:
+        findings = [
+            {k: f[k] for k in ("kind", "severity", "subject", "key", "message", "details")}
+            for f in conn.execute(
+                select(m.FindingRow).where(m.FindingRow.run_id == run_id).order_by(m.FindingRow.id)
+            ).mappings()
+        ]
+    except SQLAlchemyError as exc:
+        problems.append(f"findings: {db_error(exc)}")
+    try:
+        A = m.Artifact
+        artifacts = [
+            {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
+            for a in conn.execute(
+                select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
+                .where(A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id)))
+                .order_by(A.sha256)
+            )
+        ]
+    except SQLAlchemyError as exc:
+        problems.append(f"artifacts: {db_error(exc)}")
+    return RunDetail(run_json, stacks, list(results.values()), findings, artifacts, problems)
+
+
+def _previous_digests(
+    conn: Connection, run_id: int, started_at: datetime | None
+) -> dict[int, tuple[int, str]]:
+    """stack id -> (run id, digest) of the latest earlier run that fingerprinted that stack."""
+    rs, r = m.RunStack, R
+    ranked = (
+        select(
+            rs.stack_id,
+            rs.run_id,
+            rs.fingerprint_digest,
+            func.row_number()
+            .over(partition_by=rs.stack_id, order_by=(r.started_at.desc(), r.id.desc()))
+            .label("n"),
+        )
+        .join(r, r.id == rs.run_id)
+        .where(
+            rs.stack_id.in_(select(rs.stack_id).where(rs.run_id == run_id)),
+            rs.fingerprint_digest.is_not(None),
+            # An unreadable start time (auditor.db.columns): the run ids still say the order.
+            r.id < run_id
+            if started_at is None
+            else or_(r.started_at < started_at, and_(r.started_at == started_at, r.id < run_id)),
+        )
+        .subquery()
+    )
+    return {
+        row.stack_id: (row.run_id, row.fingerprint_digest)
+        for row in conn.execute(select(ranked).where(ranked.c.n == 1))
+    }
+
+
+# -- fingerprint changes --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FingerprintChange:
+    """A run in which a stack's fingerprint differed from that stack's previous fingerprint."""
+
+    run_id: int
+    at: datetime
+    stack: str
+    host: str
+    old_digest: str
+    new_digest: str
+    changes: tuple[str, ...]
+
+    def summary(self, limit: int = 3) -> str:
+        shown = "; ".join(self.changes[:limit])
+        more = f"; +{len(self.changes) - limit} more" if len(self.changes) > limit else ""
+        digests = f"fingerprint {self.old_digest[:8]} → {self.new_digest[:8]}"
+        return f"{self.stack}: {shown or digests}{more}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run_id,
+            "at": iso(self.at),
+            "stack": self.stack,
+            "host": self.host,
+            "old_digest": self.old_digest,
+            "new_digest": self.new_digest,
+            "changes": list(self.changes),
+        }
+
+
+def fingerprint_changes(
+    conn: Connection,
+    stacks: Iterable[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[FingerprintChange]:
+    """The fingerprint changes of the named stacks (None: all) between since and until, oldest
+    first. A stack that could not be fingerprinted in a run (no digest) is compared with its
+    last fingerprint, so an outage is not reported as two changes."""
+    rs, S = m.RunStack, m.Stack
+    lagged = (
+        select(
+            rs.run_id,
+            R.started_at,
+            rs.stack_id,
+            rs.fingerprint_digest.label("digest"),
+            func.lag(rs.fingerprint_digest)
+            .over(partition_by=rs.stack_id, order_by=(R.started_at, R.id))
+            .label("previous"),
+        )
+        .join(R, R.id == rs.run_id)
+        .where(rs.fingerprint_digest.is_not(None))
+    )
+    names = tuple(stacks) if stacks is not None else None
+    if names is not None:
+        if not names:
+            return []
+        lagged = lagged.where(rs.stack_id.in_(select(S.id).where(S.name.in_(names))))
+    sub = lagged.subquery()
+    stmt = (
+        select(sub.c.run_id, sub.c.started_at, S.name, S.host, sub.c.previous, sub.c.digest)
+        .join(S, S.id == sub.c.stack_id)
+        .where(sub.c.previous.is_not(None), sub.c.previous != sub.c.digest)
+        .order_by(sub.c.started_at, sub.c.run_id, S.name)
+    )
+    if since is not None:
+        stmt = stmt.where(sub.c.started_at >= since)
+    if until is not None:
+        stmt = stmt.where(sub.c.started_at < until)
+    rows = conn.execute(stmt).all()
+    docs = _documents(conn, {d for row in rows for d in (row.previous, row.digest)})
+    return [
+        FingerprintChange(
+            row.run_id,
+            row.started_at,
+            row.name,
+            row.host,
+            row.previous,
+            row.digest,
+            tuple(describe_change(docs.get(row.previous), docs.get(row.digest))),
+        )
+        for row in rows
+    ]
+
+
+def _documents(conn: Connection, digests: set[str]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    wanted = sorted(digests)
+    for i in range(0, len(wanted), 500):
+        chunk = wanted[i : i + 500]
+        q = select(m.Fingerprint.digest, m.Fingerprint.document).where(m.Fingerprint.digest.in_(chunk))
+        out.update(dict(conn.execute(q).all()))
+    return out
+
+
+def describe_change(old: dict | None, new: dict | None, limit: int = 20) -> list[str]:
+    """What differs between two fingerprint documents, one line per changed value
+    (``runtime.runtime_version: 2.0.0 → 2.0.1``), most telling first. Uses the drift
+    module's diff when it is installed, so the history and the drift findings agree."""
+    if old is None or new is None:
+        return []
+    lines = _drift_module_diff(old, new)
+    if lines is None:
+        lines = [
+            f"{path}: {_short(a)} → {_short(b)}"
+            for path, a, b in sorted(_leaf_diff(old, new, ""), key=lambda d: (d[0].count("."), d[0]))
+        ]
+    return lines[:limit] + ([f"… and {len(lines) - limit} more"] if len(lines) > limit else [])
+
+
+def _drift_module_diff(old: dict, new: dict) -> list[str] | None:
+    try:
+        return [c.words for c in diff(old, new)]
+    except Exception:  # noqa: BLE001 - a diff failure must not take the history down
+        return None
+
+
+_MISSING = object()
+
+
+def _leaf_diff(a: Any, b: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            yield from _leaf_diff(a.get(key, _MISSING), b.get(key, _MISSING), sub)
+    elif a != b:
+        yield path, a, b
+
+
+def _short(value: Any, width: int = 40) -> str:
+    if value is _MISSING:
+        return "(absent)"
+    s = value if isinstance(value, str) else repr(value)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+# -- trends ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One metric of one (pair, probe, variant, output) over time, oldest point first.
+    For latency series ``output`` is the side (train / infer)."""
+
+    pair: str
+    probe: str
+    variant: str
+    output: str
+    metric: str
+    train: str | None = None
+    infer: str | None = None
+    points: list[tuple[int, datetime, float, str]] = field(default_factory=list)  # run, time, value, status
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.pair, self.probe, self.variant, self.output)
+
+
+def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
+    """The values of one metric over time, one series per (pair, probe, variant, output), each
+    limited to its newest ``f.limit`` points. ``metric`` is a stored metric name or a latency
+    series (``latency.infer.p50_us``; ``latency.p50_us`` gives both sides)."""
+    S1, S2 = S_TRAIN, S_INFER
+    side = stat = None
+    if is_latency_metric(metric):
+        side, stat = latency_metric(metric)
+        value_col, output_col, source = getattr(L, stat), L.side, L
+    else:
+        value_col, output_col, source = M.value, M.output, M
+    if f.limit is not None:  # each series' newest runs, walked through indexes (auditor.history.series)
+        return _series(metric, series_index.newest_points(conn, metric, f, f.limit))
+    # the whole history of each series, oldest first
+    shape, values = filter_shape(f)
+    values["metric"] = metric
+    values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
+    kind = ("latency", side, stat) if is_latency_metric(metric) else ("metric",)
+
+    def build() -> Select:
+        stmt = (
+            select(
+                P.pair,
+                P.probe,
+                P.variant,
+                output_col,
+                R.id,
+                R.started_at,
+                value_col,
+                P.status,
+                S1.name,
+                S2.name,
+            )
+            .select_from(source)
+            .join(P, P.id == source.result_id)
+            .join(R, R.id == P.run_id)
+            .join(S1, S1.id == P.train_stack_id)
+            .join(S2, S2.id == P.infer_stack_id)
+        )
+        if is_latency_metric(metric):
+            stmt = stmt.where(primary_latency(L))
+            if side is not None:
+                stmt = stmt.where(L.side == side)
+        else:
+            stmt = stmt.where(M.name == bindparam("metric", type_=String()))
+        if f.outputs:
+            stmt = stmt.where(bound_in(output_col, "output", len(f.outputs)))
+        return where_bound(stmt, shape).order_by(R.started_at, R.id)
+
+    statement = prepared(conn, ("trend", kind, shape, len(f.outputs)), build)
+    return _series(metric, statement.rows(conn, values, stream=True))
+
+
+def _series(metric: str, rows: Iterable[Sequence[Any]]) -> list[Series]:
+    """Rows (pair, probe, variant, output, run, time, value, status, train, infer), oldest first
+    within each series, as Series sorted by key. (Rows come grouped by series from the walk,
+    one group per series; the all-time listing interleaves them.)"""
+    series: dict[tuple[str, str, str, str], Series] = {}
+    for key, group in groupby(rows, key=_SERIES_KEY):
+        first, *rest = group
+        s = series.get(key)
+        if s is None:
+            s = series[key] = Series(*key, metric, first[8], first[9])
+        s.points.append(_POINT(first))
+        s.points.extend(map(_POINT, rest))
+    return [series[k] for k in sorted(series)]
+
+
+_SERIES_KEY, _POINT = itemgetter(0, 1, 2, 3), itemgetter(4, 5, 6, 7)
+
+
+StatusPoints = dict[tuple[str, str, str], list[tuple[int, datetime, str]]]
+
+
+def result_statuses(conn: Connection, f: Filters) -> StatusPoints:
+    """(pair, probe, variant) -> [(run, time, status)], oldest first, within the filters' window:
+    to mark on a time axis the runs where a probe could not be compared at all."""
+    stmt = where_results(
+        select(P.pair, P.probe, P.variant, R.id, R.started_at, P.status)
+        .select_from(P)
+        .join(R, R.id == P.run_id)
+        .order_by(R.started_at, R.id),
+        Filters(**{**f.__dict__, "limit": None}),
+    )
+    out: dict[tuple[str, str, str], list[tuple[int, datetime, str]]] = {}
+    for pair, probe, variant, run_id, at, status in conn.execute(stmt):
+        out.setdefault((pair, probe, variant), []).append((run_id, at, status))
+    return out
+
+
+def latest_fingerprints(conn: Connection) -> list[dict[str, Any]]:
+    """Each stack's most recent fingerprint: stack, host, role, runtime, run, time, digest, document."""
+    rs, S = m.RunStack, m.Stack
+    ranked = (
+        select(
+            rs.stack_id,
+            rs.run_id,
+            R.started_at,
+            rs.fingerprint_digest,
+            func.row_number()
+            .over(partition_by=rs.stack_id, order_by=(R.started_at.desc(), R.id.desc()))
+            .label("n"),
+        )
+        .join(R, R.id == rs.run_id)
+        .where(rs.fingerprint_digest.is_not(None))
+        .subquery()
+    )
+    rows = conn.execute(
+        select(
+            S.name,
+            S.host,
+            S.role,
+            S.runtime,
+            ranked.c.run_id,
+            ranked.c.started_at,
+            m.Fingerprint.digest,
+            m.Fingerprint.document,
+        )
+        .join(ranked, ranked.c.stack_id == S.id)
+        .join(m.Fingerprint, m.Fingerprint.digest == ranked.c.fingerprint_digest)
+        .where(ranked.c.n == 1)
+        .order_by(S.role.desc(), S.name, S.host)
+    ).mappings()
+    return [dict(r) for r in rows]
+
+
+def time_span(conn: Connection) -> tuple[datetime | None, datetime | None, int]:
+    """(first run start, last run start, number of runs)."""
+    stmt = select(func.min(R.started_at), func.max(R.started_at), func.count(R.id))
+    first, last, n = conn.execute(stmt).one()
+    return first, last, n
+
+
+# -- planner statistics --------------------------------------------------------------------------------
+
+_STAT_TABLES = ("metrics", "probe_results", "latencies", "runs")
+
+
+def refresh_statistics(conn: Connection, force: bool = False) -> bool:
+    """On SQLite, (re)collect the planner's statistics when they are missing or the history has
+    grown or shrunk by more than half since they were taken; True if it did. Cheap when
+    nothing changed (two indexed look-ups); a full ANALYZE otherwise
+    (about half a second per million metric rows; a sampled one misleads the planner).
+    Other databases keep their own statistics (PostgreSQL's autovacuum), so this does nothing."""
+    if conn.dialect.name != "sqlite":
+        return False
+    try:
+        if not force and not _statistics_stale(conn):
+            return False
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+        return True
+    except OperationalError:  # read-only file or locked: queries still work, only slower
+        conn.rollback()
+        return False
+
+
+def _statistics_stale(conn: Connection) -> bool:
+    has_stat = conn.scalar(text("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'"))
+    if not has_stat:
+        return True
+    for table in _STAT_TABLES:
+        rows = conn.scalar(text(f"SELECT max(rowid) - min(rowid) + 1 FROM {table}")) or 0  # O(log n)
+        stat = conn.scalar(text("SELECT stat FROM sqlite_stat1 WHERE tbl = :t LIMIT 1"), {"t": table})
+        counted = int(stat.split()[0]) if stat else 0
+        if rows >= 1000 and not counted * 0.5 <= rows <= counted * 2:
+            return True
+    return False
+
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "RESULT_COLUMNS",
+    "FingerprintChange",
+    "RunDetail",
+    "Series",
+    "describe_change",
+    "fingerprint_changes",
+    "known_values",
+    "latest_fingerprints",
+    "metric_rows",
+    "refresh_statistics",
+    "resolve_run",
+    "result_rows",
+    "result_statuses",
+    "run_detail",
+    "time_span",
+    "trend",
+]

@@ -1,0 +1,582 @@
+"""``auditor report``: the history as one self-contained HTML page.
+
+One file, no network: the plots are PNGs drawn with matplotlib (Agg, no display needed) and
+embedded as data URIs, the style is inline, every text from the database is escaped. Per
+pair, probe and variant the page plots a divergence metric and both sides' p50 latency over
+time above a strip of run statuses, with the runs in which a stack's fingerprint changed
+drawn as vertical lines labelled with what changed; then the open alerts and the latest
+fingerprint of every stack side by side, differing values highlighted.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, inspect
+
+from auditor.alerts.engine import list_alerts
+from auditor.db import schema as m
+from auditor.history.filters import Filters, HistoryError, iso, utcnow
+from auditor.history.queries import (
+    FingerprintChange,
+    Series,
+    fingerprint_changes,
+    known_values,
+    latest_fingerprints,
+    result_statuses,
+    time_span,
+    trend,
+)
+from auditor.report.text import format_number as num
+
+DEFAULT_WINDOW = timedelta(days=30)
+"""What is read when --since is not given; the plots' time axis then fits the runs found in it."""
+MIN_SPAN = timedelta(hours=1)
+"""The narrowest time axis: three runs a minute apart still get a readable axis."""
+MAX_DRAWN = 1200
+"""Points drawn per line at most: a longer series is drawn as the min and max of each of
+MAX_DRAWN / 2 consecutive slices (spikes stay visible). Only the drawing is thinned: tables
+and summaries use every value."""
+MARKERS_UP_TO = 400
+"""Points per line up to which each point is also drawn as a dot."""
+STATUS_COLORS = {"consistent": "#2ca02c", "drift": "#ff7f0e", "incompatible": "#d62728", "error": "#9467bd"}
+SIDE_COLORS = {"train": "#1f77b4", "infer": "#17becf"}
+OUTPUT_COLORS = ("#1f77b4", "#e377c2", "#8c564b", "#bcbd22", "#7f7f7f", "#17becf")
+CHANGE_COLOR = "#d62728"
+
+
+class ReportError(Exception):
+    """The report cannot be made (empty history, unknown metric)."""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.0f} µs"
+
+
+def render_report(
+    conn: Connection,
+    filters: Filters,
+    metric: str = "max_abs",
+    source: str = "",
+    now: datetime | None = None,
+) -> tuple[str, str]:
+    """The page, and a one-line summary of what it covers."""
+    first, last, n_runs = time_span(conn)
+    if not n_runs or last is None:
+        raise ReportError("the history database has no runs yet: run `auditor audit` first")
+    until = filters.until or last + timedelta(seconds=1)
+    since = filters.since or until - DEFAULT_WINDOW
+    if since >= until:
+        raise ReportError(f"empty window: --since {iso(since)} is not before --until {iso(until)}")
+    if not metric.startswith("latency.") and metric not in (known := known_values(conn, "metric")):
+        raise ReportError(f"no metric {metric!r} in the history (known: {', '.join(known) or 'none yet'})")
+    f = replace(filters, since=since, until=until, limit=None, metrics=(), outputs=())
+    try:
+        divergence = trend(conn, metric, f)
+        latency = trend(conn, "latency.p50_us", f)
+    except HistoryError as exc:
+        raise ReportError(str(exc)) from None
+    statuses = result_statuses(conn, f)
+    groups = sorted(statuses)
+    stacks_of = _stacks_of(divergence + latency)
+    changes = fingerprint_changes(conn, None, since, until)
+    alerts, alert_note = _open_alerts(conn)
+    side = side_findings(conn, since, until)
+    fingerprints = latest_fingerprints(conn)
+
+    axis = fitted_axis([at for pts in statuses.values() for _, at, _ in pts], since, until)
+    figures = []
+    for key in groups:
+        div = [s for s in divergence if s.key[:3] == key]
+        lat = [s for s in latency if s.key[:3] == key]
+        stacks = stacks_of.get(key, set())
+        mine = [c for c in changes if c.stack in stacks]
+        png = plot_group(key, metric, div, lat, statuses[key], mine, *axis)
+        figures.append((key, png, div, lat, mine))
+
+    run_count = sum(1 for _ in {r for pts in statuses.values() for r, _, _ in pts})
+    summary = (
+        f"{len(groups)} pair/probe/variant plot(s), {run_count} run(s) from {since:%Y-%m-%d %H:%M} "
+        f"to {until:%Y-%m-%d %H:%M} UTC, {len(changes)} fingerprint change(s), "
+        + (f"{len(alerts)} open alert(s)" if alerts is not None else "no alert data")
+    )
+    page = _page(
+        source=source,
+        generated=now or utcnow(),
+        since=since,
+        until=until,
+        history=(first, last, n_runs),
+        metric=metric,
+        statuses=statuses,
+        figures=figures,
+        changes=changes,
+        alerts=alerts,
+        alert_note=alert_note,
+        fingerprints=fingerprints,
+        side=side,
+    )
+    return page, summary
+
+
+SIDE_KINDS = ("invariant", "nan-hazard")
+
+
+def side_findings(conn: Connection, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """The per-side findings (auditor.cycle.invariants) of the latest complete run in the window
+    that has any."""
+    from sqlalchemy import select
+
+    F, R = m.FindingRow, m.Run
+    latest = conn.execute(
+        select(R.id)
+        .join(F, F.run_id == R.id)
+        .where(R.started_at >= since, R.started_at < until, F.kind.in_(SIDE_KINDS))
+        .order_by(R.started_at.desc())
+        .limit(1)
+    ).scalar()
+    if latest is None:
+        return []
+    rows = conn.execute(
+        select(F.run_id, F.kind, F.severity, F.subject, F.message)
+        .where(F.run_id == latest, F.kind.in_(SIDE_KINDS))
+        .order_by(F.id)
+    ).mappings()
+    return [dict(r) for r in rows]
+
+
+def _stacks_of(series: Iterable[Series]) -> dict[tuple[str, str, str], set[str]]:
+    out: dict[tuple[str, str, str], set[str]] = {}
+    for s in series:
+        out.setdefault(s.key[:3], set()).update(n for n in (s.train, s.infer) if n)
+    return out
+
+
+def _open_alerts(conn: Connection) -> tuple[list[dict[str, Any]] | None, str]:
+    """Open alerts from the alert engine's table; None (and why) where there is none."""
+    if not inspect(conn).has_table("alerts"):
+        return None, "no alert data: the database has no alerts table"
+    return list_alerts(conn.engine, open_only=True, limit=200), ""
+
+
+# -- plots ------------------------------------------------------------------------------------------
+
+
+def fitted_axis(times: list[datetime], since: datetime, until: datetime) -> tuple[datetime, datetime]:
+    """The plots' time axis: from the first to the last run found in the window, widened to
+    at least MIN_SPAN around them and padded by 3% on each side, so a few days of history
+    fill the plot instead of its right edge. No runs: the window itself."""
+    if not times:
+        return since, until
+    first, last = min(times), max(times)
+    span = last - first
+    if span < MIN_SPAN:
+        middle = first + span / 2
+        first, last, span = middle - MIN_SPAN / 2, middle + MIN_SPAN / 2, MIN_SPAN
+    pad = span * 0.03
+    return first - pad, last + pad
+
+
+def thin(xs: list[datetime], ys: list[float], most: int = MAX_DRAWN) -> tuple[list[datetime], list[float]]:
+    """At most ``most`` points to draw a line of many: the minimum and the maximum (in time
+    order) of each of ``most // 2`` consecutive slices; a slice without a finite value stays a
+    gap. Fewer points than ``most``: the line as it is."""
+    if len(xs) <= most:
+        return xs, ys
+    slices = most // 2
+    out_x: list[datetime] = []
+    out_y: list[float] = []
+    for i in range(slices):
+        lo, hi = i * len(xs) // slices, (i + 1) * len(xs) // slices
+        finite = [j for j in range(lo, hi) if math.isfinite(ys[j])]
+        if not finite:
+            out_x.append(xs[lo])
+            out_y.append(math.nan)
+            continue
+        a = min(finite, key=lambda j: ys[j])
+        b = max(finite, key=lambda j: ys[j])
+        for j in sorted({a, b}):
+            out_x.append(xs[j])
+            out_y.append(ys[j])
+    return out_x, out_y
+
+
+def _line_style(n: int) -> dict[str, Any]:
+    return {"lw": 1.2, "marker": ".", "ms": 3} if n <= MARKERS_UP_TO else {"lw": 1.2}
+
+
+def plot_group(
+    key: tuple[str, str, str],
+    metric: str,
+    divergence: list[Series],
+    latency: list[Series],
+    statuses: list[tuple[int, datetime, str]],
+    changes: list[FingerprintChange],
+    since: datetime,
+    until: datetime,
+) -> bytes:
+    """A PNG: the metric per output (top), p50 latency per side (middle), run statuses
+    (bottom strip), with fingerprint changes as labelled vertical lines on all three."""
+    import matplotlib.dates as mdates
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 5.6), dpi=96, layout="constrained")
+    ax_div, ax_lat, ax_st = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": [5, 4, 1]})
+    pair, probe, variant = key
+    fig.suptitle(f"{pair} · {probe} [{variant}]", fontsize=12, fontweight="bold")
+
+    plotted = False
+    for i, s in enumerate(divergence):
+        xs = [p[1] for p in s.points]
+        ys = [p[2] if math.isfinite(p[2]) else math.nan for p in s.points]
+        style = _line_style(len(xs))
+        xs, ys = thin(xs, ys)
+        ax_div.plot(xs, ys, color=OUTPUT_COLORS[i % len(OUTPUT_COLORS)], label=s.output, **style)
+        plotted = plotted or any(math.isfinite(y) for y in ys)
+    values = [p[2] for s in divergence for p in s.points if math.isfinite(p[2])]
+    if values and min(values) >= 0 and max(values) > 0:
+        positive = [v for v in values if v > 0]
+        ax_div.set_yscale("symlog", linthresh=min(positive) / 2 if positive else 1e-12)
+    ax_div.set_ylabel(metric)
+    if plotted:
+        ax_div.legend(loc="upper left", fontsize=8, title="output", title_fontsize=8)
+    else:
+        worst = Counter(st for _, _, st in statuses).most_common(1)
+        why = f" (status: {worst[0][0]})" if worst else ""
+        ax_div.text(
+            0.5,
+            0.5,
+            f"no {metric} values in this window{why}",
+            transform=ax_div.transAxes,
+            ha="center",
+            va="center",
+            color="#555",
+        )
+    ax_div.grid(True, alpha=0.3)
+
+    lat_plotted = False
+    for s in latency:
+        xs = [p[1] for p in s.points]
+        ys = [p[2] for p in s.points]
+        style = _line_style(len(xs))
+        xs, ys = thin(xs, ys)
+        ax_lat.plot(
+            xs,
+            ys,
+            color=SIDE_COLORS.get(s.output, "#333"),
+            label=f"{s.output} ({s.infer if s.output == 'infer' else s.train})",
+            **style,
+        )
+        lat_plotted = lat_plotted or bool(ys)
+    if lat_plotted:
+        ax_lat.set_yscale("log")
+        ax_lat.legend(loc="upper left", fontsize=8, title="p50 latency", title_fontsize=8)
+    else:
+        ax_lat.text(
+            0.5,
+            0.5,
+            "no latency measured in this window",
+            transform=ax_lat.transAxes,
+            ha="center",
+            va="center",
+            color="#555",
+        )
+    ax_lat.set_ylabel("p50 (µs)")
+    ax_lat.grid(True, alpha=0.3, which="both")
+
+    by_status: dict[str, list[datetime]] = {}
+    for _, at, st in statuses:
+        by_status.setdefault(st, []).append(at)
+    size = 14 if len(statuses) <= MARKERS_UP_TO * 4 else 4
+    for st, xs in by_status.items():
+        ax_st.scatter(
+            xs, [0] * len(xs), s=size, marker="s", color=STATUS_COLORS.get(st, "#333"), label=st, linewidths=0
+        )
+    ax_st.set_yticks([])
+    ax_st.set_ylabel("status", rotation=0, ha="right", va="center")
+    if by_status:
+        ax_st.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.9), ncol=len(by_status), fontsize=8, frameon=False
+        )
+
+    for c in changes:
+        for ax in (ax_div, ax_lat, ax_st):
+            ax.axvline(c.at, color=CHANGE_COLOR, lw=1.4, ls="--", alpha=0.85)
+        label = c.summary(limit=1)
+        ax_div.annotate(
+            label if len(label) <= 60 else label[:59] + "…",
+            xy=(mdates.date2num(c.at), 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -3),
+            textcoords="offset points",
+            rotation=0,
+            fontsize=8,
+            color=CHANGE_COLOR,
+            va="top",
+            ha="left",
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": CHANGE_COLOR, "alpha": 0.85},
+        )
+
+    locator = mdates.AutoDateLocator()
+    ax_st.xaxis.set_major_locator(locator)
+    ax_st.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax_st.set_xlim(since, until)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+# -- the page ----------------------------------------------------------------------------------------
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1100px;
+       color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
+h3 { margin: 1.5em 0 .3em; font-size: 1.05em; }
+table { border-collapse: collapse; margin: .5em 0; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.meta { color: #555; } .muted { color: #777; }
+.consistent { color: #2ca02c; } .drift { color: #e67300; } .incompatible, .error { color: #d62728; }
+.status { font-weight: 600; text-transform: uppercase; font-size: 12px; }
+tr.differs td { background: #fff4e5; } tr.section th { background: #e9eef5; }
+figure { margin: .5em 0 1.5em; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 12px; } code { font-size: 12px; }
+.fp td { font-family: ui-monospace, monospace; font-size: 12px; max-width: 360px; overflow-wrap: anywhere; }
+"""
+
+
+def _status(status: str) -> str:
+    return f'<span class="status {_e(status)}">{_e(status)}</span>'
+
+
+def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+    """``rows`` hold HTML already escaped by the caller."""
+    out = [
+        f'<table class="{cls}">' if cls else "<table>",
+        "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>",
+    ]
+    out += ["<tr>" + "".join(row) + "</tr>" for row in rows]
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _page(
+    *,
+    source: str,
+    generated: datetime,
+    since: datetime,
+    until: datetime,
+    history: tuple[datetime | None, datetime | None, int],
+    metric: str,
+    statuses: dict[tuple[str, str, str], list[tuple[int, datetime, str]]],
+    figures: list[tuple[tuple[str, str, str], bytes, list[Series], list[Series], list[FingerprintChange]]],
+    changes: list[FingerprintChange],
+    alerts: list[dict[str, Any]] | None,
+    alert_note: str,
+    fingerprints: list[dict[str, Any]],
+    side: list[dict[str, Any]] | None = None,
+) -> str:
+    first, last, n_runs = history
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>auditor report · {since:%Y-%m-%d} to {until:%Y-%m-%d}</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>auditor: training/inference consistency history</h1>",
+        f'<p class="meta">Database <code>{_e(source)}</code> · window {_e(f"{since:%Y-%m-%d %H:%M}")} to '
+        f"{_e(f'{until:%Y-%m-%d %H:%M}')} UTC · generated {_e(f'{generated:%Y-%m-%d %H:%M}')} UTC · "
+        f"the history holds {n_runs} run(s) from {_e(iso(first))} to {_e(iso(last))}.</p>",
+    ]
+
+    # summary
+    parts.append("<h2>Summary</h2>")
+    if not statuses:
+        parts.append('<p class="muted">No probe results in this window.</p>')
+    else:
+        rows = []
+        div_latest = {}
+        lat_latest = {}
+        for key, _png, div, lat, _ch in figures:
+            values = [s.points[-1][2] for s in div if s.points]
+            div_latest[key] = max(values, key=lambda v: (math.isnan(v), v)) if values else None
+            lat_latest[key] = {s.output: s.points[-1][2] for s in lat if s.points}
+        for key, pts in sorted(statuses.items()):
+            counts = Counter(st for _, _, st in pts)
+            latest_run, latest_at, latest_status = pts[-1]
+            rows.append(
+                [
+                    f"<td>{_e(key[0])}</td><td>{_e(key[1])}</td><td>{_e(key[2])}</td>",
+                    f"<td>{_status(latest_status)} <span class='muted'>run {latest_run}</span></td>",
+                    "".join(f'<td class="num">{counts.get(st, 0)}</td>' for st in STATUS_COLORS),
+                    f'<td class="num">{_e(num(div_latest.get(key)))}</td>',
+                    f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("train")))}</td>',
+                    f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("infer")))}</td>',
+                ]
+            )
+        parts.append(
+            _table(
+                [
+                    "pair",
+                    "probe",
+                    "variant",
+                    "latest",
+                    *STATUS_COLORS,
+                    f"latest {_e(metric)} (worst output)",
+                    "train p50",
+                    "infer p50",
+                ],
+                rows,
+            )
+        )
+
+    # version changes
+    parts.append("<h2>Version changes</h2>")
+    if not changes:
+        parts.append('<p class="muted">No stack changed its fingerprint in this window.</p>')
+    else:
+        rows = [
+            [
+                f"<td>{_e(f'{c.at:%Y-%m-%d %H:%M}')}</td><td class='num'>{c.run_id}</td>",
+                f"<td>{_e(c.stack)}</td><td>{_e(c.host)}</td>",
+                "<td>"
+                + "<br>".join(_e(x) for x in c.changes)
+                + ("" if c.changes else f"{_e(c.old_digest[:12])} → {_e(c.new_digest[:12])}")
+                + "</td>",
+            ]
+            for c in changes
+        ]
+        parts.append(_table(["time (UTC)", "run", "stack", "host", "what changed"], rows))
+
+    # plots
+    parts.append(f"<h2>Divergence ({_e(metric)}) and latency over time</h2>")
+    parts.append(
+        '<p class="muted">Dashed red lines: a run in which the train or infer stack of the pair had a '
+        "different fingerprint than in its previous run. Bottom strip: the status of every run.</p>"
+    )
+    for (pair, probe, variant), png, div, _lat, mine in figures:
+        data = base64.b64encode(png).decode("ascii")
+        alt = f"{metric} and p50 latency of {pair} {probe} [{variant}] over time"
+        caption = f"{len(div[0].points) if div else 0} point(s) per output"
+        if mine:
+            caption += "; fingerprint changes: " + "; ".join(c.summary(limit=2) for c in mine)
+        parts.append(
+            f'<h3>{_e(pair)} · {_e(probe)} [{_e(variant)}]</h3><figure class="plot">'
+            f'<img src="data:image/png;base64,{data}" alt="{_e(alt)}" width="960">'
+            f"<figcaption>{_e(caption)}</figcaption></figure>"
+        )
+
+    # alerts
+    parts.append("<h2>Open alerts</h2>")
+    if alerts is None:
+        parts.append(f'<p class="muted">{_e(alert_note)}</p>')
+    elif not alerts:
+        parts.append('<p class="muted">No open alerts.</p>')
+    else:
+        rows = [
+            [
+                f"<td>{_status(a.get('severity', ''))}</td><td>{_e(a.get('kind'))}</td>",
+                f"<td>{_e(a.get('subject'))}</td><td>{_e(a.get('message'))}</td>",
+                f"<td>{_e(a.get('opened_at'))}</td><td>{_e(a.get('last_seen_at'))}</td>",
+            ]
+            for a in alerts
+        ]
+        parts.append(_table(["severity", "kind", "subject", "message", "opened", "last seen"], rows))
+
+    # per-side checks
+    parts.append("<h2>Each stack on its own (invariants, NaN/Inf hazards)</h2>")
+    if not side:
+        parts.append('<p class="muted">No per-side finding in this window.</p>')
+    else:
+        parts.append(f'<p class="muted">From run {side[0]["run_id"]}, the latest in the window with any.</p>')
+        rows = [
+            [
+                f"<td>{_status(f['severity'])}</td><td>{_e(f['kind'])}</td>",
+                f"<td>{_e(f['subject'])}</td><td>{_e(f['message'])}</td>",
+            ]
+            for f in side
+        ]
+        parts.append(_table(["severity", "kind", "stack", "message"], rows))
+
+    # fingerprints
+    parts.append("<h2>Latest fingerprints</h2>")
+    if not fingerprints:
+        parts.append('<p class="muted">No stack has been fingerprinted yet.</p>')
+    else:
+        parts.append(_fingerprint_table(fingerprints))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _flatten(doc: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(doc, dict):
+        out: dict[str, Any] = {}
+        for k, v in doc.items():
+            out.update(_flatten(v, f"{path}.{k}" if path else str(k)))
+        return out if out or not path else {path: {}}
+    return {path: doc}
+
+
+def _fingerprint_table(fingerprints: list[dict[str, Any]]) -> str:
+    """Stacks side by side, one row per value, grouped by top-level section; rows whose
+    values differ between stacks of the same role are highlighted."""
+    flat = [_flatten(fp["document"] or {}) for fp in fingerprints]
+    keys: list[str] = []
+    seen: set[str] = set()
+    for f in flat:
+        for k in f:
+            if k not in seen:
+                seen.add(k)
+                keys.append(k)
+    keys.sort(key=lambda k: (k.split(".")[0], k))
+    head = ["value"] + [
+        f"{_e(fp['name'])}<br><span class='muted'>{_e(fp['role'])} · {_e(fp['host'])} · run {fp['run_id']}"
+        f"<br>{_e(fp['digest'][:12])}</span>"
+        for fp in fingerprints
+    ]
+    rows = []
+    section = None
+    roles = [fp["role"] for fp in fingerprints]
+    for k in keys:
+        top = k.split(".")[0]
+        if top != section:
+            section = top
+            rows.append(f'<tr class="section"><th colspan="{len(fingerprints) + 1}">{_e(top)}</th></tr>')
+        cells = [f.get(k, _ABSENT) for f in flat]
+        differs = any(
+            len({_show(c) for c, r in zip(cells, roles, strict=True) if r == role}) > 1 for role in set(roles)
+        )
+        tds = "".join(f"<td>{_e(_show(c))}</td>" for c in cells)
+        rows.append(f'<tr class="{"differs" if differs else ""}"><td>{_e(k)}</td>{tds}</tr>')
+    out = ['<table class="fp">', "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>", *rows, "</table>"]
+    return "\n".join(out)
+
+
+_ABSENT = object()
+
+
+def _show(value: Any) -> str:
+    if value is _ABSENT:
+        return "—"
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return ", ".join(_show(v) for v in value)
+    return str(value)
+
+
+__all__ = ["ReportError", "plot_group", "render_report"]

@@ -1,0 +1,49 @@
+"""Where stacks live: ``[hosts.NAME]`` tables and the ``host`` key of a stack.
+
+A stack runs on the auditor's own machine (``host = "local"``, the default) or on a named
+host reached with the system OpenSSH client (``ssh = "user@server"``) or with any argv
+prefix that runs a command there with stdin/stdout attached (``command = ["docker",
+"exec", "-i", "box"]``). A stack's ``python``, ``ascend_root``, ``system_root``,
+``npu_smi`` and ``env`` are paths and values on its host.
+The tables are validated by the config schema (``auditor.config.load.HostConfig``); this module
+holds what the cycle does with them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from auditor.config.tables import HostConfig
+
+LOCAL = "local"
+__all__ = ["LOCAL", "HostConfig", "per_host_limits"]
+
+
+def per_host_limits(
+    tasks: Mapping[str, Callable[[], Any]],
+    stacks: Mapping[str, Any],
+    hosts: Mapping[str, HostConfig],
+    parallel: int,
+) -> tuple[int, dict[str, Callable[[], Any]]]:
+    """Run stacks of different hosts side by side, at most ``parallel`` (or the host's own
+    ``parallel``) at a time on each host: the pool size for ``tasks`` (by stack name) and
+    the tasks wrapped to hold their host's slot. A fleet of N hosts then takes about as long
+    as one host, not N times as long."""
+    host_of = {name: getattr(stacks.get(name), "host", LOCAL) for name in tasks}
+    limit = {h: (hosts[h].parallel if h in hosts else None) or parallel for h in host_of.values()}
+    slots = {h: threading.BoundedSemaphore(n) for h, n in limit.items()}
+    counts: dict[str, int] = {}
+    for h in host_of.values():
+        counts[h] = counts.get(h, 0) + 1
+    size = max(1, sum(min(limit[h], n) for h, n in counts.items()))
+
+    def held(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with slots[host_of[name]]:
+                return fn()
+
+        return run
+
+    return size, {name: held(name, fn) for name, fn in tasks.items()}

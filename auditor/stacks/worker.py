@@ -1,0 +1,515 @@
+"""The auditor's side of a stack worker: start it with the stack's interpreter, send
+framed requests with a deadline, kill its whole process group when it misses one.
+
+A worker runs in its own session (process group), so a runtime that forks helper
+processes or hangs in native code is taken down completely. Its stderr is drained by a
+thread into a bounded buffer, so a chatty runtime can never block on a full pipe, and the
+tail is attached to every error a person will read.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.util
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePath, PurePosixPath
+from typing import Any
+
+import auditor
+from auditor.common import tempdirs
+from auditor.common.child_process import close_pipes, describe_status, kill_group, spawn, wait_exit
+from auditor.config.tables import HostConfig, StackConfig
+from auditor.stacks import payload as worker_payload
+from auditor.stacks.hosts import LOCAL
+from auditor.stacks.transport import CONNECTIONS, HostError, explain, remote_argv
+from auditor.worker import protocol
+from auditor.worker.bootstrap import SOURCE
+from auditor.worker.fingerprint import WORKER_SET_ENV
+from auditor.worker.remote_boot import SOURCE as REMOTE_SOURCE
+
+PACKAGE_DIR = Path(auditor.__file__).resolve().parent
+STDERR_LINES = 400
+TAIL_CHARS = 4000
+
+
+def _package_dir(name: str) -> Path:
+    """Where a package of the auditor's lives (``auditor.probes`` is the top-level probes/
+    folder of a checkout, or inside an installed package), found without importing it."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, name
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The packages a worker may import, as (module name, directory), parents first.
+
+    Always the worker package, the built-in probes, plugins and fingerprint collectors; for
+    each module given that lives elsewhere (a plugin's probe or collector, a test's), its
+    top-level package. Each is registered in the worker without running its ``__init__``,
+    so only the modules themselves must be Python 3.7 compatible. A module outside any
+    package is skipped: the worker will report it as not importable when it is needed.
+    """
+    plugins_dir = _package_dir("auditor.plugins")
+    packages = [
+        ("auditor", str(PACKAGE_DIR)),
+        ("auditor.worker", str(PACKAGE_DIR / "worker")),
+        ("auditor.probes", str(_package_dir("auditor.probes"))),
+        ("auditor.plugins", str(plugins_dir)),
+        ("auditor.plugins.collectors", str(plugins_dir / "collectors")),
+    ]
+    for module in modules:
+        top = module.partition(".")[0]
+        if top == "auditor" or any(name == top for name, _ in packages):
+            continue
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            # Not a package the worker can be given: importing the module in the worker then
+            # fails for the probe or collector that needs it, with ImportError, and only for it.
+            continue
+        packages.append((top, str(Path(list(spec.submodule_search_locations)[0]).resolve())))
+    return packages
+
+
+class WorkerError(Exception):
+    """A request to a stack worker did not produce an answer.
+
+    kind: "start" (interpreter missing or failed to start), "timeout", "crash"
+    (the process died), "protocol" (garbage on the pipe) or "error" (the runtime raised).
+    """
+
+    def __init__(
+        self,
+        stack: str,
+        op: str,
+        kind: str,
+        message: str,
+        log: str = "",
+        error_type: str = "",
+        traceback: str = "",
+    ):
+        self.stack, self.op, self.kind, self.message = stack, op, kind, message
+        self.log, self.error_type, self.traceback = log, error_type, traceback
+        self.host = ""
+        """The stack's host when it is not this machine."""
+        super().__init__(f"{stack}: {op}: {message}")
+
+    def describe(self) -> str:
+        """A message for a person: what failed, and the last lines the worker wrote."""
+        where = f"stack {self.stack} on host {self.host}" if self.host else f"stack {self.stack}"
+        text = f"{where}: {self.op} failed: {self.message}"
+        tail = self.log.strip()
+        if tail:
+            tail = tail[-TAIL_CHARS:]
+            text += "\n  worker log (last lines):\n" + "\n".join(
+                "    " + line for line in tail.splitlines()[-25:]
+            )
+        return text
+
+
+@dataclass
+class Reply:
+    result: dict[str, Any]
+    log: str
+    seconds: float
+
+
+class StackWorker:
+    """One running worker process for one stack."""
+
+    def __init__(
+        self,
+        stack: StackConfig,
+        start_timeout: float = 120.0,
+        request_timeout: float = 120.0,
+        packages: list[tuple[str, str]] | None = None,
+        runtime_class: str | None = None,
+        host: HostConfig | None = None,
+    ):
+        """``host``: the stack's ``[hosts.NAME]`` (None for a stack on this machine)."""
+        self.stack = stack
+        self.host = host
+        self.runtime_class = runtime_class
+        self.packages = packages if packages is not None else worker_packages()
+        self.start_timeout = start_timeout
+        self.request_timeout = request_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._killed = threading.Event()
+        self.local_dir = tempdirs.make(f"auditor-{stack.name}-")
+        self.workdir: PurePath = self.local_dir
+        """The worker's directory on its host (exported files go there)."""
+        self.remote: dict[str, Any] | None = None
+        """For a worker on another host: how it was reached (ssh's SSH_CONNECTION)."""
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._reader: threading.Thread | None = None
+        self.hello: dict[str, Any] = {}
+        self.last_op = ""
+        """The request sent last (what the worker was doing if it died)."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def is_remote(self) -> bool:
+        return self.stack.host != LOCAL
+
+    def start(self) -> dict[str, Any]:
+        try:
+            return self._start_remote() if self.is_remote else self._start_local()
+        except WorkerError as exc:
+            exc.host = self.stack.host if self.is_remote else ""
+            raise
+
+    def _start_local(self) -> dict[str, Any]:
+        python = self.stack.python
+        if not os.path.isfile(python) or not os.access(python, os.X_OK):
+            raise WorkerError(
+                self.stack.name,
+                "start",
+                "start",
+                f"interpreter not found or not executable: {python} "
+                f"(stacks.{self.stack.name}.python; run scripts/install-stacks?)",
+            )
+        spec = {
+            "runtime": self.stack.runtime,
+            "device": self.stack.device,
+            "workdir": str(self.workdir),
+            "packages": self.packages,
+            "runtime_class": self.runtime_class,
+        }
+        env = local_worker_env(self.stack.env)
+        try:
+            # Its own session (auditor.common.child_process): with the kernel's autogroup scheduling
+            # its own share of the CPU, as a served runtime has (the latency bench relies on it).
+            self.proc = spawn([python, "-c", SOURCE, json.dumps(spec)], env, self.workdir)
+        except OSError as exc:
+            raise WorkerError(self.stack.name, "start", "start", f"cannot run {python}: {exc}") from None
+        if self._killed.is_set():
+            # kill() ran between registration and Popen (an abort racing a restart): it found
+            # no process, so finish its job here instead of waiting out start_timeout.
+            self.kill()
+            raise WorkerError(self.stack.name, "start", "crash", "killed while starting (cycle aborted)")
+        self._reader = threading.Thread(
+            target=self._drain_stderr, name=f"stderr-{self.stack.name}", daemon=True
+        )
+        self._reader.start()
+        return self._hello()
+
+    def _hello(self) -> dict[str, Any]:
+        hello = dict(self.request("hello", timeout=self.start_timeout).result)
+        # Where the worker keeps files and how it was reached change with every start:
+        # they are not part of what the worker says about the stack (its fingerprint).
+        workdir = hello.pop("workdir", None)
+        self.remote = hello.pop("remote", None)
+        if self.is_remote and workdir:
+            self.workdir = PurePosixPath(workdir)
+        self.hello = hello
+        return self.hello
+
+    def _start_remote(self) -> dict[str, Any]:
+        """Start the worker on the stack's host: connect (one shared connection per host),
+        run the interpreter there with the remote bootstrap, send the worker code on stdin."""
+        name = self.stack.name
+        if self.host is None:
+            raise WorkerError(
+                name, "start", "start", f"no [hosts.{self.stack.host}] table for stacks.{name}.host"
+            )
+        try:
+            control = CONNECTIONS.ensure(self.host)
+        except HostError as exc:
+            raise WorkerError(name, "start", "start", f"cannot reach {exc}") from None
+        if self._killed.is_set():
+            raise WorkerError(name, "start", "crash", "killed while starting (cycle aborted)")
+        code = worker_payload.build(self.packages)
+        spec = {
+            "runtime": self.stack.runtime,
+            "device": self.stack.device,
+            "packages": [[n, ""] for n, _ in self.packages],
+            "runtime_class": self.runtime_class,
+            "payload": code.sha256,
+        }
+        env = {"GLOG_v": "2", "GLOG_logtostderr": "1", **self.stack.env}
+        # What the auditor added is not the stack's environment: the fingerprint leaves it out.
+        env[WORKER_SET_ENV] = ",".join(k for k in ("GLOG_v", "GLOG_logtostderr") if k not in self.stack.env)
+        words = [
+            "env",
+            "-u",
+            "PYTHONPATH",
+            "-u",
+            "PYTHONHOME",
+            *(f"{k}={v}" for k, v in env.items()),
+            self.stack.python,
+            "-c",
+            REMOTE_SOURCE,
+            json.dumps(spec),
+        ]
+        argv = remote_argv(self.host, words, control)
+        try:
+            self.proc = spawn(argv, cwd=self.local_dir)
+        except OSError as exc:
+            raise WorkerError(name, "start", "start", f"cannot run {argv[0]}: {exc}") from None
+        if self._killed.is_set():
+            self.kill()
+            raise WorkerError(name, "start", "crash", "killed while starting (cycle aborted)")
+        self._reader = threading.Thread(target=self._drain_stderr, name=f"stderr-{name}", daemon=True)
+        self._reader.start()
+        sent = threading.Event()
+
+        def send() -> None:
+            assert self.proc is not None and self.proc.stdin is not None
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.write(len(code.data).to_bytes(8, "big") + code.data)
+                self.proc.stdin.flush()
+                sent.set()
+
+        sender = threading.Thread(target=send, name=f"payload-{name}", daemon=True)
+        sender.start()
+        sender.join(self.start_timeout)
+        if not sent.is_set():
+            if sender.is_alive():
+                self.kill()
+                taken = f"the worker code was not taken within {self.start_timeout:g} s"
+                raise self._failure("start", "timeout", taken)
+            self._wait_quietly()
+            raise self._failure("start", "start", f"the worker exited ({describe_status(self.proc.poll())})")
+        try:
+            return self._hello()
+        except WorkerError as exc:
+            if exc.kind in ("crash", "timeout") and exc.message.startswith("worker"):
+                exc.kind = "start"
+            raise
+
+    def _drain_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for raw in iter(self.proc.stderr.readline, b""):
+            self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    def death(self, then: str = "") -> str:
+        """How a worker that is no longer running ended, for a person: pid, status, the request
+        it was serving and its stderr tail."""
+        assert self.proc is not None
+        if self._reader is not None:
+            self._reader.join(timeout=2)
+        if self.proc.stderr is not None and (self._reader is None or not self._reader.is_alive()):
+            # Closed here, not left to the garbage collector: a daemon that keeps its last
+            # cycle's objects would hold one pipe per worker per cycle (the soak's fd slope).
+            with contextlib.suppress(OSError):
+                self.proc.stderr.close()
+        text = (
+            f"worker process {self.proc.pid} of stack {self.stack.name} ended "
+            f"({describe_status(self.proc.poll())}) during or after its '{self.last_op or 'start'}' request"
+            + (f"; {then}" if then else "")
+        )
+        # What it wrote outside requests, then during the last one (fd 2 goes to a file then).
+        tail = "\n".join(filter(None, [self.stderr_tail(), self._request_log()])).strip()[-TAIL_CHARS:]
+        lines = tail.splitlines()[-25:] or ["(nothing)"]
+        return text + "\n  worker stderr (last lines):\n" + "\n".join("    " + line for line in lines)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group, wherever it is stuck (or about to start).
+
+        The pipes stay open until close(): another thread may be waiting on the answer, and
+        the process's death is what wakes it (end of file), not a closed descriptor."""
+        self._killed.set()
+        if self.proc is not None:
+            kill_group(self.proc)
+
+    def close(self, grace: float = 5.0) -> None:
+        """Ask the worker to exit (end of stdin), then kill it if it does not."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                wait_exit(self.proc, grace)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        if self.proc is not None:
+            close_pipes(self.proc, self._reader)
+        shutil.rmtree(self.local_dir, ignore_errors=True)
+
+    def __enter__(self) -> StackWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests --------------------------------------------------------------------------
+    def _request_log(self) -> str:
+        """What the worker wrote during the current request (it redirects fd 2 to this file).
+        A remote worker's file is on its host: only its stderr stream is seen from here."""
+        if self.is_remote:
+            return ""
+        try:
+            data = (self.workdir / "request.log").read_bytes()
+        except OSError:
+            return ""
+        return data[-TAIL_CHARS * 4 :].decode("utf-8", "replace")
+
+    def _failure(self, op: str, kind: str, message: str) -> WorkerError:
+        if self._reader is not None and self.proc is not None and self.proc.poll() is not None:
+            self._reader.join(timeout=2)
+        log = "\n".join(filter(None, [self.stderr_tail(), self._request_log()]))
+        if self.is_remote and self.proc is not None and kind in ("crash", "start"):
+            # ssh's exit status 255 (or the shell's 127) says the connection, not the worker, failed.
+            said = explain(
+                self.host, self.proc.poll(), self.stderr_tail(), self.stack.python, connected=bool(self.hello)
+            )
+            if said:
+                return WorkerError(self.stack.name, op, kind, f"{said}\n  ({message})", log=log)
+        if self.is_remote and kind == "timeout":
+            message += f" (on host {self.stack.host}; its worker there ends when the connection closes)"
+        return WorkerError(self.stack.name, op, kind, message, log=log)
+
+    def request(self, op: str, timeout: float | None = None, **payload: Any) -> Reply:
+        try:
+            return self._request(op, timeout, **payload)
+        except WorkerError as exc:
+            exc.host = self.stack.host if self.is_remote else ""
+            raise
+
+    def _request(self, op: str, timeout: float | None = None, **payload: Any) -> Reply:
+        if self.proc is None:
+            raise WorkerError(self.stack.name, op, "start", "worker not started")
+        if self.proc.poll() is not None:
+            raise self._failure(op, "crash", f"worker is not running (exit status {self.proc.returncode})")
+        timeout = self.request_timeout if timeout is None else timeout
+        self.last_op = op
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if op == "load" and self.is_remote and "mindir" not in payload:
+            # The MindIR is a file on this machine; the worker writes it into its directory.
+            payload["mindir"] = Path(payload["path"]).read_bytes()
+        try:
+            self.proc.stdin.write(protocol.encode(dict(payload, op=op)))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.proc.wait()
+            raise self._failure(
+                op, "crash", f"worker exited (status {self.proc.returncode}) before the request was sent"
+            ) from None
+        frame = _read_with_deadline(self.proc.stdout, timeout, self._killed)
+        if frame is _STOPPED:
+            raise self._failure(op, "crash", "worker killed while the request ran (cycle aborted)")
+        if frame is _TIMEOUT:
+            self.kill()
+            raise self._failure(op, "timeout", f"no answer within {timeout:g} s; worker process group killed")
+        if isinstance(frame, Exception):
+            status = self.proc.wait(timeout=5) if self._wait_quietly() else self.proc.poll()
+            kind = "crash" if isinstance(frame, EOFError) else "protocol"
+            if kind == "crash":
+                if self.is_remote and status is not None and 128 < status < 160:
+                    status = -(status - 128)  # the remote supervisor's exit: 128 + the signal
+                message = f"worker died during the request ({describe_status(status)})"
+            else:
+                message = f"unreadable answer: {frame}"
+                self.kill()
+            raise self._failure(op, kind, message)
+        assert isinstance(frame, dict)
+        if not frame.get("ok"):
+            err = frame.get("error", {})
+            raise WorkerError(
+                self.stack.name,
+                op,
+                "error",
+                err.get("message", "unknown error"),
+                log=frame.get("log", ""),
+                error_type=err.get("type", ""),
+                traceback=err.get("traceback", ""),
+            )
+        return Reply(frame.get("result") or {}, frame.get("log", ""), float(frame.get("seconds", 0.0)))
+
+    def _wait_quietly(self) -> bool:
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=5)
+            return True
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return False
+
+
+_TIMEOUT = object()
+_STOPPED = object()
+
+
+def local_worker_env(stack_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a local worker: the auditor's own, without PYTHONPATH/PYTHONHOME,
+    with the stack's ``env`` on top."""
+    env = dict(os.environ)
+    # Raise the native log level so MindSpore Lite says why a model failed to build
+    # (its Python error is only "Common error code"); the stack's env wins.
+    env.setdefault("GLOG_v", "2")
+    env.setdefault("GLOG_logtostderr", "1")
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    env.update(stack_env)
+    # What the auditor added is not the stack's environment: the fingerprint leaves it out.
+    env[WORKER_SET_ENV] = ",".join(
+        k for k in ("GLOG_v", "GLOG_logtostderr") if k not in os.environ and k not in stack_env
+    )
+    return env
+
+
+class _Stopped(Exception):
+    """The worker was killed from another thread while this one waited for its answer."""
+
+
+class _DeadlineReader:
+    """A file-like view of a pipe whose reads give up at a deadline, or soon after ``stop``
+    is set. The pipe may be closed by kill() in another thread; epoll forgets a closed fd
+    without waking its waiters, so waits are sliced and the stop flag checked between them."""
+
+    SLICE = 0.25
+
+    def __init__(self, stream: Any, deadline: float, stop: threading.Event):
+        self.fd = stream.fileno()
+        self.deadline = deadline
+        self.stop = stop
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.fd, selectors.EVENT_READ)
+
+    def read(self, n: int) -> bytes:
+        while True:
+            if self.stop.is_set():
+                raise _Stopped
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if self.selector.select(min(left, self.SLICE)):
+                try:
+                    return os.read(self.fd, n)
+                except OSError:  # closed underneath us by kill()
+                    raise _Stopped from None
+
+
+def _read_with_deadline(stream: Any, timeout: float, stop: threading.Event) -> object:
+    reader = _DeadlineReader(stream, time.monotonic() + timeout, stop)
+    try:
+        frame = protocol.read_frame(reader)
+    except _Stopped:
+        return _STOPPED
+    except TimeoutError:
+        return _TIMEOUT
+    except (EOFError, protocol.ProtocolError, ValueError) as exc:
+        return exc
+    finally:
+        reader.selector.close()
+    if frame is None:
+        return EOFError("end of stream")
+    return frame
