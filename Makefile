@@ -32,7 +32,7 @@ bench: setup
 # Property tests at soak size: 1000 random examples per surface (config loader, CLI arguments).
 fuzz: setup
 	AUDITOR_FUZZ_EXAMPLES=$${AUDITOR_FUZZ_EXAMPLES:-1000} AUDITOR_FUZZ_RANDOM=1 \
-	  .venv/bin/python -m pytest -q tests/test_fuzz_config.py tests/test_fuzz_cli.py
+	  .venv/bin/python -m pytest -q tests/faults/test_fuzz_config.py tests/faults/test_fuzz_cli.py
 
 # The fault suite for an hour and more (kill -9 trials, fuzzing, daemon soak), with figures.
 soak: setup

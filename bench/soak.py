@@ -43,7 +43,7 @@ def fuzz(examples: int) -> tuple[int, int, str]:
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/test_db_robustness.py",
+            "tests/faults/test_db_robustness.py",
             "-k",
             "fuzzed",
         ],

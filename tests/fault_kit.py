@@ -1,4 +1,4 @@
-"""The operator's fault tools, shared by tests/test_faults_stacks.py and bench/soak.py: a
+"""The operator's fault tools, shared by tests/faults/test_faults_stacks.py and bench/soak.py: a
 small real config (ms20 -> lite20, the cheapest pair), a worker fault injector, the kill -9
 loop over real `auditor audit` processes, the daemon soak, and the checks after them
 (integrity, no lost completed run, no leftover process or temporary directory).

@@ -15,7 +15,7 @@ through a LEFT JOIN (whose right side the planner never takes as the outer loop)
 every other value through a correlated look-up, so the database has no join order to choose:
 the plan is the same with fresh, stale or no planner statistics (with a plain join of runs,
 results and metrics, SQLite without statistics started from the metric name and read a
-tenth of the metric table per series; tests/test_history.py checks the plan both ways).
+tenth of the metric table per series; tests/unit/history/test_history.py checks the plan both ways).
 
 The store calls ``record_run`` in the transaction that writes a run, so the lists never lag
 behind the values.

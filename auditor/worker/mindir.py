@@ -12,7 +12,7 @@ the number of fields read is bounded. Encrypted, truncated or foreign files give
 the bound keeps its identity and says why its graph was not summarised.
 
 Also imported inside stack workers (the deployed-model collector), so it must run on Python
-3.7 with the standard library only (tests/test_py37_compat.py).
+3.7 with the standard library only (tests/unit/worker/test_py37_compat.py).
 
 Field numbers used (mind_ir.proto):
   ModelProto     1 ir_version, 2 producer_name, 3 producer_version, 5 model_version,

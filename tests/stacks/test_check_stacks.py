@@ -1,0 +1,144 @@
+"""`auditor check` on the real stacks, with a user-style policy exported in the test by ms20
+and ms210: compatible, incompatible (ms210's MindIR version 3 on Lite 2.0), an operator Lite
+2.0 has no CPU kernel for, and a corrupt file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli.main import cli
+from tests.conftest import DEFAULT_CONFIG
+from tests.user_models import export_user_policy
+
+pytestmark = pytest.mark.stacks
+
+
+@pytest.fixture(scope="module")
+def models(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("user-models")
+    return {
+        "ms20": export_user_policy("ms20", d / "ms20.mindir"),
+        "ms210": export_user_policy("ms210", d / "ms210.mindir"),
+        "noise": export_user_policy("ms20", d / "ms20-noise.mindir", noise=True),
+    }
+
+
+def check(tmp_path: Path, *args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(
+        cli, ["--config", str(DEFAULT_CONFIG), "--db", str(tmp_path / "h.db"), "check", "--json", *args]
+    )
+    return result.exit_code, json.loads(result.stdout)
+
+
+def verdicts(doc: dict) -> dict[str, dict]:
+    return {v["stack"]: v for v in doc["verdicts"]}
+
+
+def test_compatible_model_loads_everywhere(models: dict[str, Path], tmp_path: Path) -> None:
+    code, doc = check(tmp_path, "--model", str(models["ms20"]), "--load")
+    v = verdicts(doc)
+    assert code == 0, doc
+    assert set(v) == {"lite20", "ms210-graph"}  # the config's infer stacks by default
+    assert {s["status"] for s in v.values()} == {"ok"}
+    assert doc["model"]["mind_ir_version"] == 1 and "LayerNorm" in doc["model"]["op_types"]
+    for s in v.values():  # the load really happened: two heads, 4 logits and 2 means
+        assert s["load"]["ok"] and [o["shape"] for o in s["load"]["outputs"]] == [[8, 4], [8, 2]]
+    assert not (tmp_path / "h.db").exists()  # a check never creates the history
+
+
+def test_ms210_export_is_incompatible_with_lite20(models: dict[str, Path], tmp_path: Path) -> None:
+    code, doc = check(
+        tmp_path, "--model", str(models["ms210"]), "--stack", "lite20", "--stack", "ms210-graph"
+    )
+    v = verdicts(doc)
+    assert code == 1
+    assert v["ms210-graph"]["status"] == "ok"
+    lite = v["lite20"]
+    assert lite["status"] == "incompatible" and lite["runtime_version"] == "2.0.0"
+    assert "MindIR version 3" in lite["reason"] and "at most version 1" in lite["reason"]
+    assert "export with a MindSpore release" in lite["remedy"]
+    assert lite["load"] is None  # rules only: no --load
+
+
+def test_ms210_export_really_fails_to_load_on_lite20(models: dict[str, Path], tmp_path: Path) -> None:
+    """What the rule predicts is what the runtime does: with no known limit for Lite 2.0 the
+    load is attempted, fails with the runtime's own message, and the verdict says so."""
+    from auditor.cycle.preflight import preflight
+    from auditor.extend.manager import Plugins
+    from tests.unit.cycle.test_check import config_for
+
+    plugins = Plugins(entry_points=False)
+
+    cfg = config_for(DEFAULT_CONFIG)
+    rules = [r for n, r in plugins.rules().items() if n != "mindir-version"]
+    report = preflight(
+        cfg,
+        str(models["ms210"]),
+        ["lite20"],
+        plugins.fingerprint_collectors(),
+        rules,
+        plugins.runtimes(),
+        load=True,
+    )
+    (v,) = report.verdicts
+    assert v.status == "incompatible" and v.load is not None and v.load.attempted and not v.load.ok
+    assert [(m.package, m.version, m.max_mind_ir_version) for m in report.learned_maxima] == [
+        ("mindspore-lite", "2.0.0", 1)
+    ]
+
+
+def test_unsupported_operator(models: dict[str, Path], tmp_path: Path) -> None:
+    code, doc = check(tmp_path, "--model", str(models["noise"]), "--load")
+    v = verdicts(doc)
+    assert code == 1
+    assert v["ms210-graph"]["status"] == "ok" and v["ms210-graph"]["load"]["ok"]
+    lite = v["lite20"]
+    assert lite["status"] == "unsupported" and "StandardNormal" in lite["reason"]
+    assert lite["load"]["attempted"] is False  # the rule knew; no request hung or failed
+
+
+def test_unsupported_operator_learned_from_a_real_load(models: dict[str, Path], tmp_path: Path) -> None:
+    """Without the runtime plugin's table, the load on Lite 2.0 fails, and the node it names
+    is the MindIR operator, learned for the next check."""
+    import dataclasses
+
+    from auditor.cycle.preflight import preflight
+    from auditor.extend.manager import Plugins
+    from tests.unit.cycle.test_check import config_for
+
+    plugins = Plugins(entry_points=False)
+    runtimes = {n: dataclasses.replace(r, unsupported_operators={}) for n, r in plugins.runtimes().items()}
+    cfg = config_for(DEFAULT_CONFIG)
+    args = (
+        cfg,
+        str(models["noise"]),
+        ["lite20"],
+        plugins.fingerprint_collectors(),
+        list(plugins.rules().values()),
+    )
+    report = preflight(*args, runtimes, load=True)
+    (v,) = report.verdicts
+    assert v.status == "unsupported" and v.load is not None and v.load.attempted and not v.load.ok
+    (learned,) = report.learned_operators
+    assert (learned.package, learned.version, learned.target, learned.operator) == (
+        "mindspore-lite",
+        "2.0.0",
+        "cpu",
+        "StandardNormal",
+    )
+    again = preflight(*args, runtimes, learned_operators=report.learned_operators)
+    assert (
+        again.verdicts[0].status == "unsupported"
+        and "a load on mindspore-lite 2.0.0" in again.verdicts[0].reason
+    )
+
+
+def test_corrupt_file_is_an_input_error(models: dict[str, Path], tmp_path: Path) -> None:
+    cut = tmp_path / "cut.mindir"
+    cut.write_bytes(models["ms20"].read_bytes()[:3000])
+    code, doc = check(tmp_path, "--model", str(cut))
+    assert code == 2 and str(cut) in doc["error"] and "not a MindIR" in doc["error"]

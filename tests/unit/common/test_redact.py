@@ -1,0 +1,162 @@
+"""Secrets: database passwords are never shown, and fingerprints keep no secret-looking value."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from auditor.plugins.collectors import environment
+from click.testing import CliRunner
+
+from auditor.cli.main import cli
+from auditor.common.logs import setup_logging
+from auditor.common.redact import REDACTED, redact_fingerprint, redact_text, redact_url
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError, SecretsConfig, StackConfig
+from auditor.fingerprint import collect as fingerprint
+from tests.unit.fingerprint.test_fingerprint_cli import to_toml
+
+PASSWORD = "hunter2-s3cret"
+URL = f"postgresql://auditor:{PASSWORD}@127.0.0.1:1/history"
+
+
+def test_redact_url_and_text():
+    assert redact_url(URL) == "postgresql://auditor:***@127.0.0.1:1/history"
+    assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    assert PASSWORD not in redact_url(f"not a url {URL}")
+    text = f"cannot open {URL}: refused; also mysql://a:b@h/d"
+    assert (
+        redact_text(text)
+        == "cannot open postgresql://auditor:***@127.0.0.1:1/history: refused; also mysql://a:***@h/d"
+    )
+
+
+def test_config_check_hides_the_database_password(doc, tmp_path):
+    doc["storage"]["url"] = URL
+    path = tmp_path / "auditor.toml"
+    path.write_text(to_toml(doc))
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "check"])
+    assert result.exit_code == 0, result.output
+    assert PASSWORD not in result.output
+    assert "postgresql://auditor:***@127.0.0.1:1/history" in result.output
+
+
+@pytest.mark.parametrize("args", [["runs"], ["history"], ["alerts"], ["db", "current"]])
+def test_database_errors_hide_the_password(args):
+    result = CliRunner().invoke(cli, ["--db", URL, *args])
+    assert result.exit_code != 0
+    assert PASSWORD not in result.output, result.output
+
+
+def test_daemon_log_hides_passwords(capsys):
+    handler = setup_logging(journal=False)
+    try:
+        logging.getLogger("auditor.test").error("cannot open %s: refused", URL)
+    finally:
+        logging.getLogger().removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "cannot open postgresql://auditor:***@127.0.0.1:1/history: refused" in err
+    assert PASSWORD not in err
+
+
+# -- fingerprints -----------------------------------------------------------------------------------
+
+ENVIRON = {
+    "MS_AUTH_HEADER": "Bearer abc",
+    "MS_API_TOKEN": "t0k",
+    "ASCEND_DB_PASSWORD": "pw",
+    "MS_SERVICE_KEY": "k",
+    "MS_OPTS": "--jit=1 --password=pw1 --api-key pw2 --token 'pw3' -v",
+    "MS_REMOTE": f"https://user:{PASSWORD}@models.example/x?sig=1&access_token=pw4",
+    "MS_PLAIN": "1",
+    "MS_SITE_LABEL": "acme-prod-7",
+    "ASCEND_CUSTOM_OPP_PATH": "/opt/opp",
+}
+
+
+def test_environment_collector_redacts_secret_names_options_and_urls():
+    section = environment.collect({"environ": ENVIRON})
+    for name in ("MS_AUTH_HEADER", "MS_API_TOKEN", "ASCEND_DB_PASSWORD", "MS_SERVICE_KEY"):
+        assert section[name] == REDACTED, name
+    assert section["MS_OPTS"] == f"--jit=1 --password={REDACTED} --api-key {REDACTED} --token {REDACTED} -v"
+    assert PASSWORD not in section["MS_REMOTE"] and "pw4" not in section["MS_REMOTE"]
+    assert section["MS_PLAIN"] == "1" and section["ASCEND_CUSTOM_OPP_PATH"] == "/opt/opp"
+    assert section["MS_SITE_LABEL"] == "acme-prod-7"
+
+
+def test_environment_collector_takes_extra_patterns():
+    section = environment.collect(
+        {"environ": ENVIRON, "redact_names": ["ms_site_*"], "redact_values": [r"/opt/op+"]}
+    )
+    assert section["MS_SITE_LABEL"] == REDACTED
+    assert section["ASCEND_CUSTOM_OPP_PATH"] == REDACTED
+
+
+class FakeWorker:
+    """What fingerprint.collect needs of a worker: a reply to "fingerprint" and a hello. It
+    answers as a plugin collector that did not redact anything would."""
+
+    request_timeout = 10.0
+    is_remote = False
+
+    def __init__(self) -> None:
+        self.context: dict = {}
+        self.hello = {"pid": 1, "python": "3.7.17", "argv": f"--db {URL}"}
+
+    def request(self, op: str, timeout: float, collectors: list, context: dict) -> SimpleNamespace:
+        self.context = context
+        document = {
+            "environment": {"MY_SITE_CRED": "x", "MS_PLAIN": "1", "MS_OPTS": "--password=pw"},
+            "plugin_section": {"remote": URL, "note": "token hunter2-s3cret"},
+        }
+        return SimpleNamespace(result={"fingerprint": document})
+
+
+def test_fingerprints_are_redacted_in_the_auditor_before_anything_sees_them():
+    worker = FakeWorker()
+    stack = StackConfig("s", "train", "mindspore", "/x")
+    secrets = SecretsConfig(names=("*_CRED",), values=(r"hunter\d-\w+",))
+    doc = fingerprint.collect(worker, stack, ["environment"], secrets=secrets)  # type: ignore[arg-type]
+    assert worker.context["redact_names"] == ["*_CRED"]  # the worker redacts too
+    assert worker.context["redact_values"] == [r"hunter\d-\w+"]
+    assert doc["environment"] == {
+        "MY_SITE_CRED": REDACTED,
+        "MS_PLAIN": "1",
+        "MS_OPTS": f"--password={REDACTED}",
+    }
+    assert PASSWORD not in str(doc)
+    assert doc["plugin_section"]["note"] == f"token {REDACTED}"
+    assert "pid" not in doc["runtime"]
+
+
+def test_redact_fingerprint_leaves_ordinary_values():
+    doc = {"packages": {"numpy": "1.21.6"}, "environment": {"OMP_NUM_THREADS": "4"}, "host": {"cpus": 2}}
+    assert redact_fingerprint(doc) == doc
+
+
+def test_secrets_config_section(tmp_path):
+    base = {
+        "stacks": {
+            "tr": {"role": "train", "runtime": "mindspore", "python": "/p"},
+            "inf": {"role": "infer", "runtime": "mindspore-lite", "python": "/p"},
+        },
+        "pairs": [{"train": "tr", "infer": "inf", "probes": ["ppo_policy"]}],
+    }
+    config = parse({**base, "secrets": {"names": ["*_CRED*"], "values": ["sk-[a-z0-9]+"]}})
+    assert config.secrets == SecretsConfig(names=("*_CRED*",), values=("sk-[a-z0-9]+",))
+    assert parse(base).secrets == SecretsConfig()
+    with pytest.raises(ConfigError) as info:
+        parse({**base, "secrets": {"names": "X", "values": ["(unclosed"], "other": 1}})
+    assert sorted(e.partition(": ")[0] for e in info.value.errors) == [
+        "secrets.names",
+        "secrets.other",
+        "secrets.values[0]",
+    ]
+
+
+def test_fingerprint_context_carries_the_patterns(tmp_path: Path):
+    stack = StackConfig("s", "train", "mindspore", "/x")
+    context = fingerprint.context_for(stack, SecretsConfig(names=("A*",)))
+    assert context["redact_names"] == ["A*"] and context["redact_values"] == []

@@ -1,0 +1,200 @@
+"""`auditor check` without the stacks: reading the model, its seeded batch, the operator
+support table and rule, and the usage/input errors that stop before any worker starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli.main import cli
+from auditor.config.load import load
+from auditor.config.tables import Config, PairConfig, StackConfig
+from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
+from auditor.extend.manager import Plugins
+from auditor.extend.runtime_spec import RuntimeSpec
+from auditor.results import LearnedOperator
+from auditor.rules.engine import ExportedModel, RuleContext, blocked
+from auditor.rules.operator_support import failed_operator, learn, operator_limits
+from auditor.worker.mindir import TensorInfo
+from plugins.default_rules import operator_support
+from tests.conftest import DEFAULT_CONFIG
+from tests.unit.worker.test_mindir import PRIMS, model, policy_graph
+
+LITE_LOG = (
+    "[ERROR] ... schedule node return nullptr, name: Default/StandardNormal-op12, "
+    "type: RandomStandardNormal\n"
+)
+
+
+def config_for(path: Path) -> Config:
+    plugins = Plugins(entry_points=False)
+    return load(path, runtimes={n: r.can for n, r in plugins.runtimes().items()})
+
+
+def test_read_model_names_the_file_and_the_problem(tmp_path: Path) -> None:
+    good = tmp_path / "p.mindir"
+    good.write_bytes(model(policy_graph(), PRIMS))
+    data, info = read_model(good)
+    assert (
+        info.readable
+        and data == good.read_bytes()
+        and info.inputs == (TensorInfo("obs", (-1, 3), "float32"),)
+    )
+    cases = {
+        tmp_path / "missing.mindir": "no such file",
+        tmp_path: "is a directory",
+    }
+    (tmp_path / "text.mindir").write_text("not a model\n")
+    cases[tmp_path / "text.mindir"] = "not a MindIR"
+    (tmp_path / "cut.mindir").write_bytes(good.read_bytes()[:40])
+    cases[tmp_path / "cut.mindir"] = "not a MindIR"
+    (tmp_path / "empty.mindir").write_bytes(b"")
+    cases[tmp_path / "empty.mindir"] = "empty file"
+    for path, problem in cases.items():
+        with pytest.raises(ModelInputError) as err:
+            read_model(path)
+        assert str(err.value).startswith(f"{path}: ") and problem in str(err.value)
+
+
+def test_seeded_inputs_follow_the_declared_signature() -> None:
+    spec = [
+        TensorInfo("obs", (-1, 11), "float32"),
+        TensorInfo("mask", (4,), "int32"),
+        TensorInfo("b", (2,), "bool"),
+    ]
+    a, b = seeded_inputs(spec, seed=3), seeded_inputs(spec, seed=3)
+    assert [x.shape for x in a] == [(1, 11), (4,), (2,)] and [x.dtype for x in a] == [
+        np.float32,
+        np.int32,
+        np.bool_,
+    ]
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not np.array_equal(a[0], seeded_inputs(spec, seed=4)[0])
+    with pytest.raises(ModelInputError, match="'s'.*string"):
+        seeded_inputs([TensorInfo("s", (1,), "string")])
+
+
+def test_the_operator_is_read_from_lite_node_name() -> None:
+    assert failed_operator(LITE_LOG) == (
+        "StandardNormal",
+        "schedule node return nullptr, name: Default/StandardNormal-op12, type: RandomStandardNormal",
+    )
+    assert failed_operator("Common error code") is None
+    stack = StackConfig("lite20", "infer", "mindspore-lite", "/p", "cpu")
+    hello = {"runtime_package": "mindspore-lite", "runtime_version": "2.0.0"}
+    got = learn(stack, hello, LITE_LOG)
+    assert got is not None and (got.package, got.version, got.target, got.operator) == (
+        "mindspore-lite",
+        "2.0.0",
+        "cpu",
+        "StandardNormal",
+    )
+    assert learn(stack, {}, LITE_LOG) is None
+
+
+def _lite(version: str = "2.0.0", device: str = "cpu") -> tuple[dict, dict]:
+    stacks = {"lite": StackConfig("lite", "infer", "mindspore-lite", "/p", device)}
+    docs = {"lite": {"runtime": {"runtime_package": "mindspore-lite", "runtime_version": version}}}
+    return stacks, docs
+
+
+def test_operator_limits_come_from_the_runtime_table_and_from_learned_loads() -> None:
+    runtimes = Plugins(entry_points=False).runtimes()
+    stacks, docs = _lite()
+    assert set(operator_limits(stacks, docs, runtimes)["lite"]) == {"StandardNormal", "UniformReal"}
+    assert operator_limits(*_lite("2.2.11"), runtimes) == {}  # no table for another build
+    assert operator_limits(*_lite(device="ascend:0"), runtimes) == {}  # measured on CPU only
+    learned = [LearnedOperator("mindspore-lite", "2.2.11", "cpu", "Erf", "no kernel")]
+    limits = operator_limits(*_lite("2.2.11"), runtimes, learned)
+    assert list(limits["lite"]) == ["Erf"] and "failed" in limits["lite"]["Erf"]
+    own = {
+        "mindspore-lite": RuntimeSpec(
+            "mindspore-lite", "load", "m:C", unsupported_operators={"2.2.11:cpu": {"X": "y"}}
+        )
+    }
+    assert operator_limits(*_lite("2.2.11"), own) == {"lite": {"X": "y"}}
+
+
+def test_operator_support_rule_blocks_the_variants_that_use_the_operator() -> None:
+    stacks, docs = _lite()
+    stacks["ms"] = StackConfig("ms", "train", "mindspore", "/p")
+    docs["ms"] = {}
+    pair = PairConfig("ms", "lite", ("sampler", "policy"))
+    exported = [
+        ExportedModel("ms", "sampler", "seeded", {"readable": True, "op_types": ["Add", "StandardNormal"]}),
+        ExportedModel("ms", "policy", "fp32", {"readable": True, "op_types": ["MatMul", "Tanh"]}),
+    ]
+    ctx = RuleContext(stacks, docs, (pair,), exported, {}, {"lite": {"StandardNormal": "no CPU kernel"}})
+    (f,) = operator_support(ctx)
+    assert (
+        f.kind == "unsupported"
+        and f.subject == "ms->lite"
+        and f.message.startswith("unsupported operator: StandardNormal")
+    )
+    assert f.details["facts"]["used_by"] == {"StandardNormal": ["sampler [seeded]"]}
+    assert blocked([f], "ms->lite", "sampler", "seeded") is f
+    assert blocked([f], "ms->lite", "policy", "fp32") is None
+    assert list(operator_support(RuleContext(stacks, docs, (pair,), exported))) == []  # nothing known
+
+
+def _invoke(tmp_path: Path, *args: str):  # noqa: ANN202
+    return CliRunner().invoke(
+        cli, ["--config", str(DEFAULT_CONFIG), "--db", str(tmp_path / "h.db"), "check", *args]
+    )
+
+
+def test_check_input_errors_exit_2_before_any_worker(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.mindir"
+    bad.write_bytes(b"\x00\x01garbage")
+    r = _invoke(tmp_path, "--model", str(bad))
+    assert r.exit_code == 2 and f"auditor: {bad}: " in r.stderr and "not a MindIR" in r.stderr
+    r = _invoke(tmp_path, "--model", str(bad), "--json")
+    assert r.exit_code == 2 and json.loads(r.stdout)["error"].startswith(str(bad))
+    r = _invoke(tmp_path, "--model", str(tmp_path / "nope.mindir"))
+    assert r.exit_code == 2 and "no such file" in r.stderr
+    r = _invoke(tmp_path, "--model", str(bad), "--stack", "nosuch")
+    assert r.exit_code == 2 and "no stack named 'nosuch'" in r.stderr
+    r = _invoke(tmp_path)
+    assert r.exit_code == 2 and "--model" in r.stderr
+    assert not (tmp_path / "h.db").exists()
+
+
+def test_learned_operators_are_stored_and_read_back(tmp_path: Path) -> None:
+    from auditor.history.store import Store
+    from auditor.results import CycleResult
+
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    op = LearnedOperator("mindspore-lite", "2.0.0", "cpu", "StandardNormal", "schedule node return nullptr")
+    for _ in range(2):  # learned again: one row, refreshed
+        run_id = store.begin_run("test")
+        store.finish_run(run_id, CycleResult(0.0, 1.0, "test", {}, [], [], learned_operators=[op]), {})
+    (got,) = store.operator_limits()
+    assert (got.package, got.version, got.target, got.operator, got.message) == (
+        op.package,
+        op.version,
+        op.target,
+        op.operator,
+        op.message,
+    )
+    assert got.learned_at is not None
+    store.close()
+
+
+def test_a_stack_that_cannot_start_is_its_own_error_verdict(tmp_path: Path) -> None:
+    config = tmp_path / "auditor.toml"
+    config.write_text(
+        '[stacks.gone]\nrole = "infer"\nruntime = "mindspore-lite"\npython = "/nonexistent/bin/python"\n'
+        '[models.m]\npath = "m.mindir"\nstacks = ["gone"]\ngolden = "m.npz"\n'
+    )
+    good = tmp_path / "m.mindir"
+    good.write_bytes(model(policy_graph(), PRIMS))
+    r = CliRunner().invoke(cli, ["--config", str(config), "check", "--model", str(good), "--json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1, r.output
+    (v,) = doc["verdicts"]
+    assert v["stack"] == "gone" and v["status"] == "error" and "/nonexistent/bin/python" in v["reason"]
+    assert doc["model"]["sha256"] and doc["exit_code"] == 1
