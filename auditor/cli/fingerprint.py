@@ -47,19 +47,13 @@ def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) ->
         )
         sys.exit(EXIT_USAGE)
     names = list(dict.fromkeys(stacks)) or list(config.stacks)
-    collectors = obj.plugins().fingerprint_collectors()
+    plugins = obj.plugins()
+    collectors = plugins.fingerprint_collectors()
+    reach = plugins.reach(config)
 
     def one(name: str) -> dict[str, Any] | str:
-        stack = config.stacks[name]
         try:
-            return fp.fingerprint_stack(
-                stack,
-                collectors,
-                config.worker.start_timeout,
-                config.worker.request_timeout,
-                secrets=config.secrets,
-                host=config.hosts.get(stack.host),
-            )
+            return fp.fingerprint_stack(reach, name, collectors)
         except WorkerError as exc:
             return exc.describe()
         except Exception as exc:  # a bad plugin module name, say: report it with the stack

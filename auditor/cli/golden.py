@@ -12,7 +12,7 @@ from auditor.compare.golden import GoldenError, read_golden, write_golden
 from auditor.config.user_models import ModelConfig
 from auditor.cycle.preflight import ModelInputError, read_model
 from auditor.cycle.user_models import model_inputs
-from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
+from auditor.stacks.worker import WorkerError
 
 
 @click.group("golden")
@@ -52,16 +52,7 @@ def golden_record(obj: Context, model: str, stack: str, out: str | None, seed: i
         inputs, names = model_inputs(spec, info)
     except ModelInputError as exc:
         fail(str(exc))
-    plugins = obj.plugins()
-    runtimes = plugins.runtimes()
-    rt = runtimes.get(config.stacks[stack].runtime)
-    worker = StackWorker(
-        config.stacks[stack],
-        config.worker.start_timeout,
-        config.worker.request_timeout,
-        worker_packages([r.worker_class.partition(":")[0] for r in runtimes.values()]),
-        rt.worker_class if rt else None,
-    )
+    worker = obj.plugins().reach(config).worker(stack)
     try:
         hello = worker.start()
         worker.request("load", model="golden", path=str(Path(spec.path).resolve()))

@@ -15,7 +15,10 @@ import click
 from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from auditor.config.tables import Config
-from auditor.stacks.hosts import LOCAL, per_host_limits
+from auditor.stacks.hosts import LOCAL
+from auditor.stacks.session import reach
+from auditor.stacks.transport import CONNECTIONS, HostError
+from auditor.stacks.worker import WorkerError
 
 
 @dataclass
@@ -38,12 +41,9 @@ class HostCheck:
     stacks: list[StackCheck] = field(default_factory=list)
 
 
-def check_hosts(config: Config, names: list[str], runtime_classes: dict[str, str | None]) -> list[HostCheck]:
+def check_hosts(config: Config, names: list[str], runtime_classes: dict[str, str]) -> list[HostCheck]:
     """Connect to each host (one shared connection each), then start a worker for each of
     its stacks: the interpreter runs there, the worker code arrives, the runtime imports."""
-    from auditor.stacks.transport import CONNECTIONS, HostError
-    from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
-
     hosts: dict[str, HostCheck] = {}
     for name in names:
         h = config.hosts.get(name)
@@ -59,18 +59,11 @@ def check_hosts(config: Config, names: list[str], runtime_classes: dict[str, str
         except HostError as exc:
             hosts[name].ok, hosts[name].error = False, str(exc)
         hosts[name].seconds = time.monotonic() - started
-    packages = worker_packages([c.partition(":")[0] for c in runtime_classes.values() if c])
+    stacks = reach(config, runtime_classes)
 
     def one(stack_name: str) -> StackCheck:
-        stack = config.stacks[stack_name]
         started = time.monotonic()
-        worker = StackWorker(
-            stack,
-            start_timeout=config.worker.start_timeout,
-            packages=packages,
-            runtime_class=runtime_classes.get(stack.runtime),
-            host=config.hosts.get(stack.host),
-        )
+        worker = stacks.worker(stack_name)
         try:
             hello = worker.start()
         except WorkerError as exc:
@@ -88,7 +81,7 @@ def check_hosts(config: Config, names: list[str], runtime_classes: dict[str, str
     tasks = {
         s: (lambda s=s: one(s)) for s, st in config.stacks.items() if st.host in hosts and hosts[st.host].ok
     }
-    size, tasks = per_host_limits(tasks, config.stacks, config.hosts, config.worker.parallel)
+    size, tasks = stacks.parallel(tasks)
     with ThreadPoolExecutor(max_workers=size) as pool:
         futures = {s: pool.submit(fn) for s, fn in tasks.items()}
         for s, f in futures.items():

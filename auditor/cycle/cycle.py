@@ -61,9 +61,9 @@ from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_
 from auditor.rules.operator_support import learn as learn_operator
 from auditor.rules.operator_support import operator_limits
 from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
-from auditor.stacks.hosts import per_host_limits
+from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
-from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
+from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker.mindir import read_info
 
 if TYPE_CHECKING:
@@ -141,66 +141,6 @@ class InferOutcome:
     classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
 
 
-class _Session:
-    """A stack's worker for the cycle, restarted after a crash or timeout so that one bad
-    request costs one job, not the whole stack. A failure to start is remembered: it would
-    only fail the same way again."""
-
-    def __init__(
-        self,
-        stack: StackConfig,
-        config: Config,
-        register: Callable[[StackWorker], None],
-        packages: list[tuple[str, str]],
-        runtime_class: str | None = None,
-    ):
-        self.stack, self.config, self.register, self.packages = stack, config, register, packages
-        self.runtime_class = runtime_class
-        self.worker: StackWorker | None = None
-        self.start_error: WorkerError | None = None
-        self.hello: dict[str, Any] | None = None
-        self.problems: list[str] = []
-        """Each death of a started worker (crash, kill, timeout), restarted or not: the run
-        records them, so that no worker is replaced silently."""
-
-    def _record_death(self, restarted: bool) -> None:
-        assert self.worker is not None
-        self.problems.append(self.worker.death("restarted" if restarted else ""))
-
-    def ensure(self) -> StackWorker:
-        if self.start_error is not None:
-            raise self.start_error
-        if self.worker is None or not self.worker.alive:
-            if self.worker is not None:
-                self._record_death(restarted=True)
-                self.worker.close()
-                self.worker = None
-            worker = StackWorker(
-                self.stack,
-                self.config.worker.start_timeout,
-                self.config.worker.request_timeout,
-                self.packages,
-                self.runtime_class,
-                host=self.config.hosts.get(self.stack.host),
-            )
-            self.register(worker)
-            try:
-                self.hello = worker.start()
-            except WorkerError as exc:
-                worker.close()
-                self.start_error = exc
-                raise
-            self.worker = worker
-        return self.worker
-
-    def close(self) -> None:
-        if self.worker is not None:
-            if not self.worker.alive:
-                self._record_death(restarted=False)
-            self.worker.close()
-            self.worker = None
-
-
 class Cycle(ProbeSuite, ModelSuite):
     def __init__(
         self,
@@ -229,9 +169,15 @@ class Cycle(ProbeSuite, ModelSuite):
         self._workers: list[StackWorker] = []
         self._lock = threading.Lock()
         self._aborted = threading.Event()
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, StackSession] = {}
         self.artifacts: dict[str, bytes] = {}
         self._init_rules(plugins, collectors, rules, history)
+        self.reach = reach(
+            config,
+            {n: r.worker_class for n, r in self.runtimes.items()},
+            [spec.module for spec in self.probes.values()],
+            self.collectors,
+        )
 
     def _register(self, worker: StackWorker) -> None:
         with self._lock:
@@ -263,14 +209,9 @@ class Cycle(ProbeSuite, ModelSuite):
         started = time.time()
         pairs = self.config.pairs
         jobs = {name: self._jobs(name) for p in pairs for name in p.probes}
-        packages = worker_packages(
-            [spec.module for spec in self.probes.values()]
-            + [r.worker_class.partition(":")[0] for r in self.runtimes.values()]
-            + list(self.collectors)
-        )
         fleet = self.config.fleet
         sessions = self._sessions = {
-            n: _Session(s, self.config, self._register, packages, self._runtime_class(s.runtime))
+            n: self.reach.session(n, self._register)
             for n, s in self.config.stacks.items()
             if (
                 any(n in (p.train, p.infer) for p in pairs)
@@ -325,7 +266,7 @@ class Cycle(ProbeSuite, ModelSuite):
                 results, rollouts = self._suite_follow_up(planned, results, trained, inferred, Path(tmp))
                 results += self._model_follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
             finally:
-                _close_sessions(list(sessions.values()))
+                close_sessions(list(sessions.values()))
                 CONNECTIONS.close_all()
             self._check()
         stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
@@ -348,14 +289,9 @@ class Cycle(ProbeSuite, ModelSuite):
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
         )
 
-    def _runtime_class(self, runtime: str) -> str | None:
-        spec = self.runtimes.get(runtime)
-        return spec.worker_class if spec else None
-
     def _parallel(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
         """Run each stack's task; ``[worker] parallel`` (or a host's own) limits each host."""
-        cfg = self.config
-        size, tasks = per_host_limits(tasks, cfg.stacks, cfg.hosts, cfg.worker.parallel)
+        size, tasks = self.reach.parallel(tasks)
         with ThreadPoolExecutor(max_workers=size, thread_name_prefix="stack") as pool:
             futures = {name: pool.submit(fn) for name, fn in tasks.items()}
             try:
@@ -368,7 +304,7 @@ class Cycle(ProbeSuite, ModelSuite):
 
     # -- the two sides ---------------------------------------------------------------------
     def _train_stack(
-        self, session: _Session, jobs: dict[str, ProbeJob], tmp: Path
+        self, session: StackSession, jobs: dict[str, ProbeJob], tmp: Path
     ) -> dict[str, TrainOutcome]:
         out: dict[str, TrainOutcome] = {}
         for key, job in jobs.items():
@@ -415,7 +351,7 @@ class Cycle(ProbeSuite, ModelSuite):
 
     def _rerun(
         self,
-        session: _Session,
+        session: StackSession,
         runs: list[tuple[str, ProbeJob, TrainOutcome | InferOutcome]],
         prepare: Callable[[StackWorker, str, ProbeJob], Any],
     ) -> None:
@@ -423,9 +359,7 @@ class Cycle(ProbeSuite, ModelSuite):
         a seeded random op must give the same numbers in every process, not only within one."""
         if not runs:
             return
-        fresh = _Session(
-            session.stack, session.config, session.register, session.packages, session.runtime_class
-        )
+        fresh = session.fresh()
         try:
             for model, job, outcome in runs:
                 self._check()
@@ -442,7 +376,7 @@ class Cycle(ProbeSuite, ModelSuite):
 
     def _infer_stack(
         self,
-        session: _Session,
+        session: StackSession,
         jobs: list[tuple[PairConfig, ProbeJob]],
         trained: dict[str, dict[str, TrainOutcome]],
     ) -> dict[tuple[str, str], InferOutcome]:
@@ -726,7 +660,7 @@ class Cycle(ProbeSuite, ModelSuite):
         session = self._sessions.get(stack)
         return (session.hello or {}).get("runtime_version") if session else None
 
-    def _stack_report(self, stack: StackConfig, session: _Session) -> StackReport:
+    def _stack_report(self, stack: StackConfig, session: StackSession) -> StackReport:
         fp = self.fingerprints.get(stack.name)
         problems = list(session.problems)
         if fp is not None and "fingerprint_error" in fp:
@@ -801,7 +735,7 @@ class Cycle(ProbeSuite, ModelSuite):
         self.learned_operators: list[LearnedOperator] = []
         self._known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
 
-    def _fingerprint_and_check(self, sessions: dict[str, _Session]) -> None:
+    def _fingerprint_and_check(self, sessions: dict[str, StackSession]) -> None:
         self.fingerprints = {
             k: v
             for k, v in self._parallel(
@@ -819,7 +753,7 @@ class Cycle(ProbeSuite, ModelSuite):
             context.stacks, context.fingerprints, self.rules, self._known_maxima, context.operator_limits
         )
 
-    def _fingerprint(self, session: _Session) -> dict[str, Any] | None:
+    def _fingerprint(self, session: StackSession) -> dict[str, Any] | None:
         """The stack's fingerprint document; a collection that fails keeps the runtime section
         and says why in ``fingerprint_error`` (for the rules; drift is not judged on such a
         document, and it is not stored: the stack's report carries the error instead)."""
@@ -920,18 +854,6 @@ class Cycle(ProbeSuite, ModelSuite):
 
 class _CheckError(Exception):
     """A comparator or a rerun could not produce its checks: the result is an error."""
-
-
-def _close_sessions(sessions: Sequence[_Session]) -> None:
-    """Close every session at once: each close waits for its worker to exit (a runtime's
-    teardown, a remote supervisor and its ssh session ending), and those waits need not
-    add up, least of all with a fleet of hosts."""
-    if not sessions:
-        return
-    with ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="close") as pool:
-        futures = [pool.submit(session.close) for session in sessions]
-    for future in futures:
-        future.result()  # a bug in one close is raised after every worker was closed
 
 
 def _probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:

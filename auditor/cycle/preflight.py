@@ -27,7 +27,8 @@ from auditor.results import Finding, LearnedMaximum, LearnedOperator
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.rules.operator_support import learn, operator_limits
 from auditor.stacks.failures import MINDIR_REJECTION
-from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
+from auditor.stacks.session import reach
+from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker.mindir import MindIRInfo, TensorInfo, read_info
 
 OK, WARNING, INCOMPATIBLE, UNSUPPORTED, ERROR = "ok", "warning", "incompatible", "unsupported", "error"
@@ -175,23 +176,14 @@ def preflight(
     data, info = read_model(path)
     label = file_label(path)
     chosen = {n: config.stacks[n] for n in stacks}
-    packages = worker_packages(
-        list(collectors) + [r.worker_class.partition(":")[0] for r in runtimes.values()]
-    )
+    stacks_reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, (), collectors)
     inputs = seeded_inputs(info.inputs or (), seed) if load else []
     abspath = str(Path(path).resolve())
 
     workers: dict[str, StackWorker] = {}
 
     def one(stack: StackConfig) -> _Probe:
-        spec = runtimes.get(stack.runtime)
-        worker = workers[stack.name] = StackWorker(
-            stack,
-            config.worker.start_timeout,
-            config.worker.request_timeout,
-            packages,
-            spec.worker_class if spec else None,
-        )
+        worker = workers[stack.name] = stacks_reach.worker(stack.name)
         return _fingerprint(worker, stack, collectors)
 
     try:

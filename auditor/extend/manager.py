@@ -26,12 +26,13 @@ import pluggy
 
 from auditor import __version__, hookspecs
 from auditor.extend.probe_spec import ProbeSpec, single_file_problem
+from auditor.extend.runtime_spec import RuntimeSpec
+from auditor.stacks.session import Reach, reach
 
 if TYPE_CHECKING:
     import click
 
-    from auditor.extend.probe_spec import ProbeSpec
-    from auditor.extend.runtime_spec import RuntimeSpec
+    from auditor.config.tables import Config
 
 ENTRY_POINT_GROUP = "auditor"
 
@@ -252,6 +253,16 @@ class Plugins:
 
     def add_commands(self, cli: click.Group) -> None:
         list(self._each("auditor_cli_commands", cli=cli))
+
+    def reach(self, config: Config) -> Reach:
+        """How to reach the config's stacks with these plugins' runtimes, probes and collectors
+        (auditor.stacks.session): every command that talks to a stack opens it through this."""
+        return reach(
+            config,
+            {n: r.worker_class for n, r in self.runtimes().items()},
+            [spec.module for spec in self.probes().values()],
+            self.fingerprint_collectors(),
+        )
 
 
 def _import_from(name: str, path: Path) -> ModuleType:

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from auditor.common.redact import redact_fingerprint
-from auditor.config.tables import HostConfig, SecretsConfig, StackConfig
-from auditor.stacks.worker import StackWorker, worker_packages
+from auditor.config.tables import SecretsConfig, StackConfig
+from auditor.stacks.session import Reach
+from auditor.stacks.worker import StackWorker
 
 # npu-smi is called up to three times (info, board, chip map) after the file reads.
 NPU_SMI_CALLS = 3
@@ -40,11 +41,6 @@ def context_for(stack: StackConfig, secrets: SecretsConfig | None = None) -> dic
 def deadline_for(stack: StackConfig, base: float) -> float:
     """Long enough for every npu-smi call to hit its own timeout and still be reported."""
     return max(base, NPU_SMI_CALLS * stack.npu_smi_timeout + SLACK)
-
-
-def packages_for(collectors: Sequence[str], modules: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """The packages a worker must register to import the collectors (and other ``modules``)."""
-    return worker_packages([*modules, *collectors])
 
 
 def collect(
@@ -91,28 +87,12 @@ def connection(worker: StackWorker) -> dict[str, Any]:
     return section
 
 
-def fingerprint_stack(
-    stack: StackConfig,
-    collectors: Sequence[str],
-    start_timeout: float = 120.0,
-    request_timeout: float = 120.0,
-    secrets: SecretsConfig | None = None,
-    host: HostConfig | None = None,
-) -> dict[str, Any]:
-    """Start a worker for ``stack`` (on ``host``, its [hosts] table, when it is not local),
-    fingerprint it, stop it. Raises WorkerError."""
-    worker = StackWorker(
-        stack,
-        start_timeout=start_timeout,
-        request_timeout=request_timeout,
-        packages=packages_for(collectors),
-        host=host,
-    )
-    try:
+def fingerprint_stack(reach: Reach, name: str, collectors: Sequence[str]) -> dict[str, Any]:
+    """Start the worker of stack ``name`` (on its host, as the config says), fingerprint it,
+    stop it. Raises WorkerError."""
+    with reach.worker(name) as worker:
         worker.start()
-        return collect(worker, stack, collectors, secrets=secrets)
-    finally:
-        worker.close()
+        return collect(worker, reach.stack(name), collectors, secrets=reach.config.secrets)
 
 
 def unknowns(document: dict[str, Any]) -> dict[str, dict[str, str]]:

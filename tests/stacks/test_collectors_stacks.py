@@ -10,14 +10,22 @@ from pathlib import Path
 import pytest
 from auditor.plugins.default_collectors import COLLECTORS
 
-from auditor.config.tables import StackConfig
+from auditor.config.tables import Config, StackConfig
 from auditor.fingerprint.collect import fingerprint_stack
+from auditor.stacks.session import Reach
 from auditor.worker import fingerprint as runner
 from tests.ascend_trees import AscendTree, build_tree
 from tests.conftest import stack_python
 from tests.unit.collectors.test_collectors import SECTIONS, _assert_dead, assert_nulls_explained
 
 pytestmark = pytest.mark.stacks
+
+
+def fingerprint_one(stack: StackConfig) -> dict:
+    """The stack's fingerprint, its worker opened the one way every command opens it."""
+    config = Config("<test>", "sqlite://", {stack.name: stack}, (), {})
+    return fingerprint_stack(Reach(config), stack.name, COLLECTORS)
+
 
 RUNTIMES = {"ms20": "mindspore", "lite20": "mindspore-lite", "ms210": "mindspore"}
 # The tree each stack is fingerprinted against (ms210 gets the too-old CANN 8.0.0).
@@ -48,7 +56,7 @@ def documents(stacks, tmp_path_factory) -> dict[str, tuple[AscendTree, dict]]:
     out = {}
     for name, tree_name in TREES.items():
         tree = build_tree(base / name, tree_name)
-        out[name] = tree, fingerprint_stack(make_stack(name, tree), COLLECTORS)
+        out[name] = tree, fingerprint_one(make_stack(name, tree))
     return out
 
 
@@ -113,7 +121,7 @@ def test_the_workers_read_the_trees_as_this_process_does(documents) -> None:
 def test_a_hanging_npu_smi_does_not_hang_the_worker(stacks, tmp_path: Path) -> None:
     tree = build_tree(tmp_path, "consistent-8.2", npu_smi_mode="hang")
     started = time.monotonic()
-    doc = fingerprint_stack(make_stack("lite20", tree, timeout=1.0), COLLECTORS)
+    doc = fingerprint_one(make_stack("lite20", tree, timeout=1.0))
     assert time.monotonic() - started < 30  # worker start + one 1 s timeout
     assert (
         doc["npu_smi"]["unknown"]["chips"]
@@ -130,7 +138,7 @@ def test_stack_environment_is_redacted_and_runtime_changes_left_out(stacks, tmp_
         "ASCEND_AUTH_TOKEN": "sekret-1",
         "MS_CACHE_URL": "https://ci:sekret-2@cache.example.org/ms",
     }
-    doc = fingerprint_stack(make_stack("ms20", tree, env=env), COLLECTORS)
+    doc = fingerprint_one(make_stack("ms20", tree, env=env))
     environment = doc["environment"]
     assert environment["HCCL_DETERMINISTIC"] == "true"
     assert environment["ASCEND_AUTH_TOKEN"] == "<redacted>"
@@ -148,8 +156,8 @@ def test_variables_the_auditor_sets_for_its_workers_are_not_the_stacks(stacks, t
     monkeypatch.delenv("GLOG_v", raising=False)
     monkeypatch.delenv("GLOG_logtostderr", raising=False)
     tree = build_tree(tmp_path, "empty")
-    doc = fingerprint_stack(make_stack("lite20", tree, env={"OMP_NUM_THREADS": "2"}), COLLECTORS)
+    doc = fingerprint_one(make_stack("lite20", tree, env={"OMP_NUM_THREADS": "2"}))
     assert "GLOG_v" not in doc["environment"] and doc["environment"]["OMP_NUM_THREADS"] == "2"
     assert not any(k.startswith("AUDITOR_") for k in doc["environment"])
-    doc = fingerprint_stack(make_stack("lite20", tree, env={"GLOG_v": "3"}), COLLECTORS)
+    doc = fingerprint_one(make_stack("lite20", tree, env={"GLOG_v": "3"}))
     assert doc["environment"]["GLOG_v"] == "3"

@@ -264,7 +264,8 @@ def test_drift_history_skips_failed_collections(tmp_path):
 
 
 def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(tmp_path):
-    from auditor.cycle.cycle import Cycle, _Session
+    from auditor.cycle.cycle import Cycle
+    from auditor.stacks.session import StackSession as _Session
 
     session = _Session.__new__(_Session)
     session.problems, session.hello, session.start_error = [], {"runtime": "mindspore"}, None

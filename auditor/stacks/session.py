@@ -1,0 +1,137 @@
+"""One way to reach a stack. ``Reach`` opens a stack's worker from the config: the stack's
+interpreter, on its host through that host's transport (locally, over ssh, or behind a
+command prefix), with the config's deadlines, the runtime's worker class and the worker code
+the command needs. Every command that talks to a stack goes through it (the cycle, the
+daemon's cycles, ``fingerprint``, ``check``, ``golden record``, ``hosts check``, the
+benches), so a stack on another host is reached the same way by all of them.
+
+``StackSession`` is a cycle's hold on one stack's worker: restarted after a crash or a
+timeout, so that one bad request costs one job and not the whole stack; every death of a
+started worker is recorded (a run never reads as clean after one). A failure to start is
+remembered: it would only fail the same way again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from auditor.config.tables import Config, StackConfig
+from auditor.stacks.hosts import per_host_limits
+from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How this auditor reaches the config's stacks. ``runtime_classes``: runtime name ->
+    ``"module:Class"`` of its worker side (from the runtime plugins); ``modules``: what a
+    worker may import beyond the worker package (probe modules, collectors, runtime classes),
+    whose packages travel with it to a remote host."""
+
+    config: Config
+    runtime_classes: Mapping[str, str] = field(default_factory=dict)
+    modules: tuple[str, ...] = ()
+
+    @cached_property
+    def packages(self) -> list[tuple[str, str]]:
+        return worker_packages(self.modules)
+
+    def stack(self, name: str) -> StackConfig:
+        return self.config.stacks[name]
+
+    def worker(self, name: str, request_timeout: float | None = None) -> StackWorker:
+        """The worker of stack ``name``, not started yet (``start()``, or use it as a context
+        manager)."""
+        stack = self.config.stacks[name]
+        return StackWorker(
+            stack,
+            self.config.worker.start_timeout,
+            request_timeout if request_timeout is not None else self.config.worker.request_timeout,
+            self.packages,
+            self.runtime_classes.get(stack.runtime),
+            host=self.config.hosts.get(stack.host),
+        )
+
+    def session(self, name: str, register: Callable[[StackWorker], None] | None = None) -> StackSession:
+        return StackSession(self, name, register or (lambda worker: None))
+
+    def parallel(self, tasks: Mapping[str, Callable[[], Any]]) -> tuple[int, dict[str, Callable[[], Any]]]:
+        """``[worker] parallel`` (or a host's own ``parallel``) applied to per-stack tasks: the
+        pool size, and the tasks wrapped to respect each host's limit."""
+        cfg = self.config
+        return per_host_limits(dict(tasks), cfg.stacks, cfg.hosts, cfg.worker.parallel)
+
+
+def reach(
+    config: Config,
+    runtime_classes: Mapping[str, str],
+    probe_modules: Iterable[str] = (),
+    collectors: Iterable[str] = (),
+) -> Reach:
+    """A Reach whose workers carry the probes' and collectors' modules and every runtime's
+    worker class (what a cycle needs; fewer modules make a smaller remote payload)."""
+    modules = [*probe_modules, *(c.partition(":")[0] for c in runtime_classes.values()), *collectors]
+    return Reach(config, dict(runtime_classes), tuple(dict.fromkeys(modules)))
+
+
+class StackSession:
+    """A stack's worker for the cycle, started on first use and restarted after a death."""
+
+    def __init__(self, reach: Reach, name: str, register: Callable[[StackWorker], None]):
+        self.reach, self.name, self.register = reach, name, register
+        self.stack = reach.stack(name)
+        self.worker: StackWorker | None = None
+        self.start_error: WorkerError | None = None
+        self.hello: dict[str, Any] | None = None
+        self.problems: list[str] = []
+        """Each death of a started worker (crash, kill, timeout), restarted or not: the run
+        records them, so that no worker is replaced silently."""
+
+    def fresh(self) -> StackSession:
+        """Another session of the same stack: a worker process of its own (reruns)."""
+        return StackSession(self.reach, self.name, self.register)
+
+    def _record_death(self, restarted: bool) -> None:
+        assert self.worker is not None
+        self.problems.append(self.worker.death("restarted" if restarted else ""))
+
+    def ensure(self) -> StackWorker:
+        if self.start_error is not None:
+            raise self.start_error
+        if self.worker is None or not self.worker.alive:
+            if self.worker is not None:
+                self._record_death(restarted=True)
+                self.worker.close()
+                self.worker = None
+            worker = self.reach.worker(self.name)
+            self.register(worker)
+            try:
+                self.hello = worker.start()
+            except WorkerError as exc:
+                worker.close()
+                self.start_error = exc
+                raise
+            self.worker = worker
+        return self.worker
+
+    def close(self) -> None:
+        if self.worker is not None:
+            if not self.worker.alive:
+                self._record_death(restarted=False)
+            self.worker.close()
+            self.worker = None
+
+
+def close_sessions(sessions: Sequence[StackSession]) -> None:
+    """Close every session at once: each close waits for its worker to exit (a runtime's
+    teardown, a remote supervisor and its ssh session ending), and those waits need not
+    add up, least of all with a fleet of hosts."""
+    if not sessions:
+        return
+    with ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="close") as pool:
+        futures = [pool.submit(session.close) for session in sessions]
+    for future in futures:
+        future.result()  # a bug in one close is raised after every worker was closed
