@@ -34,7 +34,7 @@ from auditor.compare import input_classes
 from auditor.compare.outputs import MetricCheck, compare_output
 from auditor.cycle import baseline, invariants, latency, localize, rollout
 from auditor.cycle.env_process import EnvError, EnvProcess
-from auditor.history.baselines import load_goldens
+from auditor.history.baselines import Key, inputs_digest, load_goldens
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
 from auditor.stacks.worker import StackWorker, WorkerError
 
@@ -309,9 +309,9 @@ class ProbeSuite:
         r: ProbeResult,
         train: Any,
         infer: Any,
-        goldens: dict[baseline.Key, baseline.Golden],
+        goldens: dict[Key, baseline.Golden],
     ) -> tuple[baseline.BaselineCheck, ...]:
-        inputs_sha = baseline.inputs_digest(job.spec.make_inputs(job.params))
+        inputs_sha = inputs_digest(job.spec.make_inputs(job.params))
         checks = []
         sides = (
             ("train", pair.train, "", train.outputs, None),

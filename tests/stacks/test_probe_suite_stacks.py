@@ -132,7 +132,7 @@ def test_clean_cycle_rollouts_and_their_findings_follow_the_numbers(cycles):
 
 def test_clean_cycle_sets_goldens_for_both_sides_of_each_pair(cycles):
     _, store, (clean, _) = cycles
-    from auditor.cycle import baseline
+    from auditor.history import baselines as baseline
 
     for r in clean.results:
         assert {(c.side, c.stack, c.source, c.status) for c in r.baseline} == {
