@@ -48,8 +48,8 @@ def golden_record(obj: Context, model: str, stack: str, out: str | None, seed: i
     if not target:
         fail(f"models.{spec.name} has no golden path: pass --out FILE.npz")
     try:
-        data, info = read_model(spec.path)
-        inputs, names = model_inputs(spec, info)
+        data, info = read_model(spec.path, config.files.limits)
+        inputs, names = model_inputs(spec, info, config.files.limits)
     except ModelInputError as exc:
         fail(str(exc))
     worker = obj.plugins().reach(config).worker(stack)

@@ -32,6 +32,7 @@ from auditor.config.fields import (
 )
 from auditor.config.thresholds import ProbeConfig
 from auditor.config.user_models import GENERATORS, INPUT_DTYPES, ModelConfig
+from auditor.worker import files
 
 # The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
 # side). Plugins add more; the CLI passes the full map to parse().
@@ -494,6 +495,22 @@ class SecretsConfig:
 
 
 @section
+class FilesConfig:
+    """``[files]``: how much of a model, golden, recorded-input or served MindIR file the
+    auditor reads, and for how long (auditor.worker.files)."""
+
+    max_size_mb: Int(1, 1024 * 1024) = files.DEFAULT_MAX_MB
+    """Largest file read, in MiB (default 2048: protobuf cannot make a MindIR larger; a larger
+    path is a mistake, stopped before it fills memory)."""
+    read_timeout: Seconds(0.0, DAY, lo_open=True) = files.DEFAULT_TIMEOUT
+    """Seconds one file may take to read (a hung network mount fails that file only)."""
+
+    @property
+    def limits(self) -> files.Limits:
+        return files.Limits(self.max_size_mb * files.MIB, self.read_timeout)
+
+
+@section
 class StorageTable:
     """``[storage]``: the history database."""
 
@@ -532,6 +549,8 @@ class Document(BaseModel):
     """Plugin folders."""
     secrets: SecretsConfig = SecretsConfig()
     """Extra redaction patterns."""
+    files: FilesConfig = FilesConfig()
+    """Size and time limits of every file read."""
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     """The other machines stacks live on, by name."""
     stacks: dict[str, StackConfig] = Field(default_factory=dict)
@@ -555,7 +574,7 @@ class Document(BaseModel):
 SECTIONS = tuple(Document.model_fields)
 
 
-SIMPLE_SECTIONS = ("worker", "latency", "rollout", "secrets", "schedule", "prometheus", "daemon")
+SIMPLE_SECTIONS = ("worker", "latency", "rollout", "secrets", "files", "schedule", "prometheus", "daemon")
 """Sections whose table is the Config attribute of the same name as it is."""
 
 
@@ -577,6 +596,8 @@ class Config:
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     secrets: SecretsConfig = SecretsConfig()
+    files: FilesConfig = FilesConfig()
+    """[files]: size and time limits of every model, golden, input and served file read."""
     hosts: dict[str, HostConfig] = dataclasses.field(default_factory=dict)
     """[hosts.NAME] by name: the machines other than the auditor's own that stacks live on."""
     models: dict[str, ModelConfig] = dataclasses.field(default_factory=dict)

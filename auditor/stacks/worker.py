@@ -31,7 +31,7 @@ from auditor.config.tables import HostConfig, StackConfig
 from auditor.stacks import payload as worker_payload
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.transport import CONNECTIONS, HostError, explain, remote_argv
-from auditor.worker import protocol
+from auditor.worker import files, protocol
 from auditor.worker.bootstrap import SOURCE
 from auditor.worker.fingerprint import WORKER_SET_ENV
 from auditor.worker.remote_boot import SOURCE as REMOTE_SOURCE
@@ -136,10 +136,13 @@ class StackWorker:
         packages: list[tuple[str, str]] | None = None,
         runtime_class: str | None = None,
         host: HostConfig | None = None,
+        file_limits: files.Limits = files.DEFAULT_LIMITS,
     ):
-        """``host``: the stack's ``[hosts.NAME]`` (None for a stack on this machine)."""
+        """``host``: the stack's ``[hosts.NAME]`` (None for a stack on this machine);
+        ``file_limits``: how a model file sent to a remote worker is read (``[files]``)."""
         self.stack = stack
         self.host = host
+        self.file_limits = file_limits
         self.runtime_class = runtime_class
         self.packages = packages if packages is not None else worker_packages()
         self.start_timeout = start_timeout
@@ -394,7 +397,10 @@ class StackWorker:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         if op == "load" and self.is_remote and "mindir" not in payload:
             # The MindIR is a file on this machine; the worker writes it into its directory.
-            payload["mindir"] = Path(payload["path"]).read_bytes()
+            try:
+                payload["mindir"] = files.read_bytes(payload["path"], self.file_limits)
+            except files.FileProblem as exc:
+                raise WorkerError(self.stack.name, op, "error", str(exc)) from None
         try:
             self.proc.stdin.write(protocol.encode(dict(payload, op=op)))
             self.proc.stdin.flush()
