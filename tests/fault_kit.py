@@ -9,6 +9,8 @@ Everything runs in its own TMPDIR, so leftovers are ours to count, not another t
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import os
 import random
 import signal
@@ -20,6 +22,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from auditor.common import tempdirs
 from auditor.common.paths import stacks_dir
@@ -92,6 +96,86 @@ def private_tmp(tmp: Path) -> dict[str, str]:
 
 def auditor(cfg: Path, db: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "auditor", "--config", str(cfg), "--db", str(db), *args]
+
+
+# -- hostile files ---------------------------------------------------------------------------------
+
+
+def hostile_paths(d: Path) -> dict[str, tuple[Path, str]]:
+    """Paths that are not usable model files, each with the problem the auditor must name: a
+    FIFO (an open that never returns), a device (a read that never ends), a directory, a
+    symlink loop, a dangling link, and a sparse file larger than the default 2 GiB cap."""
+    d = d / "hostile"
+    d.mkdir(exist_ok=True)
+    os.mkfifo(d / "fifo.mindir")
+    (d / "dir.mindir").mkdir()
+    os.symlink(d / "loop-b.mindir", d / "loop-a.mindir")
+    os.symlink(d / "loop-a.mindir", d / "loop-b.mindir")
+    os.symlink(d / "gone.mindir", d / "dangling.mindir")
+    with (d / "huge.mindir").open("wb") as f:
+        f.truncate(3 * 1024**3)
+    return {
+        "fifo": (d / "fifo.mindir", "is a FIFO (named pipe), not a regular file"),
+        "device": (Path("/dev/zero"), "is a character device, not a regular file"),
+        "directory": (d / "dir.mindir", "is a directory, not a regular file"),
+        "loop": (d / "loop-a.mindir", "is a symlink loop"),
+        "dangling": (d / "dangling.mindir", "no such file"),
+        "huge": (d / "huge.mindir", "is 3.0 GiB, more than the 2.0 GiB the auditor reads"),
+    }
+
+
+def _npz(path: Path, **arrays: np.ndarray) -> Path:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def hostile_goldens(d: Path, inputs_like: np.ndarray | None = None) -> dict[str, tuple[Path, str]]:
+    """Golden files that must each fail their model with the named problem: text, complex and
+    pickled outputs, meta of the wrong types, a FIFO and a device in place of the file."""
+    d = d / "goldens"
+    d.mkdir(exist_ok=True)
+    x = inputs_like if inputs_like is not None else np.zeros((1, 11), np.float32)
+    meta = {"format": "auditor-golden", "version": 1}
+
+    def golden(name: str, outputs: np.ndarray, **overrides: object) -> Path:
+        return _npz(d / name, input_0=x, output_0=outputs, meta=np.array(json.dumps({**meta, **overrides})))
+
+    os.mkfifo(d / "fifo.npz")
+    pickled = d / "pickled.npz"
+    buf = io.BytesIO()
+    np.savez(buf, input_0=x, output_0=np.array([object()]), meta=np.array(json.dumps(meta)))
+    pickled.write_bytes(buf.getvalue())
+    return {
+        "text": (golden("text.npz", np.array(["left", "right"])), "array 'output_0' holds text"),
+        "complex": (golden("complex.npz", np.ones((1, 4), np.complex64)), "holds complex numbers"),
+        "names5": (
+            golden("names5.npz", np.ones((1, 4), np.float32), output_names=5),
+            "meta output_names must be a list of names (strings), not int 5",
+        ),
+        "sha": (
+            golden("sha.npz", np.ones((1, 4), np.float32), model_sha256=["x"]),
+            "meta model_sha256 must be a str",
+        ),
+        "pickled": (pickled, "holds Python objects (pickles are never loaded)"),
+        "fifo": (d / "fifo.npz", "is a FIFO (named pipe), not a regular file"),
+        "device": (Path("/dev/zero"), "is a character device, not a regular file"),
+    }
+
+
+def hostile_inputs(d: Path) -> dict[str, tuple[Path, str]]:
+    """Recorded-input .npz files that must each fail their model with the named problem."""
+    d = d / "inputs"
+    d.mkdir(exist_ok=True)
+    os.mkfifo(d / "fifo.npz")
+    (d / "notzip.npz").write_text("obs = [1, 2, 3]\n")
+    return {
+        "text": (_npz(d / "text.npz", obs=np.full((1, 11), "x")), "array 'obs' holds text"),
+        "complex": (_npz(d / "complex.npz", obs=np.ones((1, 11), np.complex128)), "holds complex numbers"),
+        "fifo": (d / "fifo.npz", "is a FIFO (named pipe), not a regular file"),
+        "notzip": (d / "notzip.npz", "not a readable .npz"),
+    }
 
 
 # -- worker faults --------------------------------------------------------------------------------
