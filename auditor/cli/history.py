@@ -19,6 +19,7 @@ import click
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
 from auditor.common.redact import redact_url
+from auditor.config.tables import MAX_KEEP_DAYS
 from auditor.history.filters import Filters, HistoryError, iso, parse_when
 from auditor.history.queries import (
     METRIC_COLUMNS,
@@ -294,9 +295,14 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
         changes: list[FingerprintChange] = []
         if series:
             stacks = {n for s in series for n in (s.train, s.infer) if n}
-            first = min(s.points[0][1] for s in series)
-            last = max(s.points[-1][1] for s in series)
-            changes = [c for c in fingerprint_changes(conn, sorted(stacks), since=first) if c.at <= last]
+            # A damaged start time reads as missing (auditor.db.columns): such points bound nothing.
+            times = [at for s in series for _, at, _, _ in s.points if at is not None]
+            first, last = (min(times), max(times)) if times else (None, None)
+            changes = [
+                c
+                for c in fingerprint_changes(conn, sorted(stacks), since=first)
+                if last is None or c.at is None or c.at <= last
+            ]
         elif not metric.startswith("latency.") and metric not in known_values(conn, "metric"):
             known = ", ".join(known_values(conn, "metric"))
             fail(f"no metric {metric!r} in the history (known: {known or 'none yet'})")
@@ -444,28 +450,38 @@ def db_check(obj: Context) -> None:
 @click.pass_obj
 def db_upgrade(obj: Context) -> None:
     """Apply the pending schema migrations (the auditor also does this when it opens the database)."""
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
+
     from auditor.history.store import StoreError
 
     store = obj.store(migrate=False)
-    before = store.current_heads()
-    pending = store.pending_revisions()
     try:
+        before = store.current_heads()
+        pending = store.pending_revisions()
         store.upgrade()
-    except StoreError as exc:
+        after = store.current_heads()
+    except StoreError as exc:  # unreachable, not a database, damaged, read-only
         fail(str(exc), EXIT_FINDINGS)
+    except (CommandError, RevisionError):
+        fail(
+            f"the database is at revision {', '.join(before)}, which this auditor does not know: "
+            "a newer auditor migrated it; upgrade the auditor",
+            EXIT_FINDINGS,
+        )
     if not pending:
         click.echo(f"already up to date at {', '.join(before)}")
         return
     click.echo(
         f"upgraded {_redacted(store.url)} from {', '.join(before) or '(empty)'} "
-        f"to {', '.join(store.current_heads())} (applied {', '.join(pending)})"
+        f"to {', '.join(after)} (applied {', '.join(pending)})"
     )
 
 
 @db_group.command("prune")
 @click.option(
     "--keep-days",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_KEEP_DAYS),
     metavar="N",
     help="Keep the runs of the last N days (default: the config's [storage] keep_days, else 90; 0: all).",
 )

@@ -510,6 +510,10 @@ class FilesConfig:
         return files.Limits(self.max_size_mb * files.MIB, self.read_timeout)
 
 
+MAX_KEEP_DAYS = 36500
+"""A century: more is a typo (and overflows a date)."""
+
+
 @section
 class StorageTable:
     """``[storage]``: the history database."""
@@ -517,7 +521,7 @@ class StorageTable:
     url: Expanded = ""
     """SQLAlchemy URL of the history database; empty: SQLite at
     ${XDG_STATE_HOME:-~/.local/state}/auditor/history.db."""
-    keep_days: Int(0, 36500) = 90
+    keep_days: Int(0, MAX_KEEP_DAYS) = 90
     """Runs older than this many days are deleted (0: keep forever); only this auditor's own
     runs (auditor_id) in a shared database."""
     auditor_id: Expanded = ""

@@ -269,7 +269,7 @@ class Store:
         health = db_health.check(self.engine)
         if not health.ok:
             raise StoreError(
-                f"the history database {self.url} cannot be used: {health.summary()}; "
+                f"the history database {self.display_url} cannot be used: {health.summary()}; "
                 "no cycle was run (`auditor db check` lists the problems; use another --db, "
                 "or restore or repair this one)"
             )

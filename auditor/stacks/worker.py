@@ -34,6 +34,7 @@ from auditor.stacks.transport import CONNECTIONS, HostError, explain, remote_arg
 from auditor.worker import files, protocol
 from auditor.worker.bootstrap import SOURCE
 from auditor.worker.fingerprint import WORKER_SET_ENV
+from auditor.worker.remote_boot import LAUNCH as REMOTE_LAUNCH
 from auditor.worker.remote_boot import SOURCE as REMOTE_SOURCE
 
 PACKAGE_DIR = Path(auditor.__file__).resolve().parent
@@ -243,16 +244,17 @@ class StackWorker:
         env = {"GLOG_v": "2", "GLOG_logtostderr": "1", **self.stack.env}
         # What the auditor added is not the stack's environment: the fingerprint leaves it out.
         env[WORKER_SET_ENV] = ",".join(k for k in ("GLOG_v", "GLOG_logtostderr") if k not in self.stack.env)
+        # The environment (secrets included) goes on stdin, never on the command line: there
+        # `ps` would show it to every user of both machines (auditor.worker.remote_boot).
         words = [
             "env",
             "-u",
             "PYTHONPATH",
             "-u",
             "PYTHONHOME",
-            *(f"{k}={v}" for k, v in env.items()),
             self.stack.python,
             "-c",
-            REMOTE_SOURCE,
+            REMOTE_LAUNCH,
             json.dumps(spec),
         ]
         argv = remote_argv(self.host, words, control)
@@ -267,10 +269,13 @@ class StackWorker:
         self._reader.start()
         sent = threading.Event()
 
+        frames = (json.dumps(env).encode("utf-8"), REMOTE_SOURCE.encode("utf-8"), code.data)
+
         def send() -> None:
             assert self.proc is not None and self.proc.stdin is not None
             with contextlib.suppress(OSError, ValueError):
-                self.proc.stdin.write(len(code.data).to_bytes(8, "big") + code.data)
+                for data in frames:
+                    self.proc.stdin.write(len(data).to_bytes(8, "big") + data)
                 self.proc.stdin.flush()
                 sent.set()
 
