@@ -429,15 +429,18 @@ def db_current(obj: Context, check: bool) -> None:
 @db_group.command("check")
 @click.pass_obj
 def db_check(obj: Context) -> None:
-    """Check the database: damaged pages, missing tables, unreadable timestamps or JSON,
-    read-only (exit 1 if anything is wrong). `auditor audit` refuses such a database."""
+    """Check the database: damaged pages or indexes (SQLite's whole integrity_check), missing
+    tables, unreadable timestamps or JSON, read-only (exit 1 if anything is wrong, with the
+    remedy). `auditor audit` refuses such a database."""
     from auditor.db.health import check
 
     store = obj.store(migrate=False)
-    health = check(store.engine)
+    health = check(store.engine, thorough=True)
     click.echo(f"database: {_redacted(store.url)}")
     for problem in health.problems:
         click.echo(f"  problem: {problem}")
+    if health.remedy:
+        click.echo(f"  remedy: {health.remedy}")
     if health.read_only:
         click.echo("  read-only: read commands work, `auditor audit` cannot store runs here")
     if health.ok:

@@ -266,12 +266,12 @@ class Store:
         """Raise StoreError with one message if a cycle's results could not be stored here
         (damaged file, missing tables, unreadable rows, read-only): checked before a cycle
         spends minutes on the stacks."""
-        health = db_health.check(self.engine)
+        health = db_health.check(self.engine, budget=db_health.CYCLE_BUDGET)
         if not health.ok:
+            remedy = health.remedy or "use another --db, or restore or repair this one"
             raise StoreError(
                 f"the history database {self.display_url} cannot be used: {health.summary()}; "
-                "no cycle was run (`auditor db check` lists the problems; use another --db, "
-                "or restore or repair this one)"
+                f"no cycle was run, nothing was written ({remedy}; `auditor db check` lists the problems)"
             )
 
     # -- runs ------------------------------------------------------------------------------
