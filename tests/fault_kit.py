@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -491,3 +492,210 @@ def daemon_soak(
     dirs, procs = leftovers(tmp / "tmp")
     figures.leftover_dirs, figures.leftover_processes = len(dirs), len(procs)
     return figures
+
+
+# -- ssh leftovers across daemon cycles and SIGKILLs -------------------------------------------------
+
+
+def with_ssh_host(cfg: Path, server: Any, stack: str = "ms20") -> Path:
+    """Move ``stack`` of a small_config onto the ssh "host" ``server`` (tests/sshd.py)."""
+    table = server.host_table()
+    hosts = (
+        "[hosts.remote]\n"
+        f'ssh = "{table["ssh"]}"\nport = {table["port"]}\nidentity_file = "{table["identity_file"]}"\n'
+        f"options = {json.dumps(table['options'])}\nconnect_timeout = 5\n"
+    )
+    text = cfg.read_text().replace(f"[stacks.{stack}]\n", f'{hosts}[stacks.{stack}]\nhost = "remote"\n', 1)
+    cfg.write_text(text)
+    return cfg
+
+
+def cycle_children(daemon: int) -> list[int]:
+    """The daemon's live cycle child processes (auditor/daemon/cycle_child.py)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError):
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            ours = int(stat[1]) == daemon and stat[0] != "Z"
+            if ours and b"auditor.daemon.cycle_child" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+def ssh_processes(under: Path) -> list[int]:
+    """ssh clients (masters and sessions) whose control socket is under ``under``."""
+    needle = f"ControlPath={under}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if needle in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+    return found
+
+
+@dataclass
+class SshLeftovers:
+    cycles: int = 0
+    kills: int = 0
+    aborted: int = 0
+    most_ssh_dirs: int = 0
+    tracebacks: int = 0
+    exit_status: int | None = None
+    leftover_dirs: list[str] = field(default_factory=list)
+    leftover_processes: list[int] = field(default_factory=list)
+    remote_dirs: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"ssh leftovers: {self.cycles} complete daemon cycles with an ssh host, {self.kills} cycle "
+            f"processes SIGKILLed ({self.aborted} runs aborted); at most {self.most_ssh_dirs} auditor-ssh-* "
+            f"dir(s) at once; at the end: {len(self.leftover_dirs)} dirs and {len(self.leftover_processes)} "
+            f"processes left here, {len(self.remote_dirs)} dirs on the host; tracebacks {self.tracebacks}, "
+            f"daemon exit {self.exit_status}"
+        )
+
+    @property
+    def clean(self) -> bool:
+        return not (
+            self.leftover_dirs
+            or self.leftover_processes
+            or self.remote_dirs
+            or self.tracebacks
+            or self.exit_status != 0
+        )
+
+
+def ssh_daemon_soak(
+    tmp: Path, server: Any, remote_tmp: Path, cycles: int, kills: int, seed: int = 0,
+    echo: Callable[[str], None] = lambda _: None,
+) -> SshLeftovers:  # fmt: skip
+    """`auditor daemon` on a 1-second schedule with ms20 on the ssh host ``server`` (whose
+    sessions keep their temporary files in ``remote_tmp``), until ``cycles`` runs are complete;
+    ``kills`` of its cycle processes are SIGKILLed at random points of a cycle, spread over the
+    first 90% of the cycles. Then the daemon is stopped (SIGTERM) and what is left is counted:
+    temporary directories (auditor-*, auditor-ssh-* among them) and processes here, ssh
+    clients of this auditor, worker directories on the host."""
+    rng = random.Random(seed)
+    env = private_tmp(tmp)
+    root = tmp / "tmp"
+    assert len(str(root)) <= tempdirs.SOCKET_ROOT_MAX, f"{root}: too long for the ssh sockets to live there"
+    cfg = with_ssh_host(small_config(tmp, interval=1), server)
+    db, log = tmp / "soak.db", tmp / "daemon.log"
+    every = max(1, int(cycles * 0.9) // max(1, kills))
+    figures = SshLeftovers()
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            auditor(cfg, db, "daemon"), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err
+        )
+    span, started, seen_child, delay = 5.0, None, None, 0.0
+    try:
+        while proc.poll() is None and figures.cycles < cycles:
+            with contextlib.suppress(sqlite3.OperationalError):
+                done = len(complete_runs(db))
+                if done > figures.cycles:
+                    figures.cycles = done
+                    echo(f"  cycle {done:>4}: {figures.kills} killed, ssh dirs now {len(_ssh_dirs(root))}")
+            figures.most_ssh_dirs = max(figures.most_ssh_dirs, len(_ssh_dirs(root)))
+            children = cycle_children(proc.pid)
+            if children and children[0] != seen_child:
+                seen_child, started = children[0], time.monotonic()
+                delay = rng.uniform(0, span)  # anywhere in the cycle: start-up, workers, storing
+            elif not children and started is not None:
+                span = max(span * 0.8, time.monotonic() - started)  # how long a cycle takes here
+                started = None
+            due = figures.kills < kills and figures.cycles >= every * (figures.kills + 1) - every // 2
+            if due and children and started is not None and time.monotonic() - started >= delay:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(children[0], signal.SIGKILL)
+                    figures.kills += 1
+                    echo(f"  SIGKILL cycle process {children[0]} after {time.monotonic() - started:.1f} s")
+                started = None
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    figures.exit_status = proc.returncode
+    figures.tracebacks = log.read_text().count("Traceback")
+    figures.aborted = statuses(db).get("aborted", 0) if db.exists() else 0
+    wait_until(lambda: not leftovers(root)[1] and not ssh_processes(root), 30)
+    dirs, procs = leftovers(root)
+    figures.leftover_dirs = [d.name for d in dirs]
+    figures.leftover_processes = sorted({*procs, *ssh_processes(root)})
+    wait_until(lambda: not list(remote_tmp.glob("auditor-w-*")), 30)
+    figures.remote_dirs = [d.name for d in remote_tmp.glob("auditor-w-*")]
+    return figures
+
+
+def _ssh_dirs(root: Path) -> list[Path]:
+    return list(root.glob("auditor-ssh-*"))
+
+
+# -- PostgreSQL stopped and restarted under the daemon --------------------------------------------
+
+
+@dataclass
+class OutageFigures:
+    before: int = 0
+    skipped: int = 0
+    after: int = 0
+    tracebacks: int = 0
+    exit_status: int | None = None
+    log: str = ""
+
+
+def postgres_outage(tmp: Path, server: Any, url: str, outage: float = 8.0) -> OutageFigures:
+    """`auditor daemon` on PostgreSQL (``url``): a cycle completes; the server is stopped for
+    ``outage`` seconds (cycles meanwhile cannot reach the history) and started again; cycles
+    complete again. The daemon runs throughout."""
+    env = private_tmp(tmp)
+    cfg = small_config(tmp, interval=1)
+    cfg.write_text(cfg.read_text().replace("[storage]\n", f'[storage]\nurl = "{url}"\n', 1))
+    log = tmp / "daemon.log"
+    figures = OutageFigures()
+    database = url.rsplit("/", 1)[1].split("?")[0]
+
+    def runs() -> int:
+        return server.sql("SELECT count(*) FROM runs WHERE status = 'complete'", database)[0][0]
+
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "auditor", "--config", str(cfg), "daemon"],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    try:
+        assert wait_until(lambda: _safe(runs) >= 1, 600, 0.5), log.read_text()[-3000:]
+        figures.before = runs()
+        server.halt()
+        time.sleep(outage)
+        server.resume()
+        figures.skipped = log.read_text().count("cycle skipped")
+        assert wait_until(lambda: _safe(runs) >= figures.before + 2, 600, 0.5), log.read_text()[-3000:]
+        figures.after = runs()
+        assert proc.poll() is None, "the daemon ended during the outage"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    figures.exit_status = proc.returncode
+    figures.log = log.read_text()
+    figures.tracebacks = figures.log.count("Traceback")
+    return figures
+
+
+def _safe(fn: Callable[[], int]) -> int:
+    try:
+        return fn()
+    except Exception:  # the schema is being created, or the server is down
+        return 0

@@ -33,6 +33,7 @@ from auditor.daemon.cycle_process import (
 from auditor.extend.manager import Plugins
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
+from auditor.stacks.transport import CONNECTIONS
 
 
 # -- the child's side -----------------------------------------------------------------------------
@@ -144,12 +145,17 @@ def main() -> int:
     except Exception as exc:
         log.exception("the audit cycle failed unexpectedly; the daemon carries on")
         reply = CycleReply(FAILED, message=f"{type(exc).__name__}: {exc}")
-    write_frame(out, reply)
-    out.close()
-    # No interpreter shutdown: the abort watcher may be blocked in a read of stdin, and
-    # finalizing under it aborts the process. The workers are closed, the store too.
-    logging.shutdown()
-    os._exit(0)
+    try:
+        write_frame(out, reply)
+        out.close()
+    finally:
+        # No interpreter shutdown: the abort watcher may be blocked in a read of stdin, and
+        # finalizing under it aborts the process. The workers are closed, the store too;
+        # what atexit would have done is done here: the ssh masters and their socket
+        # directory (auditor-ssh-*) go.
+        CONNECTIONS.shutdown()
+        logging.shutdown()
+        os._exit(0)
 
 
 if __name__ == "__main__":
