@@ -45,6 +45,7 @@ from auditor.config.tables import Config, ConfigError
 from auditor.daemon.cycle_process import ABORTED, DONE, FAILED, ChildCycle, CycleRequest, counts_text
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.daemon.sd_notify import Notifier
+from auditor.history.migrate import open_store
 from auditor.history.store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -133,7 +134,8 @@ class Daemon:
     # -- start-up ---------------------------------------------------------------------------
     def _open(self, config: Config) -> _Setup:
         url = self.context.db_url(config)
-        store = Store.open(url, config.auditor_id)
+        # Migrated by a child that exits: Alembic, loaded for it, stays out of the daemon.
+        store = open_store(url, config.auditor_id)
         engine = AlertEngine(
             store.engine,
             config.alerts,

@@ -153,11 +153,11 @@ class Store:
     def open(cls, url: str, auditor_id: str = "") -> Store:
         """Open the database and bring its schema up to date."""
         store = cls(url, auditor_id)
-        if not store._at_shipped_head():
+        if not store.at_shipped_head():
             store.upgrade()
         return store
 
-    def _at_shipped_head(self) -> bool:
+    def at_shipped_head(self) -> bool:
         """Whether the database is at the newest shipped revision (one query, no Alembic)."""
         head = shipped_head()
         if head is None:
