@@ -171,26 +171,24 @@ def main() -> int:
             if failed:
                 print(tail)
             bad |= bool(failed)
-        if "hostile" not in args.skip:
-            print(f"== hostile model, golden and input files ({examples} damaged goldens)", flush=True)
+        surfaces = {
+            "hostile": (
+                "tests/faults/test_hostile_files.py",
+                f"hostile files (FIFO, device, directory, symlink loop, huge, text/complex/pickled arrays, "
+                f"wrong meta; {examples} damaged goldens)",
+            ),
+            "secrets": (
+                "tests/faults/test_secrets_stacks.py",
+                "planted secrets (ps, logs, database, report, Prometheus; ssh and local stacks)",
+            ),
+        }
+        for name, (path, what) in surfaces.items():
+            if name in args.skip:
+                continue
+            print(f"== {what}", flush=True)
             t0 = time.monotonic()
-            tests, failed, tail = pytest_surface("tests/faults/test_hostile_files.py", examples)
-            summary.append(
-                f"hostile files: {tests} tests (FIFO, device, directory, symlink loop, huge, text/complex/"
-                f"pickled arrays, wrong meta; {examples} damaged goldens), {failed} failed "
-                f"({time.monotonic() - t0:.0f} s)"
-            )
-            if failed:
-                print(tail)
-            bad |= bool(failed)
-        if "secrets" not in args.skip:
-            print(
-                "== planted secrets: ps, logs, database, report, Prometheus (local and ssh stacks)",
-                flush=True,
-            )
-            t0 = time.monotonic()
-            tests, failed, tail = pytest_surface("tests/faults/test_secrets_stacks.py", examples)
-            summary.append(f"planted secrets: {tests} test, {failed} failed ({time.monotonic() - t0:.0f} s)")
+            tests, failed, tail = pytest_surface(path, examples)
+            summary.append(f"{what}: {tests} tests, {failed} failed ({time.monotonic() - t0:.0f} s)")
             if failed:
                 print(tail)
             bad |= bool(failed)

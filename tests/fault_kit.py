@@ -264,6 +264,17 @@ def leftovers(tmp_root: Path) -> tuple[list[Path], list[int]]:
     return dirs, tempdirs.processes_in(tmp_root)
 
 
+def stop(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM the daemon (if it runs) and wait for it; SIGKILL after ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.2) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -478,13 +489,7 @@ def daemon_soak(
                 )
             time.sleep(0.2)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 120)
     figures.exit_status = proc.returncode
     figures.tracebacks = log.read_text().count("Traceback")
     figures.aborted = statuses(db).get("aborted", 0) if db.exists() else 0
@@ -615,13 +620,7 @@ def ssh_daemon_soak(
                 started = None
             time.sleep(0.1)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 180)
     figures.exit_status = proc.returncode
     figures.tracebacks = log.read_text().count("Traceback")
     figures.aborted = statuses(db).get("aborted", 0) if db.exists() else 0
@@ -681,13 +680,7 @@ def postgres_outage(tmp: Path, server: Any, url: str, outage: float = 8.0) -> Ou
         figures.after = runs()
         assert proc.poll() is None, "the daemon ended during the outage"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 180)
     figures.exit_status = proc.returncode
     figures.log = log.read_text()
     figures.tracebacks = figures.log.count("Traceback")
