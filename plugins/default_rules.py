@@ -216,19 +216,12 @@ def runtime_finds_cann(ctx: RuleContext) -> Iterable[Finding]:
         if not choice.found:
             if not installed and not on_npu:
                 continue  # a CPU stack on a host without CANN: nothing to say
-            tried = ", ".join(choice.tried) or "none: LD_LIBRARY_PATH is not set"
-            guess = (
-                f"; probably {cann_choice.describe(choice.package)} at {choice.package.get('home')}, "
-                "once the stack's environment names it"
-                if choice.package is not None
-                else ""
-            )
             yield _finding(
                 "runtime-cann",
                 "critical" if on_npu else "info",
                 name,
                 f"{name}/runtime-cann",
-                f"{name}: {choice.name} would find no CANN on any of its paths (tried {tried}){guess}",
+                f"{name}: {choice.name} would find no CANN on any of its paths: {choice.how}",
                 facts,
                 "give the stack the environment its CANN's set_env.sh exports ([stacks.NAME] env: "
                 "ASCEND_HOME_PATH, LD_LIBRARY_PATH), or install CANN where the runtime looks",

@@ -1059,6 +1059,7 @@ def write_package(
     arch: str = "x86_64",
     compiler_text: str | bytes | None = None,
     libraries: bool = True,
+    innerversion: str = "V100R001C20SPC001B220",
 ) -> Path:
     """Install one CANN package the way its installer lays it out: ``<dir>/<release>/`` with a
     ``latest`` link, ``<arch>-linux/<install-info>`` naming the release, ``lib64`` with
@@ -1072,7 +1073,7 @@ def write_package(
         _kv(
             package_name=package_name,
             version=release,
-            innerversion="V100R001C20SPC001B220",
+            innerversion=innerversion,
             arch=arch,
             os="linux",
             path=f"/usr/local/Ascend/{directory}/{release}/{arch}-linux",

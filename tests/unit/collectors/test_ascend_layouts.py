@@ -295,8 +295,9 @@ def test_nnrt_only_has_no_compiler_for_mindspore(tmp_path: Path):
         s = {"t": stack("t", device=device, ascend_root=str(root))}
         (f,) = run_rules(rules, context(s, {"t": fp}))
         assert (f.details["rule"], f.severity) == ("runtime-cann", severity)
-        assert "MindSpore would find no CANN on any of its paths (tried " in f.message
+        assert "MindSpore would find no CANN on any of its paths: none of MindSpore's" in f.message
         assert f"{root}/nnae/latest/compiler/version.info, {root}/ascend-toolkit/latest/compiler" in f.message
+        assert "nor a toolkit or nnae (the CANN with a compiler MindSpore needs)" in f.message
 
 
 # -- toolkit and an older nnrt: each runtime's own ---------------------------------------------
@@ -365,3 +366,24 @@ def test_the_cann_driver_rule_reads_the_package_the_runtime_loads(tmp_path: Path
     stacks, train, infer = _pair_docs(tmp_path, "8.0.0", "7.6.0.1.220")
     ctx = context(stacks, {"tr": train, "inf": infer}, (("tr", "inf"),))
     assert dr.runtime_package(ctx, "inf")["name"] == "nnrt"
+
+
+def test_the_cann_driver_message_names_one_package_with_its_own_release_and_code(tmp_path: Path):
+    """MindSpore 2.0 loads nnae 6.3.RC1 (C13) beside a toolkit 8.2.RC1 (C22): the finding pairs
+    nnae's release with nnae's code (it paired the toolkit's release with nnae's code)."""
+    root = tmp_path / "Ascend"
+    write_package(root, "nnae", "6.3.RC1", "6.3.0.1.100", innerversion="V100R001C13SPC001B100")
+    write_package(root, "ascend-toolkit", "8.2.RC1", "8.2.0.0.201", innerversion="V100R001C22SPC001B231")
+    write(
+        root / "driver" / "version.info",
+        "Version=25.0.rc1.1\nInnerversion=V100R001C21SPC002B220\n"
+        "compatible_version=[V100R001C17],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21]\n",
+    )
+    fp = _fingerprint(tmp_path, root, CHECKER_20)
+    s = {"t": stack("t", device="ascend:0", ascend_root=str(root))}
+    (f,) = run_rules([RULES["cann-driver"]], context(s, {"t": fp}))
+    assert f.message.startswith("CANN 6.3.RC1 (nnae V100R001C13) and NPU driver 25.0.rc1.1 (V100R001C21)")
+    assert (
+        f.details["facts"]["cann_package"] == "nnae/latest"
+        and f.details["facts"]["cann_version"] == "6.3.RC1"
+    )

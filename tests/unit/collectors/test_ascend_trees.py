@@ -101,8 +101,8 @@ def test_mindspore_2_0_tries_its_own_paths_in_its_own_order(trees):
         s = {"t": stack("t", device=device, ascend_root=str(root))}
         (f,) = run_rules(rules("runtime-cann"), context(s, {"t": doc}))
         assert (f.details["rule"], f.severity) == ("runtime-cann", severity)
-        assert f"tried {', '.join(choice.tried)}" in f.message
-        assert f"probably cann 8.5.0 (compiler 8.5.0.2.220) at {root}/cann" in f.message
+        assert f"none of MindSpore's AscendEnvChecker paths exists ({', '.join(choice.tried)})" in f.message
+        assert f"probably cann 8.5.0 at {root}/cann, where its set_env.sh would point" in f.message
 
 
 def test_a_pinned_ascend_home_path_beside_a_newer_loader_path(trees):
@@ -154,7 +154,9 @@ def test_a_cann_a_user_installed_elsewhere_is_found_through_the_environment(tree
     # MindSpore 2.0 finds it only through LD_LIBRARY_PATH, its own check skipped, and 8.5 is not 6.3
     doc = fingerprint(tree, "ms20", tree.set_env())
     (f,) = run_rules(rules("mindspore-cann"), context(s, {"t": doc}))
-    assert f.severity == "critical" and "which is 8.5 by its compiler's Version= (MindSpore skips" in f.message
+    assert (
+        f.severity == "critical" and "which is 8.5 by its compiler's Version= (MindSpore skips" in f.message
+    )
     assert (
         f"uses cann 8.5.0 (compiler 8.5.0.2.220) at {home} (by the environment ($LD_LIBRARY_PATH))"
         in f.message
@@ -291,3 +293,33 @@ def test_the_tree_specs_are_coherent():
     for spec in SPECS.values():
         keys = {k for k, _, _ in spec.expect_cann}
         assert keys == {f + e for f in FRAMEWORKS for e in ("", "-bare")}, spec.name
+
+
+def test_auditor_fingerprint_shows_the_chosen_packages_release_and_compiler(tmp_path: Path):
+    """An nnae-only host: there is no toolkit, and the summary used to print ``compiler ?``
+    though the package MindSpore checks has one."""
+    from auditor.cli.fingerprint import render
+    from auditor.config.tables import StackConfig
+    from tests.ascend_trees import write_package
+
+    root = tmp_path / "Ascend"
+    write_package(root, "nnae", "6.3.RC1", "6.3.0.1.100")
+    write_package(root, "nnrt", "6.3.RC1", None)
+    where = site(tmp_path / "site", "ms20")
+    ctx = {"ascend_root": str(root), "system_root": str(tmp_path), "sys_path": [str(where)], "npu_smi": "/no"}
+    doc = runner.collect(COLLECTORS, ctx, {"PATH": "/usr/bin"})["fingerprint"]
+    doc["runtime"] = runtime("mindspore", "2.0.0")
+    lines = render(StackConfig("ms20", "train", "mindspore", "/x/python"), doc).splitlines()
+    at = lines.index(
+        f"  CANN         nnae 6.3.RC1  compiler 6.3.0.1.100  V100R001C20SPC001B220  at {root}/nnae/latest"
+    )
+    assert lines[at + 1] == "               MindSpore uses it, by its own lookup order"
+    assert lines[at + 2] == "               also installed: nnrt 6.3.RC1"
+    assert not any("compiler ?" in line for line in lines)
+    # a Lite stack on the same host, with nothing in its environment: nnrt, probably
+    doc["cann"] = runner.collect(
+        ["auditor.plugins.collectors.cann"], {**ctx, "sys_path": [str(site(tmp_path / "lite", "lite20"))]}, {}
+    )["fingerprint"]["cann"]
+    rows = cann_choice.summary(doc, "mindspore-lite")
+    assert rows[1] == ("", "MindSpore Lite probably uses it, by the auditor's inference")
+    assert rows[0][1].startswith("nnrt 6.3.RC1  compiler -")
