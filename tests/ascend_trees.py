@@ -199,32 +199,43 @@ _DRIVER_25_3 = dict(
     firmware_version="7.8.0.2.212",
     firmware_compatible_drv=(("24.1", "24.1."), ("25.0", "25.0."), ("25.3", "25.3.")),
 )
-# Published files (tests/ascend_fixtures/version/), with the values the assertions need.
-_PUBLISHED_DRIVER_24_1_RC2_2 = dict(
-    driver_file="version/driver_24.1.rc2.2_version.info",
-    driver_version="24.1.rc2.2",
-    driver_innerversion="V100R001C18SPC001B233",
-    driver_compatible=("V100R001C30", "V100R001C13", "V100R001C15", "V100R001C17", "V100R001C18"),
-    driver_compatible_fw=(("7.0.0", "7.2.99"),),
+
+
+def _driver(
+    file: str, version: str, innerversion: str, compatible: str, fw: tuple[str, str]
+) -> dict[str, Any]:
+    """A published driver version.info (tests/ascend_fixtures/version/) and the values the
+    assertions need from it (``compatible``: the C numbers of its compatible_version list)."""
+    return dict(
+        driver_file=f"version/{file}",
+        driver_version=version,
+        driver_innerversion=innerversion,
+        driver_compatible=tuple(f"V100R001C{c}" for c in compatible.split()),
+        driver_compatible_fw=(fw,),
+    )
+
+
+_PUBLISHED_DRIVER_24_1_RC2_2 = _driver(
+    "driver_24.1.rc2.2_version.info",
+    "24.1.rc2.2",
+    "V100R001C18SPC001B233",
+    "30 13 15 17 18",
+    ("7.0.0", "7.2.99"),
 )
-_PUBLISHED_DRIVER_24_1_RC3 = dict(
-    driver_file="version/driver_24.1.rc3_version.info",
-    driver_version="24.1.rc3",
-    driver_innerversion="V100R001C19SPC001B124",
-    driver_compatible=("V100R001C13", "V100R001C15", "V100R001C17", "V100R001C18", "V100R001C19"),
-    driver_compatible_fw=(("7.0.0", "7.5.99"),),
+_PUBLISHED_DRIVER_24_1_RC3 = _driver(
+    "driver_24.1.rc3_version.info", "24.1.rc3", "V100R001C19SPC001B124", "13 15 17 18 19", ("7.0.0", "7.5.99")
+)
+_PUBLISHED_DRIVER_25_3 = _driver(
+    "driver_25.3.rc1_doc_version.info",
+    "25.3.rc1",
+    "V100R001C23SPC002B212",
+    "19 20 21 22 23",
+    ("7.0.0", "8.9.9"),
 )
 _PUBLISHED_FIRMWARE_7_5 = dict(
     firmware_file="version/firmware_7.5.0.1.129_same_host_as_driver_24.1.rc3_version.info",
     firmware_version="7.5.0.1.129",
     firmware_compatible_drv=(("23.0.0", "23.0.0."), ("24.0", "24.0."), ("24.1", "24.1.")),
-)
-_PUBLISHED_DRIVER_25_3 = dict(
-    driver_file="version/driver_25.3.rc1_doc_version.info",
-    driver_version="25.3.rc1",
-    driver_innerversion="V100R001C23SPC002B212",
-    driver_compatible=("V100R001C19", "V100R001C20", "V100R001C21", "V100R001C22", "V100R001C23"),
-    driver_compatible_fw=(("7.0.0", "8.9.9"),),
 )
 _TWO_910B = (Npu(0, "910B3", bus="0000:C1:00.0"), Npu(1, "910B3", bus="0000:C2:00.0"))
 _EULER = ("openEuler", "22.03", "openEuler 22.03 (LTS-SP4)")
