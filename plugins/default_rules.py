@@ -514,9 +514,12 @@ def cann_driver(ctx: RuleContext) -> Iterable[Finding]:
         cann, driver = ctx.section(stacks[0], "cann"), ctx.section(stacks[0], "driver")
         # The package the stacks' runtimes load first (a Lite stack's nnrt, MindSpore's toolkit
         # or nnae), then the legacy sections; each speaks for itself: its own release and code.
-        loaded = [runtime_package(ctx, s) for s in stacks]
-        legacy = [dict(cann[k], name=k) for k in INSTALL_SECTIONS if isinstance(cann.get(k), dict)]
-        pkg = next((p for p in [*loaded, *legacy] if p and p.get("innerversion")), None)
+        choices = [cann_choice.for_runtime(ctx, s) for s in stacks]
+        loaded = [(c.package, c.probable) for c in choices if c is not None and c.package is not None]
+        legacy = [(dict(cann[k], name=k), False) for k in INSTALL_SECTIONS if isinstance(cann.get(k), dict)]
+        pkg, probable = next(
+            ((p, pr) for p, pr in [*loaded, *legacy] if p.get("innerversion")), (None, False)
+        )
         if pkg is None:
             continue
         cann_code = release_code(pkg.get("innerversion"))
@@ -533,13 +536,15 @@ def cann_driver(ctx: RuleContext) -> Iterable[Finding]:
             "warning",
             host,
             f"{host}:{root}/cann-driver",
-            f"CANN {pkg.get('version') or '(release unknown)'} ({pkg.get('name')} {_code_text(cann_code)}) "
-            f"and NPU driver {driver.get('version')} ({_code_text(driver_code)}) under {root} ({host}) do "
-            "not list each other as compatible (inferred rule, unverified: the compatible_version lists "
+            f"CANN {pkg.get('version') or '(release unknown)'} ({pkg.get('name')} {_code_text(cann_code)}"
+            + (", probably the one the stacks load" if probable else "")
+            + f") and NPU driver {driver.get('version')} ({_code_text(driver_code)}) under {root} ({host}) "
+            "do not list each other as compatible (inferred rule, unverified: the compatible_version lists "
             "of both)",
             {
                 "cann_version": pkg.get("version"),
                 "cann_package": pkg.get("id") or pkg.get("name"),
+                "cann_package_probable": probable,
                 "cann_innerversion": pkg.get("innerversion"),
                 "cann_compatible_version": list(cann_list or []),
                 "driver_version": driver.get("version"),

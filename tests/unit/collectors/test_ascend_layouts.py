@@ -387,3 +387,11 @@ def test_the_cann_driver_message_names_one_package_with_its_own_release_and_code
         f.details["facts"]["cann_package"] == "nnae/latest"
         and f.details["facts"]["cann_version"] == "6.3.RC1"
     )
+    # A Lite stack with nothing in its environment: which CANN it loads is a guess, and said so.
+    lite = _fingerprint(tmp_path / "lite", root, None, lite="2.0.0")
+    s = {"t": stack("t", "infer", "mindspore-lite", device="ascend:0", ascend_root=str(root))}
+    (f,) = run_rules([RULES["cann-driver"]], context(s, {"t": lite}))
+    assert f.message.startswith(
+        "CANN 8.2.RC1 (ascend-toolkit V100R001C22, probably the one the stacks load) and"
+    )
+    assert f.details["facts"]["cann_package_probable"] is True
