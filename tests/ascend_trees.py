@@ -215,6 +215,25 @@ def _driver(
     )
 
 
+def _toolkit(
+    info: str, release: str, compiler: str, innerversion: str, compatible: str, **more: Any
+) -> dict[str, Any]:
+    """A toolkit at ascend-toolkit/latest whose install-info file is published (``info``, under
+    tests/ascend_fixtures/version/), with the values the assertions need from it
+    (``compatible``: its compatible_version entries, C numbers, "13-19" for a range)."""
+    codes = tuple(",".join(f"V100R001C{c}" for c in entry.split("-")) for entry in compatible.split())
+    return dict(
+        layout="ascend-toolkit",
+        cann_version=release,
+        compiler_version=compiler,
+        version_dir=release,
+        toolkit_innerversion=innerversion,
+        toolkit_compatible=codes,
+        toolkit_info=f"version/{info}",
+        **more,
+    )
+
+
 _PUBLISHED_DRIVER_24_1_RC2_2 = _driver(
     "driver_24.1.rc2.2_version.info",
     "24.1.rc2.2",
@@ -410,13 +429,13 @@ SPECS: dict[str, TreeSpec] = {
             "(no Compatibility line, firmware 6.2.1.0); CANN 8.0.RC3 (published install info); a "
             "driver version.info with its Version only (no 310B file is published)",
             arch="aarch64",
-            layout="ascend-toolkit",
-            cann_version="8.0.RC3",
-            compiler_version="7.5.0.1.129",
-            version_dir="8.0.RC3",
-            toolkit_innerversion="V100R001C19SPC001B155",
-            toolkit_compatible=("V100R001C13,V100R001C19", "V100R001C30"),
-            toolkit_info="version/toolkit_8.0.RC3_ascend_toolkit_install.info",
+            **_toolkit(
+                "toolkit_8.0.RC3_ascend_toolkit_install.info",
+                "8.0.RC3",
+                "7.5.0.1.129",
+                "V100R001C19SPC001B155",
+                "13-19 30",
+            ),
             driver_version="23.0.rc3",
             kind="310B",
             info_file="npu-smi/310B/info_23.0.rc3_310B1.txt",
@@ -440,14 +459,14 @@ SPECS: dict[str, TreeSpec] = {
             "side (published toolkit install info and version.cfg), driver 24.1.rc2.2 and firmware "
             "7.5.0.1.129 (published files)",
             arch="aarch64",
-            layout="ascend-toolkit",
-            cann_version="8.0.0",
-            compiler_version="7.6.0.1.220",
-            version_dir="8.0.0",
-            toolkit_innerversion="V100R001C20SPC001B251",
-            toolkit_compatible=("V100R001C15", "V100R001C17", "V100R001C18", "V100R001C19", "V100R001C20"),
-            toolkit_info="version/toolkit_8.0.0_ascend_toolkit_install.info",
-            toolkit_cfg="version/toolkit_8.0.0_version.cfg",
+            **_toolkit(
+                "toolkit_8.0.0_ascend_toolkit_install.info",
+                "8.0.0",
+                "7.6.0.1.220",
+                "V100R001C20SPC001B251",
+                "15 17 18 19 20",
+                toolkit_cfg="version/toolkit_8.0.0_version.cfg",
+            ),
             nnrt_version="8.0.0",
             nnrt_innerversion="V100R001C20SPC001B251",
             kind="310P",
@@ -466,14 +485,14 @@ SPECS: dict[str, TreeSpec] = {
             "NPU 9 does not answer its board query; CANN 8.1.RC1 (published install info and version.cfg "
             "of that host), driver 24.1.rc2.2 (published); the firmware package on disk is 7.5.0.1.129 "
             "(published, 24.1.rc3's) while the cards still run 7.3.0.1.231 (upgraded without a reboot)",
-            layout="ascend-toolkit",
-            cann_version="8.1.RC1",
-            compiler_version="7.7.T20.0.B210",
-            version_dir="8.1.RC1",
-            toolkit_innerversion="V100R001C21SPC001B212",
-            toolkit_compatible=("V100R001C15", "V100R001C18", "V100R001C19", "V100R001C20", "V100R001C21"),
-            toolkit_info="version/toolkit_8.1.RC1_B212_ascend_toolkit_install.info",
-            toolkit_cfg="version/toolkit_8.1.RC1_version.cfg_fragment_two_installs",
+            **_toolkit(
+                "toolkit_8.1.RC1_B212_ascend_toolkit_install.info",
+                "8.1.RC1",
+                "7.7.T20.0.B210",
+                "V100R001C21SPC001B212",
+                "15 18 19 20 21",
+                toolkit_cfg="version/toolkit_8.1.RC1_version.cfg_fragment_two_installs",
+            ),
             info_file="npu-smi/910B2C/info_24.1.rc2.2_16x_vllm-ascend629.txt",
             npus=tuple(
                 Npu(i, "910B2C", bus=f"0000:{bus}:00.0", firmware="7.3.0.1.231", board_fails=i == 9)
@@ -489,20 +508,13 @@ SPECS: dict[str, TreeSpec] = {
             "three toolkits under ascend-toolkit/ (8.0.RC3, 8.0.0, 8.2.RC1: published install-info "
             "files) with latest -> 8.2.RC1; driver 24.1.rc3 and firmware 7.5.0.1.129 of one host",
             arch="aarch64",
-            layout="ascend-toolkit",
-            cann_version="8.2.RC1",
-            compiler_version="8.2.0.0.201",
-            version_dir="8.2.RC1",
-            toolkit_innerversion="V100R001C22SPC001B231",
-            toolkit_compatible=(
-                "V100R001C15",
-                "V100R001C18",
-                "V100R001C19",
-                "V100R001C20",
-                "V100R001C21",
-                "V100R001C23",
+            **_toolkit(
+                "toolkit_8.2.RC1_ascend_toolkit_install.info",
+                "8.2.RC1",
+                "8.2.0.0.201",
+                "V100R001C22SPC001B231",
+                "15 18 19 20 21 23",
             ),
-            toolkit_info="version/toolkit_8.2.RC1_ascend_toolkit_install.info",
             beside=(
                 Release("8.0.RC3", "7.5.0.1.129", "version/toolkit_8.0.RC3_ascend_toolkit_install.info"),
                 Release(
