@@ -317,13 +317,18 @@ def find_homes(root, environ):
     return found
 
 
+# Component directories of a CANN package (the driver's and firmware's version.info under an
+# ascend_root must not make the root itself look like a CANN home).
+COMPONENTS = ("compiler", "runtime", "opp", "toolkit", "opp_kernel", "hccl", "fwkacllib", "acllib", "atc")
+
+
 def _is_home(path):
     if not os.path.isdir(path):
         return False
     return bool(
         os.path.isdir(os.path.join(path, "share", "info"))
         or os.path.isfile(os.path.join(path, "version.cfg"))
-        or glob.glob(os.path.join(path, "*", "version.info"))
+        or any(os.path.isfile(os.path.join(path, c, "version.info")) for c in COMPONENTS)
         or glob.glob(os.path.join(path, "*-linux", "ascend_*_install.info"))
         or glob.glob(os.path.join(path, "ascend_*_install.info"))
     )

@@ -323,3 +323,24 @@ def test_auditor_fingerprint_shows_the_chosen_packages_release_and_compiler(tmp_
     rows = cann_choice.summary(doc, "mindspore-lite")
     assert rows[1] == ("", "MindSpore Lite probably uses it, by the auditor's inference")
     assert rows[0][1].startswith("nnrt 6.3.RC1  compiler -")
+
+
+def test_an_ascend_home_path_at_the_root_is_not_a_cann(trees):
+    """ASCEND_HOME_PATH set to ascend_root itself (a common slip): its driver/ and firmware/
+    version files do not make it a CANN package; MindSpore 2.10 finds no compiler there."""
+    tree = trees["consistent-8.2"]
+    doc = fingerprint(tree, "ms210", dict(tree.set_env(), ASCEND_HOME_PATH=str(tree.ascend_root)))
+    cann = doc["cann"]
+    assert [p["id"] for p in cann["packages"]] == ["ascend-toolkit/latest"]
+    assert cann["env_home"] == {
+        "variable": "ASCEND_HOME_PATH",
+        "path": str(tree.ascend_root),
+        "package": None,
+    }
+    choice = cann_choice.for_framework(cann, "mindspore")
+    assert (choice.package["id"], choice.basis, choice.source) == (
+        "ascend-toolkit/latest",
+        "environment",
+        "LD_LIBRARY_PATH",
+    )
+    assert choice.how.startswith(f"$ASCEND_HOME_PATH = {tree.ascend_root} holds no compiler/version.info")
