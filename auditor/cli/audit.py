@@ -39,7 +39,8 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
     \b
     Exit status:
       0  every probe on every pair is consistent
-      1  drift, an incompatibility, or an error on some pair (see the report)
+      1  drift, an incompatibility, or an error on some pair, or a finding of
+         severity error or critical (see the report)
       2  usage or config error
     """
     from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored

@@ -31,7 +31,7 @@ from auditor.config.fields import (
     Text,
 )
 from auditor.config.thresholds import ProbeConfig
-from auditor.config.user_models import GENERATORS, INPUT_DTYPES, ModelConfig
+from auditor.config.user_models import GENERATORS, INPUT_DTYPES, MODEL_CHANGE_SEVERITY, ModelConfig
 
 # The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
 # side). Plugins add more; the CLI passes the full map to parse().
@@ -190,6 +190,12 @@ class StackConfig:
     models: tuple[Text(nonempty=True, what="a path or glob pattern", expand=_expanded_path), ...] = ()
     """Paths or glob patterns of the MindIR files the stack serves (the deployed-model watch;
     relative to the config file)."""
+    model_drift_severity: dict[Choice(*MODEL_CHANGE_SEVERITY), Choice(*SEVERITIES)] = field(
+        default_factory=dict
+    )
+    """The severity of each kind of change of a served file (default: graph and unreadable
+    error, added info, the others warning), e.g. ``{ retrained = "info", graph = "critical" }``;
+    an error or critical finding makes the run's exit status 1."""
     source: Choice("local", "db") = "local"
     """local: driven through a worker here (or on its host); db (a train stack of another
     auditor sharing the history database): its latest complete publication stands in for it

@@ -226,6 +226,9 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
     failures = sum(len(s.problems) for s in result.stacks.values())
     if failures:
         counts[f"worker failure{'s' if failures > 1 else ''}"] = failures
+    severe = len(result.failing_findings)
+    if severe and result.outcome == CONSISTENT:  # the findings are why the exit status is 1
+        counts[f"error or critical finding{'s' if severe > 1 else ''}"] = severe
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     out += ["", f"Outcome: {result.outcome.upper()} ({summary}); exit status {result.exit_code}"]
     return "\n".join(out) + "\n"
