@@ -416,6 +416,7 @@ class Cycle:
             infer_latency=infer.latency,
             artifact=train.artifact,
             thresholds={o: asdict(self.state.tolerance(job, o)) for o in job.spec.outputs},
+            samples=job.batch,
         )
         if train.error is not None:
             return ProbeResult(

@@ -247,6 +247,7 @@ class ModelSuite:
             variant=VARIANT,
             artifact=Artifact(info.sha256, "mindir", info.size, asdict(info)) if info else None,
             thresholds={o: asdict(model.tolerance_for(o)) for o in names},
+            samples=int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 0,
         )
 
     def _output_names(self, plan: _Plan, count: int) -> list[str]:

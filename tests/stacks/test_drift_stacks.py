@@ -65,7 +65,7 @@ def test_pointing_a_stack_at_another_install_is_one_drift_finding(stacks, defaul
     assert "OS openEuler 22.03 (LTS-SP4) -> Ubuntu 22.04.4 LTS" in said
     assert not any("mindspore" in w or "numpy" in w for w in said)  # the Python side did not change
     assert "ms20 changed since run" in render_text(second) and "    driver 25.0.rc1.1 -> 25.3.rc1" in (
-        render_text(second).replace("      ", "    ")
+        render_text(second, verbose=True).replace("      ", "    ")
     )
     assert '"kind": "version-drift"' in render_json(second)
 
