@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS
+from auditor.cli.selection import narrowed, selection_of, selector_options
 
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
@@ -30,11 +32,25 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     is_flag=True,
     help="Show every output and check of every result, not only of failing ones.",
 )
+@selector_options()
+@click.option(
+    "--save-outputs",
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write each side's outputs of every probe variant and model to DIR/<pair>/ "
+    "(.npz files that `auditor compare` reads).",
+)
 @click.pass_obj
-def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
-    """Run one audit cycle over every configured pair.
+def audit(
+    obj: Context, as_json: bool, no_store: bool, verbose: bool, save_outputs: Path | None, **kw: Any
+) -> None:
+    """Run one audit cycle over every configured pair and model, or the part the selectors name.
 
-    Prints a report per pair and probe (or JSON with --json) and stores the run.
+    Prints a line per probe variant and model, the failing outputs of a failing one and each
+    finding once (every table with --verbose, JSON with --json), and stores the run. With
+    selectors (--stack, --pair, --probe, --model, --host, each repeatable) only the matching
+    pairs and models run; the run is stored as narrowed and resolves no alert about what it
+    did not run.
 
     \b
     Exit status:
@@ -46,14 +62,22 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
     from auditor.history.store import Store, StoreError
     from auditor.report.text import render_json, render_text
 
-    config = obj.config()
+    narrowing = narrowed(obj.config(), selection_of(kw))
+    config = narrowing.config
+    if narrowing.scope is not None:
+        click.echo(f"auditor: narrowed to {', '.join(narrowing.scope.pairs) or 'no pair'}", err=True)
+    if save_outputs is not None:
+        try:
+            save_outputs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(f"cannot write outputs to {save_outputs}: {exc}")
     store = None
     if not no_store:
         try:
             store = Store.open(obj.db_url(config), config.auditor_id)
         except StoreError as exc:
             fail(str(exc))
-    run = AuditRun(config, obj.plugins(), store)
+    run = AuditRun(config, obj.plugins(), store, narrowing.scope, save_outputs)
     try:
         run.begin()
     except StoreError as exc:

@@ -27,6 +27,7 @@ from auditor.compare.outputs import (
     failure_text,
 )
 from auditor.config.tables import Config, PairConfig, StackConfig
+from auditor.cycle import saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.jobs import CycleAborted, InferOutcome, ProbeJob, TrainOutcome, probe_code_error
 from auditor.cycle.state import CycleState
@@ -75,12 +76,14 @@ class Cycle:
         rules: Iterable[Rule] | None = None,
         history: Store | None = None,
         tamper: Callable[[bytes], bytes] | None = None,
+        save_outputs: Path | None = None,
     ):
         """``comparators``: by name, as the plugins provide them; None: the built-in ones.
         ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
         ``history``: the store that holds earlier runs (version drift, learned MindIR limits,
         golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
-        infer side loads it (tests: a perturbed artifact must be caught and localized)."""
+        infer side loads it (tests: a perturbed artifact must be caught and localized).
+        ``save_outputs``: a folder for each side's outputs (auditor.cycle.saved_outputs)."""
         self.config = config
         self.probes = probes
         self.runtimes = runtimes or {}
@@ -97,6 +100,7 @@ class Cycle:
             reach(config, runtime_classes, [spec.module for spec in probes.values()], collectors),
             history,
             tamper,
+            save_outputs,
         )
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
         self.suite = ProbeSuite(self.state)
@@ -175,6 +179,11 @@ class Cycle:
                     self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
                     for p, job in planned
                 ]
+                if self.state.save_outputs is not None:
+                    for p, job in planned:
+                        self._save_sides(
+                            p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)]
+                        )
                 # Probe suite: localization and rollouts need both workers of each pair alive.
                 results, rollouts = self.suite.follow_up(planned, results, trained, inferred, Path(tmp))
                 results += self.models.follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
@@ -400,6 +409,31 @@ class Cycle:
                 )
             )
         return pub
+
+    def _save_sides(self, pair: PairConfig, job: ProbeJob, train: TrainOutcome, infer: InferOutcome) -> None:
+        """Each side's outputs of one probe variant, for ``auditor compare`` (``--save-outputs``)."""
+        assert self.state.save_outputs is not None
+        inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
+        for side, stack, outputs in (
+            ("train", pair.train, train.outputs),
+            ("infer", pair.infer, infer.outputs),
+        ):
+            if outputs is None:
+                continue
+            saved_outputs.write_side(
+                self.state.save_outputs,
+                pair=pair.name,
+                probe=job.spec.name,
+                variant=job.variant,
+                side=side,
+                stack=stack,
+                inputs=inputs,
+                input_names=job.spec.inputs,
+                outputs=outputs,
+                output_names=job.spec.outputs,
+                probe_version=job.spec.version,
+                dtype=job.dtype,
+            )
 
     # -- verdicts --------------------------------------------------------------------------
     def _result(

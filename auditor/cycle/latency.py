@@ -10,7 +10,10 @@ A single p50 says little on a shared machine; a step change against the same sta
 past does. A ``latency-regression`` finding is raised when a p50 exceeds
 ``regression_factor`` times the median p50 of the same series (stack, side, probe, variant,
 batch and, on the infer side, the train stack whose export it runs) over the last
-``regression_window`` complete runs, once ``regression_min_runs`` of them exist.
+``regression_window`` complete runs, once ``regression_min_runs`` of them exist, and exceeds
+that median by more than ``regression_spread`` times the window's run-to-run spread (so a
+runtime whose p50 jumps from process to process, or a busy machine, does not trip it). Only the
+sides of ``regression_sides`` are judged: the serving side by default.
 """
 
 from __future__ import annotations
@@ -114,12 +117,30 @@ def history(engine: Engine, series: Series, window: int) -> list[float]:
     return list(values.values())
 
 
+MAD_TO_SIGMA = 1.4826
+"""The median absolute deviation times this estimates a normal spread's standard deviation."""
+
+
+def spread(values: Sequence[float]) -> float:
+    """The run-to-run spread of a window of p50s: 1.4826 × their median absolute deviation
+    (robust: one slow run does not widen it)."""
+    if len(values) < 2:
+        return 0.0
+    median = statistics.median(values)
+    return MAD_TO_SIGMA * statistics.median(abs(v - median) for v in values)
+
+
 def judge(p50: float, previous: Sequence[float], cfg: LatencyConfig) -> float | None:
-    """The rolling median when ``p50`` is a regression against it, else None."""
+    """The rolling median when ``p50`` is a regression against it, else None: above
+    ``regression_factor`` times the median *and* more than ``regression_spread`` run-to-run
+    spreads above it, so that a p50 that moves between processes by itself is not one."""
     if len(previous) < cfg.regression_min_runs:
         return None
-    median = statistics.median(previous[: cfg.regression_window])
-    return median if p50 > cfg.regression_factor * median else None
+    window = list(previous[: cfg.regression_window])
+    median = statistics.median(window)
+    if p50 <= cfg.regression_factor * median:
+        return None
+    return median if p50 - median > cfg.regression_spread * spread(window) else None
 
 
 def regressions(
@@ -131,7 +152,7 @@ def regressions(
     seen: set[Series] = set()
     for r in results:
         for series, lat in series_of(r, host_of):
-            if series in seen:
+            if series in seen or series.side not in cfg.regression_sides:
                 continue
             seen.add(series)
             previous = history(engine, series, cfg.regression_window)
@@ -147,7 +168,9 @@ def regressions(
                     series.stack,
                     key,
                     f"{series.describe()}: p50 {lat.p50_us:.0f} µs is {lat.p50_us / median:.2f}× the median "
-                    f"{median:.0f} µs of the last {len(previous)} runs (limit {cfg.regression_factor:g}×)",
+                    f"{median:.0f} µs of the last {len(previous)} runs (limit {cfg.regression_factor:g}×, "
+                    f"and {cfg.regression_spread:g} run-to-run spreads of "
+                    f"{spread(previous[: cfg.regression_window]):.0f} µs)",
                     {
                         "probe": series.probe,
                         "variant": series.variant,

@@ -275,10 +275,11 @@ class Store:
             )
 
     # -- runs ------------------------------------------------------------------------------
-    def begin_run(self, config_path: str) -> int:
+    def begin_run(self, config_path: str, selection: dict[str, Any] | None = None) -> int:
         """Record that a cycle started; first mark runs orphaned by dead processes aborted.
-        A database that cannot be reached is a StoreError: the cycle does not start (the
-        auditor keeps no results of its own; see README "A fleet")."""
+        ``selection``: what a narrowed run covers (auditor.config.selection.Scope), None for
+        the whole config. A database that cannot be reached is a StoreError: the cycle does
+        not start (the auditor keeps no results of its own; see README "A fleet")."""
         try:
             self.reap_orphans()
             with Session(self.engine) as s, s.begin():
@@ -289,6 +290,8 @@ class Store:
                     auditor_id=self.auditor_id,
                     pid=os.getpid(),
                     config_path=config_path,
+                    # JSON null would be the text 'null'; a whole run keeps SQL NULL
+                    **({"selection": selection} if selection is not None else {}),
                 )
                 s.add(run)
                 s.flush()

@@ -13,7 +13,14 @@ from auditor.cycle import latency
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult, StackReport
 
-CFG = LatencyConfig(regression_factor=1.5, regression_window=4, regression_min_runs=3)
+CFG = LatencyConfig(
+    regression_factor=1.5,
+    regression_window=4,
+    regression_min_runs=3,
+    regression_spread=0.0,
+    regression_sides=("train", "infer"),
+)
+"""The factor alone, on both sides: what the tests of the window and the history follow."""
 
 
 def lat(p50: float, batch: int = 1) -> Latency:
@@ -43,6 +50,22 @@ def test_judge_against_the_rolling_median(p50, previous):
 def test_judge_uses_the_window_only():
     previous = [100.0, 100.0, 100.0, 100.0, 1000.0, 1000.0]  # newest first; the old ones are out
     assert latency.judge(160.0, previous, CFG) == 100.0
+
+
+def test_a_p50_that_jumps_between_processes_is_no_regression():
+    """MindSpore 2.10 PyNative on a 2-core box: p50 4, 8, 12 or 16 ms from process to process.
+    Twice the median is within that spread; a stable serving side's jump is not."""
+    cfg = LatencyConfig(regression_window=10)
+    pynative = [4000.0, 8000.0, 12000.0, 16000.0, 8000.0, 4000.0, 8000.0, 12000.0]
+    assert LatencyConfig().regression_spread == 3.0
+    assert latency.judge(16000.0, pynative, cfg) is None
+    assert (
+        latency.judge(16000.0, pynative, LatencyConfig(regression_window=10, regression_spread=0)) == 8000.0
+    )
+    graph = [200.0, 205.0, 198.0, 202.0, 201.0]
+    assert latency.judge(450.0, graph, cfg) == 201.0
+    assert latency.judge(290.0, graph, cfg) is None  # under 1.5× the median
+    assert latency.spread([200.0]) == 0.0 and latency.spread([1.0, 2.0, 3.0]) == pytest.approx(1.4826)
 
 
 # -- history in the database ------------------------------------------------------------------
@@ -130,6 +153,13 @@ def test_regressions_follow_the_numbers(store):
     assert "1.5× the median" not in train_b1.message and "limit 1.5×" in train_b1.message
     # tr2 has no history: never judged.
     assert not any(f.key.startswith("tr2/") or "/tr2/" in f.key for f in found)
+
+
+def test_only_the_serving_side_is_judged_by_default(store):
+    for p in (100.0, 100.0, 100.0):
+        _run(store, [_result(p, p)])
+    found = latency.regressions([_result(1000.0, 1000.0)], store.engine, LatencyConfig(), {})
+    assert found and {f.details["side"] for f in found} == {"infer"}
 
 
 def test_no_judgement_before_min_runs(store):
