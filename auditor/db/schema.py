@@ -65,7 +65,7 @@ class Run(Base):
     pid: Mapped[int] = mapped_column(Integer)
     config_path: Mapped[str] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)
-    selection: Mapped[dict | None] = mapped_column(JSON)
+    selection: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
     """What a narrowed run covered (auditor.config.selection.Scope); NULL: the whole config."""
 
     stacks: Mapped[list[RunStack]] = relationship(back_populates="run", cascade="all, delete-orphan")

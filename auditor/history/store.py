@@ -290,8 +290,7 @@ class Store:
                     auditor_id=self.auditor_id,
                     pid=os.getpid(),
                     config_path=config_path,
-                    # JSON null would be the text 'null'; a whole run keeps SQL NULL
-                    **({"selection": selection} if selection is not None else {}),
+                    selection=selection,
                 )
                 s.add(run)
                 s.flush()
