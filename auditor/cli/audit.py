@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS
+from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
 from auditor.cli.selection import narrowed, selection_of, selector_options
 
 
@@ -100,6 +100,20 @@ def audit(
     sys.exit(result.exit_code)
 
 
+RUN_COLUMNS = (
+    "id",
+    "started_at",
+    "finished_at",
+    "seconds",
+    "status",
+    "outcome",
+    "auditor_id",
+    "host",
+    "narrowed",
+    "note",
+)
+
+
 @click.command()
 @click.option(
     "--limit",
@@ -108,45 +122,46 @@ def audit(
     type=click.IntRange(1, MAX_LIMIT),
     help="How many runs to show, newest first.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@auditor_filter
+@format_options
 @click.pass_obj
-def runs(obj: Context, limit: int, as_json: bool) -> None:
-    """List recent audit runs in the history database."""
+def runs(obj: Context, limit: int, auditors: tuple[str, ...], fmt: str, as_json: bool) -> None:
+    """List recent audit runs in the history database, newest first.
+
+    One row per run: its times, status, outcome, the auditor and host that ran it, and the
+    selectors of a narrowed run (`audit --pair ...`).
+    """
+    fmt = chosen(fmt, as_json)
     store = obj.store(read=True)
-    rows = store.runs(limit)
-    if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "id": r.id,
-                        "started_at": r.started_at.isoformat() + "Z" if r.started_at else None,
-                        "finished_at": r.finished_at.isoformat() + "Z" if r.finished_at else None,
-                        "status": r.status,
-                        "outcome": r.outcome,
-                        "host": r.host,
-                        "auditor_id": r.auditor_id,
-                        "note": r.note,
-                    }
-                    for r in rows
-                ],
-                indent=2,
+    rows = store.runs(limit, auditors)
+    if fmt == "table":
+        click.echo(f"history: {store.display_url}")
+        if not rows:
+            click.echo("no runs yet: run `auditor audit`" if not auditors else "no runs of that auditor")
+            return
+
+    def narrowed(r: Any) -> str | None:
+        selectors = (r.selection or {}).get("selectors") if isinstance(r.selection, dict) else None
+        return " ".join(f"--{k} {v}" for k, vs in selectors.items() for v in vs) if selectors else None
+
+    write_rows(
+        fmt,
+        RUN_COLUMNS,
+        (
+            (
+                r.id,
+                r.started_at,
+                r.finished_at,
+                round((r.finished_at - r.started_at).total_seconds(), 1)
+                if r.finished_at and r.started_at
+                else None,
+                r.status,
+                r.outcome,
+                r.auditor_id,
+                r.host,
+                narrowed(r),
+                r.note,
             )
-        )
-        return
-    click.echo(f"history: {store.display_url}")
-    if not rows:
-        click.echo("no runs yet: run `auditor audit`")
-    several = len({r.auditor_id for r in rows}) > 1  # a shared database: say whose
-    for r in rows:
-        took = (
-            f"{(r.finished_at - r.started_at).total_seconds():.1f} s"
-            if r.finished_at and r.started_at
-            else "-"
-        )
-        started = f"{r.started_at:%Y-%m-%d %H:%M:%S}" if r.started_at else "-".ljust(19)
-        click.echo(
-            f"  {r.id:>5}  {started}  {r.status or '-':<9} {r.outcome or '-':<13} {took:>8}"
-            + (f"  {r.auditor_id}" if several else "")
-            + (f"  {r.note}" if r.note else "")
-        )
+            for r in rows
+        ),
+    )

@@ -432,11 +432,15 @@ class Store:
             series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
 
-    def runs(self, limit: int = 20) -> list[m.Run]:
-        """The newest runs; one left 'running' by a process of this host that is gone reads
-        as aborted (without writing: a read-only database is read the same way)."""
+    def runs(self, limit: int = 20, auditors: Sequence[str] = ()) -> list[m.Run]:
+        """The newest runs (of ``auditors`` only, if given); one left 'running' by a process of
+        this host that is gone reads as aborted (without writing: a read-only database is read
+        the same way)."""
+        stmt = select(m.Run).order_by(m.Run.id.desc()).limit(limit)
+        if auditors:
+            stmt = stmt.where(m.Run.auditor_id.in_(list(auditors)))
         with Session(self.engine) as s:
-            rows = list(s.scalars(select(m.Run).order_by(m.Run.id.desc()).limit(limit)))
+            rows = list(s.scalars(stmt))
             s.expunge_all()
         for run in rows:
             if orphaned(run.status, run.host, run.pid):

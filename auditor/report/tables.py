@@ -38,8 +38,8 @@ def us(value: float | None) -> str:
 def _cells(columns: tuple[str, ...], row: tuple) -> list[str]:
     out = []
     for col, v in zip(columns, row, strict=True):
-        if col == "started_at":
-            out.append("-" if v is None else f"{v:%Y-%m-%d %H:%M:%S}")
+        if isinstance(v, datetime):
+            out.append(f"{v:%Y-%m-%d %H:%M:%S}")
         elif col.endswith("_us"):
             out.append(us(v))
         elif col == "value":
@@ -49,7 +49,17 @@ def _cells(columns: tuple[str, ...], row: tuple) -> list[str]:
     return out
 
 
-HEADINGS = {"started_at": "started (UTC)", "train_p50_us": "train p50", "infer_p50_us": "infer p50"}
+HEADINGS = {
+    "started_at": "started (UTC)",
+    "finished_at": "finished (UTC)",
+    "opened_at": "opened (UTC)",
+    "last_seen_at": "last seen (UTC)",
+    "resolved_at": "resolved (UTC)",
+    "created_at": "since (UTC)",
+    "train_p50_us": "train p50",
+    "infer_p50_us": "infer p50",
+    "auditor_id": "auditor",
+}
 
 
 def write_table(out: TextIO, columns: tuple[str, ...], rows: Iterator[tuple]) -> int:

@@ -325,11 +325,15 @@ def test_two_auditors_never_resolve_each_others_alerts(store):
         assert [e["event"] for e in rec_b.events] == ["opened"]
         assert engine_b.open_counts()["warning"] == 1 and engine_a.open_counts()["warning"] == 0
         shown = CliRunner().invoke(cli, ["--db", store.url, "alerts"])
-        assert (
-            shown.exit_code == 0
-            and "auditor auditor-a" in shown.output
-            and "auditor auditor-b" in shown.output
+        assert shown.exit_code == 0 and "auditor " in shown.output.splitlines()[1]  # the column
+        rows = [line.split() for line in shown.output.splitlines()[2:] if DRIFT.key in line]
+        assert sorted((r[1], r[3]) for r in rows) == [("open", "auditor-b"), ("resolved", "auditor-a")]
+        only_b = CliRunner().invoke(
+            cli, ["--db", store.url, "alerts", "--auditor", "auditor-b", "--format", "csv"]
         )
+        lines = only_b.output.splitlines()
+        assert lines[0].startswith("id,state,severity,auditor_id,key") and len(lines) == 2
+        assert ",auditor-b," in lines[1] and lines[1].split(",")[1] == "open"
     finally:
         a.close()
         b.close()
