@@ -29,7 +29,15 @@ from auditor.compare.outputs import (
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle import saved_outputs
 from auditor.cycle.compatibility import Compatibility
-from auditor.cycle.jobs import CycleAborted, InferOutcome, ProbeJob, TrainOutcome, probe_code_error
+from auditor.cycle.jobs import (
+    CheckError,
+    CycleAborted,
+    InferOutcome,
+    ProbeJob,
+    TrainOutcome,
+    comparator_checks,
+    probe_code_error,
+)
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
 from auditor.cycle.user_models import ModelSuite, model_stacks
@@ -526,27 +534,7 @@ class Cycle:
     def _comparator_checks(
         self, job: ProbeJob, train: dict[str, np.ndarray], infer: dict[str, np.ndarray]
     ) -> list[MetricCheck]:
-        """The probe's comparators, each with its options for this variant and dtype."""
-        probe_cfg = self.config.probe(job.spec.name)
-        defaults = job.spec.comparator_defaults(job.params)
-        checks: list[MetricCheck] = []
-        for name in job.spec.comparators:
-            comparator = self.comparators.get(name)
-            if comparator is None:
-                raise _CheckError(
-                    f"probe {job.spec.name} uses comparator {name!r}, which no loaded plugin provides "
-                    f"(loaded: {', '.join(sorted(self.comparators)) or 'none'})"
-                )
-            options = {**defaults.get(name, {}), **probe_cfg.comparator_options(name, job.variant, job.dtype)}
-            try:
-                found = comparator.compare(train, infer, options)
-            except Exception as exc:
-                raise _CheckError(
-                    f"comparator {name} failed on probe {job.spec.name} [{job.variant}] "
-                    f"(options from probes.{job.spec.name}.comparators.{name}): {type(exc).__name__}: {exc}"
-                ) from exc
-            checks.extend(found)
-        return checks
+        return comparator_checks(job, self.comparators, self.config.probe(job.spec.name), train, infer)
 
     @staticmethod
     def _rerun_checks(names: list[str], train: TrainOutcome, infer: InferOutcome) -> list[MetricCheck]:
@@ -617,8 +605,7 @@ class Cycle:
             )
 
 
-class _CheckError(Exception):
-    """A comparator or a rerun could not produce its checks: the result is an error."""
+_CheckError = CheckError
 
 
 def stack_report(stack: StackConfig, session: StackSession, fp: dict[str, Any] | None) -> StackReport:

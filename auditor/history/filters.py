@@ -197,8 +197,9 @@ def where_bound(stmt: Select, shape: tuple[int, ...]) -> Select:
             ids = select(m.Stack.id).where(bound_in(getattr(m.Stack, column), name, counts[name]))
             stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
     auditors, where = shape[-4], shape[-3]
-    if auditors:
-        stmt = stmt.where(bound_in(R.auditor_id, "auditor", auditors))  # type: ignore[arg-type]
+    if auditors:  # through the result's run: the series walk selects results without runs
+        runs = select(R.id).where(bound_in(R.auditor_id, "auditor", auditors))  # type: ignore[arg-type]
+        stmt = stmt.where(P.run_id.in_(runs))
     for i, (name, op) in enumerate(where):  # type: ignore[arg-type]
         stmt = stmt.where(_condition(name, op, bindparam(f"where{i}", type_=String())))
     since, until = shape[-2:]
@@ -220,7 +221,10 @@ def _condition(name: str, op: str, value: Any) -> Any:
         return (
             column.in_(ids) if op != "!=" else column.not_in(select(m.Stack.id).where(m.Stack.name == value))
         )
-    return _compare(FIELDS[name], op, value)
+    column = FIELDS[name]
+    if column.table is R.__table__:
+        return P.run_id.in_(select(R.id).where(_compare(column, op, value)))
+    return _compare(column, op, value)
 
 
 def _compare(column: Any, op: str, value: Any) -> Any:

@@ -243,6 +243,11 @@ def _title(r: ProbeResult) -> str:
     return r.pair.replace("->", " → ")
 
 
+def result_line(r: ProbeResult) -> Line:
+    """One result's line on its own (``auditor compare``)."""
+    return _line(r, {})
+
+
 def _line(r: ProbeResult, causes: Mapping[str, int]) -> Line:
     kind = "model" if is_model(r) else "probe"
     line = Line(kind, r.probe, r.variant, r.status, "")

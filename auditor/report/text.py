@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,10 +27,11 @@ from auditor.report.summary import (
     Summary,
     is_model,
     reference_label,
+    result_line,
     summarize,
 )
 from auditor.report.summary import status_counts as status_counts
-from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult
+from auditor.results import CONSISTENT, STATUS_ORDER, CycleResult, Latency, ProbeResult
 
 COLUMNS = (
     ("max_abs", "max abs"),
@@ -211,6 +213,21 @@ def render_full(result: CycleResult) -> str:
 def render_text(result: CycleResult, verbose: bool = False) -> str:
     """The report a person reads: the compact one, or with ``verbose`` the full tables."""
     return render_full(result) if verbose else render_summary(summarize(result))
+
+
+def render_result(r: ProbeResult, title: str, verbose: bool = False) -> str:
+    """One comparison on its own (``auditor compare``): its line and failing outputs, or with
+    ``verbose`` every output and check."""
+    if verbose:
+        lines = _probe_block(r)
+    else:
+        ln = result_line(r)
+        lines = _summary_line(ln, len(_label(ln)))
+        if r.status not in (CONSISTENT, "drift"):
+            lines += ["    " + m for m in r.message.splitlines()]
+    counts = {s: int(s == r.status) for s in STATUS_ORDER}
+    outcome = outcome_line(r.status, counts, 0 if r.status == CONSISTENT else 1)
+    return "\n".join([title, *lines, "", outcome]) + "\n"
 
 
 def outcome_line(worst: str, counts: dict[str, int], exit_code: int | None = None) -> str:
@@ -404,6 +421,14 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value
+
+
+def jsonable_result(r: ProbeResult) -> dict[str, Any]:
+    """One result as strict JSON data (``auditor compare --json``)."""
+    doc = asdict(r)
+    doc["exit_code"] = 0 if r.status == CONSISTENT else 1
+    doc["report"] = asdict(result_line(r))
+    return _jsonable(doc)
 
 
 def render_json(result: CycleResult) -> str:
