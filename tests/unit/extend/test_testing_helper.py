@@ -36,7 +36,7 @@ def test_the_found_config_decides_by_default(tmp_path, monkeypatch):
     assert cfg.source == str(tmp_path / "auditor.toml") and "ppo_policy" in plugins.probes()
     assert tolerance(cfg, "mean", "fp32", "float32") == (2e-5, 2e-5)
     assert tolerance(cfg, "logp", "fp16", "float16") == (4e-3, 4e-3)
-    assert tolerance(cfg, "mean", "fp16", "float16") == (1e-3, 1e-3)  # the built-in fp16 default, as in a cycle
+    assert tolerance(cfg, "mean", "fp16", "float16") == (1e-3, 1e-3)  # the built-in fp16 default
     assert cfg.probe("ppo_policy").params["batch"] == 32
     assert cfg.probe("ppo_policy").comparator_options("logp_diff", "fp32", "float32")["max_abs"] == 0.5
     assert [p.name for p in cfg.pairs] == ["tr->inf"] and not cfg.rollout.enabled
