@@ -136,22 +136,11 @@ def probe_table(name: str, config: ConfigChoice) -> tuple[dict[str, Any], str | 
 
 
 def run_cycle(
-    probe: str,
-    train: Stack,
-    infer: Stack,
-    *,
-    variants: Sequence[str] = (),
-    params: dict[str, Any] | None = None,
-    thresholds: dict[str, Any] | None = None,
-    config: ConfigChoice = None,
-    plugin_dirs: Iterable[str | Path] = (),
-    workdir: str | Path | None = None,
+    probe: str, train: Stack, infer: Stack, *, workdir: str | Path | None = None, **options: Any
 ) -> CycleResult:
-    """As ``run_probe``, returning the whole cycle's result (fingerprints and rule findings too)."""
-    cfg, plugins = probe_config(
-        probe, train, infer, variants=variants, params=params, thresholds=thresholds, config=config,
-        plugin_dirs=plugin_dirs,
-    )  # fmt: skip
+    """As ``run_probe`` (the same keyword arguments), returning the whole cycle's result
+    (fingerprints and rule findings too)."""
+    cfg, plugins = probe_config(probe, train, infer, **options)
     with _temporary_files_in(workdir):
         return Cycle(cfg, plugins.probes(), plugins.runtimes(), plugins.comparators(), plugins=plugins).run()
 

@@ -234,17 +234,8 @@ text_or_json = click.option(
     help="Output format: text (the same as table), JSON, or CSV (one row per result or point).",
 )
 
-SHOW_COLUMNS = (
-    "run",
-    "auditor",
-    "pair",
-    "probe",
-    "variant",
-    "status",
-    "train_p50_us",
-    "infer_p50_us",
-    "message",
-)
+SHOW_COLUMNS = tuple(c for c in RESULT_COLUMNS if c != "started_at")
+"""``show --format csv``: the run's results, as ``history`` lists them."""
 
 
 @click.command("show")

@@ -49,30 +49,13 @@ LT, LI, L_FIRST = aliased(L, name="lt"), aliased(L, name="li"), aliased(L, name=
 S_TRAIN, S_INFER = aliased(m.Stack, name="s_train"), aliased(m.Stack, name="s_infer")
 
 
-RESULT_COLUMNS = (
-    "run",
-    "started_at",
-    "auditor",
-    "pair",
-    "probe",
-    "variant",
-    "status",
-    "train_p50_us",
-    "infer_p50_us",
-    "message",
-)
-METRIC_COLUMNS = (
-    "run",
-    "started_at",
-    "auditor",
-    "pair",
-    "probe",
-    "variant",
-    "status",
-    "output",
-    "metric",
-    "value",
-)
+KEY_COLUMNS = ("run", "started_at", "auditor", "pair", "probe", "variant", "status")
+RESULT_COLUMNS = (*KEY_COLUMNS, "train_p50_us", "infer_p50_us", "message")
+METRIC_COLUMNS = (*KEY_COLUMNS, "output", "metric", "value")
+
+
+RESULT_KEY = (R.id, R.started_at, R.auditor_id, P.pair, P.probe, P.variant, P.status)
+"""The first columns of both listings: which run (when, whose) and which result."""
 
 
 def _limit(stmt: Select, limited: bool) -> Select:
@@ -110,18 +93,7 @@ def result_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
     def build(limited: bool) -> Select:
         lt, li = LT, LI
         stmt = (
-            select(
-                R.id,
-                R.started_at,
-                R.auditor_id,
-                P.pair,
-                P.probe,
-                P.variant,
-                P.status,
-                lt.p50_us,
-                li.p50_us,
-                P.message,
-            )
+            select(*RESULT_KEY, lt.p50_us, li.p50_us, P.message)
             .select_from(P)
             .join(R, R.id == P.run_id)
             .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
@@ -141,18 +113,7 @@ def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
 
     def build(limited: bool) -> Select:
         stmt = (
-            select(
-                R.id,
-                R.started_at,
-                R.auditor_id,
-                P.pair,
-                P.probe,
-                P.variant,
-                P.status,
-                M.output,
-                M.name,
-                M.value,
-            )
+            select(*RESULT_KEY, M.output, M.name, M.value)
             .select_from(M)
             .join(P, P.id == M.result_id)
             .join(R, R.id == P.run_id)

@@ -356,7 +356,8 @@ def _cause_text(f: Finding) -> str:
     return " ".join(f.message.split())
 
 
-def _num(value: float | None) -> str:
+def format_number(value: float | None) -> str:
+    """Three significant digits for tables; "-" for a missing value, non-finite spelled out."""
     if value is None:
         return "-"
     if math.isnan(value):
@@ -364,3 +365,6 @@ def _num(value: float | None) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return "0" if value == 0 else f"{value:.3g}"
+
+
+_num = format_number

@@ -25,6 +25,7 @@ from auditor.report.summary import (
     FailingOutput,
     Line,
     Summary,
+    format_number,
     is_model,
     reference_label,
     result_line,
@@ -44,19 +45,6 @@ COLUMNS = (
     ("min_atol", "min atol"),
     ("min_rtol", "min rtol"),
 )
-
-
-def format_number(value: float | None) -> str:
-    """Three significant digits for tables; "-" for a missing value, non-finite spelled out."""
-    if value is None:
-        return "-"
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
 
 
 _num = format_number
