@@ -201,3 +201,18 @@ def test_golden_record_refuses_a_train_stack_naming_what_to_use(tmp_path):
     assert "record on a stack that does: ms210-graph, lite20" in out.stderr
     probe = CliRunner().invoke(cli, ["--config", str(cfg), "golden", "record", "--probe", "ppo_policy"])
     assert probe.exit_code == 2 and "auditor baseline show" in probe.stderr
+
+
+def test_a_model_referenced_or_served_by_a_train_stack_is_refused_by_the_config():
+    doc = copy.deepcopy(DOC)
+    doc["models"]["critic"]["reference"] = "ms20"
+    doc["models"]["policy"]["stacks"] = ["ms210"]
+    from auditor.config.tables import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        parse(doc, "/etc/auditor/auditor.toml")
+    assert (
+        "models.critic.reference: ms20 runs mindspore, a train runtime that does not load a MindIR; "
+        "name a stack that does: ms210-graph, lite20" in exc.value.errors
+    )
+    assert any(e.startswith("models.policy.stacks: ms210 runs mindspore") for e in exc.value.errors)
