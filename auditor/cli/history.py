@@ -401,6 +401,7 @@ TREND_COLUMNS = ("metric", "pair", "probe", "variant", "output", "run", "auditor
 @click.option(
     "--stack", "stacks", multiple=True, metavar="NAME", help="Only pairs with this stack on a side."
 )
+@auditor_option
 @click.option("--since", metavar="WHEN", help="Start of the window (default: 30 days before its end).")
 @click.option("--until", metavar="WHEN", help="End of the window (default: just after the latest run).")
 @click.option(

@@ -159,10 +159,12 @@ def render_run(d: RunDetail) -> str:
         lines.append("  (none: the run stored no probe results)")
     for res in d.results:
         lat = res["latency"]
+        model = res["variant"] == "model" and ":" in res["pair"]  # [models.NAME]: NAME:REFERENCE->STACK
+        reference = res["pair"].split(":", 1)[1].split("->", 1)[0] if model else "train"
         lines.append(
             f"  {res['pair']}  {res['probe']} [{res['variant']}]  {res['status'].upper()}  "
-            f"p50 train {us(lat.get('train', {}).get('p50_us'))}, "
-            f"infer {us(lat.get('infer', {}).get('p50_us'))}"
+            f"p50 {reference} {us(lat.get('train', {}).get('p50_us'))}, "
+            f"{res['infer'] if model else 'infer'} {us(lat.get('infer', {}).get('p50_us'))}"
         )
         if res["status"] != "consistent":
             lines.append(f"    {res['message']}")

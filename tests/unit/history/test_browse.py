@@ -126,3 +126,14 @@ def test_trend_per_auditor_as_csv_and_json(db):
     )
     points = [p for s in only["series"] for p in s["points"]]
     assert points and {p["auditor"] for p in points} == {A}
+
+
+def test_the_html_report_of_one_auditor(db, tmp_path):
+    out = run(db, "report", "--out", str(tmp_path / "a.html"), "--auditor", A, "--pair", "ms20->lite20")
+    assert "wrote" in out and (tmp_path / "a.html").stat().st_size > 0
+
+
+def test_show_names_a_models_golden_side(db):
+    text = run(db, "show", "latest", "--auditor", A)
+    line = next(x for x in text.splitlines() if "policy:golden->lite20" in x)
+    assert "p50 golden" in line and "p50 train" not in line
