@@ -383,10 +383,12 @@ class LatencyConfig:
     regression_min_runs: Int(1, 10_000) = 3
     """No judgement before this many previous runs (at most regression_window)."""
     regression_spread: Float(0.0, 1000.0) = 3.0
-    """A regression must also exceed the median by this many run-to-run spreads of the window
-    (1.4826 × the median absolute deviation of its p50s): a runtime whose p50 jumps between
-    processes (MindSpore 2.10 PyNative: 4, 8, 12 or 16 ms on a 2-core machine) or a busy box
-    does not trip it. 0: the factor alone decides."""
+    """A regression must also exceed the median by this many run-to-run spreads: the series'
+    own (1.4826 × the median absolute deviation of its window's p50s) or the host's this run
+    (the same over every judged series' move), whichever is wider, after the whole host's
+    slowdown is divided out. A runtime whose p50 jumps between processes (MindSpore 2.10
+    PyNative: 4, 8, 12 or 16 ms on a 2-core machine) or a busy box does not trip it. 0: the
+    factor alone decides."""
     regression_sides: tuple[Choice("train", "infer"), ...] = ("infer",)
     """Which sides are judged: the serving side by default (what a policy server sees); the
     train side's eager mode is noisy and is not what production runs."""

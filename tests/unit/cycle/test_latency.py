@@ -68,6 +68,31 @@ def test_a_p50_that_jumps_between_processes_is_no_regression():
     assert latency.spread([200.0]) == 0.0 and latency.spread([1.0, 2.0, 3.0]) == pytest.approx(1.4826)
 
 
+# The ratios p50 / median of its last three runs of the 55 serving-side series of the shipped
+# config's fourth daemon cycle, measured on this 2-core machine under a load average of 20
+# (six other test suites running): every series moved, by 0.2× to 2.3×.
+BUSY = [0.21, 0.23, 0.27, 0.46, 0.5, 0.52, 0.53, 0.53, 0.57, 0.59, 0.59, 0.59, 0.63, 0.65, 0.65, 0.66,
+        0.66, 0.68, 0.69, 0.7, 0.7, 0.7, 0.71, 0.74, 0.78, 0.83, 0.83, 0.84, 0.86, 0.86, 0.88, 0.91,
+        0.91, 0.94, 0.98, 1.02, 1.02, 1.08, 1.09, 1.09, 1.13, 1.21, 1.32, 1.33, 1.37, 1.41, 1.42, 1.44,
+        1.6, 1.66, 1.78, 1.87, 1.89, 2.21, 2.27]  # fmt: skip
+
+
+def test_a_busy_box_that_moves_every_series_trips_no_regression():
+    import math
+
+    cfg = LatencyConfig()
+    window = [1522.0, 1490.0, 1560.0]  # a series steady over its last three runs
+    busy = latency.HostNoise.of([math.log(r) for r in BUSY])
+    assert latency.judge(1522.0 * 2.27, window, cfg) == 1522.0  # alone, its own spread is tiny
+    assert latency.judge(1522.0 * 2.27, window, cfg, busy) is None  # its host moved as much
+    quiet = latency.HostNoise.of([math.log(r) for r in (0.98, 1.01, 1.0, 1.02, 0.99, 1.0, 3.0)])
+    assert latency.judge(1522.0 * 3.0, window, cfg, quiet) == 1522.0  # one series slower than its host
+    slow = latency.HostNoise.of([math.log(r) for r in (1.9, 2.0, 2.1, 2.0, 1.95, 2.05)])
+    assert slow.shift > 0.6
+    assert latency.judge(1522.0 * 2.0, window, cfg, slow) is None  # the whole host twice as slow
+    assert latency.HostNoise.of([0.1, 0.2]) == latency.HostNoise(series=2)  # too few series to tell
+
+
 # -- history in the database ------------------------------------------------------------------
 
 
