@@ -121,6 +121,8 @@ class ProbeResult:
     """auditor.cycle.localize.Localization of a drifting variant: the first layer out of tolerance."""
     baseline: tuple[Any, ...] = ()
     """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
+    samples: int = 0
+    """How many samples (rows of the input batch) both sides ran and were compared on."""
 
 
 @dataclass(frozen=True)

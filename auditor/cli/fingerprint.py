@@ -11,6 +11,7 @@ import click
 
 from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from auditor.cli.selection import narrowed, selection_of, selector_options
 from auditor.config.tables import StackConfig
 from auditor.fingerprint import collect as fp
 from auditor.rules import cann_choice
@@ -21,11 +22,13 @@ VALUE_WIDTH = 70
 
 
 @click.command("fingerprint")
-@click.argument("stacks", nargs=-1, metavar="[STACK]...")
+@click.argument("named", nargs=-1, metavar="[STACK]...")
 @click.option("--json", "as_json", is_flag=True, help="Print the full fingerprint documents as JSON.")
+@selector_options()
 @click.pass_obj
-def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) -> None:
-    """Fingerprint stacks now (default: every configured stack) and show what was found.
+def fingerprint_command(obj: Context, named: tuple[str, ...], as_json: bool, **kw: Any) -> None:
+    """Fingerprint stacks now (default: every configured stack, or those the selectors
+    --stack, --pair, --probe, --model, --host reach) and show what was found.
 
     For each stack: host and Python, MindSpore / MindSpore Lite builds and the CANN
     versions MindSpore supports, CANN, driver, firmware, npu-smi, and the environment
@@ -39,6 +42,8 @@ def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) ->
       2  usage or config error
     """
     config = obj.config()
+    selection = selection_of(kw)
+    stacks = named + (tuple(narrowed(config, selection).config.stacks) if not selection.empty else ())
     unknown = [name for name in stacks if name not in config.stacks]
     if unknown:
         click.echo(

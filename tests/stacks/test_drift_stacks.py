@@ -68,7 +68,7 @@ def test_pointing_a_stack_at_another_install_is_one_drift_finding(stacks, defaul
     python_side = [c["words"] for c in f.details["changes"] if not c["path"].startswith("cann.")]
     assert not any("mindspore" in w or "numpy" in w for w in python_side)
     assert "ms20 changed since run" in render_text(second) and "    driver 25.0.rc1.1 -> 25.3.rc1" in (
-        render_text(second).replace("      ", "    ")
+        render_text(second, verbose=True).replace("      ", "    ")
     )
     assert '"kind": "version-drift"' in render_json(second)
 
