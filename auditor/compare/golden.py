@@ -80,7 +80,8 @@ def read_golden(path: str | os.PathLike[str], limits: files.Limits = files.DEFAU
     except files.FileProblem as exc:
         if exc.problem == "no such file":
             raise GoldenError(f"{p}: no such golden file (record one with `auditor golden record`)") from None
-        raise GoldenError(str(exc)) from None
+        problem = exc.problem.replace("not a readable .npz", "not a golden .npz", 1)
+        raise GoldenError(f"{p}: {problem}") from None
     if "meta" not in arrays:
         raise GoldenError(f"{p}: no 'meta' array: not written by `auditor golden record` (docs/golden.md)")
     meta_array = arrays.pop("meta")

@@ -189,5 +189,5 @@ def test_golden_round_trip_and_its_errors(tmp_path: Path) -> None:
     with pytest.raises(GoldenError, match="no such golden file"):
         read_golden(tmp_path / "missing.npz")
     (tmp_path / "text.npz").write_text("hello")
-    with pytest.raises(GoldenError, match="not a readable .npz"):
+    with pytest.raises(GoldenError, match="not a golden .npz"):
         read_golden(tmp_path / "text.npz")
