@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 
+from auditor.common.child_process import own_package_env
 from auditor.history.store import Store, StoreError
 
 TIMEOUT = 3600.0
@@ -35,6 +36,7 @@ def open_store(url: str, auditor_id: str = "") -> Store:
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
+            env=own_package_env(),  # the child imports this auditor, not another installed one
         )
     except subprocess.TimeoutExpired:
         store.close()
