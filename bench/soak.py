@@ -110,13 +110,15 @@ def outage(tmp: Path) -> tuple[str, bool]:
         f = postgres_outage(tmp / "run", server, url)
     finally:
         server.stop()
-    ok = f.after >= f.before + 2 and f.tracebacks == 0 and f.exit_status == 0
-    line = (
-        f"postgres outage: {f.before} run(s) before, server stopped and started again, "
-        f"{f.skipped} cycle(s) skipped meanwhile, {f.after} complete after; tracebacks {f.tracebacks}, "
-        f"daemon exit {f.exit_status}"
+    ok = (
+        f.after >= f.before + 2
+        and f.interrupted_status == "aborted"
+        and f.skipped >= 1
+        and f.tracebacks == 0
+        and f.continued_lines == 0
+        and f.exit_status == 0
     )
-    return line, ok
+    return f.line(), ok
 
 
 def main() -> int:

@@ -643,17 +643,38 @@ def _ssh_dirs(root: Path) -> list[Path]:
 @dataclass
 class OutageFigures:
     before: int = 0
+    """Complete runs before the first outage."""
+    interrupted: int | None = None
+    """The run whose cycle was under way when the server stopped."""
+    interrupted_status: str = ""
+    interrupted_note: str = ""
     skipped: int = 0
+    """Cycles skipped while the server was down between cycles."""
     after: int = 0
     tracebacks: int = 0
+    continued_lines: int = 0
+    """Log lines that continue a message (a message said in more than one line)."""
     exit_status: int | None = None
     log: str = ""
 
+    def line(self) -> str:
+        return (
+            f"postgres outage: {self.before} complete run(s) before; stopped during run {self.interrupted} "
+            f"(then {self.interrupted_status}: {self.interrupted_note!r}); stopped between cycles: "
+            f"{self.skipped} cycle(s) skipped; {self.after} complete after; tracebacks {self.tracebacks}, "
+            f"continued log lines {self.continued_lines}, daemon exit {self.exit_status}"
+        )
 
-def postgres_outage(tmp: Path, server: Any, url: str, outage: float = 8.0) -> OutageFigures:
-    """`auditor daemon` on PostgreSQL (``url``): a cycle completes; the server is stopped for
-    ``outage`` seconds (cycles meanwhile cannot reach the history) and started again; cycles
-    complete again. The daemon runs throughout."""
+
+def postgres_outage(tmp: Path, server: Any, url: str, delay: float = 0.5) -> OutageFigures:
+    """`auditor daemon` on PostgreSQL (``url``) on a 1-second schedule, its server stopped
+    twice and started again:
+
+    1. ``delay`` seconds into a cycle, until that cycle's process has said how it ended (the
+       history it reads and the results it writes are gone meanwhile);
+    2. right after a cycle, until a cycle has been skipped for want of the database.
+
+    Cycles complete again after each; the daemon runs throughout."""
     env = private_tmp(tmp)
     cfg = small_config(tmp, interval=1)
     cfg.write_text(cfg.read_text().replace("[storage]\n", f'[storage]\nurl = "{url}"\n', 1))
@@ -661,8 +682,15 @@ def postgres_outage(tmp: Path, server: Any, url: str, outage: float = 8.0) -> Ou
     figures = OutageFigures()
     database = url.rsplit("/", 1)[1].split("?")[0]
 
-    def runs() -> int:
-        return server.sql("SELECT count(*) FROM runs WHERE status = 'complete'", database)[0][0]
+    def sql(statement: str) -> list[tuple]:
+        return server.sql(statement, database)
+
+    def complete() -> int:
+        return sql("SELECT count(*) FROM runs WHERE status = 'complete'")[0][0]
+
+    def said_since(mark: int, *words: str) -> bool:
+        text = log.read_text()[mark:]
+        return any(w in text for w in words)
 
     with log.open("w") as err:
         proc = subprocess.Popen(
@@ -670,21 +698,75 @@ def postgres_outage(tmp: Path, server: Any, url: str, outage: float = 8.0) -> Ou
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
     try:
-        assert wait_until(lambda: _safe(runs) >= 1, 600, 0.5), log.read_text()[-3000:]
-        figures.before = runs()
+        assert wait_until(lambda: _safe(complete) >= 1, 600, 0.5), log.read_text()[-3000:]
+        figures.before = complete()
+        top = sql("SELECT max(id) FROM runs")[0][0]
+        running = f"SELECT max(id) FROM runs WHERE status = 'running' AND id > {top}"
+        assert wait_until(lambda: _safe(lambda: sql(running)[0][0] or 0), 600, 0.05), log.read_text()[-3000:]
+        figures.interrupted = sql(running)[0][0]
+        time.sleep(delay)
+        mark = len(log.read_text())
         server.halt()
-        time.sleep(outage)
+        ended = (f"cycle of run {figures.interrupted} did not", f"cycle done: run {figures.interrupted} ")
+        assert wait_until(lambda: said_since(mark, *ended), 600, 0.2), log.read_text()[-3000:]
         server.resume()
-        figures.skipped = log.read_text().count("cycle skipped")
-        assert wait_until(lambda: _safe(runs) >= figures.before + 2, 600, 0.5), log.read_text()[-3000:]
-        figures.after = runs()
-        assert proc.poll() is None, "the daemon ended during the outage"
+        # The next cycle writes the interrupted run's abort, then completes.
+        assert wait_until(lambda: _safe(complete) >= figures.before + 1, 600, 0.5), log.read_text()[-3000:]
+        figures.interrupted_status, figures.interrupted_note = sql(
+            f"SELECT status, coalesce(note, '') FROM runs WHERE id = {figures.interrupted}"
+        )[0]
+        stored = complete()
+        mark = len(log.read_text())
+        server.halt()
+        assert wait_until(lambda: said_since(mark, "cycle skipped"), 300, 0.2), log.read_text()[-3000:]
+        figures.skipped = log.read_text()[mark:].count("cycle skipped")
+        server.resume()
+        assert wait_until(lambda: _safe(complete) > stored, 600, 0.5), log.read_text()[-3000:]
+        figures.after = complete()
+        assert proc.poll() is None, "the daemon ended during an outage"
     finally:
         stop(proc, 180)
+        running_again(server)
     figures.exit_status = proc.returncode
     figures.log = log.read_text()
     figures.tracebacks = figures.log.count("Traceback")
+    figures.continued_lines = sum(1 for line in figures.log.splitlines() if line[:1].isspace())
     return figures
+
+
+def running_again(server: Any) -> None:
+    """Start ``server`` again if a failed test left it stopped (the session shares it)."""
+    with contextlib.suppress(Exception):
+        server.sql("SELECT 1")
+        return
+    server.resume()
+
+
+def audit_with_outage(tmp: Path, server: Any, url: str, delay: float = 0.5) -> tuple[int, str, str]:
+    """`auditor audit` on PostgreSQL (``url``), the server stopped ``delay`` seconds into the
+    cycle and started again once the command has ended: (exit status, stderr, the run's
+    status afterwards)."""
+    cfg = small_config(tmp)
+    cfg.write_text(cfg.read_text().replace("[storage]\n", f'[storage]\nurl = "{url}"\n', 1))
+    database = url.rsplit("/", 1)[1].split("?")[0]
+    running = "SELECT max(id) FROM runs WHERE status = 'running'"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "auditor", "--config", str(cfg), "audit"],
+        cwd=REPO, env=private_tmp(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: _safe(lambda: server.sql(running, database)[0][0] or 0), 300, 0.05)
+        run_id = server.sql(running, database)[0][0]
+        time.sleep(delay)
+        server.halt()
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        running_again(server)
+    status = server.sql(f"SELECT status FROM runs WHERE id = {run_id}", database)[0][0]
+    return proc.returncode, err, status
 
 
 def _safe(fn: Callable[[], int]) -> int:

@@ -97,8 +97,11 @@ class Server:
         return self.url(name)
 
     def halt(self) -> None:
-        """Stop the server and keep its data (``resume`` starts it again): an outage."""
-        self._ctl("-m", "fast", "-w", "stop")
+        """Stop the server and keep its data (``resume`` starts it again): an outage. Fast
+        mode: the open connections are cut, as when a server goes down under its clients."""
+        done = self._ctl("-m", "fast", "-w", "stop")
+        if done.returncode != 0:
+            raise Unavailable(f"pg_ctl stop failed: {(done.stderr or done.stdout).strip()}")
 
     def resume(self) -> None:
         """Start a halted server again, on the same port, with the same data."""

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.logs import setup_logging
 from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
@@ -30,10 +32,14 @@ from auditor.daemon.cycle_process import (
     read_frame,
     write_frame,
 )
+from auditor.db.health import db_error
 from auditor.extend.manager import Plugins
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
 from auditor.stacks.transport import CONNECTIONS
+
+HISTORY_ERRORS = (SQLAlchemyError, StoreError)
+"""What a history database that went away raises: said in one line (db_error), not a traceback."""
 
 
 # -- the child's side -----------------------------------------------------------------------------
@@ -52,6 +58,9 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
     on_run(run)
     try:
         try:
+            for earlier, note in request.unrecorded.items():  # before begin() reaps them as orphans
+                store.abort_run(earlier, note)
+                log.info("run %s marked aborted now that the history database is back", earlier)
             run_id = run.begin()
         except StoreError as exc:
             log.error("cannot record a new run, cycle skipped: %s", exc)
@@ -60,8 +69,18 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
         try:
             result = run.run()
         except (RunAborted, RunNotStored) as exc:
-            log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
-            return CycleReply(ABORTED, run_id, str(exc), started=started, finished=time.time())
+            if run.unrecorded is None:
+                log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
+            else:
+                log.warning(
+                    "cycle of run %s did not complete: %s; the run is marked aborted when the "
+                    "history database is back",
+                    run_id,
+                    exc,
+                )
+            return CycleReply(
+                ABORTED, run_id, str(exc), started=started, finished=time.time(), unrecorded=run.unrecorded
+            )
         log.info(
             "cycle done: run %s %s in %.1f s (%s)",
             run_id,
@@ -82,10 +101,19 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
                 alerts.evaluate(result.run_id)
             alerts.deliver(should_stop=lambda: run.aborted)
             open_alerts = alerts.open_counts()
+        except HISTORY_ERRORS as exc:  # the database went away after the run was stored
+            log.error(
+                "alerts of run %s not processed (the history database: %s); deliveries still pending "
+                "are retried by the next cycle",
+                run_id,
+                db_error(exc),
+            )
         except Exception:
             log.exception("alerts of run %s could not be processed; pending ones are retried later", run_id)
         try:
             done = apply_retention(store, config.keep_days)
+        except HISTORY_ERRORS as exc:
+            log.error("retention not applied (%s); tried again after the next cycle", db_error(exc))
         except Exception:
             log.exception("retention failed; the history is kept as it is until the next cycle")
         else:

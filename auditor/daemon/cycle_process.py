@@ -7,7 +7,8 @@ process (about 9 MB a cycle, measured by bench/daemon_memory.py), so the daemon 
 cycle in a child, ``python -m auditor.daemon.cycle_child``, that exits with it:
 
 - the daemon writes the cycle's request to the child's stdin (one pickled frame: the config
-  as loaded or reloaded, the plugin directories, the database URL, the log level), then,
+  as loaded or reloaded, the plugin directories, the database URL, the log level, the aborts
+  earlier children could not write while the database was away), then,
   should it stop, a line ``abort <reason>``; the end of its stdin (the daemon gone) aborts too;
 - the child logs to the daemon's stderr (the same journal), runs the cycle, evaluates and
   delivers the alerts, applies retention, and writes one pickled ``CycleReply`` frame on
@@ -28,7 +29,7 @@ import struct
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from auditor.common.child_process import close_pipes, describe_status, kill_group, own_package_env, wait_exit
@@ -52,6 +53,9 @@ class CycleRequest:
     plugin_dirs: list[str]
     db_url: str
     log_level: int = logging.INFO
+    unrecorded: dict[int, str] = field(default_factory=dict)
+    """Aborts of earlier cycles that could not be written (the database was away), run id to
+    note: the child writes them before it begins its own run."""
 
 
 @dataclass
@@ -67,6 +71,8 @@ class CycleReply:
     """Open alerts by severity after this cycle's alerts; None when they could not be read."""
     started: float = 0.0
     finished: float = 0.0
+    unrecorded: str | None = None
+    """Aborted, but the database was away: the note the run is to be marked aborted with."""
 
 
 def write_frame(stream: BinaryIO, obj: Any) -> None:

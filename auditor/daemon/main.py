@@ -129,6 +129,9 @@ class Daemon:
         self._idle.set()
         self._stopping = False
         self._last_status = "no cycle yet"
+        self._unrecorded: dict[tuple[str, int], str] = {}
+        """(database URL, run id) to the note of aborts a cycle child could not write (the
+        database was away): the next child writes them."""
         self._wake_r: int | None = None
 
     # -- start-up ---------------------------------------------------------------------------
@@ -362,9 +365,15 @@ class Daemon:
             if self._stopping or self._setup is None:
                 return
             setup = self._setup
+            url = setup.store.url
+            unrecorded = {run_id: note for (u, run_id), note in self._unrecorded.items() if u == url}
             run = ChildCycle(
                 CycleRequest(
-                    setup.config, self.plugins.dirs, setup.store.url, logging.getLogger().getEffectiveLevel()
+                    setup.config,
+                    self.plugins.dirs,
+                    url,
+                    logging.getLogger().getEffectiveLevel(),
+                    unrecorded,
                 )
             )
             self._current = run
@@ -385,6 +394,12 @@ class Daemon:
         alerts and retention itself) and turn its reply into status and metrics here."""
         reply = run.run()
         when = time.strftime("%H:%M:%S")
+        url = run.request.db_url
+        if reply.kind in (DONE, ABORTED) and reply.run_id is not None:  # begun: earlier aborts written
+            for run_id in run.request.unrecorded:
+                self._unrecorded.pop((url, run_id), None)
+        if reply.kind == ABORTED and reply.unrecorded is not None and reply.run_id is not None:
+            self._unrecorded[(url, reply.run_id)] = reply.unrecorded
         if reply.kind == DONE and reply.result is not None:
             result = reply.result
             if reply.open_alerts is not None:

@@ -40,12 +40,14 @@ def from_database(exc: BaseException) -> bool:
 
 
 def db_error(exc: BaseException) -> str:
-    """What the database driver said, without SQLAlchemy's statement and link."""
+    """What the database driver said, in one line (libpq says "Connection refused" and "Is the
+    server running...?" on two), without SQLAlchemy's statement and link."""
     if isinstance(exc, UnicodeDecodeError):
         return f"the file holds text that is not UTF-8, it is damaged ({exc.reason} at byte {exc.start})"
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc)
-    return text.split("\n[SQL:")[0].split("\n(Background on this error")[0].strip()
+    text = text.split("\n[SQL:")[0].split("\n(Background on this error")[0]
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 CYCLE_BUDGET = 10.0

@@ -296,7 +296,9 @@ class Store:
                 s.flush()
                 run_id = run.id
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot record a new run in {self.display_url}: {exc}") from None
+            raise StoreError(
+                f"cannot record a new run in {self.display_url}: {db_health.db_error(exc)}"
+            ) from None
         _OPEN_RUNS.add((self.url, run_id))
         return run_id
 
@@ -310,7 +312,9 @@ class Store:
         except SQLAlchemyError as exc:
             # Left 'running'; the next begin_run of this process (or, after it ended, of any
             # auditor on this host) marks it aborted once the database is back.
-            raise StoreError(f"cannot mark run {run_id} aborted in {self.display_url}: {exc}") from None
+            raise StoreError(
+                f"cannot mark run {run_id} aborted in {self.display_url}: {db_health.db_error(exc)}"
+            ) from None
 
     def reap_orphans(self) -> int:
         """Mark aborted the runs left 'running' on this host by processes that are gone, and
@@ -337,7 +341,9 @@ class Store:
         try:
             self._write_results(run_id, result, artifacts)
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not store run {run_id} in {self.display_url}: {exc}") from exc
+            raise StoreError(
+                f"could not store run {run_id} in {self.display_url}: {db_health.db_error(exc)}"
+            ) from exc
         _OPEN_RUNS.discard((self.url, run_id))
 
     def _write_results(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:

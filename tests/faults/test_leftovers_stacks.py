@@ -2,7 +2,7 @@
 cycle process ends with ``os._exit``, some are SIGKILLed mid-cycle, and afterwards no
 temporary directory (``auditor-ssh-*`` control sockets included), no process and no ssh
 client of ours is left here, and no worker directory on the host. And the daemon rides out
-its PostgreSQL server being stopped and started again.
+its PostgreSQL server being stopped during a cycle and between cycles, and started again.
 
 AUDITOR_SSH_CYCLES and AUDITOR_SSH_KILLS set the size (default 6 cycles, 2 SIGKILLs;
 bench/soak.py --soak runs 100 and 20).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault_kit import postgres_outage, ssh_daemon_soak
+from tests.fault_kit import audit_with_outage, postgres_outage, ssh_daemon_soak
 from tests.sshd import make_sshd, unavailable
 
 pytestmark = pytest.mark.stacks
@@ -59,16 +59,47 @@ def test_daemon_cycles_with_an_ssh_host_and_sigkills_leave_nothing_behind(stacks
     )
 
 
-def test_the_daemon_rides_out_postgresql_stopped_and_started_again(stacks, postgres, tmp_path: Path) -> None:
+def test_the_daemon_rides_out_postgresql_stopped_during_and_between_cycles(
+    stacks, postgres, tmp_path: Path
+) -> None:
     name = f"outage_{os.getpid()}"
     postgres.create_database(name)
     url = f"postgresql://{postgres.user}@127.0.0.1:{postgres.port}/{name}?password=outage-pw"
     (tmp_path / "run").mkdir()
     figures = postgres_outage(tmp_path / "run", postgres, url)
-    assert figures.after >= figures.before + 2 and figures.exit_status == 0, figures
-    assert figures.tracebacks == 0, figures.log[-4000:]
+    print(figures.line())
+    tail = figures.log[-4000:]
+    assert figures.after >= figures.before + 2 and figures.exit_status == 0, figures.line()
+    assert figures.tracebacks == 0 and figures.continued_lines == 0, tail
     assert "outage-pw" not in figures.log
-    # the outage was seen and said, in words (a cycle skipped or a run aborted), not as a traceback
-    assert "history" in figures.log and ("cycle skipped" in figures.log or "aborted" in figures.log), (
-        figures.log[-4000:]
-    )
+    # Stopped during a cycle: that cycle says so in one line, and its run is marked aborted with
+    # the reason once the server is back (not left 'running', not reaped as a dead process's).
+    interrupted = figures.interrupted
+    ended = f"cycle of run {interrupted} did not complete"
+    said = [line for line in figures.log.splitlines() if ended in line]
+    assert len(said) == 1, tail
+    assert "history database" in said[0], said
+    assert said[0].endswith("the run is marked aborted when the history database is back"), said
+    assert figures.interrupted_status == "aborted", figures.line()
+    assert figures.interrupted_note.startswith(
+        ("the history database failed during the cycle: ", "could not store results: ")
+    ), figures.line()
+    assert f"run {interrupted} marked aborted now that the history database is back" in figures.log, tail
+    # Stopped between cycles: the cycles meanwhile are skipped with one line each.
+    assert figures.skipped >= 1, tail
+
+
+def test_audit_with_postgresql_stopped_during_its_cycle_says_it_in_one_line(
+    stacks, postgres, tmp_path: Path
+) -> None:
+    name = f"audit_outage_{os.getpid()}"
+    postgres.create_database(name)
+    url = f"postgresql://{postgres.user}@127.0.0.1:{postgres.port}/{name}?password=outage-pw"
+    status, err, run_status = audit_with_outage(tmp_path, postgres, url)
+    assert status == 1, err  # not 130: nobody pressed Ctrl-C
+    assert "Traceback" not in err and "outage-pw" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("auditor: the history database failed during the cycle: "), err
+    assert lines[0].endswith("is marked aborted by the next run once the database is back"), err
+    assert run_status == "running"  # as said: the database was away when the cycle ended
