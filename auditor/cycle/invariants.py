@@ -19,9 +19,10 @@ input class (auditor.compare.input_classes), are checked alone:
   ``NAN_PROPAGATES`` (and each exposed layer the reference computes) is held to the
   mathematics: the reference's pattern of finite and non-finite values, element-wise for an
   output shaped like that input, else per row. A NaN that comes out finite is always a
-  finding (the information is lost, whatever the reference says); ±Inf that comes out finite
-  is one only where the reference keeps it non-finite (tanh(±Inf) = ±1 is arithmetic, not
-  masking); NaN/Inf where the reference is finite is one too. Without a reference, any finite
+  finding (the information is lost, whatever the reference says), and so is a NaN the
+  mathematics makes of ±Inf (Inf - Inf); ±Inf that comes out finite is one only where the
+  reference keeps it infinite (tanh(±Inf) = ±1 is arithmetic, not masking); NaN/Inf where
+  the reference is finite is one too. Without a reference, any finite
   value out of a non-finite input is a hazard. The share of such values allowed (default 0)
   is set per probe like a comparator's options: ``[probes.P.comparators.nan_hazard]
   max_share = 0.5`` (or ``enabled = false``), also per ``dtype.D`` and ``variant.V``;
@@ -279,7 +280,9 @@ def check_side(
     for run in runs:
         _check_run(side, declared, names, input_names, varied, run, invariants, hazards)
     found: list[Finding] = []
-    by_check = {(i.output, i.check): i for i in declared.invariants}
+    by_check: dict[tuple[str, str], Invariant] = {}
+    for i in declared.invariants:
+        by_check.setdefault((i.output, i.check), i)
     reported = sum(t.count for (_, kind), t in side.tallies.items() if kind in HAZARD_KINDS)
     share = reported / side.hazards if side.hazards else 0.0
     for (name, kind), tally in side.tallies.items():
@@ -339,7 +342,7 @@ def _check_run(
                 elif rows is not None:  # without it: the rows of finite inputs only
                     mask &= finite_rows[:, None]
                 taken |= mask
-                kinds[inv.check] = mask
+                kinds[inv.check] = kinds[inv.check] | mask if inv.check in kinds else mask
         judged = name in declared.propagates or (name in declared.layers and ref is not None)
         if check_hazards and floats and judged and rows is not None:
             kinds.update(_hazards(side, x64, rows, ref))
@@ -383,14 +386,14 @@ def _hazards(side: _Side, x: np.ndarray, rows: np.ndarray, ref: np.ndarray | Non
         return {}
     side.hazards += int(np.count_nonzero(bad))
     finite = np.isfinite(rows.astype(np.float64))
-    out = {NAN_MASKED: bad & nan & finite}
     if ref is None:
-        out[INF_FINITE] = bad & ~nan & finite
-    else:
-        expected = np.isfinite(ref)
-        out[INF_MASKED] = bad & ~nan & finite & ~expected
-        out[NON_FINITE] = bad & ~finite & expected
-    return out
+        return {NAN_MASKED: bad & nan & finite, INF_FINITE: bad & ~nan & finite}
+    # A NaN is masked whether it came in or the mathematics made it (Inf - Inf).
+    return {
+        NAN_MASKED: bad & finite & (nan | np.isnan(ref)),
+        INF_MASKED: bad & finite & ~nan & np.isinf(ref),
+        NON_FINITE: bad & ~finite & np.isfinite(ref),
+    }
 
 
 def _inherited(
