@@ -39,7 +39,7 @@ import numpy as np
 RANDOM = "random"
 CLASSES = ("sweep", "layer-sweep", "magnitude", "fp16-edge", "nan-inf")
 LAYER_SWEEP = "layer-sweep"
-SOLVER_STEPS = 200
+SOLVER_STEPS = 40
 POOL = 4096
 """Seeded candidate inputs a layer sweep starts from (directions at scales 0.1 to SOLVER_LIMIT)."""
 SOLVER_LIMIT = 1e3

@@ -48,6 +48,18 @@ class ProbeSuite:
 
     def __init__(self, state: CycleState):
         self.state = state
+        self._batches: dict[str, list[input_classes.ClassBatch]] = {}
+
+    def class_batches(self, job: ProbeJob) -> list[input_classes.ClassBatch]:
+        """The job's input-class batches, made once per cycle (every side runs the same ones;
+        the layer sweeps are solved from the weights)."""
+        with self.state.lock:
+            made = self._batches.get(job.key)
+        if made is None:
+            made = input_classes.class_batches(job.spec, job.params)
+            with self.state.lock:
+                made = self._batches.setdefault(job.key, made)
+        return made
 
     def batches(self, job: ProbeJob) -> list[int]:
         """The batch sizes a job is exported at besides its own: the configured latency
@@ -182,7 +194,7 @@ class ProbeSuite:
     ) -> None:
         """Run the model on every input class's batch; outcome.classes[name] = outputs."""
         try:
-            batches = input_classes.class_batches(job.spec, job.params)
+            batches = self.class_batches(job)
         except Exception as exc:  # a probe's class_inputs hook or INPUT_CLASSES is broken
             outcome.suite_errors.append(f"input classes: the probe cannot make them: {exc}")
             return

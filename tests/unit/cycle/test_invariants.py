@@ -160,7 +160,7 @@ def test_nan_turned_finite_is_a_hazard_whatever_the_reference_says():
     # logp and action of the NaN row are finite because the mean is: its consequences.
     assert f.details["count"] == 1 and f.details["share"] == pytest.approx(1 / 9)
     alone = _check(
-        [SideRun("nan-inf", inputs, outputs, finite_ref)], invariants.Declared(propagates=graph.keys())
+        [SideRun("nan-inf", inputs, outputs, finite_ref)], invariants.Declared(propagates=tuple(graph))
     )
     assert sorted(f.details["output"] for f in alone) == ["action", "logp"]
 
@@ -202,25 +202,23 @@ def test_hazards_are_element_wise_for_an_output_shaped_like_the_input_and_relaxa
     assert relaxed == []
 
 
-def test_a_nan_masked_in_a_layer_explains_every_output_computed_from_it():
-    """MindSpore Lite 2.0's Tanh turns NaN into -1 in the first layer: one finding, at fc0."""
-    params = PPO.variant_params("fp32", {"batch": 6})
+def _ppo_side(stack, input_class, inputs, runtime, only=None):
+    """The fp32 PPO policy's side checks where the runtime computes ``runtime(reference)`` of
+    every output and layer (of ``only``, else the reference itself)."""
+    params = PPO.variant_params("fp32", {"batch": inputs[0].shape[0]})
     declared = invariants.declared(PPO, params)
     assert declared.layers == ("fc0", "fc1") and declared.checks_layers
-    inputs = _nan_inf_batch()
-    weights = PPO.make_weights(params)
-    ref = invariants.reference_outputs(declared, params, weights, inputs)
-    runtime = {n: np.where(np.isfinite(v), v, -1.0).astype(np.float32) for n, v in ref.items()}
-    outputs = [runtime[n] for n in PPO.outputs] + [runtime["fc0"], runtime["fc1"]]
-    found = invariants.check_side(
-        "lite20",
-        "ppo_policy",
-        "fp32",
-        declared,
-        list(PPO.outputs) + ["fc0", "fc1"],
-        list(PPO.inputs),
-        0,
-        [SideRun("nan-inf", inputs, outputs, ref)],
+    ref = invariants.reference_outputs(declared, params, PPO.make_weights(params), inputs)
+    names = list(PPO.outputs) + list(declared.layers)
+    outputs = [(runtime(ref[n]) if only in (None, n) else ref[n]).astype(np.float32) for n in names]
+    run = SideRun(input_class, inputs, outputs, ref)
+    return invariants.check_side(stack, "ppo_policy", "fp32", declared, names, list(PPO.inputs), 0, [run])
+
+
+def test_a_nan_masked_in_a_layer_explains_every_output_computed_from_it():
+    """MindSpore Lite 2.0's Tanh turns NaN into -1 in the first layer: one finding, at fc0."""
+    found = _ppo_side(
+        "lite20", "nan-inf", _nan_inf_batch(), lambda ref: np.where(np.isfinite(ref), ref, -1.0)
     )
     assert [(f.details["output"], f.details["hazard"]) for f in found] == [("fc0", "nan-masked")]
     assert found[0].summary == "NaN masked to -1 by ppo_policy (layer fc0)"
@@ -228,22 +226,14 @@ def test_a_nan_masked_in_a_layer_explains_every_output_computed_from_it():
 
 def test_a_hidden_layer_out_of_its_range_is_found():
     """MindSpore 2.10's fp32 Tanh returns up to 1.0000098 for pre-activations near 5."""
-    params = PPO.variant_params("fp32", {"batch": 8})
-    declared = invariants.declared(PPO, params)
-    inputs = PPO.make_inputs(params)
-    ref = invariants.reference_outputs(declared, params, PPO.make_weights(params), inputs)
-    runtime = {n: v.astype(np.float32) for n, v in ref.items()}
-    runtime["fc0"][3, 7] = np.float32(1.0000097)
-    outputs = [runtime[n] for n in list(PPO.outputs) + ["fc0", "fc1"]]
-    (f,) = invariants.check_side(
-        "ms210",
-        "ppo_policy",
-        "fp32",
-        declared,
-        list(PPO.outputs) + ["fc0", "fc1"],
-        list(PPO.inputs),
-        0,
-        [SideRun("random", inputs, outputs, ref)],
+
+    def overshoot(ref):
+        out = ref.copy()
+        out[3, 7] = 1.0000097
+        return out
+
+    (f,) = _ppo_side(
+        "ms210", "random", PPO.make_inputs(PPO.variant_params("fp32", {"batch": 8})), overshoot, "fc0"
     )
     assert (
         f.details["output"] == "fc0"
