@@ -209,7 +209,7 @@ def test_results_reach_history_reports_and_json(run):
     doc = json.loads(render_json(result))
     kinds = {f["kind"] for f in doc["findings"]}
     assert {"invariant", "nan-hazard"} <= kinds
-    text = render_text(result)
+    text = render_text(result, verbose=True)
     assert "Each stack on its own (invariants, NaN/Inf hazards)" in text
     assert "wrong_policy's std is not > 0 on ms210, ms210-graph (negative-std)" in text
     with store.engine.connect() as conn:
