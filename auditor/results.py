@@ -92,6 +92,17 @@ class Finding:
     key: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+    cause: str = ""
+    """What went wrong, without where: the findings of one cycle that share a cause are
+    reported as one (auditor.cycle.causes), keyed by it, so that alerts follow the cause and
+    not each stack, pair or variant it shows on. Empty: the finding is a cause of its own."""
+    summary: str = ""
+    """The cause in words, without the place ("NaN masked to -10 by obs_normalizer"); the
+    reported message is "<summary> on <where it holds>"."""
+    place: tuple[str, str] = ("", "")
+    """Where this finding holds: (stack or pair, variant or "")."""
+    example: str = ""
+    """One occurrence in figures (a value, an input), shown after the places."""
 
 
 @dataclass(frozen=True)

@@ -602,7 +602,24 @@ class Cycle:
                 f"{r.pair}/{r.probe}/{r.variant}/{r.status}",
                 r.message,
                 {"probe": r.probe, "variant": r.variant},
+                **(drift_cause(r) if r.status == DRIFT else {}),
             )
+
+
+def drift_cause(r: ProbeResult) -> dict[str, Any]:
+    """A drift's cause: the pair, the probe and what is out of tolerance (its outputs, else its
+    probe-wide checks), so that variants drifting in the same outputs are one finding."""
+    failing = [c.output for c in r.outputs if not c.passed]
+    failing += [c.output.partition("@")[0] for c in r.checks if not c.passed and c.output and c.output != "*"]
+    if not failing:
+        failing = [c.metric for c in r.checks if not c.passed]
+    what = list(dict.fromkeys(failing))
+    return {
+        "cause": f"{r.pair}/{r.probe}/drift/{'+'.join(what)}",
+        "summary": f"{r.probe} drifts in {', '.join(what) or 'its outputs'}",
+        "place": (r.pair, r.variant),
+        "example": f"[{r.variant}] {r.message}",
+    }
 
 
 _CheckError = CheckError

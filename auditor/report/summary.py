@@ -179,8 +179,11 @@ def summarize(result: CycleResult) -> Summary:
     causes = _causes(result.findings)
     by_message = {}
     for f, cause in causes:
-        by_message.setdefault(f.message, cause.ref)
-        by_message.setdefault(f.message.splitlines()[0], cause.ref)
+        # A finding of several places (auditor.cycle.causes) keeps each place's own message.
+        for message in [f.message] + [w.get("message", "") for w in f.details.get("where", ())]:
+            if message:
+                by_message.setdefault(message, cause.ref)
+                by_message.setdefault(message.splitlines()[0], cause.ref)
     blocks: dict[str, Block] = {}
     for r in result.results:
         block = blocks.get(r.pair)
