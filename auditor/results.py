@@ -133,6 +133,48 @@ class LearnedMaximum:
     learned_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class ChipTelemetry:
+    """What one chip of an NPU (or its card's MCU, chip ``mcu``) reported in one sample:
+    metric -> value (auditor.worker.npu_metrics names them)."""
+
+    chip: str
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class NpuTelemetry:
+    npu: int
+    chips: tuple[ChipTelemetry, ...] = ()
+    errors: tuple[str, ...] = ()
+    """The npu-smi views that failed for this NPU, each with npu-smi's own words."""
+    unsupported: tuple[str, ...] = ()
+    """Views this device does not offer (not an error)."""
+
+
+@dataclass(frozen=True)
+class HostTelemetry:
+    """One telemetry sample of a host's NPUs (auditor.cycle.telemetry), taken through one of
+    its stacks' workers. Volatile: never part of a fingerprint."""
+
+    host: str
+    stack: str
+    at: float
+    """When the sample arrived (the auditor's clock, Unix time)."""
+    available: bool
+    reason: str | None = None
+    """Why there is no sample: no npu-smi, no NPU (``failed`` False), or npu-smi failing."""
+    failed: bool = False
+    """npu-smi is there but could not list the NPUs: nothing was checked (not "no NPUs")."""
+    npus: tuple[NpuTelemetry, ...] = ()
+    seconds: float = 0.0
+    calls: int = 0
+
+    def points(self) -> list[tuple[int, str, str, float]]:
+        """(npu, chip, metric, value) of every value of the sample."""
+        return [(n.npu, c.chip, k, v) for n in self.npus for c in n.chips for k, v in c.values.items()]
+
+
 @dataclass
 class CycleResult:
     started_at: float
@@ -149,6 +191,8 @@ class CycleResult:
     """Operators a load failed on (stored; auditor.rules.operator_support)."""
     publications: list[Any] = field(default_factory=list)
     """auditor.history.publication.PublicationSet per publishing train stack (split mode)."""
+    telemetry: list[HostTelemetry] = field(default_factory=list)
+    """One NPU telemetry sample per host (auditor.cycle.telemetry)."""
 
     @property
     def outcome(self) -> str:
@@ -184,6 +228,7 @@ class CycleResult:
                 for r in self.rollouts
             ],
             "findings": [asdict(f) for f in self.findings],
+            "telemetry": [asdict(t) for t in self.telemetry],
         }
 
 

@@ -51,11 +51,13 @@ from auditor.config.tables import (
     SinkConfig,
     StackConfig,
     StorageTable,
+    TelemetryConfig,
     _relative_to,
     expand,
 )
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
 from auditor.config.user_models import InputSpec, ModelConfig
+from auditor.worker.npu_metrics import METRICS
 
 # -- parse: per-key validation by the schema, then the checks that need more ------------------
 
@@ -150,6 +152,7 @@ def parse(
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes)
     _check_latency(p)
+    _check_telemetry(p, simple["telemetry"])
     _check_rollout(p, pairs, known_probes, probe_variants, env_problem)
     simple["schedule"] = _check_schedule(p, simple["schedule"])
     _check_secrets(p)
@@ -453,6 +456,20 @@ def _check_latency(p: _Parse) -> None:
         p.error(
             "latency.regression_min_runs", f"must be at most regression_window ({window}), not {min_runs}"
         )
+
+
+def _check_telemetry(p: _Parse, telemetry: TelemetryConfig) -> None:
+    """Threshold tables name known metrics, and their levels do not decrease."""
+    for metric, limits in telemetry.thresholds.items():
+        path = f"telemetry.thresholds.{metric}"
+        if metric not in METRICS:
+            p.error(path, f"unknown telemetry metric (known: {_known(METRICS)})")
+            continue
+        levels = [(n, getattr(limits, n)) for n in ("warning", "error", "critical")]
+        given = [(n, v) for n, v in levels if v is not None]
+        for (a, x), (b, y) in zip(given, given[1:], strict=False):
+            if x > y:
+                p.error(path, f"{a} ({x:g}) is above {b} ({y:g}): each level must be at least the one below")
 
 
 def _check_rollout(

@@ -32,6 +32,7 @@ from auditor.config.fields import (
 )
 from auditor.config.thresholds import ProbeConfig
 from auditor.config.user_models import GENERATORS, INPUT_DTYPES, ModelConfig
+from auditor.worker.npu_metrics import DEFAULT_VIEWS, VIEWS
 
 # The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
 # side). Plugins add more; the CLI passes the full map to parse().
@@ -416,6 +417,60 @@ class RolloutConfig:
 
 
 @section
+class LimitTable:
+    """``[telemetry.thresholds.METRIC]``: a finding (and an alert) of the highest severity whose
+    limit the value reaches (value >= limit); unset levels are not checked."""
+
+    warning: Float(-1e30, 1e30) | None = None
+    """A warning at or above this value."""
+    error: Float(-1e30, 1e30) | None = None
+    """An error at or above this value."""
+    critical: Float(-1e30, 1e30) | None = None
+    """A critical finding at or above this value."""
+
+    def severity(self, value: float) -> tuple[str, float] | None:
+        """The most severe level ``value`` reaches, with its limit; None below every limit."""
+        for level in ("critical", "error", "warning"):
+            limit = getattr(self, level)
+            if limit is not None and value >= limit:
+                return level, limit
+        return None
+
+
+DEFAULT_LIMITS = {
+    "health": LimitTable(warning=1, error=2, critical=3),
+    "temperature_c": LimitTable(warning=85),
+    "ecc_hbm_double_bit": LimitTable(error=1),
+    "ecc_ddr_double_bit": LimitTable(error=1),
+}
+"""Limits that hold unless ``[telemetry.thresholds.METRIC]`` replaces them: any health word
+worse than OK, a chip at 85 °C, any uncorrectable (double-bit) ECC error."""
+
+
+@section
+class TelemetryConfig:
+    """``[telemetry]``: NPU power, temperature, memory/HBM use, utilisation, ECC counts and health
+    of every host's NPUs, read with npu-smi through one of the host's stacks, stored as series
+    and judged against thresholds (auditor.cycle.telemetry)."""
+
+    enabled: Bool = True
+    """Sample every host's NPUs in each cycle (a host without npu-smi records nothing and says
+    so once)."""
+    interval: Seconds(0.0, DAY) = 0.0
+    """``auditor daemon``: also sample every this many seconds between cycles (0: only in
+    cycles). Thresholds are judged at each cycle on the worst value since the previous one."""
+    views: tuple[Choice(*VIEWS), ...] = DEFAULT_VIEWS
+    """The ``npu-smi info -t VIEW -i N`` views read per NPU (one call each)."""
+    thresholds: dict[str, LimitTable] = field(default_factory=dict)
+    """Limits per metric, replacing the default ones for that metric (health >= 1 warning,
+    >= 2 error, >= 3 critical; temperature_c >= 85 warning; ecc_*_double_bit >= 1 error)."""
+
+    def limits(self) -> dict[str, LimitTable]:
+        """The limits in force: the defaults, each replaced by the configured table of its metric."""
+        return {**DEFAULT_LIMITS, **self.thresholds}
+
+
+@section
 class ScheduleConfig:
     """``[schedule]``: when ``auditor daemon`` runs cycles: every ``interval``, or on ``cron``."""
 
@@ -528,6 +583,8 @@ class Document(BaseModel):
     """Timing of every loaded probe variant."""
     rollout: RolloutConfig = RolloutConfig()
     """Closed-loop rollouts."""
+    telemetry: TelemetryConfig = TelemetryConfig()
+    """NPU telemetry: series, thresholds, the daemon's sampling schedule."""
     plugins: PluginsTable = PluginsTable()
     """Plugin folders."""
     secrets: SecretsConfig = SecretsConfig()
@@ -555,7 +612,16 @@ class Document(BaseModel):
 SECTIONS = tuple(Document.model_fields)
 
 
-SIMPLE_SECTIONS = ("worker", "latency", "rollout", "secrets", "schedule", "prometheus", "daemon")
+SIMPLE_SECTIONS = (
+    "worker",
+    "latency",
+    "rollout",
+    "telemetry",
+    "secrets",
+    "schedule",
+    "prometheus",
+    "daemon",
+)
 """Sections whose table is the Config attribute of the same name as it is."""
 
 
@@ -569,6 +635,7 @@ class Config:
     worker: WorkerConfig = WorkerConfig()
     latency: LatencyConfig = LatencyConfig()
     rollout: RolloutConfig = RolloutConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     plugin_dirs: tuple[str, ...] = ()
     schedule: ScheduleConfig = ScheduleConfig()
     alerts: AlertsConfig = AlertsConfig()

@@ -31,6 +31,7 @@ from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.jobs import CycleAborted, InferOutcome, ProbeJob, TrainOutcome, probe_code_error
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
+from auditor.cycle.telemetry import DeviceTelemetry
 from auditor.cycle.user_models import ModelSuite, model_stacks
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
@@ -101,6 +102,7 @@ class Cycle:
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
         self.suite = ProbeSuite(self.state)
         self.models = ModelSuite(self.state, self.compat)
+        self.telemetry = DeviceTelemetry(self.state)
 
     def abort(self) -> None:
         """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
@@ -139,6 +141,7 @@ class Cycle:
         with tempdirs.owned("auditor-cycle-") as tmp:
             try:
                 self.compat.fingerprint_and_check(sessions)
+                samples = self.telemetry.sample(sessions)  # NPU telemetry, once per host
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
@@ -191,6 +194,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + self.suite.side_findings(planned, trained, inferred)
+            + self.telemetry.findings(samples)
         )
         return CycleResult(
             started,
@@ -203,6 +207,7 @@ class Cycle:
             rollouts=rollouts,
             learned_operators=self.compat.learned_operators,
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
+            telemetry=samples,
         )
 
     # -- the two sides ---------------------------------------------------------------------

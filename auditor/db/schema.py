@@ -218,6 +218,37 @@ class LatencyRow(Base):
     result: Mapped[ProbeResultRow] = relationship(back_populates="latencies")
 
 
+class TelemetrySeriesRow(Base):
+    """One NPU telemetry series: a metric of one chip of one NPU of a host, sampled by one
+    auditor (auditor.history.telemetry). Not tied to runs: the daemon also samples between
+    cycles; retention deletes points by age."""
+
+    __tablename__ = "telemetry_series"
+    __table_args__ = (UniqueConstraint("auditor_id", "host", "npu", "chip", "metric"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    auditor_id: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    npu: Mapped[int] = mapped_column(Integer)
+    chip: Mapped[str] = mapped_column(String(16))
+    metric: Mapped[str] = mapped_column(String(64))
+
+
+class TelemetryPoint(Base):
+    """One value of a telemetry series at one time (naive UTC)."""
+
+    __tablename__ = "telemetry_points"
+    __table_args__ = (
+        # a series' newest points and a series over a time range: one index walk each
+        Index("ix_telemetry_points_series_id_at", "series_id", "at"),
+        # everything since a time (the worst value since the previous run): the newest rows only
+        Index("ix_telemetry_points_at", "at"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("telemetry_series.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(DateTime)
+    value: Mapped[float] = mapped_column(Float)
+
+
 class FindingRow(Base):
     """Something a rule or a comparison concluded in a run."""
 

@@ -30,7 +30,7 @@ from auditor.db import health as db_health
 from auditor.db import schema as m
 from auditor.db import url as db_url
 from auditor.db.rows import add_once, stack_row
-from auditor.history import baselines, publication, series
+from auditor.history import baselines, publication, series, telemetry
 from auditor.results import (
     MODES,
     CycleResult,
@@ -426,6 +426,7 @@ class Store:
             self._write_mindir_limits(s, run_id, result.learned_maxima)
             self._write_operator_limits(s, run_id, result.learned_operators)
             publication.write(s, run_id, run.auditor_id, result.publications, _now())
+            telemetry.record(s, run.auditor_id, result.telemetry)
             s.flush()
             series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()

@@ -1,0 +1,66 @@
+"""NPU telemetry: series per host, NPU, chip and metric, and their points in time
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-04
+
+- telemetry_series: (auditor_id, host, npu, chip, metric), one row per series that has
+  points (auditor.history.telemetry);
+- telemetry_points: (series_id, at, value); indexed by (series_id, at) for a series' newest
+  points and its time range, and by at for everything since a time. Points do not belong to
+  runs (the daemon samples between cycles too); retention deletes them by age.
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0010"
+down_revision: str | Sequence[str] | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "telemetry_series",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("auditor_id", sa.String(length=255), nullable=False),
+        sa.Column("host", sa.String(length=255), nullable=False),
+        sa.Column("npu", sa.Integer(), nullable=False),
+        sa.Column("chip", sa.String(length=16), nullable=False),
+        sa.Column("metric", sa.String(length=64), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_telemetry_series")),
+        sa.UniqueConstraint(
+            "auditor_id",
+            "host",
+            "npu",
+            "chip",
+            "metric",
+            name=op.f("uq_telemetry_series_auditor_id_host_npu_chip_metric"),
+        ),
+    )
+    op.create_table(
+        "telemetry_points",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("series_id", sa.Integer(), nullable=False),
+        sa.Column("at", sa.DateTime(), nullable=False),
+        sa.Column("value", sa.Float(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["series_id"],
+            ["telemetry_series.id"],
+            name=op.f("fk_telemetry_points_series_id_telemetry_series"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_telemetry_points")),
+    )
+    op.create_index("ix_telemetry_points_series_id_at", "telemetry_points", ["series_id", "at"], unique=False)
+    op.create_index("ix_telemetry_points_at", "telemetry_points", ["at"], unique=False)
+
+
+def downgrade() -> None:
+    op.drop_index("ix_telemetry_points_at", table_name="telemetry_points")
+    op.drop_index("ix_telemetry_points_series_id_at", table_name="telemetry_points")
+    op.drop_table("telemetry_points")
+    op.drop_table("telemetry_series")
