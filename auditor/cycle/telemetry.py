@@ -10,8 +10,8 @@ The cycle samples once, after the fingerprints; ``auditor telemetry sample`` and
 ``[telemetry] interval`` schedule sample between cycles (``sample_hosts``: a worker per host,
 started through the config's ``Reach`` and closed again) and store the points without a run.
 
-Findings, judged at each cycle on the highest value of each series since the previous run
-(the daemon's samples in between count too) and this cycle's own:
+Findings, judged at each cycle on its own sample and the highest value of each series the
+daemon sampled since the previous run ended:
 
 - ``npu-telemetry``: a value at or above a limit, at the highest level it reaches; one per
   series (``HOST/npuN/chipC/METRIC/npu-telemetry``), so an alert opens once and resolves
@@ -25,6 +25,7 @@ stored, one line in the report.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -33,6 +34,7 @@ from typing import Any
 from sqlalchemy import select
 
 from auditor.config.tables import Config, StackConfig, TelemetryConfig
+from auditor.cycle.jobs import CycleAborted
 from auditor.db import schema as m
 from auditor.history.telemetry import Key, worst_since
 from auditor.results import ChipTelemetry, Finding, HostTelemetry, NpuTelemetry
@@ -135,13 +137,49 @@ def sample_hosts(
     return out
 
 
+class Sampling:
+    """``sample_hosts`` that another thread can stop: ``abort`` kills the workers it started
+    and ``run`` raises CycleAborted (the daemon's telemetry child)."""
+
+    def __init__(self, reach: Reach):
+        self.reach = reach
+        self._workers: list[StackWorker] = []
+        self._lock = threading.Lock()
+        self.reason: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.reason is not None
+
+    def abort(self, reason: str) -> None:
+        with self._lock:
+            self.reason = self.reason or reason
+            workers = list(self._workers)
+        for worker in workers:
+            worker.kill()
+
+    def _register(self, worker: StackWorker) -> None:
+        with self._lock:
+            if self.reason is not None:
+                raise CycleAborted(self.reason)
+            self._workers.append(worker)
+
+    def run(self) -> list[HostTelemetry]:
+        samples = sample_hosts(self.reach, register=self._register)
+        if self.reason is not None:
+            raise CycleAborted(self.reason)
+        return samples
+
+
 # -- thresholds ------------------------------------------------------------------------------------
 def _words(metric: str, value: float) -> str:
     if metric == "health":
         names = {0: "OK", 1: "Warning", 2: "Alarm", 3: "Critical"}
         return names.get(int(value), f"{value:g}")
     u = unit(metric)
-    return f"{value:g} {u}".strip() if u != "%" else f"{value:g}%"
+    if u in ("errors", "pages", ""):
+        return f"{value:g}"
+    return f"{value:g}%" if u == "%" else f"{value:g} {u}"
 
 
 def findings(
@@ -244,20 +282,20 @@ class DeviceTelemetry:
         history = self.state.history
         worst = None
         if history is not None and samples:
-            since = previous_run_start(history.engine, history.auditor_id)
+            since = previous_run_end(history.engine, history.auditor_id)
             if since is not None:
                 with history.engine.connect() as conn:
                     worst = worst_since(conn, history.auditor_id, since)
         return findings(samples, self.state.config.telemetry, worst)
 
 
-def previous_run_start(engine: Any, auditor_id: str) -> datetime | None:
-    """When this auditor's latest complete run started (the window of the daemon's samples a
-    cycle judges besides its own)."""
+def previous_run_end(engine: Any, auditor_id: str) -> datetime | None:
+    """When this auditor's latest complete run ended: the daemon's samples since then are
+    judged with a cycle's own (that run's sample, taken before it ended, is not)."""
     R = m.Run
     with engine.connect() as conn:
         return conn.scalar(
-            select(R.started_at)
+            select(R.finished_at)
             .where(R.status == "complete", R.auditor_id == auditor_id)
             .order_by(R.started_at.desc(), R.id.desc())
             .limit(1)

@@ -18,7 +18,14 @@ Metrics (all gauges unless said otherwise):
   over the outcomes and ``aborted``), ``auditor_runs_total{status}`` (counter, this process);
 - ``auditor_stack_info{stack,role,runtime,host,mindspore,mindspore_lite,cann,driver}``:
   the versions found in each stack's fingerprint (empty when unknown);
-- ``auditor_build_info{version}``.
+- ``auditor_build_info{version}``;
+- NPU telemetry, the latest sample of each host (a cycle's or the daemon's ``[telemetry]
+  interval``): ``auditor_npu_<metric>{host,npu,chip}`` per metric of
+  auditor.worker.npu_metrics (``auditor_npu_power_watts``, ``auditor_npu_temperature_celsius``,
+  ``auditor_npu_hbm_usage_percent``, ``auditor_npu_aicore_utilization_percent``,
+  ``auditor_npu_ecc_hbm_double_bit_errors``, ``auditor_npu_health``, ...; chip ``mcu``: the
+  card's MCU), ``auditor_npu_telemetry_up{host,npu}`` (0: a view failed for that NPU) and
+  ``auditor_npu_telemetry_timestamp_seconds{host}``. A host without NPUs has none.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.config.tables import SEVERITIES
-from auditor.results import STATUS_ORDER, CycleResult, StackReport
+from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry, StackReport
+from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -54,6 +62,8 @@ class Snapshot:
     last_run_duration: float | None = None
     last_run_outcome: str | None = None
     runs_total: dict[str, int] = field(default_factory=dict)
+    telemetry: dict[str, HostTelemetry] = field(default_factory=dict)
+    """The latest NPU telemetry sample of each host."""
 
 
 class MetricsExporter:
@@ -87,10 +97,17 @@ class MetricsExporter:
             values.update(changes)
             self._snapshot = Snapshot(**values)
 
+    def record_telemetry(self, samples: Iterable[HostTelemetry]) -> None:
+        """NPU telemetry samples: each replaces its host's previous one."""
+        latest = dict(self._snapshot.telemetry)
+        latest.update({s.host: s for s in samples})
+        self._replace(telemetry=latest)
+
     def record_cycle(self, result: CycleResult) -> None:
         """A complete, stored cycle: its measurements replace the previous cycle's."""
         runs = dict(self._snapshot.runs_total)
         runs["complete"] = runs.get("complete", 0) + 1
+        self.record_telemetry(result.telemetry)
         self._replace(
             cycle=result,
             last_run_id=result.run_id,
@@ -155,6 +172,7 @@ class _Collector:
         build.add_metric([__version__], {})
         yield build
         yield from _cycle_metrics(snap.cycle)
+        yield from _telemetry_metrics(snap.telemetry.values())
         alerts = GaugeMetricFamily("auditor_open_alerts", "Open alerts by severity.", labels=["severity"])
         for severity in (*SEVERITIES, *sorted(set(snap.open_alerts) - set(SEVERITIES))):
             alerts.add_metric([severity], snap.open_alerts.get(severity, 0))
@@ -233,6 +251,44 @@ def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
     yield status
     yield latency
     yield stacks
+
+
+def _telemetry_metrics(samples: Iterable[HostTelemetry]) -> Iterable[Metric]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    families: dict[str, Any] = {}
+    up = GaugeMetricFamily(
+        "auditor_npu_telemetry_up",
+        "1 when every npu-smi view of the NPU was read in the host's latest sample, 0 when one failed.",
+        labels=["host", "npu"],
+    )
+    stamp = GaugeMetricFamily(
+        "auditor_npu_telemetry_timestamp_seconds",
+        "When the host's latest NPU telemetry sample arrived (Unix time).",
+        labels=["host"],
+    )
+    for s in sorted(samples, key=lambda s: s.host):
+        if not s.available:
+            continue
+        stamp.add_metric([s.host], s.at)
+        for n in s.npus:
+            up.add_metric([s.host, str(n.npu)], 0.0 if n.errors else 1.0)
+            for c in n.chips:
+                for metric, value in sorted(c.values.items()):
+                    if metric not in families:
+                        unit, name, what = METRICS[metric]
+                        legend = f" ({HEALTH_LEGEND})" if metric == "health" else f" ({unit})" if unit else ""
+                        families[metric] = GaugeMetricFamily(
+                            name,
+                            f"NPU {what}{legend}, the host's latest telemetry sample (chip mcu: the MCU).",
+                            labels=["host", "npu", "chip"],
+                        )
+                    families[metric].add_metric([s.host, str(n.npu), c.chip], value)
+    if stamp.samples:
+        yield stamp
+        yield up
+    for metric in sorted(families):
+        yield families[metric]
 
 
 def stack_versions(stack: StackReport) -> dict[str, str]:

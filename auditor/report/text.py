@@ -9,7 +9,7 @@ from typing import Any
 
 from auditor.compare.outputs import MetricCheck
 from auditor.cycle import baseline, localize, rollout
-from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult
+from auditor.results import CONSISTENT, CycleResult, Finding, HostTelemetry, Latency, ProbeResult
 
 COLUMNS = (
     ("max_abs", "max abs"),
@@ -218,6 +218,7 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
                 out += [f"      → {f.details['action']}"]
     out += _rule_lines(result)
     out += _side_lines(result)
+    out += telemetry_lines(result.telemetry, result.findings, verbose)
     counts: dict[str, int] = {}
     for r in result.results:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -268,6 +269,59 @@ def _side_lines(result: CycleResult) -> list[str]:
     out = ["", "Each stack on its own (invariants, NaN/Inf hazards)"]
     for f in found:
         out.append(f"  {MARKS.get(f.severity, '!')} {f.severity:<8} {f.message}")
+    return out
+
+
+TELEMETRY_KINDS = ("npu-telemetry", "telemetry-unavailable")
+TELEMETRY_COLUMNS = (
+    ("power_w", "{:g} W"),
+    ("temperature_c", "{:g} °C"),
+    ("aicore_pct", "AI Core {:g}%"),
+    ("aicpu_pct", "AI CPU {:g}%"),
+    ("hbm_usage_pct", "HBM {:g}%"),
+    ("memory_usage_pct", "DDR {:g}%"),
+    ("ecc_hbm_double_bit", "ECC2 {:g}"),
+)
+HEALTH_WORDS = {0: "OK", 1: "Warning", 2: "Alarm", 3: "Critical"}
+
+
+def telemetry_lines(samples: list[HostTelemetry], findings: list[Finding], verbose: bool) -> list[str]:
+    """One line per host (a host without NPUs says so, once), each NPU's latest values when
+    ``verbose``, and the threshold findings."""
+    if not samples:
+        return []
+    out = ["", "NPU telemetry"]
+    for t in samples:
+        if not t.available:
+            what = "NOT READ" if t.failed else "no NPUs, nothing recorded"
+            out.append(f"  host {t.host}: {what}: {t.reason}")
+            continue
+        hot = max(
+            (c.values.get("temperature_c", float("-inf")) for n in t.npus for c in n.chips), default=None
+        )
+        failing = [n.npu for n in t.npus if n.errors]
+        words = f"{len(t.npus)} NPU(s) read through {t.stack} ({t.calls} npu-smi calls, {t.seconds:.2f} s)"
+        if hot is not None and hot > float("-inf"):
+            words += f", hottest {hot:g} °C"
+        if failing:
+            words += f"; views failed on NPU {', '.join(map(str, failing))}"
+        out.append(f"  host {t.host}: {words}")
+        if not verbose:
+            continue
+        rows = []
+        for n in t.npus:
+            for c in n.chips:
+                v = c.values
+                cells = [fmt.format(v[k]) for k, fmt in TELEMETRY_COLUMNS if k in v]
+                if "health" in v:
+                    cells.append(HEALTH_WORDS.get(int(v["health"]), f"health {v['health']:g}"))
+                rows.append([f"npu{n.npu}" + ("" if c.chip == "0" else f".{c.chip}"), *cells])
+        width = max((len(r) for r in rows), default=0)
+        out += _table([r + [""] * (width - len(r)) for r in rows], "    ") if rows else []
+        out += [f"    npu{n.npu}  {len(n.errors)} view(s) failed: {n.errors[0]}" for n in t.npus if n.errors]
+    for f in findings:
+        if f.kind in TELEMETRY_KINDS:
+            out.append(f"  {MARKS.get(f.severity, '!')} {f.severity:<8} {f.message}")
     return out
 
 

@@ -25,7 +25,7 @@ printed in a vNPU container, are not recorded)."""
 
 # metric -> (unit, Prometheus gauge name, what it is)
 METRICS = {
-    "power_w": ("W", "auditor_npu_power_watts", "real-time power (on a 310P card: the card's, from its MCU)"),
+    "power_w": ("W", "auditor_npu_power_watts", "real-time power"),
     "temperature_c": ("°C", "auditor_npu_temperature_celsius", "chip temperature"),
     "hbm_temperature_c": ("°C", "auditor_npu_hbm_temperature_celsius", "HBM temperature"),
     "aicore_pct": ("%", "auditor_npu_aicore_utilization_percent", "AI Core utilisation"),

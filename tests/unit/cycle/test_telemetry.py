@@ -31,9 +31,7 @@ def test_default_limits_each_series_once_at_its_highest_level() -> None:
     by_metric = {f.details["metric"]: f for f in found}
     assert set(by_metric) == {"temperature_c", "health", "ecc_hbm_double_bit"}
     assert by_metric["health"].severity == "error"  # Alarm: above warning, below critical
-    assert by_metric["health"].message == (
-        "host box NPU 3: health Alarm, at or above the error limit Alarm"
-    )
+    assert by_metric["health"].message == ("host box NPU 3: health Alarm, at or above the error limit Alarm")
     temp = by_metric["temperature_c"]
     assert temp.kind == KIND and temp.severity == "warning" and temp.subject == "box"
     assert temp.key == "box/npu3/chip0/temperature_c/npu-telemetry"
