@@ -19,7 +19,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Integer, Select, and_, bindparam, delete, exists, insert, select
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    select,
+)
 from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
@@ -138,70 +150,129 @@ def prune(conn: Connection, cutoff: datetime, auditor_id: str | None) -> dict[st
 
 
 # -- reading ---------------------------------------------------------------------------------------
+# Statements are built once per filter shape with every value bound (auditor.db.prepared), as
+# the other history queries are.
+
+
+def _shape(f: TelemetryFilters) -> tuple[tuple[int, int, int, bool, bool, bool], dict[str, Any]]:
+    """How many alternatives each filter has (and which are set), and the values to bind."""
+    values: dict[str, Any] = {}
+    for name, alternatives in (("host", f.hosts), ("npu", f.npus), ("metric", f.metrics)):
+        values.update({f"{name}{i}": v for i, v in enumerate(alternatives)})
+    for name in ("auditor_id", "since", "until"):
+        if getattr(f, name) is not None:
+            values[name] = getattr(f, name)
+    shape = (
+        len(f.hosts),
+        len(f.npus),
+        len(f.metrics),
+        f.auditor_id is not None,
+        f.since is not None,
+        f.until is not None,
+    )
+    return shape, values
+
+
+def _of_series(stmt: Select, shape: tuple[int, int, int, bool, bool, bool]) -> Select:
+    """The series filters of ``shape`` on a statement that selects from telemetry_series."""
+    for column, name, n in (
+        (S.host, "host", shape[0]),
+        (S.npu, "npu", shape[1]),
+        (S.metric, "metric", shape[2]),
+    ):
+        if n:
+            kind = Integer() if name == "npu" else String()
+            binds = [bindparam(f"{name}{i}", type_=kind) for i in range(n)]
+            stmt = stmt.where(column == binds[0] if n == 1 else column.in_(binds))
+    if shape[3]:
+        stmt = stmt.where(S.auditor_id == bindparam("auditor_id", type_=String()))
+    return stmt
+
+
+def _in_time(stmt: Select, shape: tuple[int, int, int, bool, bool, bool]) -> Select:
+    if shape[4]:
+        stmt = stmt.where(P.at >= bindparam("since", type_=P.at.type))
+    if shape[5]:
+        stmt = stmt.where(P.at < bindparam("until", type_=P.at.type))
+    return stmt
+
+
 def series_list(conn: Connection, f: TelemetryFilters) -> list[TelemetrySeries]:
     """The series the filters select (no points), ordered by host, NPU, chip, metric."""
-    stmt = select(S.id, S.auditor_id, S.host, S.npu, S.chip, S.metric)
-    for column, values in ((S.host, f.hosts), (S.npu, f.npus), (S.metric, f.metrics)):
-        if values:
-            stmt = stmt.where(column.in_(values))
-    if f.auditor_id is not None:
-        stmt = stmt.where(S.auditor_id == f.auditor_id)
-    rows = conn.execute(stmt.order_by(S.host, S.npu, S.chip, S.metric, S.auditor_id))
-    return [TelemetrySeries(r.auditor_id, r.host, r.npu, r.chip, r.metric, id=r.id) for r in rows]
+    shape, values = _shape(f)
 
+    def build() -> Select:
+        stmt = select(S.id, S.auditor_id, S.host, S.npu, S.chip, S.metric)
+        return _of_series(stmt, shape).order_by(S.host, S.npu, S.chip, S.metric, S.auditor_id)
 
-def _newest_statement(since: bool, until: bool) -> Select:
-    stmt = select(P.at, P.value).where(P.series_id == bindparam("series", type_=Integer()))
-    if since:
-        stmt = stmt.where(P.at >= bindparam("since", type_=P.at.type))
-    if until:
-        stmt = stmt.where(P.at < bindparam("until", type_=P.at.type))
-    return stmt.order_by(P.at.desc(), P.id.desc()).limit(bindparam("limit", type_=Integer()))
+    listing = prepared(conn, ("telemetry series", shape[:4]), build)
+    return [TelemetrySeries(a, h, n, c, k, id=i) for i, a, h, n, c, k in listing.rows(conn, values)]
 
 
 def newest(conn: Connection, f: TelemetryFilters, limit: int) -> list[TelemetrySeries]:
-    """Each selected series with its newest ``limit`` points (within since/until), oldest first."""
-    shape = (f.since is not None, f.until is not None)
-    walk = prepared(conn, ("telemetry newest", shape), lambda: _newest_statement(*shape))
-    values: dict[str, Any] = {"limit": limit}
-    if f.since is not None:
-        values["since"] = f.since
-    if f.until is not None:
-        values["until"] = f.until
+    """Each selected series with its newest ``limit`` points (within since/until), oldest first:
+    one walk of the (series_id, at) index per series, stopping after ``limit`` rows."""
+    shape, values = _shape(f)
+
+    def build() -> Select:
+        stmt = select(P.at, P.value).where(P.series_id == bindparam("series", type_=Integer()))
+        stmt = _in_time(stmt, shape).order_by(P.at.desc(), P.id.desc())
+        return stmt.limit(bindparam("limit", type_=Integer()))
+
+    walk = prepared(conn, ("telemetry newest", shape[4:]), build)
+    values["limit"] = limit
     out = []
     for s in series_list(conn, f):
         values["series"] = s.id
-        s.points = [(at, value) for at, value in reversed(list(walk.rows(conn, values)))]
+        s.points = list(walk.rows(conn, values))[::-1]
         if s.points:
             out.append(s)
     return out
 
 
 def between(conn: Connection, f: TelemetryFilters) -> list[TelemetrySeries]:
-    """Every point of the selected series within since/until, oldest first (one statement)."""
+    """Every point of the selected series within since/until, oldest first."""
     listed = {s.id: s for s in series_list(conn, f)}
     if not listed:
         return []
-    stmt = select(P.series_id, P.at, P.value).where(P.series_id.in_(list(listed)))
-    if f.since is not None:
-        stmt = stmt.where(P.at >= f.since)
-    if f.until is not None:
-        stmt = stmt.where(P.at < f.until)
-    for series_id, at, value in conn.execute(stmt.order_by(P.series_id, P.at, P.id)):
+    shape, values = _shape(f)
+
+    def build() -> Select:
+        chosen = _of_series(select(S.id), shape)
+        stmt = select(P.series_id, P.at, P.value).where(P.series_id.in_(chosen.scalar_subquery()))
+        return _in_time(stmt, shape).order_by(P.series_id, P.at, P.id)
+
+    statement = prepared(conn, ("telemetry between", shape), build)
+    for series_id, at, value in statement.rows(conn, values, stream=True):
         listed[series_id].points.append((at, value))
     return [s for s in listed.values() if s.points]
 
 
 def worst_since(conn: Connection, auditor_id: str, since: datetime) -> dict[Key, tuple[float, datetime]]:
-    """The highest value of each of the auditor's series since ``since``, with when it was seen."""
-    stmt = (
-        select(S.host, S.npu, S.chip, S.metric, P.value, P.at)
-        .join(S, S.id == P.series_id)
-        .where(and_(P.at >= since, S.auditor_id == auditor_id))
-    )
-    worst: dict[Key, tuple[float, datetime]] = {}
-    for host, npu, chip, metric, value, at in conn.execute(stmt):
-        key = (host, npu, chip, metric)
-        if value is not None and (key not in worst or value > worst[key][0]):
-            worst[key] = (float(value), at)
-    return worst
+    """The highest value of each of the auditor's series since ``since``, with when it was first
+    seen: the maxima found through the index on ``at`` (the window's rows only), then the time."""
+
+    def build() -> Select:
+        recent = bindparam("since", type_=P.at.type)
+        mine = select(S.id).where(S.auditor_id == bindparam("auditor_id", type_=String()))
+        peak = (
+            select(P.series_id, func.max(P.value).label("peak"))
+            .where(P.at >= recent, P.series_id.in_(mine.scalar_subquery()))
+            .group_by(P.series_id)
+            .subquery("peak")
+        )
+        return (
+            select(S.host, S.npu, S.chip, S.metric, peak.c.peak, func.min(P.at))
+            .select_from(peak)
+            .join(P, and_(P.series_id == peak.c.series_id, P.value == peak.c.peak, P.at >= recent))
+            .join(S, S.id == peak.c.series_id)
+            .group_by(S.id, S.host, S.npu, S.chip, S.metric, peak.c.peak)
+        )
+
+    statement = prepared(conn, ("telemetry worst since",), build)
+    return {
+        (host, npu, chip, metric): (float(value), at)
+        for host, npu, chip, metric, value, at in statement.rows(
+            conn, {"auditor_id": auditor_id, "since": since}
+        )
+    }
