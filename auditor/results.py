@@ -40,8 +40,17 @@ class Latency:
 
     @property
     def throughput(self) -> float:
-        """Samples per second at p50."""
+        """Samples per second at the median call time (batch / p50)."""
         return self.batch / (self.p50_us / 1e6) if self.p50_us > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Samples per second the serving (infer) side runs at one batch size: batch / p50 of the
+    timed calls (auditor.cycle.latency)."""
+
+    batch: int
+    samples_per_s: float
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,12 @@ class ProbeResult:
     """auditor.cycle.localize.Localization of a drifting variant: the first layer out of tolerance."""
     baseline: tuple[Any, ...] = ()
     """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
+    throughput: tuple[Throughput, ...] = ()
+    """The serving side's samples/s at each batch it was timed at (its own, ``[latency]
+    batches`` and ``sweep``), smallest batch first."""
+    saturation_batch: int | None = None
+    """The smallest of those batches whose throughput reaches ``[latency] saturation`` of the
+    highest (None: fewer than two batches timed)."""
 
 
 @dataclass(frozen=True)

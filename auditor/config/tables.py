@@ -383,8 +383,15 @@ class LatencyConfig:
     """How many previous complete runs of the same stack, probe, variant, batch make the median."""
     regression_min_runs: Int(1, 10_000) = 3
     """No judgement before this many previous runs (at most regression_window)."""
+    sweep: tuple[Int(1, MAX_BATCH), ...] = ()
+    """Batch sizes the serving (infer) side is timed at besides ``batches``, to find the batch
+    at which its throughput saturates (each needs one more export and load per probe variant;
+    empty: no sweep)."""
+    saturation: Float(0.0, 1.0, lo_open=True) = 0.9
+    """The saturation batch: the smallest timed batch whose throughput (samples/s) reaches this
+    share of the highest one."""
 
-    @field_validator("batches")
+    @field_validator("batches", "sweep")
     @classmethod
     def _sorted(cls, value: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(sorted(set(value)))

@@ -48,11 +48,16 @@ class ProbeSuite:
 
     def batches(self, job: ProbeJob) -> list[int]:
         """The batch sizes a job is exported at besides its own: the configured latency
-        batches, and batch 1 for the rollout's step-by-step calls."""
-        batches = list(self.state.config.latency.batches)
+        batches, the serving side's throughput sweep, and batch 1 for the rollout's
+        step-by-step calls."""
+        batches = list(self.state.config.latency.batches) + list(self.state.config.latency.sweep)
         if self.rollout_job(job):
             batches.append(1)
         return latency.extra_batches(batches, job.batch, job.params)
+
+    def timed_on_serving_side(self, batch: int) -> bool:
+        cfg = self.state.config.latency
+        return batch in cfg.batches or batch in cfg.sweep
 
     def rollout_job(self, job: ProbeJob) -> bool:
         r = self.state.config.rollout
@@ -91,7 +96,7 @@ class ProbeSuite:
             try:
                 worker.request("load", model=name, path=str(path))
                 outcome.batch_models[b] = name
-                if b in self.state.config.latency.batches:
+                if self.timed_on_serving_side(b):
                     inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
                     outcome.latencies.append(self.state.time(worker, name, inputs, b))
             except WorkerError as exc:
@@ -245,9 +250,12 @@ class ProbeSuite:
             self.state.check()
             train = trained[pair.train][job.key]
             infer = inferred[pair.infer][(pair.name, job.key)]
+            served = latency.throughput([infer.latency, *infer.latencies])
             updates: dict[str, Any] = {
                 "train_latencies": tuple(train.latencies),
                 "infer_latencies": tuple(infer.latencies),
+                "throughput": served,
+                "saturation_batch": latency.saturation_batch(served, self.state.config.latency.saturation),
             }
             errors = [f"{pair.train} {e}" for e in train.suite_errors] + [
                 f"{pair.infer} {e}" for e in infer.suite_errors

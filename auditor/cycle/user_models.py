@@ -24,6 +24,7 @@ from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
 from auditor.config.user_models import ModelConfig
+from auditor.cycle import latency
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
@@ -261,6 +262,7 @@ class ModelSuite:
         base = self._model_base(plan, target)
         base["train_latency"] = reference.latency
         base["infer_latency"] = side.latency
+        base["throughput"] = latency.throughput([side.latency])
         if side.blocked is not None:
             status = UNSUPPORTED if side.blocked.kind == UNSUPPORTED else INCOMPATIBLE
             return ProbeResult(status=status, message=side.blocked.message, **base)

@@ -12,6 +12,9 @@ Metrics (all gauges unless said otherwise):
   consistent / drift / incompatible / error;
 - ``auditor_latency_seconds{stack,pair,probe,variant,quantile}``: per-call latency measured
   inside the stack's worker, quantile 0.5 / 0.9 / 0.99;
+- ``auditor_throughput_samples_per_second{stack,pair,probe,variant,batch}``: the serving
+  (infer) stack's samples/s at each batch it was timed at, and
+  ``auditor_saturation_batch{stack,pair,probe,variant}`` where a ``[latency] sweep`` found one;
 - ``auditor_open_alerts{severity}``: open alerts by severity;
 - ``auditor_last_run_timestamp_seconds``, ``auditor_last_run_duration_seconds``,
   ``auditor_last_run_id``, ``auditor_last_run_outcome{auditor_last_run_outcome}`` (state set
@@ -227,6 +230,17 @@ def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
         "Per-call latency measured inside the stack's worker, by quantile, in the last complete cycle.",
         labels=["stack", "pair", "probe", "variant", "quantile"],
     )
+    served = GaugeMetricFamily(
+        "auditor_throughput_samples_per_second",
+        "Samples per second of the serving (infer) stack at each batch size timed (batch / p50), "
+        "in the last complete cycle.",
+        labels=["stack", "pair", "probe", "variant", "batch"],
+    )
+    saturation = GaugeMetricFamily(
+        "auditor_saturation_batch",
+        "The smallest timed batch whose throughput reaches [latency] saturation of the highest.",
+        labels=["stack", "pair", "probe", "variant"],
+    )
     stacks = InfoMetricFamily(
         "auditor_stack",
         "Versions found in each stack's fingerprint (empty: unknown).",
@@ -245,11 +259,18 @@ def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
                     continue
                 for q, us in (("0.5", lat.p50_us), ("0.9", lat.p90_us), ("0.99", lat.p99_us)):
                     latency.add_metric([stack, r.pair, r.probe, r.variant, q], us / 1e6)
+            for t in r.throughput:
+                served.add_metric([r.infer, *labels, str(t.batch)], t.samples_per_s)
+            if r.saturation_batch is not None:
+                saturation.add_metric([r.infer, *labels], float(r.saturation_batch))
         for name, s in cycle.stacks.items():
             stacks.add_metric([name, s.role, s.runtime, s.host], stack_versions(s))
     yield divergence
     yield status
     yield latency
+    yield served
+    if saturation.samples:
+        yield saturation
     yield stacks
 
 

@@ -238,10 +238,12 @@ class TelemetryPoint(Base):
 
     __tablename__ = "telemetry_points"
     __table_args__ = (
-        # a series' newest points and a series over a time range: one index walk each
-        Index("ix_telemetry_points_series_id_at", "series_id", "at"),
-        # everything since a time (the worst value since the previous run): the newest rows only
-        Index("ix_telemetry_points_at", "at"),
+        # a series' newest points and a series over a time range: one walk of this index each,
+        # which holds the values too: the table's pages (a sample's series side by side) are
+        # never read, so a walk costs the same on a history larger than the page cache
+        Index("ix_telemetry_points_series_id_at_value", "series_id", "at", "value"),
+        # everything since a time (the worst value since the previous run): the newest entries only
+        Index("ix_telemetry_points_at_series_id_value", "at", "series_id", "value"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     series_id: Mapped[int] = mapped_column(ForeignKey("telemetry_series.id", ondelete="CASCADE"))

@@ -396,6 +396,13 @@ class Store:
                     [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]
                     # A comparator's figure, in the same long format; "*": about the probe as a whole.
                     + [(c.output or "*", c.metric, c.value) for c in r.checks]
+                    # The serving side's samples/s per batch, and where they saturate.
+                    + [(f"b{t.batch}", "throughput", t.samples_per_s) for t in r.throughput]
+                    + (
+                        [("sweep", "saturation_batch", float(r.saturation_batch))]
+                        if r.saturation_batch
+                        else []
+                    )
                 )
                 row.latencies = [
                     _latency_row(side, stack_ids[stack], lat)

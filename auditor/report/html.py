@@ -5,7 +5,9 @@ embedded as data URIs, the style is inline, every text from the database is esca
 pair, probe and variant the page plots a divergence metric and both sides' p50 latency over
 time above a strip of run statuses, with the runs in which a stack's fingerprint changed
 drawn as vertical lines labelled with what changed; then the open alerts and the latest
-fingerprint of every stack side by side, differing values highlighted. Then the NPU telemetry
+fingerprint of every stack side by side, differing values highlighted. Before those, the
+serving side's throughput (samples/s per batch size, and the saturation batch of a sweep)
+over time per pair, probe and variant. Then the NPU telemetry
 of every host (auditor.history.telemetry): power, temperature, utilisation, memory and HBM use,
 ECC errors and health per NPU over the window, with the threshold levels drawn, and the
 latest values of each NPU in a table.
@@ -105,6 +107,22 @@ def render_report(
     alerts, alert_note = _open_alerts(conn)
     side = side_findings(conn, since, until)
     fingerprints = latest_fingerprints(conn)
+    served = trend(conn, "throughput", f)
+    saturation = {s.key[:3]: s for s in trend(conn, "saturation_batch", f)}
+    served_figures = [
+        (
+            key,
+            plot_throughput(
+                key,
+                series,
+                saturation.get(key),
+                *fitted_axis([p[1] for s in series for p in s.points], since, until),
+            ),
+            series,
+            saturation.get(key),
+        )
+        for key, series in _by_group(served).items()
+    ]
     npu_series = telemetry(conn, since, until, filters.hosts)
     limits = DEFAULT_LIMITS if telemetry_limits is None else telemetry_limits
     npu_figures = [
@@ -143,6 +161,7 @@ def render_report(
         fingerprints=fingerprints,
         side=side,
         npu_figures=npu_figures,
+        served_figures=served_figures,
     )
     return page, summary
 
@@ -405,6 +424,7 @@ def _page(
     fingerprints: list[dict[str, Any]],
     side: list[dict[str, Any]] | None = None,
     npu_figures: list[tuple[str, bytes, list[TelemetrySeries]]] | None = None,
+    served_figures: list[tuple[tuple[str, str, str], bytes, list[Series], Series | None]] | None = None,
 ) -> str:
     first, last, n_runs = history
     parts = [
@@ -496,6 +516,28 @@ def _page(
             f"<figcaption>{_e(caption)}</figcaption></figure>"
         )
 
+    # throughput
+    parts.append("<h2>Throughput on the serving side</h2>")
+    if not served_figures:
+        parts.append('<p class="muted">No throughput measured in this window.</p>')
+    else:
+        parts.append(
+            '<p class="muted">Samples per second of the infer stack at each batch size it was timed at '
+            "(batch / p50 call time); with a <code>[latency] sweep</code>, the saturation batch: the "
+            "smallest batch reaching <code>[latency] saturation</code> of the highest throughput.</p>"
+        )
+    for (pair, probe, variant), png, series, sat in served_figures or ():
+        data = base64.b64encode(png).decode("ascii")
+        latest = ", ".join(f"batch {s.output[1:]}: {num(s.points[-1][2])}/s" for s in series if s.points)
+        if sat is not None and sat.points:
+            latest += f"; saturation batch {num(sat.points[-1][2])}"
+        parts.append(
+            f"<h3>{_e(pair)} · {_e(probe)} [{_e(variant)}] · throughput</h3>"
+            f'<figure class="plot"><img src="data:image/png;base64,{data}" '
+            f'alt="throughput of {_e(pair)} {_e(probe)} [{_e(variant)}] over time" width="960">'
+            f"<figcaption>latest: {_e(latest)}</figcaption></figure>"
+        )
+
     # alerts
     parts.append("<h2>Open alerts</h2>")
     if alerts is None:
@@ -554,6 +596,68 @@ def _page(
         parts.append(_fingerprint_table(fingerprints))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+# -- throughput -------------------------------------------------------------------------------------
+
+
+def _by_group(series: list[Series]) -> dict[tuple[str, str, str], list[Series]]:
+    out: dict[tuple[str, str, str], list[Series]] = {}
+    for s in sorted(series, key=lambda s: (s.key[:3], _batch(s.output))):
+        out.setdefault(s.key[:3], []).append(s)
+    return out
+
+
+def _batch(output: str) -> int:
+    return int(output[1:]) if output[1:].isdigit() else 0
+
+
+def plot_throughput(
+    key: tuple[str, str, str],
+    series: list[Series],
+    saturation: Series | None,
+    since: datetime,
+    until: datetime,
+) -> bytes:
+    """A PNG: samples/s per batch size over time (log scale), the saturation batch below when
+    a sweep measured one."""
+    import matplotlib.dates as mdates
+    from matplotlib.figure import Figure
+
+    rows = 2 if saturation is not None and saturation.points else 1
+    fig = Figure(figsize=(10, 2.6 + 1.2 * (rows - 1)), dpi=96, layout="constrained")
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": [3, 1][:rows]})[
+        :, 0
+    ]
+    pair, probe, variant = key
+    fig.suptitle(f"{pair} · {probe} [{variant}] · throughput of the serving side", fontsize=11)
+    for i, s in enumerate(series):
+        xs, ys = thin([p[1] for p in s.points], [p[2] for p in s.points])
+        axes[0].plot(
+            xs,
+            ys,
+            color=NPU_COLORS[i % len(NPU_COLORS)],
+            label=f"batch {s.output[1:]}",
+            **_line_style(len(xs)),
+        )
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("samples/s")
+    axes[0].grid(True, alpha=0.3, which="both")
+    axes[0].legend(loc="upper left", fontsize=7, ncol=6)
+    if rows == 2:
+        assert saturation is not None
+        xs = [p[1] for p in saturation.points]
+        axes[1].step(xs, [p[2] for p in saturation.points], where="post", color="#333")
+        axes[1].set_yscale("log", base=2)
+        axes[1].set_ylabel("saturation\nbatch", fontsize=8)
+        axes[1].grid(True, alpha=0.3)
+    locator = mdates.AutoDateLocator()
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    axes[-1].set_xlim(since, until)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
 
 
 # -- NPU telemetry ----------------------------------------------------------------------------------

@@ -72,6 +72,8 @@ def _probe_block(r: ProbeResult, verbose: bool = True, said: str | None = None) 
     if batch:
         lat += f" (batch {batch})"
     lat += _more_latencies(r)
+    if r.throughput:
+        lat += f"; {_throughput(r)}"
     head = f"  {r.probe} [{r.variant}]  {r.status.upper()}  {lat}"
     lines = [head]
     if not verbose and r.status == CONSISTENT:
@@ -144,6 +146,25 @@ def _summary_lines(r: ProbeResult) -> list[str]:
         parts.append(f"{len(r.checks)} checks ok")
     lines = [f"    {'; '.join(parts)}"] if parts else []
     return lines + _baseline_lines(r, verbose=False)
+
+
+def format_rate(samples_per_s: float) -> str:
+    """Samples per second, short: 812/s, 12.3k/s, 4.1M/s."""
+    for factor, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if samples_per_s >= factor:
+            return f"{samples_per_s / factor:.3g}{unit}/s"
+    return f"{samples_per_s:.3g}/s"
+
+
+def _throughput(r: ProbeResult) -> str:
+    """ "served 12.3k/s at batch 1 … 1.9M/s at batch 256, saturating at batch 64" """
+    first, last = r.throughput[0], r.throughput[-1]
+    words = f"served {format_rate(first.samples_per_s)} at batch {first.batch}"
+    if last.batch != first.batch:
+        words += f" … {format_rate(last.samples_per_s)} at batch {last.batch}"
+    if r.saturation_batch is not None:
+        words += f", saturating at batch {r.saturation_batch}"
+    return words
 
 
 def _more_latencies(r: ProbeResult) -> str:

@@ -6,9 +6,11 @@ Create Date: 2026-12-04
 
 - telemetry_series: (auditor_id, host, npu, chip, metric), one row per series that has
   points (auditor.history.telemetry);
-- telemetry_points: (series_id, at, value); indexed by (series_id, at) for a series' newest
-  points and its time range, and by at for everything since a time. Points do not belong to
-  runs (the daemon samples between cycles too); retention deletes them by age.
+- telemetry_points: (series_id, at, value); indexed by (series_id, at, value) for a series'
+  newest points and its time range, and by (at, series_id, value) for everything since a
+  time, both covering: the table's pages (a sample's series side by side) are not read.
+  Points do not belong to runs (the daemon samples between cycles too); retention deletes
+  them by age.
 """
 
 from collections.abc import Sequence
@@ -55,12 +57,22 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_telemetry_points")),
     )
-    op.create_index("ix_telemetry_points_series_id_at", "telemetry_points", ["series_id", "at"], unique=False)
-    op.create_index("ix_telemetry_points_at", "telemetry_points", ["at"], unique=False)
+    op.create_index(
+        "ix_telemetry_points_series_id_at_value",
+        "telemetry_points",
+        ["series_id", "at", "value"],
+        unique=False,
+    )
+    op.create_index(
+        "ix_telemetry_points_at_series_id_value",
+        "telemetry_points",
+        ["at", "series_id", "value"],
+        unique=False,
+    )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_telemetry_points_at", table_name="telemetry_points")
-    op.drop_index("ix_telemetry_points_series_id_at", table_name="telemetry_points")
+    op.drop_index("ix_telemetry_points_at_series_id_value", table_name="telemetry_points")
+    op.drop_index("ix_telemetry_points_series_id_at_value", table_name="telemetry_points")
     op.drop_table("telemetry_points")
     op.drop_table("telemetry_series")
