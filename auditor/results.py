@@ -134,6 +134,9 @@ class ProbeResult:
     saturation_batch: int | None = None
     """The smallest of those batches whose throughput reaches ``[latency] saturation`` of the
     highest (None: fewer than two batches timed)."""
+    conversion: Artifact | None = None
+    """What the serving stack's MindSpore Lite converter made of ``artifact`` and ran in its
+    place (auditor.cycle.convert): digest, format, options, converter version, source."""
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,10 @@ def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConf
             if known_runtimes[runtime] != needed:
                 what = "build and export probes" if role == "train" else "load exported MindIR"
                 p.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
+        if "convert" in s and runtime != "mindspore-lite":
+            p.error(
+                f"{path}.convert", f"only a mindspore-lite stack converts models (this one runs {runtime!r})"
+            )
         if stack is not None:
             stacks[name] = stack
     return stacks
@@ -265,6 +269,14 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
         targets = tuple(s for s in served if s != table.reference)
         if not targets and table.path:
             p.error(f"{path}.stacks", "no stack to compare: name the stacks that serve the model")
+        if table.convert is not None:
+            other = [s for s in targets if s in stacks and stacks[s].runtime != "mindspore-lite"]
+            if other:
+                p.error(
+                    f"{path}.convert",
+                    f"only mindspore-lite stacks convert models; {', '.join(other)} serve(s) it too "
+                    "(name the Lite stacks in stacks = [...])",
+                )
         base = Tolerance(table.atol, table.rtol)
         out[name] = ModelConfig(
             name,
@@ -296,6 +308,7 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
                 )
                 for o, t in table.outputs.items()
             },
+            table.convert,
         )
     return out
 

@@ -162,6 +162,60 @@ Command = Text(nonempty=True, what="a command name or path", expand=_expanded)
 
 
 @section
+class ConvertTable:
+    """``[stacks.NAME.convert]`` (a MindSpore Lite stack) or ``[models.NAME.convert]``: the
+    MindSpore Lite conversion the deployment runs before it serves a model. Each cycle converts
+    the train side's export (or the model's file) with exactly these options in the serving
+    stack, records the converted artifact (digest, format, options, the converter's version)
+    and audits the converted model (auditor.cycle.convert)."""
+
+    optimize: Choice("none", "general", "ascend_oriented") = "general"
+    """The converter's graph optimization: none, general (CPU) or ascend_oriented (needs CANN on
+    the serving host)."""
+    weight_fp16: Bool = False
+    """Store float32 weights as float16 (in a .ms; no effect on a mindir)."""
+    input_shape: dict[str, tuple[Int(1, MAX_BATCH * 4096), ...]] = field(default_factory=dict)
+    """Input name -> shape to convert for (the converter ignores names that match no input)."""
+    input_data_type: Choice("float32", "int8", "uint8") = "float32"
+    """The converted model's input data type."""
+    output_data_type: Choice("float32", "int8", "uint8") = "float32"
+    """The converted model's output data type."""
+    save_type: Choice("ms", "mindir") = "ms"
+    """ms: a MindSpore Lite model (.ms, what Lite serves fastest); mindir: a converted MindIR."""
+    config_file: RelativePath | None = None
+    """A converter config file (sections such as [common_quant_param]; relative to the config
+    file), read here and handed to the converter with every conversion."""
+    served: dict[str, Text(nonempty=True)] = field(default_factory=dict)
+    """Converted files the stack serves -> the MindIR each was converted from, both paths on the
+    stack's host: each cycle converts the source again with these options and compares."""
+
+    def options(self) -> dict[str, Any]:
+        """The options as the worker's converter takes them (auditor.worker.lite_convert)."""
+        return {
+            "optimize": self.optimize,
+            "weight_fp16": self.weight_fp16,
+            "input_shape": {k: list(v) for k, v in self.input_shape.items()},
+            "input_data_type": self.input_data_type,
+            "output_data_type": self.output_data_type,
+            "save_type": self.save_type,
+        }
+
+    def describe(self) -> str:
+        """The options in a few words: "ms, optimize general, weight_fp16"."""
+        words = [self.save_type, f"optimize {self.optimize}"]
+        if self.weight_fp16:
+            words.append("weight_fp16")
+        if self.input_shape:
+            words.append("input_shape " + ", ".join(f"{k}={list(v)}" for k, v in self.input_shape.items()))
+        for key in ("input_data_type", "output_data_type"):
+            if getattr(self, key) != "float32":
+                words.append(f"{key} {getattr(self, key)}")
+        if self.config_file:
+            words.append(f"config {os.path.basename(self.config_file)}")
+        return ", ".join(words)
+
+
+@section
 class StackConfig:
     """``[stacks.NAME]``: one runtime environment, driven through a worker process."""
 
@@ -198,6 +252,9 @@ class StackConfig:
     publish: tuple[Name, ...] = ()
     """Probes whose exports this train stack publishes in the history database every cycle,
     for inference-side auditors that cannot reach it (split mode)."""
+    convert: ConvertTable | None = None
+    """A MindSpore Lite stack only: the conversion its deployment runs on every model it serves
+    (``[stacks.NAME.convert]``)."""
 
 
 @section
@@ -288,6 +345,9 @@ class ModelTable:
     """Per-output atol/rtol."""
     inputs: tuple[ModelInputTable, ...] = ()
     """The inputs (default: the file's own input signature, normal(0, 1), batch 1)."""
+    convert: ConvertTable | None = None
+    """The MindSpore Lite conversion the serving stacks run on the file before serving it
+    (they must be mindspore-lite stacks); replaces theirs for this model."""
 
 
 @section

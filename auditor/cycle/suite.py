@@ -94,7 +94,8 @@ class ProbeSuite:
             self.state.check()
             name = latency.batch_model(model, b)
             try:
-                worker.request("load", model=name, path=str(path))
+                # the served model at this batch: converted like the probe's own, if the stack converts
+                self.state.load(worker, worker.stack, name, path)
                 outcome.batch_models[b] = name
                 if self.timed_on_serving_side(b):
                     inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
@@ -266,7 +267,14 @@ class ProbeSuite:
             # (split mode, auditor.history.publication) has none here.
             both = pair.train in self.state.sessions and pair.infer in self.state.sessions
             if both and r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
-                updates["localization"] = self._localize(pair, job, tmp)
+                if self.state.config.stacks[pair.infer].convert is None:
+                    updates["localization"] = self._localize(pair, job, tmp)
+                else:  # the layers are exported unconverted: they would not show the conversion's effect
+                    updates["localization"] = localize.Localization(
+                        None,
+                        f"localization not run: {pair.infer} serves a conversion "
+                        f"([stacks.{pair.infer}.convert]), the layers are exported unconverted",
+                    )
             if goldens is not None and (train.outputs is not None or infer.outputs is not None):
                 updates["baseline"] = self._baseline(pair, job, r, train, infer, goldens)
             r = replace(r, **updates)

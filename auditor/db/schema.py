@@ -141,6 +141,9 @@ class ProbeResultRow(Base):
     message: Mapped[str] = mapped_column(Text)
     artifact_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
     thresholds: Mapped[dict] = mapped_column(JSON)
+    converted_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    """The model the serving stack's converter made of the artifact and ran instead (the
+    artifact's info holds the options and the converter's version)."""
 
     run: Mapped[Run] = relationship(back_populates="results")
     metrics: Mapped[list[MetricRow]] = relationship(back_populates="result", cascade="all, delete-orphan")

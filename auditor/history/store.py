@@ -368,17 +368,18 @@ class Store:
                     )
                 )
             for r in result.results:
-                if r.artifact is not None:
-                    add_once(
-                        s,
-                        m.Artifact,
-                        sha256=r.artifact.sha256,
-                        kind=r.artifact.kind,
-                        size=r.artifact.size,
-                        created_at=_now(),
-                        info=r.artifact.info,
-                        data=artifacts.get(r.artifact.sha256),
-                    )
+                for artifact in (r.artifact, r.conversion):
+                    if artifact is not None:
+                        add_once(
+                            s,
+                            m.Artifact,
+                            sha256=artifact.sha256,
+                            kind=artifact.kind,
+                            size=artifact.size,
+                            created_at=_now(),
+                            info=artifact.info,
+                            data=artifacts.get(artifact.sha256),
+                        )
                 row = m.ProbeResultRow(
                     run_id=run_id,
                     pair=r.pair,
@@ -391,6 +392,7 @@ class Store:
                     message=r.message,
                     artifact_sha256=r.artifact.sha256 if r.artifact else None,
                     thresholds=r.thresholds,
+                    converted_sha256=r.conversion.sha256 if r.conversion else None,
                 )
                 row.metrics = m.MetricRow.many(
                     [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]

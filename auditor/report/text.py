@@ -106,6 +106,7 @@ def _probe_block(r: ProbeResult, verbose: bool = True, said: str | None = None) 
         lines += _table(rows)
     if r.status != CONSISTENT and (verbose or r.message != said):
         lines += ["    " + line for line in r.message.splitlines()]
+    lines += _conversion_lines(r)
     lines += localize.report_lines(r.localization) + _baseline_lines(r, verbose)
     return lines
 
@@ -145,7 +146,27 @@ def _summary_lines(r: ProbeResult) -> list[str]:
     if r.checks:
         parts.append(f"{len(r.checks)} checks ok")
     lines = [f"    {'; '.join(parts)}"] if parts else []
-    return lines + _baseline_lines(r, verbose=False)
+    return lines + _conversion_lines(r) + _baseline_lines(r, verbose=False)
+
+
+def _conversion_lines(r: ProbeResult) -> list[str]:
+    """What the serving stack ran: the converter's output, its options and version."""
+    c = r.conversion
+    if c is None:
+        return []
+    info = c.info
+    converter = info.get("converter") or {}
+    opts = info.get("options") or {}
+    words = [
+        f"{info.get('format', '?')} {c.size} bytes sha256 {c.sha256[:12]}",
+        f"optimize {opts.get('optimize')}",
+    ]
+    if opts.get("weight_fp16"):
+        words.append("weight_fp16")
+    if info.get("config_file"):
+        words.append(f"config {info['config_file']}")
+    version = converter.get("version") or "?"
+    return [f"    served as converted by MindSpore Lite {version}: " + ", ".join(words)]
 
 
 def format_rate(samples_per_s: float) -> str:

@@ -1,4 +1,5 @@
-"""NPU telemetry: series per host, NPU, chip and metric, and their points in time
+"""NPU telemetry series and points; the converted model a probe result ran
+
 
 Revision ID: 0010
 Revises: 0009
@@ -11,6 +12,8 @@ Create Date: 2026-12-04
   time, both covering: the table's pages (a sample's series side by side) are not read.
   Points do not belong to runs (the daemon samples between cycles too); retention deletes
   them by age.
+- probe_results.converted_sha256: the artifact the serving stack's MindSpore Lite converter made
+  of the export (or the model's file) and ran in its place.
 """
 
 from collections.abc import Sequence
@@ -70,8 +73,24 @@ def upgrade() -> None:
         unique=False,
     )
 
+    with op.batch_alter_table("probe_results", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("converted_sha256", sa.String(length=64), nullable=True))
+        batch_op.create_index("ix_probe_results_converted_sha256", ["converted_sha256"], unique=False)
+        batch_op.create_foreign_key(
+            batch_op.f("fk_probe_results_converted_sha256_artifacts"),
+            "artifacts",
+            ["converted_sha256"],
+            ["sha256"],
+        )
+
 
 def downgrade() -> None:
+    with op.batch_alter_table("probe_results", schema=None) as batch_op:
+        batch_op.drop_constraint(
+            batch_op.f("fk_probe_results_converted_sha256_artifacts"), type_="foreignkey"
+        )
+        batch_op.drop_index("ix_probe_results_converted_sha256")
+        batch_op.drop_column("converted_sha256")
     op.drop_index("ix_telemetry_points_at_series_id_value", table_name="telemetry_points")
     op.drop_index("ix_telemetry_points_series_id_at_value", table_name="telemetry_points")
     op.drop_table("telemetry_points")
