@@ -23,11 +23,17 @@ from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdi
     help="A stack to check against (repeatable). Default: every infer stack of the config.",
 )
 @click.option("--load", is_flag=True, help="Also load the model on each stack and run one seeded batch.")
+@click.option(
+    "--convert",
+    is_flag=True,
+    help="Stacks with a [stacks.X.convert] first convert the model as their deployment does "
+    "(with --load: load and run the converted model).",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed of the --load batch.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.pass_obj
 def check_command(
-    obj: Context, model: str, stacks: tuple[str, ...], load: bool, seed: int, as_json: bool
+    obj: Context, model: str, stacks: tuple[str, ...], load: bool, convert: bool, seed: int, as_json: bool
 ) -> None:
     """Will these stacks load this MindIR? Rules only, no probes: a deployment pipeline's gate.
 
@@ -53,6 +59,8 @@ def check_command(
     names = list(dict.fromkeys(stacks)) or [n for n, s in config.stacks.items() if s.role == "infer"]
     if not names:
         fail(f"{config.source} has no infer stack: name one with --stack")
+    if convert and not any(config.stacks[n].convert is not None for n in names):
+        fail(f"--convert: none of {', '.join(names)} declares a conversion ([stacks.NAME.convert])")
     plugins = obj.plugins()
     maxima, operators = _learned(obj, config)
     try:
@@ -67,6 +75,7 @@ def check_command(
             operators,
             load=load,
             seed=seed,
+            convert=convert,
         )
     except ModelInputError as exc:
         if as_json:
@@ -129,6 +138,9 @@ def _verdict_lines(v: StackVerdict, width: int) -> list[str]:
     for f in v.findings:
         if f.message != v.reason:
             lines.append(f"      {f.severity}: {f.message}")
+    if v.conversion is not None:
+        state = "ok" if v.conversion.ok else "FAILED"
+        lines.append(f"      conversion: {state}, {v.conversion.seconds:.2f} s: {v.conversion.message}")
     if v.load is not None and not v.load.attempted:
         lines.append("      load: not attempted (the finding above says it would fail)")
     elif v.load is not None:

@@ -204,3 +204,36 @@ def test_a_model_converted_before_it_is_served_and_a_served_file_against_its_sou
     served = next(x for x in result.results if x.variant == "served-conversion")
     assert served.status == DRIFT and "is not what converting" in served.message
     assert "output1:" in served.message  # std
+
+
+def test_check_convert_in_the_gate(stacks, converted, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    first_cfg, first, _, _ = converted
+    export = tmp_path / "policy.mindir"
+    export.write_bytes(stored(first_cfg.db_url, by_infer(first)["lite20"].artifact.sha256))
+    text = (REPO / "auditor.toml").read_text()
+    good = tmp_path / "good.toml"
+    good.write_text(text + '\n[stacks.lite20.convert]\noptimize = "general"\nweight_fp16 = true\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text + '\n[stacks.lite20.convert]\nsave_type = "mindir"\n')
+
+    def check(config: Path, *more: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "auditor", "--config", str(config), "check", "--model", str(export)]
+        return subprocess.run(
+            [*argv, "--stack", "lite20", *more], capture_output=True, text=True, timeout=600
+        )
+
+    ok = check(good, "--convert", "--load")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "conversion: ok" in ok.stdout and "ms, optimize general, weight_fp16" in ok.stdout
+    assert "by MindSpore Lite 2.0.0: ms" in ok.stdout and "load: ok" in ok.stdout
+    failed = check(bad, "--convert", "--load")
+    assert failed.returncode == 1
+    assert "the conversion failed: MindSpore Lite converter (mindir, optimize general)" in failed.stdout
+    assert "is not in param dict" in failed.stdout and "load: not attempted" in failed.stdout
+    plain = check(good, "--load")  # without --convert the gate loads the export as it is
+    assert plain.returncode == 0 and "conversion:" not in plain.stdout
