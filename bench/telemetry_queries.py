@@ -21,7 +21,6 @@ import argparse
 import os
 import random
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from history_queries import timed_side_by_side  # noqa: E402
 
 from auditor.history import telemetry as th  # noqa: E402
 from auditor.history.queries import refresh_statistics  # noqa: E402
@@ -171,20 +173,6 @@ def queries(last: datetime) -> list[tuple[str, Callable, Callable, str]]:
     ]
 
 
-def side_by_side(first: Callable[[], list], second: Callable[[], list], rounds: int) -> tuple:
-    a: list[float] = []
-    b: list[float] = []
-    n = m = 0
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        n = len(first())
-        a.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        m = len(second())
-        b.append(time.perf_counter() - t0)
-    return statistics.median(a), n, statistics.median(b), m
-
-
 def measure(db: Path, rounds: int, label: str) -> dict[str, float]:
     store = Store.open(f"sqlite:///{db}", auditor_id=AUDITOR)
     raw = sqlite3.connect(db)
@@ -199,7 +187,7 @@ def measure(db: Path, rounds: int, label: str) -> dict[str, float]:
             print(f"\n{label}: {points} telemetry points, load average {os.getloadavg()[0]:.1f}")
             print(f"  {'query':<62} {'rows':>7} {'auditor ms':>10} {'sqlite3 ms':>10} {'ratio':>6}  goal")
             for name, ours, theirs, goal in queries(last):
-                t_aud, n, t_raw, m = side_by_side(
+                (t_aud, n), (t_raw, m) = timed_side_by_side(
                     lambda ours=ours: ours(conn), lambda theirs=theirs: theirs(raw), rounds
                 )
                 assert n == m, f"{name}: the auditor read {n} rows, the hand-written SQL {m}"

@@ -39,13 +39,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from auditor.plugins.collectors._files import (
-    TimedOut,
-    Unreadable,
-    describe_bytes,
-    find_executable,
-    run_command,
-)
+from auditor.plugins.collectors._files import TimedOut, Unreadable, find_executable
+
+# One npu-smi view with a deadline, read as the fingerprint's collector reads it (npu-smi prints
+# its errors on stdout and exits with the DCMI code & 0xFF, e.g. 187 for -8005).
+from auditor.plugins.collectors.npu_smi import _run as _run_view
 
 from auditor.worker.npu_metrics import DEFAULT_VIEWS, HEALTH_CODES, KEYS, SUMMED, VIEWS
 
@@ -88,7 +86,7 @@ def collect(context):
     def view(args):
         with lock:
             doc["calls"] += 1
-        return _run(resolved, args, timeout, environ)
+        return _run_view(resolved, list(args), timeout, environ)[1]
 
     try:
         listing = view(["info", "-l"])
@@ -143,19 +141,6 @@ def _npu(npu, views, view, stuck):
 def _done(doc, started):
     doc["seconds"] = round(time.time() - started, 4)
     return doc
-
-
-def _run(executable, args, timeout, environ):
-    """The text of one npu-smi view, or Unreadable with npu-smi's own words (it prints its
-    errors on stdout and exits with the DCMI code & 0xFF, e.g. 187 for -8005)."""
-    result = run_command([executable] + list(args), timeout, environ=environ or None)
-    command = "`%s`" % result.command
-    if result.returncode != 0:
-        raise Unreadable("%s: exit status %d: %s" % (command, result.returncode, result.error_tail()))
-    problem = describe_bytes(result.stdout)
-    if problem:
-        raise Unreadable("%s: %s output" % (command, problem))
-    return result.text()
 
 
 def parse_list(text):
