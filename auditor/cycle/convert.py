@@ -35,6 +35,24 @@ from auditor.worker.mindir import canonical_sha256, read_info
 
 KINDS = {"ms": "lite-ms", "mindir": "lite-mindir"}
 """Artifact kinds of converted models."""
+CONFIG_SECTIONS = (
+    "common_quant_param",
+    "mixed_bit_weight_quant_param",
+    "full_quant_param",
+    "data_preprocess_param",
+    "registry",
+    "acl_option_cfg_param",
+    "acl_init_options",
+    "acl_build_options",
+    "micro_param",
+    "cpu_option_cfg_param",
+    "transform_quant_param",
+    "model_param",
+    "ascend_context",
+)
+"""The config-file sections compiled into MindSpore Lite 2.0.0's converter (``strings`` of
+libmindspore_converter.so, research notes A4); any other section is ignored without a word."""
+_SECTION = re.compile(r"^\s*\[([^\]]*)\]\s*$", re.M)
 _LOG_LINE = re.compile(r"^\[(ERROR|CRITICAL)\] [A-Z]+\([^)]*\):\S+ \[(.*)$")
 MAX_LOG_LINES = 4
 
@@ -100,7 +118,7 @@ def convert(
     except WorkerError as exc:
         raise failure(exc, table) from None
     data: bytes = reply.result["data"]
-    info = describe(data, reply.result, table, hashlib.sha256(source).hexdigest(), config)
+    info = describe(data, reply.result, table, hashlib.sha256(source).hexdigest(), config, source)
     artifact = Artifact(info["sha256"], KINDS[info["format"]], len(data), info)
     path = Path(tmp) / f"{artifact.sha256}.{info['format']}"
     path.write_bytes(data)
@@ -110,9 +128,16 @@ def convert(
 
 
 def describe(
-    data: bytes, reply: dict[str, Any], table: ConvertTable, source_sha256: str, config: str | None
+    data: bytes,
+    reply: dict[str, Any],
+    table: ConvertTable,
+    source_sha256: str,
+    config: str | None,
+    source: bytes | None = None,
 ) -> dict[str, Any]:
-    """The converted artifact's fingerprint: digest, format, options, converter, source."""
+    """The converted artifact's fingerprint: digest, format, options, converter, source; and
+    what the converter ignored without a word (``input_shape`` names that match no input of
+    the source, config sections it does not know)."""
     info: dict[str, Any] = {
         "sha256": hashlib.sha256(data).hexdigest(),
         "format": reply.get("format") or table.save_type,
@@ -122,6 +147,14 @@ def describe(
         "converter": reply.get("converter") or {},
         "source_sha256": source_sha256,
     }
+    # what the converter accepts without a word and then ignores: said with the artifact
+    names = {t.name for t in (read_info(source).inputs or ())} if source is not None else set()
+    ignored = sorted(k for k in table.input_shape if names and k not in names)
+    if ignored:
+        info["ignored_input_shape"] = ignored
+    unknown = sorted({m.strip() for m in _SECTION.findall(config or "")} - set(CONFIG_SECTIONS))
+    if unknown:
+        info["unknown_config_sections"] = unknown
     if info["format"] == "mindir":
         mindir = read_info(data)
         info["canonical_sha256"] = canonical_sha256(data)

@@ -166,7 +166,14 @@ def _conversion_lines(r: ProbeResult) -> list[str]:
     if info.get("config_file"):
         words.append(f"config {info['config_file']}")
     version = converter.get("version") or "?"
-    return [f"    served as converted by MindSpore Lite {version}: " + ", ".join(words)]
+    lines = [f"    served as converted by MindSpore Lite {version}: " + ", ".join(words)]
+    if info.get("ignored_input_shape"):
+        names = ", ".join(info["ignored_input_shape"])
+        lines.append(f"    ! input_shape names no input of the model, the converter ignored it: {names}")
+    if info.get("unknown_config_sections"):
+        names = ", ".join(f"[{n}]" for n in info["unknown_config_sections"])
+        lines.append(f"    ! the converter does not know these config sections and ignored them: {names}")
+    return lines
 
 
 def format_rate(samples_per_s: float) -> str:

@@ -30,6 +30,7 @@ VARIANTS = {
     "lite20-cfg": {"optimize": "general", "config_file": "converter.cfg"},
     "lite20-badcfg": {"config_file": "bad.cfg"},
     "lite20-mindir": {"save_type": "mindir"},
+    "lite20-shape": {"input_shape": {"observation": [1, 3]}},  # the export's input is named h
 }
 
 
@@ -135,6 +136,17 @@ def test_a_converter_config_file_is_applied_and_recorded(converted):
     # [registry] disable_fusion=on: another graph than general's, same numbers to within float32
     assert cfg.conversion.sha256 != by_infer(result)["lite20-ms"].conversion.sha256
     assert cfg.status in (CONSISTENT, DRIFT) and cfg.outputs
+
+
+def test_what_the_converter_ignores_silently_is_said(converted):
+    _, result, _, _ = converted
+    shaped = by_infer(result)["lite20-shape"]
+    # measured: Lite 2.0 converts without a word, the input keeps its exported shape
+    assert shaped.conversion.info["ignored_input_shape"] == ["observation"]
+    assert shaped.conversion.sha256 == by_infer(result)["lite20-ms"].conversion.sha256
+    assert "input_shape names no input of the model, the converter ignored it: observation" in render_text(
+        result
+    )
 
 
 def test_failing_conversions_are_results_with_the_converters_words(converted):

@@ -102,6 +102,11 @@ def test_cycles_store_export_plot_and_alert(stacks, doc, tmp_path: Path) -> None
     write_npu_smi(fake, host_910b_8(busy=(), failing=()))
     second = AuditRun(cfg, plugins, store).run()
     assert not [f for f in second.findings if f.subject == "local"]
+    # volatile values stay out of fingerprints: the devices changed, the fingerprints did not
+    for name in ("ms20", "lite20"):
+        assert "npu_telemetry" not in result.stacks[name].fingerprint
+        assert result.stacks[name].fingerprint_digest == second.stacks[name].fingerprint_digest
+    assert not [f for f in second.findings if f.kind == "version-drift"]
     resolved = {e.key for e in alerts.evaluate(second.run_id) if e.event == "resolved"}
     assert {"local/npu6/chip0/temperature_c/npu-telemetry", "local/npu7/telemetry-unavailable"} <= resolved
     assert not [a for a in list_alerts(store.engine, open_only=True) if a["subject"] == "local"]

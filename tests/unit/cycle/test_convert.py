@@ -140,3 +140,28 @@ def test_convert_tables_in_the_config(default_doc):
         parse(doc, "/etc/auditor/auditor.toml").stacks["lite20"].convert.config_file
         == "/etc/auditor/conv.cfg"
     )
+
+
+def test_config_sections_the_converter_ignores_are_recorded():
+    from auditor.report.text import _conversion_lines
+    from auditor.results import Artifact, ProbeResult
+
+    config = "[registry]\ndisable_fusion=on\n[no_such_section]\nfoo=bar\n"
+    info = convert.describe(
+        b"\x24\x00\x00\x00MSL2" + bytes(8), {"format": "ms"}, ConvertTable(), "0" * 64, config
+    )
+    assert info["unknown_config_sections"] == ["no_such_section"] and "ignored_input_shape" not in info
+    r = ProbeResult(
+        "a->b",
+        "a",
+        "b",
+        "p",
+        "1",
+        "fp32",
+        "consistent",
+        "ok",
+        conversion=Artifact("ab" * 32, "lite-ms", 12, info),
+    )
+    assert _conversion_lines(r)[-1] == (
+        "    ! the converter does not know these config sections and ignored them: [no_such_section]"
+    )
