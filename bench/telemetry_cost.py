@@ -43,7 +43,9 @@ AUDITOR = str(Path(sys.executable).with_name("auditor"))
 def cycle_seconds(folder: Path, quick: bool) -> float:
     """Wall time of `auditor audit --no-store` on the default config (telemetry off)."""
     text = (REPO / "auditor.toml").read_text()
-    text = text.replace("\n[worker]", "\n[telemetry]\nenabled = false\n\n[worker]", 1)
+    text = re.sub(r"(?m)^\[telemetry\]\nenabled = true", "[telemetry]\nenabled = false", text, count=1)
+    if "[telemetry]\nenabled = false" not in text:
+        text = text.replace("\n[worker]", "\n[telemetry]\nenabled = false\n\n[worker]", 1)
     if quick:
         text = text.replace("[rollout]\nenabled = true", "[rollout]\nenabled = false")
         text = re.sub(r"(?m)^iterations = \d+", "iterations = 5", text, count=1)
