@@ -41,9 +41,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from auditor.plugins.collectors._files import TimedOut, Unreadable, find_executable
 
-# One npu-smi view with a deadline, read as the fingerprint's collector reads it (npu-smi prints
-# its errors on stdout and exits with the DCMI code & 0xFF, e.g. 187 for -8005).
-from auditor.plugins.collectors.npu_smi import _run as _run_view
+# npu-smi's views read as the fingerprint's npu_smi collector reads them: one view run with a
+# deadline (npu-smi prints its errors on stdout and exits with the DCMI code & 0xFF, e.g. 187
+# for -8005), Key : Value lines in blocks, a view split per chip.
+from auditor.plugins.collectors._npu_smi_views import chip_blocks, kv_blocks, run_view
 
 from auditor.worker.npu_metrics import DEFAULT_VIEWS, HEALTH_CODES, KEYS, SUMMED, VIEWS
 
@@ -52,12 +53,9 @@ PARALLEL = 4
 """NPUs read at once: npu-smi waits on the driver, and a worker process (Python 3.7, a runtime
 loaded) takes tens of milliseconds to fork each call."""
 
-_KV = re.compile(r"^\s*([^:]*?)\s*:\s?(.*?)\s*$")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
-NOT_KNOWN = ("", "NA", "N/A", "-", "--", "Failed", "NOT SUPPORT", "UNKNOWN")
 NO_CARD = "There is no NPU card"
 NOT_OFFERED = "does not support querying"
-HEADER_KEYS = ("NPU ID", "Chip Count", "Total Count", "Card Count")
 
 
 def collect(context):
@@ -86,7 +84,7 @@ def collect(context):
     def view(args):
         with lock:
             doc["calls"] += 1
-        return _run_view(resolved, list(args), timeout, environ)[1]
+        return run_view(resolved, args, timeout, environ)[1]
 
     try:
         listing = view(["info", "-l"])
@@ -146,31 +144,11 @@ def _done(doc, started):
 def parse_list(text):
     """The NPU ids of ``npu-smi info -l``, in the order printed."""
     ids = []
-    for line in text.splitlines():
-        match = _KV.match(line)
-        if match and match.group(1) == "NPU ID" and match.group(2).strip().isdigit():
-            npu = int(match.group(2))
-            if npu not in ids:
-                ids.append(npu)
+    for block in kv_blocks(text):
+        for key, value in block:
+            if key == "NPU ID" and value.strip().isdigit() and int(value) not in ids:
+                ids.append(int(value))
     return ids
-
-
-def blocks(text):
-    """The ``Key : Value`` lines of a view, in blocks parted by blank lines (a line of spaces
-    is blank too: published outputs have them)."""
-    out, current = [], []
-    for line in text.splitlines():
-        if not line.strip():
-            if current:
-                out.append(current)
-                current = []
-            continue
-        match = _KV.match(line)
-        if match is not None and match.group(1):
-            current.append((match.group(1), match.group(2)))
-    if current:
-        out.append(current)
-    return out
 
 
 def read_view(text):
@@ -179,24 +157,16 @@ def read_view(text):
     the view prints no ``Chip ID`` (one chip: ``0``)."""
     out = []
     position = 0
-    for block in blocks(text):
-        keys = dict(block)
-        if set(keys) <= set(HEADER_KEYS):
-            continue  # NPU ID / Chip Count: the header
-        if (keys.get("Chip Name") or "").strip().lower() == "mcu":
+    for block in chip_blocks(text):
+        if block["mcu"]:
             chip = "mcu"
-        elif (keys.get("Chip ID") or "").strip().isdigit():
-            chip = str(int(keys["Chip ID"]))
         else:
-            chip = str(position)
-        if chip != "mcu":
+            chip = str(block["chip"]) if block["chip"] is not None else str(position)
             position += 1
         values = {}
-        for key, raw in block:
+        for key, raw in block["values"].items():
             metric = KEYS.get(key)
-            if metric is None:
-                continue
-            value = _value(metric, raw)
+            value = _value(metric, raw) if metric is not None else None
             if value is None:
                 continue
             if metric in SUMMED and metric in values:
@@ -213,7 +183,7 @@ def _value(metric, raw):
     if metric == "health":
         code = HEALTH_CODES.get(raw)
         return None if code is None else float(code)
-    if raw in NOT_KNOWN or not _NUMBER.match(raw):
+    if not _NUMBER.match(raw):  # NA, -, Failed, NOT SUPPORT: npu-smi does not know it
         return None
     return float(raw)
 

@@ -115,27 +115,31 @@ def test_convert_tables_in_the_config(default_doc):
         "save_type": "ms",
     }
     assert table.describe() == "ms, optimize general, weight_fp16, input_shape obs=[1, 3]"
-    doc["stacks"]["lite20"]["convert"] = {"config_file": "conv.cfg", "save_type": "onnx", "optimize": "fast"}
-    doc["stacks"]["ms20"]["convert"] = {}
-    doc["models"] = {
-        "policy": {
-            "path": "p.mindir",
-            "reference": "ms20",
-            "stacks": ["ms210-graph"],
-            "convert": {"weight_fp16": True},
-        }
-    }
+    bad = copy.deepcopy(doc)
+    bad["stacks"]["lite20"]["convert"] = {"config_file": "conv.cfg", "save_type": "onnx", "optimize": "fast"}
+    bad["stacks"]["ms20"]["convert"] = {}
     with pytest.raises(ConfigError) as exc:
-        parse(doc, "/etc/auditor/auditor.toml")
+        parse(bad, "/etc/auditor/auditor.toml")
     assert exc.value.errors == [
         "stacks.ms20.convert: only a mindspore-lite stack converts models (this one runs 'mindspore')",
         "stacks.lite20.convert.optimize: must be one of none, general, ascend_oriented, not 'fast'",
         "stacks.lite20.convert.save_type: must be one of ms, mindir, not 'onnx'",
+    ]
+    bad = copy.deepcopy(doc)
+    model = {
+        "path": "p.mindir",
+        "reference": "lite20",
+        "stacks": ["ms210-graph"],
+        "convert": {"weight_fp16": True},
+    }
+    bad["models"] = {"policy": model}
+    with pytest.raises(ConfigError) as exc:
+        parse(bad, "/etc/auditor/auditor.toml")
+    assert exc.value.errors == [
         "models.policy.convert: only mindspore-lite stacks convert models; ms210-graph serve(s) it too "
         "(name the Lite stacks in stacks = [...])",
     ]
     doc["stacks"]["lite20"]["convert"] = {"config_file": "conv.cfg"}
-    del doc["stacks"]["ms20"]["convert"], doc["models"]
     assert (
         parse(doc, "/etc/auditor/auditor.toml").stacks["lite20"].convert.config_file
         == "/etc/auditor/conv.cfg"
@@ -143,7 +147,7 @@ def test_convert_tables_in_the_config(default_doc):
 
 
 def test_config_sections_the_converter_ignores_are_recorded():
-    from auditor.report.text import _conversion_lines
+    from auditor.report.summary import conversion_words
     from auditor.results import Artifact, ProbeResult
 
     config = "[registry]\ndisable_fusion=on\n[no_such_section]\nfoo=bar\n"
@@ -162,6 +166,6 @@ def test_config_sections_the_converter_ignores_are_recorded():
         "ok",
         conversion=Artifact("ab" * 32, "lite-ms", 12, info),
     )
-    assert _conversion_lines(r)[-1] == (
-        "    ! the converter does not know these config sections and ignored them: [no_such_section]"
+    assert conversion_words(r)[-1] == (
+        "! the converter does not know these config sections and ignored them: [no_such_section]"
     )
