@@ -155,6 +155,11 @@ class LearnedMaximum:
     learned_at: datetime | None = None
 
 
+NPU_TELEMETRY, TELEMETRY_UNAVAILABLE = "npu-telemetry", "telemetry-unavailable"
+"""Finding kinds of NPU telemetry (auditor.cycle.telemetry): a value at or above a limit; an NPU
+or host whose views could not be read."""
+
+
 @dataclass(frozen=True)
 class ChipTelemetry:
     """What one chip of an NPU (or its card's MCU, chip ``mcu``) reported in one sample:

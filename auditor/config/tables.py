@@ -585,12 +585,12 @@ class SinkConfig:
     """The sink type's options: the table's other keys."""
 
 
-ALERT_CATEGORIES = ("models", "compatibility", "version-drift", "stacks", "latency", "probes")
+ALERT_CATEGORIES = ("models", "compatibility", "version-drift", "stacks", "latency", "probes", "devices")
 """What a finding is about, for ``[alerts] on`` (auditor.alerts.engine.category): your own
 models and plugin probes; a stack that cannot load or run an export, and the compatibility
 rules; a changed fingerprint or served model file; a stack that could not run; a serving-side
 latency regression; the built-in probes' own results (drift, invariants, NaN/Inf hazards,
-rollouts, golden baselines)."""
+rollouts, golden baselines); the NPUs' telemetry against its thresholds."""
 
 
 @section
@@ -607,10 +607,11 @@ class AlertsConfig:
         "version-drift",
         "stacks",
         "latency",
+        "devices",
     )
     """The findings that open alerts, by what they are about: models, compatibility,
-    version-drift, stacks, latency, probes (the built-in probes). Every finding is recorded with
-    its run either way (`auditor show RUN`)."""
+    version-drift, stacks, latency, probes (the built-in probes), devices (NPU telemetry). Every
+    finding is recorded with its run either way (`auditor show RUN`)."""
     min_severity: Choice(*SEVERITIES) = "warning"
     """Findings below this severity open no alert."""
     open_after: Int(1, 1000) = 2

@@ -37,13 +37,20 @@ from auditor.config.tables import Config, StackConfig, TelemetryConfig
 from auditor.cycle.jobs import CycleAborted
 from auditor.db import schema as m
 from auditor.history.telemetry import Key, worst_since
-from auditor.results import ChipTelemetry, Finding, HostTelemetry, NpuTelemetry
+from auditor.results import (
+    NPU_TELEMETRY,
+    TELEMETRY_UNAVAILABLE,
+    ChipTelemetry,
+    Finding,
+    HostTelemetry,
+    NpuTelemetry,
+)
 from auditor.stacks.session import Reach
 from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker.npu_metrics import METRICS, unit
 
 MODULE = "auditor.plugins.collectors.npu_telemetry"
-KIND, UNAVAILABLE = "npu-telemetry", "telemetry-unavailable"
+KIND, UNAVAILABLE = NPU_TELEMETRY, TELEMETRY_UNAVAILABLE
 SLACK = 30.0
 
 

@@ -36,7 +36,9 @@ from auditor.report.summary import (
 from auditor.report.summary import status_counts as status_counts
 from auditor.results import (
     CONSISTENT,
+    NPU_TELEMETRY,
     STATUS_ORDER,
+    TELEMETRY_UNAVAILABLE,
     CycleResult,
     Finding,
     HostTelemetry,
@@ -435,7 +437,7 @@ def _side_lines(result: CycleResult) -> list[str]:
     return out
 
 
-TELEMETRY_KINDS = ("npu-telemetry", "telemetry-unavailable")
+TELEMETRY_KINDS = (NPU_TELEMETRY, TELEMETRY_UNAVAILABLE)
 TELEMETRY_COLUMNS = (
     ("power_w", "{:g} W"),
     ("temperature_c", "{:g} °C"),

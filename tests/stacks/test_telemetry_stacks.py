@@ -55,7 +55,8 @@ def test_cycles_store_export_plot_and_alert(stacks, doc, tmp_path: Path) -> None
     cfg = config(doc, fake, tmp_path)
     store = Store.open(cfg.db_url)
     plugins = Plugins(entry_points=False)
-    alerts = AlertEngine(store.engine, AlertsConfig())
+    # at once in both directions (the defaults wait two runs each way: [alerts] open_after, resolve_after)
+    alerts = AlertEngine(store.engine, AlertsConfig(open_after=1, resolve_after=1))
 
     result = AuditRun(cfg, plugins, store).run()
     (sample,) = result.telemetry
@@ -69,7 +70,8 @@ def test_cycles_store_export_plot_and_alert(stacks, doc, tmp_path: Path) -> None
     assert keys["local/npu6/chip0/ecc_hbm_double_bit/npu-telemetry"].severity == "error"
     assert "-8005" in keys["local/npu7/telemetry-unavailable"].message
     assert not any(f.details.get("npu") in range(6) for f in keys.values())  # the idle cards: nothing
-    assert result.outcome == "consistent"  # monitoring findings: alerts, not a failed audit
+    assert result.outcome == "consistent"  # the probes agree: the device's findings are findings
+    assert result.exit_code == 1  # an uncorrectable ECC error is an error finding: not clean
 
     text = render_text(result, verbose=True)
     assert "host local: 8 NPU(s) read through lite20" in text and "hottest 91 °C" in text
