@@ -89,6 +89,8 @@ class InferOutcome:
     rerun: list[np.ndarray] | WorkerError | None = None
     blocked: Finding | None = None
     """A rule's finding that made loading pointless (the load was not attempted)."""
+    conversion: Artifact | None = None
+    """What the stack's converter made of the export and ran (``[stacks.X.convert]``)."""
     # probe suite (auditor.cycle.suite): other batch sizes
     latencies: list[Latency] = field(default_factory=list)
     batch_models: dict[int, str] = field(default_factory=dict)

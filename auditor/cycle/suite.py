@@ -63,11 +63,16 @@ class ProbeSuite:
 
     def batches(self, job: ProbeJob) -> list[int]:
         """The batch sizes a job is exported at besides its own: the configured latency
-        batches, and batch 1 for the rollout's step-by-step calls."""
-        batches = list(self.state.config.latency.batches)
+        batches, the serving side's throughput sweep, and batch 1 for the rollout's
+        step-by-step calls."""
+        batches = list(self.state.config.latency.batches) + list(self.state.config.latency.sweep)
         if self.rollout_job(job):
             batches.append(1)
         return latency.extra_batches(batches, job.batch, job.params)
+
+    def timed_on_serving_side(self, batch: int) -> bool:
+        cfg = self.state.config.latency
+        return batch in cfg.batches or batch in cfg.sweep
 
     def rollout_job(self, job: ProbeJob) -> bool:
         r = self.state.config.rollout
@@ -108,9 +113,10 @@ class ProbeSuite:
             self.state.check()
             name = latency.batch_model(model, b)
             try:
-                worker.request("load", model=name, path=str(path))
+                # the served model at this batch: converted like the probe's own, if the stack converts
+                self.state.load(worker, worker.stack, name, path)
                 outcome.batch_models[b] = name
-                if b in self.state.config.latency.batches:
+                if self.timed_on_serving_side(b):
                     inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
                     outcome.latencies.append(self.state.time(worker, name, inputs, b))
             except WorkerError as exc:
@@ -336,9 +342,12 @@ class ProbeSuite:
             self.state.check()
             train = trained[pair.train][job.key]
             infer = inferred[pair.infer][(pair.name, job.key)]
+            served = latency.throughput([infer.latency, *infer.latencies])
             updates: dict[str, Any] = {
                 "train_latencies": tuple(train.latencies),
                 "infer_latencies": tuple(infer.latencies),
+                "throughput": served,
+                "saturation_batch": latency.saturation_batch(served, self.state.config.latency.saturation),
             }
             errors = [f"{pair.train} {e}" for e in train.suite_errors] + [
                 f"{pair.infer} {e}" for e in infer.suite_errors
@@ -349,7 +358,14 @@ class ProbeSuite:
             # (split mode, auditor.history.publication) has none here.
             both = pair.train in self.state.sessions and pair.infer in self.state.sessions
             if both and r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
-                updates["localization"] = self._localize(pair, job, tmp)
+                if self.state.config.stacks[pair.infer].convert is None:
+                    updates["localization"] = self._localize(pair, job, tmp)
+                else:  # the layers are exported unconverted: they would not show the conversion's effect
+                    updates["localization"] = localize.Localization(
+                        None,
+                        f"localization not run: {pair.infer} serves a conversion "
+                        f"([stacks.{pair.infer}.convert]), the layers are exported unconverted",
+                    )
             if goldens is not None and (train.outputs is not None or infer.outputs is not None):
                 updates["baseline"] = self._baseline(pair, job, r, train, infer, goldens)
             r = replace(r, **updates)
