@@ -30,10 +30,16 @@ from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdi
     }
 )
 @click.option("--load", is_flag=True, help="Also load the model on each stack and run one seeded batch.")
+@click.option(
+    "--convert",
+    is_flag=True,
+    help="Stacks with a [stacks.X.convert] first convert the model as their deployment does "
+    "(with --load: load and run the converted model).",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed of the --load batch.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.pass_obj
-def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any) -> None:
+def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: bool, **kw: Any) -> None:
     """Will these stacks load this MindIR? Rules only, no probes: a deployment pipeline's gate.
 
     Reads the file without any framework, fingerprints the stacks and runs every
@@ -59,6 +65,8 @@ def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any)
     reports, code = [], 0
     for model in dict.fromkeys(selection.models):
         path, names = _target(config, model, where)
+        if convert and not any(config.stacks[n].convert is not None for n in names):
+            fail(f"--convert: none of {', '.join(names)} declares a conversion ([stacks.NAME.convert])")
         try:
             report = preflight(
                 config,
@@ -71,6 +79,7 @@ def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any)
                 operators,
                 load=load,
                 seed=seed,
+                convert=convert,
             )
         except ModelInputError as exc:
             if as_json:
@@ -159,6 +168,9 @@ def _verdict_lines(v: StackVerdict, width: int) -> list[str]:
     for f in v.findings:
         if f.message != v.reason:
             lines.append(f"      {f.severity}: {f.message}")
+    if v.conversion is not None:
+        state = "ok" if v.conversion.ok else "FAILED"
+        lines.append(f"      conversion: {state}, {v.conversion.seconds:.2f} s: {v.conversion.message}")
     if v.load is not None and not v.load.attempted:
         lines.append("      load: not attempted (the finding above says it would fail)")
     elif v.load is not None:

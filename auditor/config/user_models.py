@@ -82,6 +82,8 @@ class ModelConfig:
     seed: int = 0
     thresholds: Tolerance = Tolerance()
     outputs: dict[str, Tolerance] = field(default_factory=dict)
+    convert: Any = None
+    """auditor.config.tables.ConvertTable: the conversion the serving stacks run on the file."""
 
     @property
     def probe_config(self) -> Any:

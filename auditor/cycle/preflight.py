@@ -6,11 +6,15 @@ train stack had just exported it: the MindIR version against the runtime, the op
 against those the runtime is known not to run, the producer's MindSpore against the served
 runtime, and the stacks' own MindSpore/CANN/driver/firmware. With ``load`` each stack's worker
 also loads the file and runs one seeded batch, which turns a prediction into a measurement.
+With ``convert`` a stack that declares its deployment's conversion (``[stacks.X.convert]``)
+first converts the file with it (auditor.cycle.convert): a conversion that fails is that
+stack's error, and ``load`` loads what the conversion made.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from auditor.common import tempdirs
 from auditor.config.tables import Config, FilesConfig, PairConfig, SecretsConfig, StackConfig
+from auditor.cycle import convert as conversion
 from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.fingerprint import collect as fingerprint
 from auditor.results import Finding, LearnedMaximum, LearnedOperator
@@ -95,6 +101,18 @@ class LoadCheck:
 
 
 @dataclass
+class ConvertCheck:
+    """What converting the file with the stack's declared conversion gave."""
+
+    ok: bool
+    message: str
+    artifact: dict[str, Any] | None = None
+    """The converted artifact: sha256, size, format, options, converter, source."""
+    seconds: float = 0.0
+    log: str = ""
+
+
+@dataclass
 class StackVerdict:
     stack: str
     runtime: str
@@ -104,6 +122,7 @@ class StackVerdict:
     remedy: str = ""
     findings: list[Finding] = field(default_factory=list)
     load: LoadCheck | None = None
+    conversion: ConvertCheck | None = None
 
 
 @dataclass
@@ -149,6 +168,8 @@ class _Probe:
     error: str | None = None
     load: LoadCheck | None = None
     load_error: WorkerError | None = None
+    conversion: ConvertCheck | None = None
+    converted: Path | None = None
 
 
 def file_label(path: str) -> str:
@@ -166,9 +187,11 @@ def preflight(
     learned_operators: Sequence[LearnedOperator] = (),
     load: bool = False,
     seed: int = 0,
+    convert: bool = False,
 ) -> CheckReport:
     """Check the MindIR at ``path`` against ``stacks``. Raises ModelInputError for a file that
-    cannot be audited; a stack that cannot be started is that stack's error verdict."""
+    cannot be audited; a stack that cannot be started is that stack's error verdict.
+    ``convert``: stacks with a ``[stacks.X.convert]`` convert the file first."""
     started = time.time()
     data, info = read_model(path, config.files.limits)
     label = file_label(path)
@@ -178,6 +201,7 @@ def preflight(
     abspath = str(Path(path).resolve())
 
     workers: dict[str, StackWorker] = {}
+    tmp = tempdirs.make("auditor-check-") if convert else None
 
     def one(stack: StackConfig) -> _Probe:
         worker = workers[stack.name] = stacks_reach.worker(stack.name)
@@ -203,22 +227,43 @@ def preflight(
                 operator_limits(chosen, fingerprints, runtimes, learned_operators),
             )
             findings = run_rules(rules, context)
+            if convert:
+                assert tmp is not None
+                todo = {
+                    n: probed[n]
+                    for n, stack in chosen.items()
+                    if stack.convert is not None
+                    and probed[n].error is None
+                    and blocked(findings, PairConfig(label, n, ()).name, MODEL_PROBE, "file") is None
+                }
+                list(pool.map(lambda n: _convert(workers[n], chosen[n], todo[n], data, tmp), todo))
             if load:
                 todo = {}
                 for name in chosen:
                     stopper = blocked(findings, PairConfig(label, name, ()).name, MODEL_PROBE, "file")
                     if probed[name].error is not None:
                         continue
+                    conv = probed[name].conversion
                     if stopper is not None:
                         probed[name].load = LoadCheck(
                             False, f"not attempted: {stopper.message}", attempted=False
                         )
+                    elif conv is not None and not conv.ok:
+                        probed[name].load = LoadCheck(
+                            False, "not attempted: the conversion failed", attempted=False
+                        )
                     else:
                         todo[name] = probed[name]
-                list(pool.map(lambda n: _load(workers[n], todo[n], abspath, inputs), todo))
+                list(
+                    pool.map(
+                        lambda n: _load(workers[n], todo[n], str(todo[n].converted or abspath), inputs), todo
+                    )
+                )
     finally:
         for worker in workers.values():
             worker.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     verdicts, learned_max, learned_ops = [], [], []
     for name, stack in chosen.items():
         p = probed[name]
@@ -257,6 +302,25 @@ def _fingerprint(
     except Exception as exc:  # a broken collector or runtime plugin: this stack's error only
         out.error = f"stack {stack.name}: {type(exc).__name__}: {exc}"
     return out
+
+
+def _convert(worker: StackWorker, stack: StackConfig, out: _Probe, data: bytes, tmp: Path) -> None:
+    assert stack.convert is not None
+    begun = time.time()
+    try:
+        done = conversion.convert(worker, stack, stack.convert, data, "check", tmp)
+    except WorkerError as exc:
+        out.conversion = ConvertCheck(False, exc.message, seconds=time.time() - begun, log=exc.log[-4000:])
+        return
+    info = done.artifact.info
+    out.converted = done.path
+    out.conversion = ConvertCheck(
+        True,
+        f"converted ({stack.convert.describe()}) by MindSpore Lite {info['converter'].get('version')}: "
+        f"{info['format']}, {done.artifact.size} bytes, sha256 {done.artifact.sha256[:12]}",
+        {**info, "size": done.artifact.size},
+        time.time() - begun,
+    )
 
 
 def _load(worker: StackWorker, out: _Probe, path: str, inputs: list[np.ndarray]) -> None:
@@ -317,6 +381,9 @@ def _verdict(stack: StackConfig, pair: str, p: _Probe, findings: list[Finding]) 
             f" ({len(mine)} note{'s' if len(mine) > 1 else ''})" if mine else ""
         )
         remedy = ""
+    if p.conversion is not None and not p.conversion.ok:
+        status, reason = ERROR, f"the conversion failed: {p.conversion.message}"
+        remedy = remedy or f"fix [stacks.{stack.name}.convert] or the model; the converter's log is above"
     if p.load is not None and p.load.attempted and not p.load.ok:
         load_status = ERROR
         err = p.load_error
@@ -329,4 +396,6 @@ def _verdict(stack: StackConfig, pair: str, p: _Probe, findings: list[Finding]) 
         if VERDICT_ORDER.index(load_status) > VERDICT_ORDER.index(status):
             status, reason = load_status, f"the load failed: {p.load.message}"
             remedy = remedy or "see the runtime's log above"
-    return StackVerdict(stack.name, stack.runtime, version, status, reason, remedy, mine, p.load)
+    return StackVerdict(
+        stack.name, stack.runtime, version, status, reason, remedy, mine, p.load, p.conversion
+    )

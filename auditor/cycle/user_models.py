@@ -25,7 +25,7 @@ from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
 from auditor.config.user_models import ModelConfig
-from auditor.cycle import saved_outputs
+from auditor.cycle import latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.jobs import CycleAborted
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
@@ -132,6 +132,7 @@ class _Side:
     latency: Any = None
     error: WorkerError | None = None
     blocked: Finding | None = None
+    conversion: Artifact | None = None
 
 
 @dataclass
@@ -230,11 +231,16 @@ class ModelSuite:
         path = str(Path(model.path).resolve())
         batch = int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 1
 
-        def run_on(stack: str) -> _Side:
+        def run_on(stack: str, serving: bool = True) -> _Side:
             side = _Side()
             try:
                 worker = sessions[stack].ensure()
-                worker.request("load", model=model_id, path=path)
+                if serving:  # converted first: the model's [models.N.convert], else the stack's
+                    side.conversion = self.state.load(
+                        worker, sessions[stack].stack, model_id, Path(path), model.convert
+                    )
+                else:
+                    worker.request("load", model=model_id, path=path)
                 side.outputs = worker.request("run", model=model_id, inputs=plan.inputs).result["outputs"]
                 side.latency = self.state.time(worker, model_id, plan.inputs, batch)
             except WorkerError as exc:
@@ -243,7 +249,7 @@ class ModelSuite:
 
         reference = _Side()
         if model.reference:
-            reference = run_on(model.reference)
+            reference = run_on(model.reference, serving=False)
         else:
             assert plan.golden is not None
             reference.outputs = plan.golden.outputs
@@ -309,6 +315,8 @@ class ModelSuite:
         base = self._model_base(plan, target)
         base["train_latency"] = reference.latency
         base["infer_latency"] = side.latency
+        base["throughput"] = latency.throughput([side.latency])
+        base["conversion"] = side.conversion
         if side.blocked is not None:
             status = UNSUPPORTED if side.blocked.kind == UNSUPPORTED else INCOMPATIBLE
             return ProbeResult(status=status, message=side.blocked.message, **base)

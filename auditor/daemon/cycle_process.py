@@ -37,7 +37,7 @@ from auditor.results import STATUS_ORDER
 
 if TYPE_CHECKING:
     from auditor.config.tables import Config
-    from auditor.results import CycleResult
+    from auditor.results import CycleResult, HostTelemetry
 
 log = logging.getLogger("auditor.daemon")
 
@@ -45,6 +45,7 @@ MODULE = "auditor.daemon.cycle_child"
 _HEAD = struct.Struct(">Q")
 
 DONE, ABORTED, SKIPPED, FAILED = "done", "aborted", "skipped", "failed"
+CYCLE, TELEMETRY = "cycle", "telemetry"
 
 
 @dataclass
@@ -53,6 +54,9 @@ class CycleRequest:
     plugin_dirs: list[str]
     db_url: str
     log_level: int = logging.INFO
+    kind: str = CYCLE
+    """cycle: an audit cycle; telemetry: one NPU telemetry sample of every host, stored
+    without a run (the daemon's ``[telemetry] interval``; auditor.cycle.telemetry)."""
     unrecorded: dict[int, str] = field(default_factory=dict)
     """Aborts of earlier cycles that could not be written (the database was away), run id to
     note: the child writes them before it begins its own run."""
@@ -71,6 +75,8 @@ class CycleReply:
     """Open alerts by severity after this cycle's alerts; None when they could not be read."""
     started: float = 0.0
     finished: float = 0.0
+    telemetry: list[HostTelemetry] = field(default_factory=list)
+    """A telemetry request's samples (a cycle's are in its result)."""
     unrecorded: str | None = None
     """Aborted, but the database was away: the note the run is to be marked aborted with."""
 

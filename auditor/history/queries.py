@@ -289,6 +289,7 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
                 "status": row["status"],
                 "message": row["message"],
                 "artifact_sha256": row["artifact_sha256"],
+                "converted_sha256": row.get("converted_sha256"),
                 "thresholds": row["thresholds"],
                 "latency": {},
                 "latencies": [],
@@ -323,7 +324,10 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
             {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
             for a in conn.execute(
                 select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
-                .where(A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id)))
+                .where(
+                    A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id))
+                    | A.sha256.in_(select(P.converted_sha256).where(P.run_id == run_id))
+                )
                 .order_by(A.sha256)
             )
         ]
