@@ -124,8 +124,8 @@ def _refuse_early(obj: Context, config: Config, stack: str) -> None:
 
 def _record(obj: Context, config: Config, spec: ModelConfig, stack: str, target: str) -> None:
     try:
-        data, info = read_model(spec.path)
-        inputs, names = model_inputs(spec, info)
+        data, info = read_model(spec.path, config.files.limits)
+        inputs, names = model_inputs(spec, info, config.files.limits)
     except ModelInputError as exc:
         fail(str(exc))
     worker = obj.plugins().reach(config).worker(stack)

@@ -32,6 +32,7 @@ from auditor.config.fields import (
 )
 from auditor.config.thresholds import ProbeConfig
 from auditor.config.user_models import GENERATORS, INPUT_DTYPES, MODEL_CHANGE_SEVERITY, ModelConfig
+from auditor.worker import files
 from auditor.worker.npu_metrics import DEFAULT_VIEWS, VIEWS
 
 # The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
@@ -659,13 +660,33 @@ class SecretsConfig:
 
 
 @section
+class FilesConfig:
+    """``[files]``: how much of a model, golden, recorded-input or served MindIR file the
+    auditor reads, and for how long (auditor.worker.files)."""
+
+    max_size_mb: Int(1, 1024 * 1024) = files.DEFAULT_MAX_MB
+    """Largest file read, in MiB (default 2048: protobuf cannot make a MindIR larger; a larger
+    path is a mistake, stopped before it fills memory)."""
+    read_timeout: Seconds(0.0, DAY, lo_open=True) = files.DEFAULT_TIMEOUT
+    """Seconds one file may take to read (a hung network mount fails that file only)."""
+
+    @property
+    def limits(self) -> files.Limits:
+        return files.Limits(self.max_size_mb * files.MIB, self.read_timeout)
+
+
+MAX_KEEP_DAYS = 36500
+"""A century: more is a typo (and overflows a date)."""
+
+
+@section
 class StorageTable:
     """``[storage]``: the history database."""
 
     url: Expanded = ""
     """SQLAlchemy URL of the history database; empty: SQLite at
     ${XDG_STATE_HOME:-~/.local/state}/auditor/history.db."""
-    keep_days: Int(0, 36500) = 90
+    keep_days: Int(0, MAX_KEEP_DAYS) = 90
     """Runs older than this many days are deleted (0: keep forever); only this auditor's own
     runs (auditor_id) in a shared database."""
     auditor_id: Expanded = ""
@@ -699,6 +720,8 @@ class Document(BaseModel):
     """Plugin folders."""
     secrets: SecretsConfig = SecretsConfig()
     """Extra redaction patterns."""
+    files: FilesConfig = FilesConfig()
+    """Size and time limits of every file read."""
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     """The other machines stacks live on, by name."""
     stacks: dict[str, StackConfig] = Field(default_factory=dict)
@@ -728,6 +751,7 @@ SIMPLE_SECTIONS = (
     "rollout",
     "telemetry",
     "secrets",
+    "files",
     "schedule",
     "prometheus",
     "daemon",
@@ -754,6 +778,8 @@ class Config:
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     secrets: SecretsConfig = SecretsConfig()
+    files: FilesConfig = FilesConfig()
+    """[files]: size and time limits of every model, golden, input and served file read."""
     hosts: dict[str, HostConfig] = dataclasses.field(default_factory=dict)
     """[hosts.NAME] by name: the machines other than the auditor's own that stacks live on."""
     models: dict[str, ModelConfig] = dataclasses.field(default_factory=dict)

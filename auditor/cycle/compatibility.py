@@ -84,8 +84,9 @@ class Compatibility:
         except WorkerError:
             return None  # the start error is the stack's result
         try:
+            config = self.state.config
             return fingerprint.collect(
-                worker, session.stack, self.collectors, secrets=self.state.config.secrets
+                worker, session.stack, self.collectors, secrets=config.secrets, files=config.files
             )
         except WorkerError as exc:
             return {

@@ -31,6 +31,7 @@ from auditor.compare.outputs import Tolerance, compare_output, failure_text
 from auditor.config.tables import ConvertTable, StackConfig
 from auditor.results import CONSISTENT, DRIFT, ERROR, Artifact, ProbeResult
 from auditor.stacks.worker import StackWorker, WorkerError
+from auditor.worker import files
 from auditor.worker.mindir import canonical_sha256, read_info
 
 KINDS = {"ms": "lite-ms", "mindir": "lite-mindir"}
@@ -68,9 +69,9 @@ def config_text(table: ConvertTable, stack: str) -> str | None:
     """The converter config file's text, or WorkerError naming the file and the problem."""
     if not table.config_file:
         return None
-    try:
-        return Path(table.config_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # a regular file, read with a deadline (auditor.worker.files), like every file named
+        return files.read_bytes(table.config_file).decode("utf-8")
+    except (files.FileProblem, UnicodeDecodeError) as exc:
         raise WorkerError(
             stack, "convert", "error", f"cannot read the converter config file {table.config_file}: {exc}"
         ) from None

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from auditor.common import tempdirs
-from auditor.config.tables import Config, PairConfig, StackConfig
+from auditor.config.tables import Config, FilesConfig, PairConfig, SecretsConfig, StackConfig
 from auditor.cycle import convert as conversion
 from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.fingerprint import collect as fingerprint
@@ -35,6 +35,7 @@ from auditor.rules.operator_support import learn, operator_limits
 from auditor.stacks.failures import MINDIR_REJECTION
 from auditor.stacks.session import reach
 from auditor.stacks.worker import StackWorker, WorkerError
+from auditor.worker import files
 from auditor.worker.mindir import MindIRInfo, TensorInfo, read_info
 
 OK, WARNING, INCOMPATIBLE, UNSUPPORTED, ERROR = "ok", "warning", "incompatible", "unsupported", "error"
@@ -47,23 +48,19 @@ class ModelInputError(Exception):
     """The model file cannot be audited: unreadable path, not a MindIR, truncated, encrypted."""
 
 
-def read_model(path: str | os.PathLike[str]) -> tuple[bytes, MindIRInfo]:
-    """The file's bytes and what it says about itself; ModelInputError names the file and
+def read_model(
+    path: str | os.PathLike[str], limits: files.Limits = files.DEFAULT_LIMITS
+) -> tuple[bytes, MindIRInfo]:
+    """The file's bytes and what it says about itself, read through auditor.worker.files (a
+    regular file within ``limits``, read with a deadline); ModelInputError names the file and
     the problem."""
-    p = Path(path)
     try:
-        data = p.read_bytes()
-    except IsADirectoryError:
-        raise ModelInputError(f"{p}: is a directory, not a MindIR file") from None
-    except FileNotFoundError:
-        raise ModelInputError(f"{p}: no such file") from None
-    except PermissionError:
-        raise ModelInputError(f"{p}: not readable (permission denied)") from None
-    except OSError as exc:
-        raise ModelInputError(f"{p}: cannot be read: {exc.strerror or exc}") from None
+        data = files.read_bytes(path, limits)
+    except files.FileProblem as exc:
+        raise ModelInputError(str(exc)) from None
     info = read_info(data)
     if not info.readable:
-        raise ModelInputError(f"{p}: {info.reason}")
+        raise ModelInputError(f"{Path(path)}: {info.reason}")
     return data, info
 
 
@@ -196,7 +193,7 @@ def preflight(
     cannot be audited; a stack that cannot be started is that stack's error verdict.
     ``convert``: stacks with a ``[stacks.X.convert]`` convert the file first."""
     started = time.time()
-    data, info = read_model(path)
+    data, info = read_model(path, config.files.limits)
     label = file_label(path)
     chosen = {n: config.stacks[n] for n in stacks}
     stacks_reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, (), collectors)
@@ -208,7 +205,7 @@ def preflight(
 
     def one(stack: StackConfig) -> _Probe:
         worker = workers[stack.name] = stacks_reach.worker(stack.name)
-        return _fingerprint(worker, stack, collectors)
+        return _fingerprint(worker, stack, collectors, config.secrets, config.files)
 
     try:
         with ThreadPoolExecutor(
@@ -289,11 +286,17 @@ def preflight(
     return CheckReport(str(path), info, verdicts, findings, time.time() - started, learned_max, learned_ops)
 
 
-def _fingerprint(worker: StackWorker, stack: StackConfig, collectors: Sequence[str]) -> _Probe:
+def _fingerprint(
+    worker: StackWorker,
+    stack: StackConfig,
+    collectors: Sequence[str],
+    secrets: SecretsConfig | None = None,
+    files_config: FilesConfig | None = None,
+) -> _Probe:
     out = _Probe()
     try:
         out.hello = dict(worker.start())
-        out.fingerprint = fingerprint.collect(worker, stack, collectors)
+        out.fingerprint = fingerprint.collect(worker, stack, collectors, secrets=secrets, files=files_config)
     except WorkerError as exc:
         out.error = exc.describe()
     except Exception as exc:  # a broken collector or runtime plugin: this stack's error only

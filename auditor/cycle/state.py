@@ -24,6 +24,8 @@ from auditor.cycle.jobs import CycleAborted, ProbeJob
 from auditor.history.store import Store
 from auditor.results import Artifact, Latency
 from auditor.stacks.session import Reach, StackSession
+from auditor.stacks.worker import WorkerError
+from auditor.worker import files
 
 
 class Killable(Protocol):
@@ -116,7 +118,11 @@ class CycleState:
             worker.request("load", model=model, path=str(path))
             return None
         assert self.tmp is not None, "the cycle's temporary directory is set before any load"
-        done = convert.convert(worker, stack, table, Path(path).read_bytes(), model, self.tmp, self.artifacts)
+        try:
+            source = files.read_bytes(path, self.config.files.limits)
+        except files.FileProblem as exc:
+            raise WorkerError(stack.name, "convert", "error", str(exc)) from None
+        done = convert.convert(worker, stack, table, source, model, self.tmp, self.artifacts)
         worker.request("load", model=model, path=str(done.path))
         return done.artifact
 

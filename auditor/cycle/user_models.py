@@ -14,6 +14,7 @@ naming the file and the problem.
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from auditor.config.tables import Config, PairConfig
 from auditor.config.user_models import ModelConfig
 from auditor.cycle import latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
+from auditor.cycle.jobs import CycleAborted
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
 from auditor.results import (
@@ -41,14 +43,18 @@ from auditor.results import (
 from auditor.rules.engine import ExportedModel, blocked, run_rules
 from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
 from auditor.stacks.worker import WorkerError
+from auditor.worker import files
 from auditor.worker.mindir import MindIRInfo
 
 VARIANT = "model"
 
 
-def model_inputs(model: ModelConfig, info: MindIRInfo) -> tuple[list[np.ndarray], list[str]]:
+def model_inputs(
+    model: ModelConfig, info: MindIRInfo, limits: files.Limits = files.DEFAULT_LIMITS
+) -> tuple[list[np.ndarray], list[str]]:
     """The inputs of one run and their names, from the model's specs (else from the file's own
-    signature); ModelInputError says which input and what is wrong."""
+    signature; recorded ones read within ``limits``); ModelInputError says which input and
+    what is wrong."""
     declared = list(info.inputs or ())
     where = f"models.{model.name}"
     if not model.inputs:
@@ -85,30 +91,34 @@ def model_inputs(model: ModelConfig, info: MindIRInfo) -> tuple[list[np.ndarray]
         elif spec.generator == "uniform":
             x = rng.uniform(spec.low, spec.high, size=spec.shape)
         else:
-            x = _recorded(spec.npz, spec.key or spec.name, spec.shape, label, npz)
+            x = _recorded(spec.npz, spec.key or spec.name, spec.shape, label, npz, limits)
         out.append(np.ascontiguousarray(np.asarray(x).astype(dtype)))
     return out, [s.name for s in model.inputs]
 
 
 def _recorded(
-    path: str, key: str, shape: tuple[int, ...], label: str, cache: dict[str, dict[str, np.ndarray]]
+    path: str,
+    key: str,
+    shape: tuple[int, ...],
+    label: str,
+    cache: dict[str, dict[str, np.ndarray]],
+    limits: files.Limits,
 ) -> np.ndarray:
     if path not in cache:
         try:
-            with np.load(path, allow_pickle=False) as z:
-                cache[path] = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise ModelInputError(f"{label}: {path}: no such file") from None
-        except Exception as exc:  # numpy raises OSError, ValueError, BadZipFile, EOFError...
-            raise ModelInputError(
-                f"{label}: {path}: not a readable .npz ({type(exc).__name__}: {exc})"
-            ) from None
+            cache[path] = files.read_npz(path, limits, numeric=False)
+        except files.FileProblem as exc:
+            raise ModelInputError(f"{label}: {exc}") from None
     arrays = cache[path]
     if key not in arrays:
         raise ModelInputError(
             f"{label}: {path} has no array {key!r} (it has: {', '.join(sorted(arrays)) or 'none'})"
         )
     x = arrays[key]
+    try:
+        files.check_array(path, key, x)
+    except files.FileProblem as exc:
+        raise ModelInputError(f"{label}: {exc}") from None
     if tuple(x.shape) != tuple(shape):
         raise ModelInputError(
             f"{label}: {path}[{key!r}] has shape {list(x.shape)}, the spec says {list(shape)}"
@@ -158,14 +168,15 @@ class ModelSuite:
 
     def _plan_model(self, model: ModelConfig) -> _Plan:
         plan = _Plan(model)
+        limits = self.state.config.files.limits  # every file read through auditor.worker.files
         try:
-            plan.data, plan.info = read_model(model.path)
+            plan.data, plan.info = read_model(model.path, limits)
             if model.golden:
-                plan.golden = read_golden(model.golden)
+                plan.golden = read_golden(model.golden, limits)
                 plan.inputs = plan.golden.inputs
                 _check_golden_inputs(model, plan.info, plan.golden)
             else:
-                plan.inputs, _ = model_inputs(model, plan.info)
+                plan.inputs, _ = model_inputs(model, plan.info, limits)
         except (ModelInputError, GoldenError) as exc:
             plan.error = str(exc)
         return plan
@@ -174,7 +185,18 @@ class ModelSuite:
         results: list[ProbeResult] = []
         for model in self.state.config.models.values():
             self.state.check()
-            results += self._run_model(self._plan_model(model), sessions)
+            plan = self._plan_model(model)
+            try:
+                results += self._run_model(plan, sessions)
+            except CycleAborted:
+                raise
+            except Exception as exc:  # a case no check foresaw fails this model, not the cycle
+                said = f"the auditor failed on {model.path}: {type(exc).__name__}: {exc}"
+                log = traceback.format_exc()
+                results += [
+                    ProbeResult(status=ERROR, message=said, log=log, **self._model_base(plan, t))
+                    for t in model.stacks
+                ]
         return results
 
     def _model_rules(self, plan: _Plan) -> list[Finding]:

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.logs import setup_logging
 from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
@@ -33,10 +35,15 @@ from auditor.daemon.cycle_process import (
     read_frame,
     write_frame,
 )
+from auditor.db.health import db_error
 from auditor.extend.manager import Plugins
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
 from auditor.history.telemetry import store_samples
+from auditor.stacks.transport import CONNECTIONS
+
+HISTORY_ERRORS = (SQLAlchemyError, StoreError)
+"""What a history database that went away raises: said in one line (db_error), not a traceback."""
 
 
 # -- the child's side -----------------------------------------------------------------------------
@@ -57,6 +64,9 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
     on_run(run)
     try:
         try:
+            for earlier, note in request.unrecorded.items():  # before begin() reaps them as orphans
+                store.abort_run(earlier, note)
+                log.info("run %s marked aborted now that the history database is back", earlier)
             run_id = run.begin()
         except StoreError as exc:
             log.error("cannot record a new run, cycle skipped: %s", exc)
@@ -65,8 +75,18 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
         try:
             result = run.run()
         except (RunAborted, RunNotStored) as exc:
-            log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
-            return CycleReply(ABORTED, run_id, str(exc), started=started, finished=time.time())
+            if run.unrecorded is None:
+                log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
+            else:
+                log.warning(
+                    "cycle of run %s did not complete: %s; the run is marked aborted when the "
+                    "history database is back",
+                    run_id,
+                    exc,
+                )
+            return CycleReply(
+                ABORTED, run_id, str(exc), started=started, finished=time.time(), unrecorded=run.unrecorded
+            )
         log.info(
             "cycle done: run %s %s in %.1f s (%s)",
             run_id,
@@ -87,10 +107,19 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
                 alerts.evaluate(result.run_id)
             alerts.deliver(should_stop=lambda: run.aborted)
             open_alerts = alerts.open_counts()
+        except HISTORY_ERRORS as exc:  # the database went away after the run was stored
+            log.error(
+                "alerts of run %s not processed (the history database: %s); deliveries still pending "
+                "are retried by the next cycle",
+                run_id,
+                db_error(exc),
+            )
         except Exception:
             log.exception("alerts of run %s could not be processed; pending ones are retried later", run_id)
         try:
             done = apply_retention(store, config.keep_days)
+        except HISTORY_ERRORS as exc:
+            log.error("retention not applied (%s); tried again after the next cycle", db_error(exc))
         except Exception:
             log.exception("retention failed; the history is kept as it is until the next cycle")
         else:
@@ -126,7 +155,7 @@ def run_telemetry(request: CycleRequest, on_run: Callable[[Any], None] = lambda 
         try:
             store_samples(store.engine, store.auditor_id, samples)
         except Exception as exc:  # the database went away: the gauges still get the sample
-            log.error("NPU telemetry not stored: %s", exc)
+            log.error("NPU telemetry not stored: %s", db_error(exc))
         return CycleReply(DONE, telemetry=samples, started=started, finished=time.time())
     finally:
         store.close()
@@ -175,12 +204,17 @@ def main() -> int:
     except Exception as exc:
         log.exception("the audit cycle failed unexpectedly; the daemon carries on")
         reply = CycleReply(FAILED, message=f"{type(exc).__name__}: {exc}")
-    write_frame(out, reply)
-    out.close()
-    # No interpreter shutdown: the abort watcher may be blocked in a read of stdin, and
-    # finalizing under it aborts the process. The workers are closed, the store too.
-    logging.shutdown()
-    os._exit(0)
+    try:
+        write_frame(out, reply)
+        out.close()
+    finally:
+        # No interpreter shutdown: the abort watcher may be blocked in a read of stdin, and
+        # finalizing under it aborts the process. The workers are closed, the store too;
+        # what atexit would have done is done here: the ssh masters and their socket
+        # directory (auditor-ssh-*) go.
+        CONNECTIONS.shutdown()
+        logging.shutdown()
+        os._exit(0)
 
 
 if __name__ == "__main__":

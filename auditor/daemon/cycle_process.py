@@ -7,7 +7,8 @@ process (about 9 MB a cycle, measured by bench/daemon_memory.py), so the daemon 
 cycle in a child, ``python -m auditor.daemon.cycle_child``, that exits with it:
 
 - the daemon writes the cycle's request to the child's stdin (one pickled frame: the config
-  as loaded or reloaded, the plugin directories, the database URL, the log level), then,
+  as loaded or reloaded, the plugin directories, the database URL, the log level, the aborts
+  earlier children could not write while the database was away), then,
   should it stop, a line ``abort <reason>``; the end of its stdin (the daemon gone) aborts too;
 - the child logs to the daemon's stderr (the same journal), runs the cycle, evaluates and
   delivers the alerts, applies retention, and writes one pickled ``CycleReply`` frame on
@@ -56,6 +57,9 @@ class CycleRequest:
     kind: str = CYCLE
     """cycle: an audit cycle; telemetry: one NPU telemetry sample of every host, stored
     without a run (the daemon's ``[telemetry] interval``; auditor.cycle.telemetry)."""
+    unrecorded: dict[int, str] = field(default_factory=dict)
+    """Aborts of earlier cycles that could not be written (the database was away), run id to
+    note: the child writes them before it begins its own run."""
 
 
 @dataclass
@@ -73,6 +77,8 @@ class CycleReply:
     finished: float = 0.0
     telemetry: list[HostTelemetry] = field(default_factory=list)
     """A telemetry request's samples (a cycle's are in its result)."""
+    unrecorded: str | None = None
+    """Aborted, but the database was away: the note the run is to be marked aborted with."""
 
 
 def write_frame(stream: BinaryIO, obj: Any) -> None:

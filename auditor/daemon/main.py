@@ -57,6 +57,7 @@ from auditor.daemon.cycle_process import (
 )
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.daemon.sd_notify import Notifier
+from auditor.history.migrate import open_store
 from auditor.history.store import Store, StoreError
 from auditor.results import HostTelemetry
 
@@ -142,6 +143,9 @@ class Daemon:
         self._idle.set()
         self._stopping = False
         self._last_status = "no cycle yet"
+        self._unrecorded: dict[tuple[str, int], str] = {}
+        """(database URL, run id) to the note of aborts a cycle child could not write (the
+        database was away): the next child writes them."""
         self._wake_r: int | None = None
         self._telemetry_notes: dict[str, str | None] = {}
         """Per host, why its NPUs were not read last time (None: they were): said once."""
@@ -149,7 +153,8 @@ class Daemon:
     # -- start-up ---------------------------------------------------------------------------
     def _open(self, config: Config) -> _Setup:
         url = self.context.db_url(config)
-        store = Store.open(url, config.auditor_id)
+        # Migrated by a child that exits: Alembic, loaded for it, stays out of the daemon.
+        store = open_store(url, config.auditor_id)
         engine = AlertEngine(
             store.engine,
             config.alerts,
@@ -396,13 +401,16 @@ class Daemon:
             if self._stopping or self._setup is None:
                 return
             setup = self._setup
+            url = setup.store.url
+            unrecorded = {run_id: note for (u, run_id), note in self._unrecorded.items() if u == url}
             run = ChildCycle(
                 CycleRequest(
                     setup.config,
                     self.plugins.dirs,
-                    setup.store.url,
+                    url,
                     logging.getLogger().getEffectiveLevel(),
                     kind,
+                    unrecorded if kind == CYCLE else {},
                 )
             )
             self._current = run
@@ -430,6 +438,12 @@ class Daemon:
             elif reply.kind == FAILED:
                 log.error("the NPU telemetry sample failed: %s", reply.message)
             return  # the status line is about cycles
+        url = run.request.db_url
+        if reply.kind in (DONE, ABORTED) and reply.run_id is not None:  # begun: earlier aborts written
+            for run_id in run.request.unrecorded:
+                self._unrecorded.pop((url, run_id), None)
+        if reply.kind == ABORTED and reply.unrecorded is not None and reply.run_id is not None:
+            self._unrecorded[(url, reply.run_id)] = reply.unrecorded
         if reply.kind == DONE and reply.result is not None:
             result = reply.result
             if reply.open_alerts is not None:

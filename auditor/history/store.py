@@ -153,11 +153,11 @@ class Store:
     def open(cls, url: str, auditor_id: str = "") -> Store:
         """Open the database and bring its schema up to date."""
         store = cls(url, auditor_id)
-        if not store._at_shipped_head():
+        if not store.at_shipped_head():
             store.upgrade()
         return store
 
-    def _at_shipped_head(self) -> bool:
+    def at_shipped_head(self) -> bool:
         """Whether the database is at the newest shipped revision (one query, no Alembic)."""
         head = shipped_head()
         if head is None:
@@ -266,12 +266,12 @@ class Store:
         """Raise StoreError with one message if a cycle's results could not be stored here
         (damaged file, missing tables, unreadable rows, read-only): checked before a cycle
         spends minutes on the stacks."""
-        health = db_health.check(self.engine)
+        health = db_health.check(self.engine, budget=db_health.CYCLE_BUDGET)
         if not health.ok:
+            remedy = health.remedy or "use another --db, or restore or repair this one"
             raise StoreError(
-                f"the history database {self.url} cannot be used: {health.summary()}; "
-                "no cycle was run (`auditor db check` lists the problems; use another --db, "
-                "or restore or repair this one)"
+                f"the history database {self.display_url} cannot be used: {health.summary()}; "
+                f"no cycle was run, nothing was written ({remedy}; `auditor db check` lists the problems)"
             )
 
     # -- runs ------------------------------------------------------------------------------
@@ -296,7 +296,9 @@ class Store:
                 s.flush()
                 run_id = run.id
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot record a new run in {self.display_url}: {exc}") from None
+            raise StoreError(
+                f"cannot record a new run in {self.display_url}: {db_health.db_error(exc)}"
+            ) from None
         _OPEN_RUNS.add((self.url, run_id))
         return run_id
 
@@ -310,7 +312,9 @@ class Store:
         except SQLAlchemyError as exc:
             # Left 'running'; the next begin_run of this process (or, after it ended, of any
             # auditor on this host) marks it aborted once the database is back.
-            raise StoreError(f"cannot mark run {run_id} aborted in {self.display_url}: {exc}") from None
+            raise StoreError(
+                f"cannot mark run {run_id} aborted in {self.display_url}: {db_health.db_error(exc)}"
+            ) from None
 
     def reap_orphans(self) -> int:
         """Mark aborted the runs left 'running' on this host by processes that are gone, and
@@ -337,7 +341,9 @@ class Store:
         try:
             self._write_results(run_id, result, artifacts)
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not store run {run_id} in {self.display_url}: {exc}") from exc
+            raise StoreError(
+                f"could not store run {run_id} in {self.display_url}: {db_health.db_error(exc)}"
+            ) from exc
         _OPEN_RUNS.discard((self.url, run_id))
 
     def _write_results(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:

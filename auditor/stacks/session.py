@@ -53,6 +53,7 @@ class Reach:
             self.packages,
             self.runtime_classes.get(stack.runtime),
             host=self.config.hosts.get(stack.host),
+            file_limits=self.config.files.limits,
         )
 
     def session(self, name: str, register: Callable[[StackWorker], None] | None = None) -> StackSession:
