@@ -64,7 +64,7 @@ def alerts_command(obj: Context, open_only: bool, limit: int, as_json: bool) -> 
 
     config = None if obj.db else obj.config()
     try:
-        store = Store.open(obj.db_url(config), config.auditor_id if config is not None else "")
+        store = Store.open(obj.db_url(config), config.auditor_id if config is not None else "", create=False)
     except StoreError as exc:
         fail(str(exc))
     alerts = list_alerts(store.engine, open_only=open_only, limit=limit)

@@ -444,11 +444,19 @@ def db_check(obj: Context) -> None:
 @click.pass_obj
 def db_upgrade(obj: Context) -> None:
     """Apply the pending schema migrations (the auditor also does this when it opens the database)."""
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
+
     from auditor.history.store import StoreError
 
-    store = obj.store(migrate=False)
-    before = store.current_heads()
-    pending = store.pending_revisions()
+    store = obj.store(migrate=False, create=True)
+    try:
+        before = store.current_heads()
+        pending = store.pending_revisions()
+    except StoreError as exc:
+        fail(str(exc), EXIT_FINDINGS)
+    except (CommandError, RevisionError):
+        pending = []  # a revision this auditor does not know: upgrade() says so below
     try:
         store.upgrade()
     except StoreError as exc:
@@ -503,7 +511,7 @@ def db_prune(
         keep_days = config.keep_days if config is not None else Config.keep_days
     if auditor_id is None and not all_auditors:
         auditor_id = auditor_identity(config.auditor_id if config is not None else "")
-    store = obj.store()
+    store = obj.store(create=False)
     result = prune(store.engine, keep_days, dry_run=dry_run, auditor_id=None if all_auditors else auditor_id)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))

@@ -277,6 +277,9 @@ def test_report_without_alert_data(tmp_path):
 
 
 def test_report_errors(tmp_path, db):
+    code, _, err = report(tmp_path / "missing.db", tmp_path / "r.html")
+    assert code == 2 and "no history database at" in err and not (tmp_path / "missing.db").exists()
+    Store.open(f"sqlite:///{tmp_path / 'empty.db'}").close()
     code, _, err = report(tmp_path / "empty.db", tmp_path / "r.html")
     assert code == 2 and "no runs yet" in err and not (tmp_path / "r.html").exists()
     path, _ = db
