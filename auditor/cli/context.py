@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -19,7 +18,7 @@ from auditor.common.redact import redact_text
 from auditor.config.load import parse, plugin_dirs, read_document
 from auditor.config.tables import Config, ConfigError
 from auditor.cycle.env_process import env_problem
-from auditor.extend.manager import Plugins
+from auditor.extend.manager import Plugins, one_line
 
 if TYPE_CHECKING:
     from auditor.history.store import Store
@@ -45,14 +44,6 @@ def db_url(value: str) -> str:
     if "://" in value:
         return value
     return f"sqlite:///{Path(value).expanduser().resolve()}"
-
-
-def one_line(problem: str) -> str:
-    """A plugin problem in one line: its message, and where the plugin's code raised when a
-    traceback follows it (the traceback itself is for `auditor plugins --json`)."""
-    head, _, rest = problem.strip().partition("\n")
-    frames = re.findall(r'File "([^"]+)", line (\d+)', rest)
-    return head + (f" (at {frames[-1][0]}:{frames[-1][1]})" if frames else "")
 
 
 class Context:

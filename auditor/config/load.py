@@ -56,6 +56,7 @@ from auditor.config.tables import (
 )
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
 from auditor.config.user_models import InputSpec, ModelConfig
+from auditor.db import url as db_url
 
 # -- parse: per-key validation by the schema, then the checks that need more ------------------
 
@@ -141,11 +142,16 @@ def parse(
         cls = type(getattr(Config, name))
         simple[name] = p.check(cls, p.table(doc, name, name), name) or cls()
     storage = p.check(StorageTable, p.table(doc, "storage", "storage"), "storage") or StorageTable()
+    if storage.url:
+        try:
+            db_url.parse(storage.url)
+        except ValueError as exc:
+            p.error("storage.url", f"{exc}; an SQLite file is written sqlite:////absolute/path/history.db")
     plugins = p.check(PluginsTable, p.table(doc, "plugins", "plugins"), "plugins") or PluginsTable()
 
     stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)
     hosts = _hosts(p, stacks)
-    models = _models(p, stacks)
+    models = _models(p, stacks, runtimes if runtimes is not None else RUNTIMES)
     fleet = fleet_config.parse(p, p.doc.get("stacks"), known_probes)
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes)
@@ -229,7 +235,9 @@ def _hosts(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, HostConfig
     return hosts
 
 
-def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConfig]:
+def _models(
+    p: _Parse, stacks: Mapping[str, StackConfig], known_runtimes: Mapping[str, str]
+) -> dict[str, ModelConfig]:
     """[models.NAME]: each table by the schema, then what needs the stacks and several keys."""
     infer = tuple(n for n, s in stacks.items() if s.role == "infer")
     out: dict[str, ModelConfig] = {}
@@ -255,6 +263,14 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
             for s in named if isinstance(named, list) else [named] if isinstance(named, str) else []:
                 if isinstance(s, str) and s not in stacks:
                     p.error(f"{path}.{key}", f"no stack named {s!r} in [stacks]")
+                elif isinstance(s, str) and known_runtimes.get(stacks[s].runtime, "load") != "load":
+                    # Every result of the model would be an error at run time: say it now.
+                    p.error(
+                        f"{path}.{key}",
+                        f"stack {s!r} (runtime {stacks[s].runtime}) cannot load a MindIR, so it "
+                        "cannot serve the model; name a stack with a loading runtime "
+                        "(mindspore-graph, mindspore-lite)",
+                    )
         table = p.check(ModelTable, {"path": "", **raw}, path)
         if table is None:
             continue
