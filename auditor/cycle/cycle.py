@@ -9,15 +9,11 @@ only, and the rest of the cycle completes.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -31,15 +27,16 @@ from auditor.compare.outputs import (
     failure_text,
 )
 from auditor.config.tables import Config, PairConfig, StackConfig
+from auditor.cycle.compatibility import Compatibility
+from auditor.cycle.jobs import CycleAborted, InferOutcome, ProbeJob, TrainOutcome, probe_code_error
+from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
 from auditor.cycle.user_models import ModelSuite, model_stacks
 from auditor.extend.manager import Plugins
-from auditor.extend.probe_spec import ProbeSpec, dtype_variant_name
+from auditor.extend.probe_spec import ProbeSpec
 from auditor.extend.runtime_spec import RuntimeSpec
-from auditor.fingerprint import collect as fingerprint
-from auditor.fingerprint.drift import diff as drift_diff
-from auditor.fingerprint.drift import drift_finding
 from auditor.history import publication
+from auditor.history.store import Store
 from auditor.results import (
     CONSISTENT,
     DRIFT,
@@ -49,99 +46,24 @@ from auditor.results import (
     Artifact,
     CycleResult,
     Finding,
-    Latency,
-    LearnedMaximum,
-    LearnedOperator,
     ProbeResult,
     StackReport,
-    fingerprint_digest,
 )
-from auditor.rules import deployed
-from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
-from auditor.rules.operator_support import learn as learn_operator
-from auditor.rules.operator_support import operator_limits
+from auditor.rules.engine import Rule, blocked
 from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
 from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker.mindir import read_info
 
-if TYPE_CHECKING:
-    from auditor.history.store import Store
 
+class Cycle:
+    """One cycle, composed of parts on one shared state (auditor.cycle.state): its
+    compatibility checks (fingerprints, drift, rules, learned limits), its probe suite (batch
+    latencies, input classes, side checks, baselines, localization, rollouts) and its model
+    suite (``[models.NAME]``). The cycle itself plans the jobs, drives the two sides of every
+    pair and gives each probe variant its verdict."""
 
-class CycleAborted(Exception):
-    """The cycle was stopped from outside (signal, Ctrl-C) before it finished."""
-
-
-@dataclass(frozen=True)
-class ProbeJob:
-    """One variant of a probe with its resolved parameters: one export, which several pairs
-    may share. ``variant`` defaults to the name of the params' dtype ("fp32", ...)."""
-
-    spec: ProbeSpec
-    params: dict[str, Any]
-    variant: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.variant:
-            object.__setattr__(self, "variant", dtype_variant_name(self.params))
-
-    @property
-    def key(self) -> str:
-        digest = hashlib.sha256(repr(sorted(self.params.items())).encode()).hexdigest()[:10]
-        return f"{self.spec.name}-{self.variant}-{digest}"
-
-    @property
-    def dtype(self) -> str | None:
-        dtype = self.params.get("dtype")
-        return str(dtype) if dtype is not None else None
-
-    @property
-    def batch(self) -> int:
-        return int(self.params.get("batch", 1))
-
-    @property
-    def rerun(self) -> bool:
-        """Whether this variant is run again in a fresh worker process, to check repeatability."""
-        return self.variant in self.spec.rerun
-
-
-@dataclass
-class TrainOutcome:
-    outputs: list[np.ndarray] | None = None
-    latency: Latency | None = None
-    mindir: Path | None = None
-    artifact: Artifact | None = None
-    error: WorkerError | None = None
-    inputs: list[np.ndarray] | None = None
-    """The inputs the outputs belong to, when they came from a publication (split mode)."""
-    rerun: list[np.ndarray] | WorkerError | None = None
-    """Outputs of the same build and inputs in a fresh worker process (jobs with ``rerun``)."""
-    # probe suite (auditor.cycle.suite): other batch sizes
-    latencies: list[Latency] = field(default_factory=list)
-    batch_mindirs: dict[int, Path] = field(default_factory=dict)
-    suite_errors: list[str] = field(default_factory=list)
-    classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
-    """Input class -> (its batch, the outputs) (auditor.compare.input_classes)."""
-
-
-@dataclass
-class InferOutcome:
-    outputs: list[np.ndarray] | None = None
-    latency: Latency | None = None
-    error: WorkerError | None = None
-    rerun: list[np.ndarray] | WorkerError | None = None
-    blocked: Finding | None = None
-    """A rule's finding that made loading pointless (the load was not attempted)."""
-    # probe suite (auditor.cycle.suite): other batch sizes
-    latencies: list[Latency] = field(default_factory=list)
-    batch_models: dict[int, str] = field(default_factory=dict)
-    suite_errors: list[str] = field(default_factory=list)
-    classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
-
-
-class Cycle(ProbeSuite, ModelSuite):
     def __init__(
         self,
         config: Config,
@@ -159,43 +81,34 @@ class Cycle(ProbeSuite, ModelSuite):
         ``history``: the store that holds earlier runs (version drift, learned MindIR limits,
         golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
         infer side loads it (tests: a perturbed artifact must be caught and localized)."""
-        self.tamper = tamper
         self.config = config
         self.probes = probes
         self.runtimes = runtimes or {}
         if plugins is None and (comparators is None or collectors is None or rules is None):
             plugins = Plugins(entry_points=False)  # the built-ins, loaded once for all three
+        if collectors is None or rules is None:
+            assert plugins is not None
+            collectors = plugins.fingerprint_collectors() if collectors is None else collectors
+            rules = plugins.rules().values() if rules is None else rules
         self.comparators = comparators if comparators is not None else plugins.comparators()
-        self._workers: list[StackWorker] = []
-        self._lock = threading.Lock()
-        self._aborted = threading.Event()
-        self._sessions: dict[str, StackSession] = {}
-        self.artifacts: dict[str, bytes] = {}
-        self._init_rules(plugins, collectors, rules, history)
-        self.reach = reach(
+        runtime_classes = {n: r.worker_class for n, r in self.runtimes.items()}
+        self.state = CycleState(
             config,
-            {n: r.worker_class for n, r in self.runtimes.items()},
-            [spec.module for spec in self.probes.values()],
-            self.collectors,
+            reach(config, runtime_classes, [spec.module for spec in probes.values()], collectors),
+            history,
+            tamper,
         )
-
-    def _register(self, worker: StackWorker) -> None:
-        with self._lock:
-            if self._aborted.is_set():
-                raise CycleAborted("cycle aborted")
-            self._workers.append(worker)
+        self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
+        self.suite = ProbeSuite(self.state)
+        self.models = ModelSuite(self.state, self.compat)
 
     def abort(self) -> None:
         """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
-        self._aborted.set()
-        with self._lock:
-            workers = list(self._workers)
-        for w in workers:
-            w.kill()
+        self.state.abort()
 
-    def _check(self) -> None:
-        if self._aborted.is_set():
-            raise CycleAborted("cycle aborted")
+    @property
+    def artifacts(self) -> dict[str, bytes]:
+        return self.state.artifacts
 
     # -- planning --------------------------------------------------------------------------
     def _jobs(self, name: str) -> list[ProbeJob]:
@@ -210,8 +123,8 @@ class Cycle(ProbeSuite, ModelSuite):
         pairs = self.config.pairs
         jobs = {name: self._jobs(name) for p in pairs for name in p.probes}
         fleet = self.config.fleet
-        sessions = self._sessions = {
-            n: self.reach.session(n, self._register)
+        sessions = self.state.sessions = {
+            n: self.state.reach.session(n, self.state.register)
             for n, s in self.config.stacks.items()
             if (
                 any(n in (p.train, p.infer) for p in pairs)
@@ -225,7 +138,7 @@ class Cycle(ProbeSuite, ModelSuite):
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
             try:
-                self._fingerprint_and_check(sessions)
+                self.compat.fingerprint_and_check(sessions)
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
@@ -235,7 +148,7 @@ class Cycle(ProbeSuite, ModelSuite):
                     for name in names:
                         for job in self._jobs(name):
                             train_plan.setdefault(stack, {})[job.key] = job
-                trained = self._parallel(
+                trained = self.state.parallel(
                     {
                         s: (
                             (lambda s=s: self._published_stack(s, train_plan[s], Path(tmp)))
@@ -245,13 +158,13 @@ class Cycle(ProbeSuite, ModelSuite):
                         for s in train_plan
                     }
                 )
-                self._check_exports(trained, train_plan)
+                self.compat.check_exports(trained, train_plan)
                 infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
                 for p in pairs:
                     for name in p.probes:
                         for job in jobs[name]:
                             infer_plan.setdefault(p.infer, []).append((p, job))
-                inferred = self._parallel(
+                inferred = self.state.parallel(
                     {
                         s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained))
                         for s in infer_plan
@@ -263,18 +176,21 @@ class Cycle(ProbeSuite, ModelSuite):
                     for p, job in planned
                 ]
                 # Probe suite: localization and rollouts need both workers of each pair alive.
-                results, rollouts = self._suite_follow_up(planned, results, trained, inferred, Path(tmp))
-                results += self._model_follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
+                results, rollouts = self.suite.follow_up(planned, results, trained, inferred, Path(tmp))
+                results += self.models.follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
             finally:
                 close_sessions(list(sessions.values()))
                 CONNECTIONS.close_all()
-            self._check()
-        stacks = {n: self._stack_report(self.config.stacks[n], s) for n, s in sessions.items()}
+            self.state.check()
+        stacks = {
+            n: stack_report(self.config.stacks[n], s, self.compat.fingerprints.get(n))
+            for n, s in sessions.items()
+        }
         stacks.update({n: self._remote_report(n) for n in self._publications})
-        findings = self._with_rule_findings(
+        findings = self.compat.with_rule_findings(
             list(self._findings(results, stacks))
-            + self._suite_findings(results, rollouts)
-            + self._side_findings(planned, trained, inferred)
+            + self.suite.findings(results, rollouts)
+            + self.suite.side_findings(planned, trained, inferred)
         )
         return CycleResult(
             started,
@@ -283,24 +199,11 @@ class Cycle(ProbeSuite, ModelSuite):
             stacks,
             results,
             findings,
-            learned_maxima=self.learned,
+            learned_maxima=self.compat.learned,
             rollouts=rollouts,
-            learned_operators=self.learned_operators,
+            learned_operators=self.compat.learned_operators,
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
         )
-
-    def _parallel(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-        """Run each stack's task; ``[worker] parallel`` (or a host's own) limits each host."""
-        size, tasks = self.reach.parallel(tasks)
-        with ThreadPoolExecutor(max_workers=size, thread_name_prefix="stack") as pool:
-            futures = {name: pool.submit(fn) for name, fn in tasks.items()}
-            try:
-                return {name: f.result() for name, f in futures.items()}
-            except BaseException:
-                # Ctrl-C, SIGTERM or a bug: kill the workers first, or leaving this block would
-                # wait for every running request to reach its deadline.
-                self.abort()
-                raise
 
     # -- the two sides ---------------------------------------------------------------------
     def _train_stack(
@@ -308,7 +211,7 @@ class Cycle(ProbeSuite, ModelSuite):
     ) -> dict[str, TrainOutcome]:
         out: dict[str, TrainOutcome] = {}
         for key, job in jobs.items():
-            self._check()
+            self.state.check()
             outcome = TrainOutcome()
             try:
                 worker = session.ensure()
@@ -320,22 +223,22 @@ class Cycle(ProbeSuite, ModelSuite):
                     weights=job.spec.make_weights(job.params),
                 )
                 outcome.outputs = worker.request("run", model=key, inputs=inputs).result["outputs"]
-                outcome.latency = self._time(worker, key, inputs, job.batch)
-                self._suite_classes(worker, key, job, outcome)
+                outcome.latency = self.state.time(worker, key, inputs, job.batch)
+                self.suite.run_classes(worker, key, job, outcome)
                 data = worker.request(
                     "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}.mindir")
                 ).result["mindir"]
                 info = read_info(data)
-                outcome.mindir = self._stage_mindir(data, tmp)
+                outcome.mindir = self.state.stage(data, tmp)
                 outcome.artifact = Artifact(info.sha256, "mindir", info.size, asdict(info))
-                self.artifacts[info.sha256] = data
-                self._suite_train(worker, key, job, outcome, tmp)
+                self.state.artifacts[info.sha256] = data
+                self.suite.train_extras(worker, key, job, outcome, tmp)
             except WorkerError as exc:
                 outcome.error = exc
             except CycleAborted:
                 raise
             except Exception as exc:  # the probe's own auditor-side code (a plugin's) raised
-                outcome.error = _probe_code_error(session.stack.name, job, exc)
+                outcome.error = probe_code_error(session.stack.name, job, exc)
             out[key] = outcome
         self._rerun(
             session,
@@ -362,7 +265,7 @@ class Cycle(ProbeSuite, ModelSuite):
         fresh = session.fresh()
         try:
             for model, job, outcome in runs:
-                self._check()
+                self.state.check()
                 try:
                     worker = fresh.ensure()
                     prepare(worker, model, job)
@@ -383,10 +286,10 @@ class Cycle(ProbeSuite, ModelSuite):
         out: dict[tuple[str, str], InferOutcome] = {}
         loaded: set[str] = set()
         for pair, job in jobs:
-            self._check()
+            self.state.check()
             outcome = InferOutcome()
             train = trained[pair.train][job.key]
-            outcome.blocked = blocked(self.rule_findings, pair.name, job.spec.name, job.variant)
+            outcome.blocked = blocked(self.compat.findings, pair.name, job.spec.name, job.variant)
             if train.mindir is None or outcome.blocked is not None:
                 out[(pair.name, job.key)] = outcome
                 continue
@@ -398,9 +301,9 @@ class Cycle(ProbeSuite, ModelSuite):
                     loaded.add(model)
                 inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
-                outcome.latency = self._time(worker, model, inputs, job.batch)
-                self._suite_classes(worker, model, job, outcome)
-                self._suite_infer(worker, model, job, train, outcome)
+                outcome.latency = self.state.time(worker, model, inputs, job.batch)
+                self.suite.run_classes(worker, model, job, outcome)
+                self.suite.infer_extras(worker, model, job, train, outcome)
             except WorkerError as exc:
                 outcome.error = exc
                 if exc.kind != "error":
@@ -408,7 +311,7 @@ class Cycle(ProbeSuite, ModelSuite):
             except CycleAborted:
                 raise
             except Exception as exc:
-                outcome.error = _probe_code_error(session.stack.name, job, exc)
+                outcome.error = probe_code_error(session.stack.name, job, exc)
             out[(pair.name, job.key)] = outcome
         mindirs = {f"{pair.train}/{job.key}": trained[pair.train][job.key].mindir for pair, job in jobs}
         self._rerun(
@@ -426,7 +329,7 @@ class Cycle(ProbeSuite, ModelSuite):
     def _published_stack(self, name: str, jobs: dict[str, ProbeJob], tmp: Path) -> dict[str, TrainOutcome]:
         """The train side of a remote stack: its latest complete publication, read from the
         history database, stands in for building and exporting here."""
-        pub = publication.latest(self.history.engine, name) if self.history is not None else None
+        pub = publication.latest(self.state.history.engine, name) if self.state.history is not None else None
         self._publications[name] = pub
         out: dict[str, TrainOutcome] = {}
         for key, job in jobs.items():
@@ -434,7 +337,7 @@ class Cycle(ProbeSuite, ModelSuite):
             if item is None:
                 why = (
                     "there is no history database to read it from"
-                    if self.history is None
+                    if self.state.history is None
                     else f"no complete publication of stack {name} in the history database"
                     if pub is None
                     else f"{pub.describe()} has no export of {job.spec.name} {job.variant} "
@@ -447,12 +350,12 @@ class Cycle(ProbeSuite, ModelSuite):
             out[key] = TrainOutcome(
                 outputs=item.outputs,
                 latency=item.latency,
-                mindir=self._stage_mindir(item.mindir, tmp),
+                mindir=self.state.stage(item.mindir, tmp),
                 artifact=Artifact(info.get("sha256", ""), "mindir", len(item.mindir), info),
                 inputs=item.inputs,
                 rerun=item.rerun,
             )
-            self.artifacts[out[key].artifact.sha256] = item.mindir
+            self.state.artifacts[out[key].artifact.sha256] = item.mindir
         return out
 
     def _remote_report(self, name: str) -> StackReport:
@@ -488,7 +391,7 @@ class Cycle(ProbeSuite, ModelSuite):
                     probe=job.spec.name,
                     probe_version=job.spec.version,
                     variant=job.variant,
-                    mindir=self.artifacts[t.artifact.sha256],
+                    mindir=self.state.artifacts[t.artifact.sha256],
                     mindir_info=dict(t.artifact.info),
                     inputs=job.spec.make_inputs(job.params),
                     outputs=list(t.outputs),
@@ -497,13 +400,6 @@ class Cycle(ProbeSuite, ModelSuite):
                 )
             )
         return pub
-
-    def _time(self, worker: StackWorker, model: str, inputs: list[np.ndarray], batch: int) -> Latency:
-        lat = self.config.latency
-        ns = worker.request(
-            "time", model=model, inputs=inputs, warmup=lat.warmup, iterations=lat.iterations
-        ).result["ns"]
-        return Latency.from_ns(ns, batch)
 
     # -- verdicts --------------------------------------------------------------------------
     def _result(
@@ -519,7 +415,7 @@ class Cycle(ProbeSuite, ModelSuite):
             train_latency=train.latency,
             infer_latency=infer.latency,
             artifact=train.artifact,
-            thresholds={o: asdict(self._tolerance(job, o)) for o in job.spec.outputs},
+            thresholds={o: asdict(self.state.tolerance(job, o)) for o in job.spec.outputs},
         )
         if train.error is not None:
             return ProbeResult(
@@ -531,7 +427,7 @@ class Cycle(ProbeSuite, ModelSuite):
         if infer.error is not None:
             rejection = MINDIR_REJECTION.search(f"{infer.error.message}\n{infer.error.log}")
             if rejection and infer.error.kind == "error":
-                self._learn(pair.infer, int(rejection.group(1)), rejection.group(0))
+                self.compat.learn(pair.infer, int(rejection.group(1)), rejection.group(0))
                 return ProbeResult(
                     status=INCOMPATIBLE,
                     message=self._rejection_message(
@@ -542,7 +438,7 @@ class Cycle(ProbeSuite, ModelSuite):
                 )
             operator = unsupported_operator(infer.error)
             if operator is not None:
-                self._learn_operator(pair.infer, infer.error)
+                self.compat.learn_operator(pair.infer, infer.error)
                 return ProbeResult(
                     status=UNSUPPORTED,
                     message=f"unsupported operator: {operator} ({pair.infer} cannot run this variant)",
@@ -562,7 +458,7 @@ class Cycle(ProbeSuite, ModelSuite):
             )
         names += [f"output{i}" for i in range(len(names), len(train.outputs))]
         comparisons = tuple(
-            compare_output(n, t, i, self._tolerance(job, n))
+            compare_output(n, t, i, self.state.tolerance(job, n))
             for n, t, i in zip(names, train.outputs, infer.outputs, strict=True)
         )
         by_name = (dict(zip(names, train.outputs, strict=True)), dict(zip(names, infer.outputs, strict=True)))
@@ -570,7 +466,7 @@ class Cycle(ProbeSuite, ModelSuite):
             checks = (
                 self._rerun_checks(names, train, infer)
                 + self._comparator_checks(job, *by_name)
-                + self._class_checks(job, names, train, infer)
+                + self.suite.class_checks(job, names, train, infer)
             )
         except _CheckError as exc:
             return ProbeResult(status=ERROR, message=str(exc), outputs=comparisons, **base)
@@ -591,9 +487,6 @@ class Cycle(ProbeSuite, ModelSuite):
             checks=tuple(checks),
             **base,
         )
-
-    def _tolerance(self, job: ProbeJob, output: str) -> Tolerance:
-        return self.config.probe(job.spec.name).tolerance_for(output, job.variant, job.dtype)
 
     def _comparator_checks(
         self, job: ProbeJob, train: dict[str, np.ndarray], infer: dict[str, np.ndarray]
@@ -657,30 +550,8 @@ class Cycle(ProbeSuite, ModelSuite):
         )
 
     def _hello_version(self, stack: str) -> str | None:
-        session = self._sessions.get(stack)
+        session = self.state.sessions.get(stack)
         return (session.hello or {}).get("runtime_version") if session else None
-
-    def _stack_report(self, stack: StackConfig, session: StackSession) -> StackReport:
-        fp = self.fingerprints.get(stack.name)
-        problems = list(session.problems)
-        if fp is not None and "fingerprint_error" in fp:
-            # Not stored: a partial document would read as a change of the stack, and the
-            # next drift check must compare against the last good fingerprint.
-            problems.insert(0, f"fingerprint not taken: {fp['fingerprint_error']}")
-            fp = None
-        elif fp is None and session.hello is not None and session.start_error is None and not problems:
-            fp = {"runtime": {k: v for k, v in session.hello.items() if k != "pid"}}
-        return StackReport(
-            stack.name,
-            stack.role,
-            stack.runtime,
-            stack.python,
-            stack.device,
-            stack.host,
-            fp,
-            session.start_error.describe() if session.start_error else None,
-            tuple(problems),
-        )
 
     def _findings(self, results: list[ProbeResult], stacks: dict[str, StackReport]) -> Iterable[Finding]:
         for s in stacks.values():
@@ -710,160 +581,30 @@ class Cycle(ProbeSuite, ModelSuite):
                 {"probe": r.probe, "variant": r.variant},
             )
 
-    # -- fingerprints, compatibility rules and version drift ---------------------------------
-    # (auditor.rules.engine, auditor.fingerprint.drift). Rules on the fingerprints run once every worker is
-    # up, before any probe; rules on the exported MindIR run after export, before any load. A
-    # finding that blocks a probe variant is its result, reported once; the load is skipped.
-
-    def _init_rules(
-        self,
-        plugins: Plugins | None,
-        collectors: Sequence[str] | None,
-        rules: Iterable[Rule] | None,
-        history: Store | None,
-    ) -> None:
-        if collectors is None or rules is None:
-            assert plugins is not None  # __init__ loaded the built-ins
-            collectors = plugins.fingerprint_collectors() if collectors is None else collectors
-            rules = plugins.rules().values() if rules is None else rules
-        self.collectors: list[str] = list(collectors)
-        self.rules: list[Rule] = list(rules)
-        self.history = history
-        self.fingerprints: dict[str, dict[str, Any]] = {}
-        self.rule_findings: list[Finding] = []
-        self.learned: list[LearnedMaximum] = []
-        self.learned_operators: list[LearnedOperator] = []
-        self._known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
-
-    def _fingerprint_and_check(self, sessions: dict[str, StackSession]) -> None:
-        self.fingerprints = {
-            k: v
-            for k, v in self._parallel(
-                {n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()}
-            ).items()
-            if v is not None
-        }
-        self.rule_findings = []
-        self.rule_findings += [f for n in sessions if (f := self._drift(n)) is not None]
-        if self.history is not None:
-            self._known_maxima = self.history.mindir_limits()
-        context = self._context()
-        self.rule_findings += run_rules([r for r in self.rules if not r.needs_artifacts], context)
-        self.rule_findings += deployed.deployed_rule_findings(
-            context.stacks, context.fingerprints, self.rules, self._known_maxima, context.operator_limits
-        )
-
-    def _fingerprint(self, session: StackSession) -> dict[str, Any] | None:
-        """The stack's fingerprint document; a collection that fails keeps the runtime section
-        and says why in ``fingerprint_error`` (for the rules; drift is not judged on such a
-        document, and it is not stored: the stack's report carries the error instead)."""
-        self._check()
-        try:
-            worker = session.ensure()
-        except WorkerError:
-            return None  # the start error is the stack's result
-        try:
-            return fingerprint.collect(worker, session.stack, self.collectors, secrets=self.config.secrets)
-        except WorkerError as exc:
-            return {
-                "runtime": {k: v for k, v in (session.hello or {}).items() if k != "pid"},
-                "fingerprint_error": exc.describe(),
-            }
-
-    def _drift(self, name: str) -> Finding | None:
-        document, stack = self.fingerprints.get(name), self.config.stacks[name]
-        if self.history is None or document is None or "fingerprint_error" in document:
-            return None
-        previous = self.history.previous_fingerprint(stack.host, name)
-        if previous is None:
-            # Moved to another host: what the stack was last time, wherever, is the baseline.
-            elsewhere = self.history.fingerprint_history(name)
-            previous = self.history.previous_fingerprint(elsewhere[-1][2], name) if elsewhere else None
-        if previous is None:
-            return None
-        run_id, digest, before = previous
-        now = fingerprint_digest(document)
-        if digest == now:
-            return None
-        self.rule_findings += deployed.model_drift(name, before, document, run_id)
-        changes = drift_diff(deployed.without_models(before), deployed.without_models(document))
-        return drift_finding(name, changes, run_id, digest, now) if changes else None
-
-    def _context(self, exported: list[ExportedModel] | None = None) -> RuleContext:
-        return RuleContext(
-            dict(self.config.stacks),
-            {n: self.fingerprints.get(n) for n in self._sessions},
-            tuple(self.config.pairs),
-            exported or [],
-            self._known_maxima,
-            operator_limits(self.config.stacks, self.fingerprints, self.runtimes, self._known_operators()),
-        )
-
-    def _check_exports(
-        self, trained: dict[str, dict[str, TrainOutcome]], plan: dict[str, dict[str, ProbeJob]]
-    ) -> None:
-        exported = [
-            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info)
-            for stack, jobs in plan.items()
-            for key, job in jobs.items()
-            if (outcome := trained[stack][key]).artifact is not None
-        ]
-        artifact_rules = [r for r in self.rules if r.needs_artifacts]
-        self.rule_findings += run_rules(artifact_rules, self._context(exported))
-
-    def _learn(self, infer: str, maximum: int, message: str) -> None:
-        """A runtime refused a MindIR and said its maximum: remember it for later runs."""
-        hello = (self._sessions[infer].hello or {}) if infer in self._sessions else {}
-        package, version = hello.get("runtime_package"), hello.get("runtime_version")
-        if not package or not version:
-            return
-        with self._lock:
-            if not any((x.package, x.version) == (package, version) for x in self.learned):
-                self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
-
-    def _learn_operator(self, infer: str, error: WorkerError) -> None:
-        """A runtime failed to load a node it has no kernel for: remember the operator."""
-        hello = (self._sessions[infer].hello or {}) if infer in self._sessions else {}
-        found = learn_operator(self.config.stacks[infer], hello, f"{error.message}\n{error.log}")
-        with self._lock:
-            if found is not None and found not in self.learned_operators:
-                self.learned_operators.append(found)
-
-    def _with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
-        """Stack errors, then the rules' findings, then the probes' (one finding per key: a
-        variant a rule blocked is reported by the rule's finding only)."""
-
-        def reported_by_a_rule(f: Finding) -> bool:
-            probe, variant = f.details.get("probe"), f.details.get("variant")
-            return (
-                f.kind in (INCOMPATIBLE, UNSUPPORTED)
-                and probe is not None
-                and blocked(self.rule_findings, f.subject, probe, variant) is not None
-            )
-
-        keys = {f.key for f in self.rule_findings}
-        stack_kinds = ("stack-unavailable", "worker-failure")
-        first = [f for f in findings if f.kind in stack_kinds]
-        rest = [
-            f
-            for f in findings
-            if f.kind not in stack_kinds and f.key not in keys and not reported_by_a_rule(f)
-        ]
-        return first + self.rule_findings + rest
-
 
 class _CheckError(Exception):
     """A comparator or a rerun could not produce its checks: the result is an error."""
 
 
-def _probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:
-    """A probe's auditor-side code (make_inputs, make_weights) raised: an error for this job
-    only, with the traceback, like a failure inside the worker."""
-    return WorkerError(
-        stack,
-        "probe",
-        "error",
-        f"probe {job.spec.name} ({job.spec.module}) raised {type(exc).__name__}: {exc}",
-        traceback="".join(traceback.format_exception(exc)),
-        error_type=type(exc).__name__,
+def stack_report(stack: StackConfig, session: StackSession, fp: dict[str, Any] | None) -> StackReport:
+    """What the run keeps of a stack: its fingerprint (or why there is none) and every
+    problem its worker had."""
+    problems = list(session.problems)
+    if fp is not None and "fingerprint_error" in fp:
+        # Not stored: a partial document would read as a change of the stack, and the
+        # next drift check must compare against the last good fingerprint.
+        problems.insert(0, f"fingerprint not taken: {fp['fingerprint_error']}")
+        fp = None
+    elif fp is None and session.hello is not None and session.start_error is None and not problems:
+        fp = {"runtime": {k: v for k, v in session.hello.items() if k != "pid"}}
+    return StackReport(
+        stack.name,
+        stack.role,
+        stack.runtime,
+        stack.python,
+        stack.device,
+        stack.host,
+        fp,
+        session.start_error.describe() if session.start_error else None,
+        tuple(problems),
     )

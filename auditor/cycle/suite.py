@@ -16,105 +16,93 @@
 - and, from the history database, golden baselines (auditor.cycle.baseline) and latency
   regressions (auditor.cycle.latency).
 
-A mixin of ``Cycle``: it uses the cycle's config, sessions, ``_time``, ``_tolerance``,
-``_check``, ``artifacts``, ``history`` (a Store or None) and ``tamper``.
+A part of the cycle (auditor.cycle.cycle composes it), on the cycle's shared state
+(auditor.cycle.state).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from auditor.compare import input_classes
 from auditor.compare.outputs import MetricCheck, compare_output
+from auditor.config.tables import PairConfig
 from auditor.cycle import baseline, invariants, latency, localize, rollout
 from auditor.cycle.env_process import EnvError, EnvProcess
+from auditor.cycle.jobs import InferOutcome, ProbeJob, TrainOutcome
+from auditor.cycle.state import CycleState
 from auditor.history.baselines import Key, inputs_digest, load_goldens
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
 from auditor.stacks.worker import StackWorker, WorkerError
 
-if TYPE_CHECKING:
-    from auditor.config.tables import PairConfig
-
 
 class ProbeSuite:
-    """Mixed into auditor.cycle.cycle.Cycle."""
+    """The probe suite's parts of one cycle, on the cycle's shared state."""
 
-    config: Any
-    artifacts: dict[str, bytes]
-    history: Any
-    tamper: Callable[[bytes], bytes] | None
-    _sessions: dict[str, Any]
-    _check: Callable[[], None]
-    _register: Callable[[Any], None]
-    _time: Callable[..., Any]
-    _tolerance: Callable[[Any, str], Any]
+    def __init__(self, state: CycleState):
+        self.state = state
 
-    # -- staging: every MindIR the infer side loads goes through here ------------------------
-    def _stage_mindir(self, data: bytes, tmp: Path) -> Path:
-        """Write a MindIR for the infer side (after ``tamper``, when a test set one)."""
-        if self.tamper is not None:
-            data = self.tamper(data)
-        path = Path(tmp) / f"{hashlib.sha256(data).hexdigest()}.mindir"
-        path.write_bytes(data)
-        return path
-
-    def _suite_batches(self, job: Any) -> list[int]:
+    def batches(self, job: ProbeJob) -> list[int]:
         """The batch sizes a job is exported at besides its own: the configured latency
         batches, and batch 1 for the rollout's step-by-step calls."""
-        batches = list(self.config.latency.batches)
-        if self._rollout_job(job):
+        batches = list(self.state.config.latency.batches)
+        if self.rollout_job(job):
             batches.append(1)
         return latency.extra_batches(batches, job.batch, job.params)
 
-    def _rollout_job(self, job: Any) -> bool:
-        r = self.config.rollout
+    def rollout_job(self, job: ProbeJob) -> bool:
+        r = self.state.config.rollout
         return bool(r.enabled and job.spec.name == r.probe and job.variant == r.variant)
 
     # -- train side, right after the probe's own export --------------------------------------
-    def _suite_train(self, worker: StackWorker, key: str, job: Any, outcome: Any, tmp: Path) -> None:
-        for b in self._suite_batches(job):
-            self._check()
+    def train_extras(
+        self, worker: StackWorker, key: str, job: ProbeJob, outcome: TrainOutcome, tmp: Path
+    ) -> None:
+        for b in self.batches(job):
+            self.state.check()
             try:
                 inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
             except Exception as exc:  # a probe may not support every batch size
                 outcome.suite_errors.append(f"batch {b}: the probe cannot make inputs: {exc}")
                 continue
             try:
-                if b in self.config.latency.batches:
-                    outcome.latencies.append(self._time(worker, key, inputs, b))
+                if b in self.state.config.latency.batches:
+                    outcome.latencies.append(self.state.time(worker, key, inputs, b))
                 data = worker.request(
                     "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}@b{b}.mindir")
                 ).result["mindir"]
-                outcome.batch_mindirs[b] = self._stage_mindir(data, tmp)
+                outcome.batch_mindirs[b] = self.state.stage(data, tmp)
             except WorkerError as exc:
                 outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
                 if exc.kind != "error":
                     return  # the worker is gone, and the built model with it
 
     # -- infer side, right after the probe's own run -----------------------------------------
-    def _suite_infer(self, worker: StackWorker, model: str, job: Any, train: Any, outcome: Any) -> None:
+    def infer_extras(
+        self, worker: StackWorker, model: str, job: ProbeJob, train: TrainOutcome, outcome: InferOutcome
+    ) -> None:
         for b, path in sorted(train.batch_mindirs.items()):
-            self._check()
+            self.state.check()
             name = latency.batch_model(model, b)
             try:
                 worker.request("load", model=name, path=str(path))
                 outcome.batch_models[b] = name
-                if b in self.config.latency.batches:
+                if b in self.state.config.latency.batches:
                     inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
-                    outcome.latencies.append(self._time(worker, name, inputs, b))
+                    outcome.latencies.append(self.state.time(worker, name, inputs, b))
             except WorkerError as exc:
                 outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
                 if exc.kind != "error":
                     return
 
     # -- input classes: both sides, right after the probe's own run ----------------------------
-    def _suite_classes(self, worker: StackWorker, model: str, job: Any, outcome: Any) -> None:
+    def run_classes(
+        self, worker: StackWorker, model: str, job: ProbeJob, outcome: TrainOutcome | InferOutcome
+    ) -> None:
         """Run the model on every input class's batch; outcome.classes[name] = outputs."""
         try:
             batches = input_classes.class_batches(job.spec, job.params)
@@ -122,7 +110,7 @@ class ProbeSuite:
             outcome.suite_errors.append(f"input classes: the probe cannot make them: {exc}")
             return
         for batch in batches:
-            self._check()
+            self.state.check()
             try:
                 result = worker.request("run", model=model, inputs=batch.inputs).result["outputs"]
             except WorkerError as exc:
@@ -132,7 +120,9 @@ class ProbeSuite:
                 continue
             outcome.classes[batch.name] = (batch, result)
 
-    def _class_checks(self, job: Any, names: list[str], train: Any, infer: Any) -> list[MetricCheck]:
+    def class_checks(
+        self, job: ProbeJob, names: list[str], train: TrainOutcome, infer: InferOutcome
+    ) -> list[MetricCheck]:
         """The pair compared on each input class, one check per output and class named
         ``output@class``. On the ``sweep`` class (ordinary magnitudes) every element must be
         within the output's tolerance. On the extreme classes (magnitude, fp16-edge, nan-inf),
@@ -140,7 +130,7 @@ class ProbeSuite:
         the count of values NaN/Inf on one side only and the largest finite difference are
         recorded (no limit). The metrics are named ``class_*`` so that they never mix with
         the outputs' own (``max_abs`` of ``mean`` stays the probe's own inputs). What is wrong
-        there is judged on each side alone (``_side_findings``: a runtime turning NaN into
+        there is judged on each side alone (``side_findings``: a runtime turning NaN into
         numbers is a hazard finding).
         Variants drawing from the framework's seeded random ops are left out: their
         generator state moves on with every call."""
@@ -152,7 +142,7 @@ class ProbeSuite:
                 continue
             b = infer.classes[cls][1]
             for name, x, y in zip(names, a, b, strict=False):
-                c = compare_output(name, x, y, self._tolerance(job, name))
+                c = compare_output(name, x, y, self.state.tolerance(job, name))
                 where = f"{name}@{cls}"
                 if c.shape_mismatch:
                     checks.append(
@@ -174,11 +164,11 @@ class ProbeSuite:
                     checks.append(MetricCheck("class_max_abs", m["max_abs"], True, None, where, ""))
         return checks
 
-    def _side_findings(
+    def side_findings(
         self,
-        planned: list[tuple[PairConfig, Any]],
-        trained: dict[str, dict[str, Any]],
-        inferred: dict[str, dict[tuple[str, str], Any]],
+        planned: list[tuple[PairConfig, ProbeJob]],
+        trained: dict[str, dict[str, TrainOutcome]],
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
     ) -> list[Finding]:
         """Invariants and NaN/Inf hazards of every stack's outputs, each side alone (a stack
         shared by several pairs is checked once per probe variant)."""
@@ -193,9 +183,9 @@ class ProbeSuite:
                     found.setdefault(f.key, f)
         return list(found.values())
 
-    def _side_checks(self, stack: str, job: Any, outcome: Any) -> list[Finding]:
+    def _side_checks(self, stack: str, job: ProbeJob, outcome: TrainOutcome | InferOutcome) -> list[Finding]:
         spec = job.spec
-        cfg = self.config.probe(spec.name)
+        cfg = self.state.config.probe(spec.name)
         try:
             declared, propagates = invariants.declared(spec, job.params)
             inputs = spec.make_inputs(job.params)
@@ -240,19 +230,19 @@ class ProbeSuite:
         return out
 
     # -- follow-up phase: both workers of each pair alive ------------------------------------
-    def _suite_follow_up(
+    def follow_up(
         self,
-        planned: list[tuple[PairConfig, Any]],
+        planned: list[tuple[PairConfig, ProbeJob]],
         results: list[ProbeResult],
-        trained: dict[str, dict[str, Any]],
-        inferred: dict[str, dict[tuple[str, str], Any]],
+        trained: dict[str, dict[str, TrainOutcome]],
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
         tmp: Path,
     ) -> tuple[list[ProbeResult], list[rollout.RolloutResult]]:
-        goldens = load_goldens(self.history.engine) if self.history is not None else None
+        goldens = load_goldens(self.state.history.engine) if self.state.history is not None else None
         out: list[ProbeResult] = []
         rollouts: list[rollout.RolloutResult] = []
         for (pair, job), r in zip(planned, results, strict=True):
-            self._check()
+            self.state.check()
             train = trained[pair.train][job.key]
             infer = inferred[pair.infer][(pair.name, job.key)]
             updates: dict[str, Any] = {
@@ -266,26 +256,26 @@ class ProbeSuite:
                 updates["log"] = "\n".join(filter(None, [r.log, "other batch sizes:", *errors]))
             # Localization and rollouts drive both workers; a train stack read from the database
             # (split mode, auditor.history.publication) has none here.
-            both = pair.train in self._sessions and pair.infer in self._sessions
+            both = pair.train in self.state.sessions and pair.infer in self.state.sessions
             if both and r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
                 updates["localization"] = self._localize(pair, job, tmp)
             if goldens is not None and (train.outputs is not None or infer.outputs is not None):
                 updates["baseline"] = self._baseline(pair, job, r, train, infer, goldens)
             r = replace(r, **updates)
             out.append(r)
-            rolls = both and self._rollout_job(job) and self._rollout_pair(pair)
+            rolls = both and self.rollout_job(job) and self._rollout_pair(pair)
             if rolls and r.status in (CONSISTENT, DRIFT):
                 rollouts.append(self._rollout(pair, job, infer))
         return out, rollouts
 
     def _rollout_pair(self, pair: PairConfig) -> bool:
-        selected = self.config.rollout.pairs
+        selected = self.state.config.rollout.pairs
         return not selected or pair.name in selected
 
-    def _localize(self, pair: PairConfig, job: Any, tmp: Path) -> localize.Localization | None:
+    def _localize(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization | None:
         try:
-            train_worker = self._sessions[pair.train].ensure()
-            infer_worker = self._sessions[pair.infer].ensure()
+            train_worker = self.state.sessions[pair.train].ensure()
+            infer_worker = self.state.sessions[pair.infer].ensure()
         except WorkerError as exc:
             return localize.Localization(None, f"localization not run: {exc.describe()}", error=exc.message)
         return localize.localize(
@@ -297,18 +287,18 @@ class ProbeSuite:
             inputs=job.spec.make_inputs(job.params),
             outputs=list(job.spec.outputs),
             model=f"{pair.train}/{job.key}@layers",
-            stage=lambda data: self._stage_mindir(data, tmp),
-            tolerance_for=lambda name: self._tolerance(job, name),
+            stage=lambda data: self.state.stage(data, tmp),
+            tolerance_for=lambda name: self.state.tolerance(job, name),
             error_types=(WorkerError,),
         )
 
     def _baseline(
         self,
         pair: PairConfig,
-        job: Any,
+        job: ProbeJob,
         r: ProbeResult,
-        train: Any,
-        infer: Any,
+        train: TrainOutcome,
+        infer: InferOutcome,
         goldens: dict[Key, baseline.Golden],
     ) -> tuple[baseline.BaselineCheck, ...]:
         inputs_sha = inputs_digest(job.spec.make_inputs(job.params))
@@ -323,7 +313,7 @@ class ProbeSuite:
             names = list(job.spec.outputs) + [
                 f"output{i}" for i in range(len(job.spec.outputs), len(outputs))
             ]
-            host = self.config.stacks[stack].host
+            host = self.state.config.stacks[stack].host
             check, blob = baseline.check(
                 goldens.get((host, stack, job.spec.name, job.variant, source)),
                 side=side,
@@ -333,25 +323,27 @@ class ProbeSuite:
                 inputs_sha256=inputs_sha,
                 names=names,
                 outputs=outputs,
-                tolerance_for=lambda name: self._tolerance(job, name),
+                tolerance_for=lambda name: self.state.tolerance(job, name),
                 pair_metrics={c.output: dict(c.metrics) for c in with_metrics.outputs}
                 if with_metrics
                 else None,
             )
             if check.status == baseline.NEW:
-                self.artifacts.setdefault(check.outputs_sha256, blob)
+                self.state.artifacts.setdefault(check.outputs_sha256, blob)
             checks.append(check)
         return tuple(checks)
 
-    def _rollout(self, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
+    def _rollout(self, pair: PairConfig, job: ProbeJob, infer: InferOutcome) -> rollout.RolloutResult:
         # One environment process for the checks and every episode, always closed; an abort
         # of the cycle kills it with the workers.
         with EnvProcess() as envs:
-            self._register(envs)
+            self.state.register(envs)
             return self._rollout_in(envs, pair, job, infer)
 
-    def _rollout_in(self, envs: EnvProcess, pair: PairConfig, job: Any, infer: Any) -> rollout.RolloutResult:
-        cfg = self.config.rollout
+    def _rollout_in(
+        self, envs: EnvProcess, pair: PairConfig, job: ProbeJob, infer: InferOutcome
+    ) -> rollout.RolloutResult:
+        cfg = self.state.config.rollout
         base = dict(
             pair=pair.name,
             train=pair.train,
@@ -393,8 +385,8 @@ class ProbeSuite:
             return x
 
         try:
-            train_worker = self._sessions[pair.train].ensure()
-            infer_worker = self._sessions[pair.infer].ensure()
+            train_worker = self.state.sessions[pair.train].ensure()
+            infer_worker = self.state.sessions[pair.infer].ensure()
         except WorkerError as exc:
             return rollout.RolloutResult(status=ERROR, message=f"rollout not run: {exc.describe()}", **base)
         return rollout.rollout(
@@ -408,11 +400,9 @@ class ProbeSuite:
         )
 
     # -- findings ----------------------------------------------------------------------------
-    def _suite_findings(
-        self, results: list[ProbeResult], rollouts: list[rollout.RolloutResult]
-    ) -> list[Finding]:
+    def findings(self, results: list[ProbeResult], rollouts: list[rollout.RolloutResult]) -> list[Finding]:
         found = list(baseline.findings(results)) + rollout.findings(rollouts)
-        if self.history is not None:
-            hosts = {n: s.host for n, s in self.config.stacks.items()}
-            found += latency.regressions(results, self.history.engine, self.config.latency, hosts)
+        if self.state.history is not None:
+            hosts = {n: s.host for n, s in self.state.config.stacks.items()}
+            found += latency.regressions(results, self.state.history.engine, self.state.config.latency, hosts)
         return found

@@ -24,7 +24,9 @@ from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
 from auditor.config.user_models import ModelConfig
+from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
+from auditor.cycle.state import CycleState
 from auditor.results import (
     CONSISTENT,
     DRIFT,
@@ -35,8 +37,7 @@ from auditor.results import (
     Finding,
     ProbeResult,
 )
-from auditor.rules.engine import ExportedModel, RuleContext, blocked, run_rules
-from auditor.rules.operator_support import operator_limits
+from auditor.rules.engine import ExportedModel, blocked, run_rules
 from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
 from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import MindIRInfo
@@ -147,8 +148,11 @@ def pair_name(model: ModelConfig, target: str) -> str:
 
 
 class ModelSuite:
-    """The model probes of a cycle; mixed into auditor.cycle.cycle.Cycle, whose sessions, timing,
-    rules and learned limits it uses."""
+    """The model probes of a cycle, a part the cycle composes: on its shared state (sessions,
+    timing, the artifacts kept) and its compatibility checks (rules, learned limits)."""
+
+    def __init__(self, state: CycleState, compat: Compatibility):
+        self.state, self.compat = state, compat
 
     def _plan_model(self, model: ModelConfig) -> _Plan:
         plan = _Plan(model)
@@ -164,10 +168,10 @@ class ModelSuite:
             plan.error = str(exc)
         return plan
 
-    def _model_follow_up(self, sessions: dict[str, Any]) -> list[ProbeResult]:
+    def follow_up(self, sessions: dict[str, Any]) -> list[ProbeResult]:
         results: list[ProbeResult] = []
-        for model in self.config.models.values():
-            self._check()
+        for model in self.state.config.models.values():
+            self.state.check()
             results += self._run_model(self._plan_model(model), sessions)
         return results
 
@@ -176,29 +180,20 @@ class ModelSuite:
         model, info = plan.model, plan.info
         assert info is not None
         train = f"{model.name}:{model.reference_label}"
-        fingerprints = {n: self.fingerprints.get(n) for n in model.stacks}
+        fingerprints = {n: self.compat.fingerprints.get(n) for n in model.stacks}
         fingerprints[train] = {"framework": {"mindspore": {"version": info.model_version}}}
-        stacks = {n: self.config.stacks[n] for n in model.stacks}
-
-        context = RuleContext(
-            stacks,
-            fingerprints,
-            tuple(self._rule_pair(model, t) for t in model.stacks),
+        context = self.compat.context(
             [ExportedModel(train, model.name, VARIANT, asdict(info))],
-            self._known_maxima,
-            operator_limits(stacks, fingerprints, self.runtimes, self._known_operators()),
+            stacks={n: self.state.config.stacks[n] for n in model.stacks},
+            fingerprints=fingerprints,
+            pairs=tuple(self._rule_pair(model, t) for t in model.stacks),
         )
-        return run_rules([r for r in self.rules if r.needs_artifacts], context)
+        return run_rules(self.compat.artifact_rules(), context)
 
     @staticmethod
     def _rule_pair(model: ModelConfig, target: str) -> Any:
 
         return PairConfig(f"{model.name}:{model.reference_label}", target, (model.name,))
-
-    def _known_operators(self) -> list[Any]:
-        history = getattr(self, "history", None)
-        getter = getattr(history, "operator_limits", None)
-        return list(getter()) if getter is not None else []
 
     def _run_model(self, plan: _Plan, sessions: dict[str, Any]) -> list[ProbeResult]:
         model = plan.model
@@ -206,8 +201,8 @@ class ModelSuite:
             return [self._model_failed(model, t, plan, plan.error) for t in model.stacks]
         assert plan.info is not None
         findings = self._model_rules(plan)
-        self.rule_findings += findings
-        self.artifacts[plan.info.sha256] = plan.data
+        self.compat.findings += findings
+        self.state.artifacts[plan.info.sha256] = plan.data
         model_id = f"model/{model.name}/{plan.info.sha256[:12]}"
         path = str(Path(model.path).resolve())
         batch = int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 1
@@ -218,7 +213,7 @@ class ModelSuite:
                 worker = sessions[stack].ensure()
                 worker.request("load", model=model_id, path=path)
                 side.outputs = worker.request("run", model=model_id, inputs=plan.inputs).result["outputs"]
-                side.latency = self._time(worker, model_id, plan.inputs, batch)
+                side.latency = self.state.time(worker, model_id, plan.inputs, batch)
             except WorkerError as exc:
                 side.error = exc
             return side
@@ -237,7 +232,7 @@ class ModelSuite:
                 sides[t] = _Side(blocked=stopper)
             elif reference.error is None:
                 todo[t] = lambda t=t: run_on(t)
-        sides.update(self._parallel(todo) if todo else {})
+        sides.update(self.state.parallel(todo) if todo else {})
         return [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
 
     def _model_base(self, plan: _Plan, target: str) -> dict[str, Any]:
@@ -282,7 +277,7 @@ class ModelSuite:
             if err.kind == "error" and MINDIR_REJECTION.search(text):
                 m = MINDIR_REJECTION.search(text)
                 assert m is not None
-                self._learn(target, int(m.group(1)), m.group(0))
+                self.compat.learn(target, int(m.group(1)), m.group(0))
                 return ProbeResult(
                     status=INCOMPATIBLE,
                     message=f"{target} cannot load {model.path}: {m.group(0)}",
@@ -291,7 +286,7 @@ class ModelSuite:
                 )
             op = unsupported_operator(err)
             if op is not None:
-                self._learn_operator(target, err)
+                self.compat.learn_operator(target, err)
                 return ProbeResult(
                     status=UNSUPPORTED,
                     message=f"unsupported operator: {op} ({target} cannot run {model.path})",

@@ -8,9 +8,14 @@ import numpy as np
 import pytest
 
 from auditor.compare import input_classes
+from auditor.config.tables import Config, PairConfig
+from auditor.config.thresholds import ProbeConfig
 from auditor.cycle import invariants
 from auditor.cycle.invariants import Invariant, SideRun
+from auditor.cycle.state import CycleState
+from auditor.cycle.suite import ProbeSuite
 from auditor.extend.probe_spec import ProbeSpec
+from auditor.stacks.session import Reach
 
 PPO = ProbeSpec.from_module("probes.ppo_policy")
 NORMALIZER = ProbeSpec.from_module("probes.obs_normalizer")
@@ -159,14 +164,18 @@ class _Outcome:
 
 class _Job:
     rerun = False
+    spec = PPO
+    variant, dtype = "fp32", "float32"
+
+
+def _suite(*probes: ProbeConfig) -> ProbeSuite:
+    """A probe suite on the state of a cycle whose config holds only these probes' settings."""
+    config = Config("<test>", "sqlite://", {}, (), {p.name: p for p in probes})
+    return ProbeSuite(CycleState(config, Reach(config)))
 
 
 def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
-    from auditor.compare.outputs import Tolerance
-    from auditor.cycle.suite import ProbeSuite
-
-    suite = ProbeSuite()
-    suite._tolerance = lambda job, name: Tolerance()
+    suite = _suite()
     x = np.linspace(-1, 1, 8, dtype=np.float32)[:, None]
     batch = input_classes.ClassBatch("sweep", [x], np.zeros(8, bool))
     same = {"sweep": (batch, [x]), "nan-inf": (batch, [x])}
@@ -175,7 +184,7 @@ def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
     nan = x.copy()
     nan[2] = np.nan
     other = {"sweep": (batch, [moved]), "nan-inf": (batch, [nan])}
-    checks = suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(other))
+    checks = suite.class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(other))
     by = {(c.output, c.metric): c for c in checks}
     assert not by[("mean@sweep", "class_failing")].passed and by[("mean@sweep", "class_failing")].value == 1.0
     assert "1/8 elements out of tolerance" in by[("mean@sweep", "class_failing")].message
@@ -184,30 +193,24 @@ def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
         by[("mean@nan-inf", "class_nan_inf_mismatch")].value == 1.0
         and by[("mean@nan-inf", "class_nan_inf_mismatch")].passed
     )
-    assert all(c.passed for c in suite._class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(same)))
+    assert all(c.passed for c in suite.class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(same)))
     job = _Job()
     job.rerun = True  # seeded random ops: their state moves on with every call
-    assert suite._class_checks(job, ["mean"], _Outcome(same), _Outcome(other)) == []
+    assert suite.class_checks(job, ["mean"], _Outcome(same), _Outcome(other)) == []
 
 
 def test_a_side_is_checked_even_when_its_partner_cannot_run():
     from types import SimpleNamespace
 
-    from auditor.config.tables import PairConfig
-    from auditor.config.thresholds import ProbeConfig
-    from auditor.cycle.suite import ProbeSuite
-
-    suite = ProbeSuite()
-    suite.config = SimpleNamespace(probe=lambda name: ProbeConfig(name))
+    suite = _suite()
     params = PPO.variant_params("fp16", {"batch": 8})
     job = SimpleNamespace(spec=PPO, params=params, variant="fp16", dtype="float16", key="ppo_policy/fp16")
     trained = {"ms20": {job.key: SimpleNamespace(outputs=_ppo_outputs(8, std=0.0), classes={})}}
     inferred = {"lite20": {("ms20->lite20", job.key): SimpleNamespace(outputs=None, classes={})}}
-    found = suite._side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred)
+    found = suite.side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred)
     assert [(f.kind, f.subject, f.details["output"]) for f in found] == [("invariant", "ms20", "std")]
     # Turned off per probe like a comparator's options.
-    off = ProbeConfig("ppo_policy", comparators={"invariants": {"enabled": False}})
-    suite.config = SimpleNamespace(probe=lambda name: off)
+    suite = _suite(ProbeConfig("ppo_policy", comparators={"invariants": {"enabled": False}}))
     assert (
-        suite._side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred) == []
+        suite.side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred) == []
     )

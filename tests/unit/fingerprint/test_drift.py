@@ -264,17 +264,15 @@ def test_drift_history_skips_failed_collections(tmp_path):
 
 
 def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(tmp_path):
-    from auditor.cycle.cycle import Cycle
+    from auditor.cycle.cycle import stack_report
     from auditor.stacks.session import StackSession as _Session
 
     session = _Session.__new__(_Session)
     session.problems, session.hello, session.start_error = [], {"runtime": "mindspore"}, None
-    cycle = Cycle.__new__(Cycle)
-    cycle.fingerprints = {"ms20": failed_document()}
     stack = type(
         "S", (), dict(name="ms20", role="train", runtime="mindspore", python="p", device="cpu", host="local")
     )
-    report = cycle._stack_report(stack, session)
+    report = stack_report(stack, session, failed_document())
     assert report.fingerprint is None
     assert report.problems and "fingerprint not taken" in report.problems[0]
     now = time.time()

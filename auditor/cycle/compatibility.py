@@ -1,0 +1,201 @@
+"""The cycle's compatibility checks: each stack's fingerprint, its version drift against the
+history, the rules on the fingerprints (once every worker is up, before any probe) and on
+the exported artifacts (after export, before any load), and what the runtimes taught this
+cycle about themselves (the highest MindIR version they read, operators they cannot run).
+
+A finding that blocks a probe variant is its result, reported once; the load is skipped
+(auditor.rules.engine.blocked). Model probes ask the same rules about users' files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from auditor.cycle.jobs import ProbeJob, TrainOutcome
+from auditor.cycle.state import CycleState
+from auditor.extend.runtime_spec import RuntimeSpec
+from auditor.fingerprint import collect as fingerprint
+from auditor.fingerprint.drift import diff as drift_diff
+from auditor.fingerprint.drift import drift_finding
+from auditor.results import (
+    INCOMPATIBLE,
+    UNSUPPORTED,
+    Finding,
+    LearnedMaximum,
+    LearnedOperator,
+    fingerprint_digest,
+)
+from auditor.rules import deployed
+from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
+from auditor.rules.operator_support import learn as learn_operator
+from auditor.rules.operator_support import operator_limits
+from auditor.stacks.session import StackSession
+from auditor.stacks.worker import WorkerError
+
+
+class Compatibility:
+    def __init__(
+        self,
+        state: CycleState,
+        collectors: Sequence[str],
+        rules: Iterable[Rule],
+        runtimes: dict[str, RuntimeSpec],
+    ):
+        self.state = state
+        self.collectors = list(collectors)
+        self.rules = list(rules)
+        self.runtimes = runtimes
+        self.fingerprints: dict[str, dict[str, Any]] = {}
+        self.findings: list[Finding] = []
+        """The rules' and drift's findings of this cycle (model probes add theirs)."""
+        self.learned: list[LearnedMaximum] = []
+        self.learned_operators: list[LearnedOperator] = []
+        self.known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
+
+    # -- before any probe: fingerprints, drift, the rules on them --------------------------------
+    def fingerprint_and_check(self, sessions: dict[str, StackSession]) -> None:
+        state = self.state
+        self.fingerprints = {
+            k: v
+            for k, v in state.parallel(
+                {n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()}
+            ).items()
+            if v is not None
+        }
+        self.findings = []
+        self.findings += [f for n in sessions if (f := self._drift(n)) is not None]
+        if state.history is not None:
+            self.known_maxima = state.history.mindir_limits()
+        context = self.context()
+        self.findings += run_rules([r for r in self.rules if not r.needs_artifacts], context)
+        self.findings += deployed.deployed_rule_findings(
+            context.stacks, context.fingerprints, self.rules, self.known_maxima, context.operator_limits
+        )
+
+    def _fingerprint(self, session: StackSession) -> dict[str, Any] | None:
+        """The stack's fingerprint document; a collection that fails keeps the runtime section
+        and says why in ``fingerprint_error`` (for the rules; drift is not judged on such a
+        document, and it is not stored: the stack's report carries the error instead)."""
+        self.state.check()
+        try:
+            worker = session.ensure()
+        except WorkerError:
+            return None  # the start error is the stack's result
+        try:
+            return fingerprint.collect(
+                worker, session.stack, self.collectors, secrets=self.state.config.secrets
+            )
+        except WorkerError as exc:
+            return {
+                "runtime": {k: v for k, v in (session.hello or {}).items() if k != "pid"},
+                "fingerprint_error": exc.describe(),
+            }
+
+    def _drift(self, name: str) -> Finding | None:
+        history = self.state.history
+        document, stack = self.fingerprints.get(name), self.state.config.stacks[name]
+        if history is None or document is None or "fingerprint_error" in document:
+            return None
+        previous = history.previous_fingerprint(stack.host, name)
+        if previous is None:
+            # Moved to another host: what the stack was last time, wherever, is the baseline.
+            elsewhere = history.fingerprint_history(name)
+            previous = history.previous_fingerprint(elsewhere[-1][2], name) if elsewhere else None
+        if previous is None:
+            return None
+        run_id, digest, before = previous
+        now = fingerprint_digest(document)
+        if digest == now:
+            return None
+        self.findings += deployed.model_drift(name, before, document, run_id)
+        changes = drift_diff(deployed.without_models(before), deployed.without_models(document))
+        return drift_finding(name, changes, run_id, digest, now) if changes else None
+
+    def known_operators(self) -> list[LearnedOperator]:
+        """Operators earlier runs learned a runtime cannot run (from the history)."""
+        history = self.state.history
+        return list(history.operator_limits()) if history is not None else []
+
+    def context(
+        self,
+        exported: list[ExportedModel] | None = None,
+        stacks: dict[str, Any] | None = None,
+        fingerprints: dict[str, Any] | None = None,
+        pairs: tuple[Any, ...] | None = None,
+    ) -> RuleContext:
+        """What a rule sees: by default the cycle's stacks, fingerprints and pairs."""
+        config = self.state.config
+        stacks = dict(config.stacks) if stacks is None else stacks
+        if fingerprints is None:
+            fingerprints = {n: self.fingerprints.get(n) for n in self.state.sessions}
+        return RuleContext(
+            stacks,
+            fingerprints,
+            tuple(config.pairs) if pairs is None else pairs,
+            exported or [],
+            self.known_maxima,
+            operator_limits(stacks, fingerprints, self.runtimes, self.known_operators()),
+        )
+
+    # -- after export, before any load: the rules on the exported artifacts ----------------------
+    def check_exports(
+        self, trained: dict[str, dict[str, TrainOutcome]], plan: dict[str, dict[str, ProbeJob]]
+    ) -> None:
+        exported = [
+            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info)
+            for stack, jobs in plan.items()
+            for key, job in jobs.items()
+            if (outcome := trained[stack][key]).artifact is not None
+        ]
+        self.findings += run_rules(self.artifact_rules(), self.context(exported))
+
+    def artifact_rules(self) -> list[Rule]:
+        return [r for r in self.rules if r.needs_artifacts]
+
+    # -- what a runtime said about itself ---------------------------------------------------------
+    def _hello(self, stack: str) -> dict[str, Any]:
+        session = self.state.sessions.get(stack)
+        return (session.hello or {}) if session is not None else {}
+
+    def learn(self, infer: str, maximum: int, message: str) -> None:
+        """A runtime refused a MindIR and said its maximum: remember it for later runs."""
+        hello = self._hello(infer)
+        package, version = hello.get("runtime_package"), hello.get("runtime_version")
+        if not package or not version:
+            return
+        with self.state.lock:
+            if not any((x.package, x.version) == (package, version) for x in self.learned):
+                self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
+
+    def learn_operator(self, infer: str, error: WorkerError) -> None:
+        """A runtime failed to load a node it has no kernel for: remember the operator."""
+        found = learn_operator(
+            self.state.config.stacks[infer], self._hello(infer), f"{error.message}\n{error.log}"
+        )
+        with self.state.lock:
+            if found is not None and found not in self.learned_operators:
+                self.learned_operators.append(found)
+
+    # -- the findings, each reported once ------------------------------------------------------
+    def with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
+        """Stack errors, then the rules' findings, then the probes' (one finding per key: a
+        variant a rule blocked is reported by the rule's finding only)."""
+
+        def reported_by_a_rule(f: Finding) -> bool:
+            probe, variant = f.details.get("probe"), f.details.get("variant")
+            return (
+                f.kind in (INCOMPATIBLE, UNSUPPORTED)
+                and probe is not None
+                and blocked(self.findings, f.subject, probe, variant) is not None
+            )
+
+        keys = {f.key for f in self.findings}
+        stack_kinds = ("stack-unavailable", "worker-failure")
+        first = [f for f in findings if f.kind in stack_kinds]
+        rest = [
+            f
+            for f in findings
+            if f.kind not in stack_kinds and f.key not in keys and not reported_by_a_rule(f)
+        ]
+        return first + self.findings + rest

@@ -1,0 +1,101 @@
+"""The units of work of a cycle: a probe variant to export once (``ProbeJob``), what its
+train side produced (``TrainOutcome``) and what each infer side did with it
+(``InferOutcome``), shared by the cycle and its suites."""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from auditor.extend.probe_spec import ProbeSpec, dtype_variant_name
+from auditor.results import Artifact, Finding, Latency
+from auditor.stacks.worker import WorkerError
+
+
+class CycleAborted(Exception):
+    """The cycle was stopped from outside (signal, Ctrl-C) before it finished."""
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """One variant of a probe with its resolved parameters: one export, which several pairs
+    may share. ``variant`` defaults to the name of the params' dtype ("fp32", ...)."""
+
+    spec: ProbeSpec
+    params: dict[str, Any]
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.variant:
+            object.__setattr__(self, "variant", dtype_variant_name(self.params))
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256(repr(sorted(self.params.items())).encode()).hexdigest()[:10]
+        return f"{self.spec.name}-{self.variant}-{digest}"
+
+    @property
+    def dtype(self) -> str | None:
+        dtype = self.params.get("dtype")
+        return str(dtype) if dtype is not None else None
+
+    @property
+    def batch(self) -> int:
+        return int(self.params.get("batch", 1))
+
+    @property
+    def rerun(self) -> bool:
+        """Whether this variant is run again in a fresh worker process, to check repeatability."""
+        return self.variant in self.spec.rerun
+
+
+@dataclass
+class TrainOutcome:
+    outputs: list[np.ndarray] | None = None
+    latency: Latency | None = None
+    mindir: Path | None = None
+    artifact: Artifact | None = None
+    error: WorkerError | None = None
+    inputs: list[np.ndarray] | None = None
+    """The inputs the outputs belong to, when they came from a publication (split mode)."""
+    rerun: list[np.ndarray] | WorkerError | None = None
+    """Outputs of the same build and inputs in a fresh worker process (jobs with ``rerun``)."""
+    # probe suite (auditor.cycle.suite): other batch sizes
+    latencies: list[Latency] = field(default_factory=list)
+    batch_mindirs: dict[int, Path] = field(default_factory=dict)
+    suite_errors: list[str] = field(default_factory=list)
+    classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
+    """Input class -> (its batch, the outputs) (auditor.compare.input_classes)."""
+
+
+@dataclass
+class InferOutcome:
+    outputs: list[np.ndarray] | None = None
+    latency: Latency | None = None
+    error: WorkerError | None = None
+    rerun: list[np.ndarray] | WorkerError | None = None
+    blocked: Finding | None = None
+    """A rule's finding that made loading pointless (the load was not attempted)."""
+    # probe suite (auditor.cycle.suite): other batch sizes
+    latencies: list[Latency] = field(default_factory=list)
+    batch_models: dict[int, str] = field(default_factory=dict)
+    suite_errors: list[str] = field(default_factory=list)
+    classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
+
+
+def probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:
+    """A probe's auditor-side code (make_inputs, make_weights) raised: an error for this job
+    only, with the traceback, like a failure inside the worker."""
+    return WorkerError(
+        stack,
+        "probe",
+        "error",
+        f"probe {job.spec.name} ({job.spec.module}) raised {type(exc).__name__}: {exc}",
+        traceback="".join(traceback.format_exception(exc)),
+        error_type=type(exc).__name__,
+    )

@@ -1,0 +1,103 @@
+"""What the parts of one cycle share: the config and how its stacks are reached, each stack's
+session, the history the cycle reads, the exported bytes kept for the store, and the abort
+flag every part checks. The cycle (auditor.cycle.cycle) owns one; its probe suite, its model
+suite and its compatibility checks are handed the same one, so a part reads shared state by
+name and type instead of through a mixin's ``self``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from auditor.compare.outputs import Tolerance
+from auditor.config.tables import Config
+from auditor.cycle.jobs import CycleAborted, ProbeJob
+from auditor.history.store import Store
+from auditor.results import Latency
+from auditor.stacks.session import Reach, StackSession
+
+
+class Killable(Protocol):
+    """A child an abort must take down: a stack worker, the rollout's environment process."""
+
+    def kill(self) -> None: ...
+
+
+@dataclass
+class CycleState:
+    config: Config
+    reach: Reach
+    history: Store | None = None
+    """The store that holds earlier runs (version drift, learned limits, golden baselines,
+    latency regressions, publications); None: this cycle reads no history."""
+    tamper: Callable[[bytes], bytes] | None = None
+    """Rewrites every exported model before the infer side loads it (tests: a perturbed
+    artifact must be caught and localized)."""
+    sessions: dict[str, StackSession] = field(default_factory=dict)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+    """Content-addressed bytes the store keeps with the run (exports, goldens' outputs)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _aborted: threading.Event = field(default_factory=threading.Event)
+    _children: list[Killable] = field(default_factory=list)
+
+    # -- abort: a signal, Ctrl-C or the daemon stops the cycle; every part checks it ---------
+    def register(self, child: Killable) -> None:
+        with self.lock:
+            if self._aborted.is_set():
+                raise CycleAborted("cycle aborted")
+            self._children.append(child)
+
+    def abort(self) -> None:
+        """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
+        self._aborted.set()
+        with self.lock:
+            children = list(self._children)
+        for child in children:
+            child.kill()
+
+    def check(self) -> None:
+        if self._aborted.is_set():
+            raise CycleAborted("cycle aborted")
+
+    # -- helpers every part uses ---------------------------------------------------------------
+    def parallel(self, tasks: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+        """Run each stack's task; ``[worker] parallel`` (or a host's own) limits each host."""
+        if not tasks:
+            return {}
+        size, limited = self.reach.parallel(tasks)
+        with ThreadPoolExecutor(max_workers=size, thread_name_prefix="stack") as pool:
+            futures = {name: pool.submit(fn) for name, fn in limited.items()}
+            try:
+                return {name: f.result() for name, f in futures.items()}
+            except BaseException:
+                # Ctrl-C, SIGTERM or a bug: kill the workers first, or leaving this block would
+                # wait for every running request to reach its deadline.
+                self.abort()
+                raise
+
+    def time(self, worker: Any, model: str, inputs: list[np.ndarray], batch: int) -> Latency:
+        """The runtime call timed inside the worker, after a warm-up (``[latency]``)."""
+        lat = self.config.latency
+        ns = worker.request(
+            "time", model=model, inputs=inputs, warmup=lat.warmup, iterations=lat.iterations
+        ).result["ns"]
+        return Latency.from_ns(ns, batch)
+
+    def tolerance(self, job: ProbeJob, output: str) -> Tolerance:
+        return self.config.probe(job.spec.name).tolerance_for(output, job.variant, job.dtype)
+
+    def stage(self, data: bytes, tmp: Path, suffix: str = ".mindir") -> Path:
+        """Write an export for the infer side to load (after ``tamper``, when a test set one)."""
+        if self.tamper is not None:
+            data = self.tamper(data)
+        path = Path(tmp) / f"{hashlib.sha256(data).hexdigest()}{suffix}"
+        path.write_bytes(data)
+        return path
