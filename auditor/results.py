@@ -18,7 +18,24 @@ CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", 
 UNSUPPORTED = "unsupported"
 """The inference runtime cannot load or run an operator this probe variant uses (a random op,
 say): a fact about the runtime, reported for the variant, not a failure of the probe."""
-STATUS_ORDER = (CONSISTENT, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
+UNCHECKED = "unchecked"
+"""Something the config asks for could not be checked (a collector that failed, a watched
+glob that could not be read, a model file that is missing, a publication missing or older
+than its limit, a plugin that did not import, a rule that raised): nothing is known about it,
+so the run cannot be called consistent. A result with this status, or a finding of this kind,
+says what was not checked and why."""
+STATUS_ORDER = (CONSISTENT, UNCHECKED, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
+"""Every status, from the best to the worst: a run's outcome is the worst of its parts."""
+STATUS_SEVERITY = {
+    DRIFT: "warning",
+    UNSUPPORTED: "warning",
+    UNCHECKED: "warning",
+    INCOMPATIBLE: "critical",
+    ERROR: "error",
+}
+"""The severity of the finding a result of each status (other than consistent) gives."""
+RULE_ERROR = "rule-error"
+"""The kind of finding of a rule that raised: its checks did not run (a status of unchecked)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,20 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def finding_status(f: Finding) -> str | None:
+    """The status a finding gives the run it belongs to: its kind when the kind is a status (a
+    result's own finding, an unchecked one), unchecked for a rule that raised, error for any
+    other finding of severity error or critical; None for warnings and information, which the
+    report lists without changing the outcome."""
+    if f.kind in STATUS_ORDER:
+        return f.kind
+    if f.kind == RULE_ERROR:
+        return UNCHECKED
+    if f.severity in ("error", "critical"):
+        return ERROR
+    return None
+
+
 @dataclass(frozen=True)
 class ProbeResult:
     pair: str
@@ -149,14 +180,43 @@ class CycleResult:
     """Operators a load failed on (stored; auditor.rules.operator_support)."""
     publications: list[Any] = field(default_factory=list)
     """auditor.history.publication.PublicationSet per publishing train stack (split mode)."""
+    read_publications: list[Any] = field(default_factory=list)
+    """auditor.history.publication.PublicationSummary of each publication read this run for a
+    ``source = "db"`` stack (split mode: which export its pairs were compared with)."""
+
+    def _own_findings(self) -> set[str]:
+        """Keys of the findings that restate a result's or a rollout's status, or a stack's
+        failure: counted once, as that part."""
+        keys = {_result_key(r) for r in self.results}
+        keys |= {f"{r.pair}/{r.probe}/{r.variant}/rollout/{ERROR}" for r in self.rollouts}
+        keys |= {f"{n}/{kind}" for n in self.stacks for kind in ("stack-unavailable", "worker-failure")}
+        return keys
+
+    def status_counts(self) -> dict[str, int]:
+        """How many parts of the run have each status (in STATUS_ORDER, those present): every
+        probe result, every rollout, every stack that could not start or whose worker failed,
+        and every other finding that gives a status (``finding_status``)."""
+        found = [r.status for r in self.results] + [r.status for r in self.rollouts]
+        found += [ERROR for s in self.stacks.values() if s.error or s.problems]
+        own = self._own_findings()
+        found += [status for f in self.findings if f.key not in own and (status := finding_status(f))]
+        return {s: found.count(s) for s in STATUS_ORDER if s in found}
 
     @property
     def outcome(self) -> str:
-        """The worst status of the cycle: consistent < drift < incompatible < error."""
-        statuses = {r.status for r in self.results} | {r.status for r in self.rollouts}
-        if any(s.error or s.problems for s in self.stacks.values()):
-            statuses.add(ERROR)
-        return max(statuses or {CONSISTENT}, key=STATUS_ORDER.index)
+        """The worst status of the run (STATUS_ORDER): consistent only when every part is."""
+        return max(self.status_counts() or {CONSISTENT: 1}, key=STATUS_ORDER.index)
+
+    @property
+    def unchecked(self) -> list[str]:
+        """What was not checked, and why: one line each."""
+        own = self._own_findings()
+        lines = [
+            f"{r.pair} {r.probe} [{r.variant}]: {r.message}" for r in self.results if r.status == UNCHECKED
+        ]
+        return lines + [
+            f.message for f in self.findings if f.key not in own and finding_status(f) == UNCHECKED
+        ]
 
     @property
     def exit_code(self) -> int:
@@ -175,6 +235,8 @@ class CycleResult:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "outcome": self.outcome,
+            "statuses": self.status_counts(),
+            "unchecked": self.unchecked,
             "stacks": {
                 n: {**asdict(s), "fingerprint_digest": s.fingerprint_digest} for n, s in self.stacks.items()
             },
@@ -185,6 +247,11 @@ class CycleResult:
             ],
             "findings": [asdict(f) for f in self.findings],
         }
+
+
+def _result_key(r: ProbeResult) -> str:
+    """The key of the finding a result of another status than consistent gives."""
+    return f"{r.pair}/{r.probe}/{r.variant}/{r.status}"
 
 
 MODES = ("closed-loop", "open-loop")

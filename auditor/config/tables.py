@@ -197,6 +197,10 @@ class StackConfig:
     publish: tuple[Name, ...] = ()
     """Probes whose exports this train stack publishes in the history database every cycle,
     for inference-side auditors that cannot reach it (split mode)."""
+    max_publication_age: Seconds(0.0, 366 * DAY, lo_open=True) | None = None
+    """With source = "db": how old its newest complete publication may be ("1h", "2d"). An
+    older one is still compared, but the run is not called consistent: it says the
+    publication is stale (unset: any age is accepted; a missing publication always counts)."""
 
 
 @section

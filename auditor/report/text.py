@@ -9,6 +9,7 @@ from typing import Any
 
 from auditor.compare.outputs import MetricCheck
 from auditor.cycle import baseline, localize, rollout
+from auditor.history.publication import summary_of
 from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult
 
 COLUMNS = (
@@ -218,17 +219,43 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
                 out += [f"      → {f.details['action']}"]
     out += _rule_lines(result)
     out += _side_lines(result)
-    counts: dict[str, int] = {}
-    for r in result.results:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    for ro in result.rollouts:
-        counts[f"rollout {ro.status}"] = counts.get(f"rollout {ro.status}", 0) + 1
-    failures = sum(len(s.problems) for s in result.stacks.values())
-    if failures:
-        counts[f"worker failure{'s' if failures > 1 else ''}"] = failures
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
-    out += ["", f"Outcome: {result.outcome.upper()} ({summary}); exit status {result.exit_code}"]
+    out += publication_lines(result)
+    unchecked = result.unchecked
+    if unchecked:
+        out += ["", "Not checked (the run cannot be called consistent)"]
+        for line in unchecked:
+            first, *rest = line.splitlines()
+            out += [f"  ? {first}"] + [f"      {more}" for more in rest[:3]]
+    out += ["", outcome_line(result)]
     return "\n".join(out) + "\n"
+
+
+def publication_lines(result: CycleResult) -> list[str]:
+    """Split mode: what this run published (stacks, each export's MindIR digest, when) and
+    which publication each ``source = "db"`` stack's pairs were compared with, and its age."""
+    out = []
+    when = datetime.fromtimestamp(result.finished_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    for pub in result.publications:
+        s = summary_of(pub, run_id=result.run_id)
+        out.append(
+            f"  published {s.stack}: {len(s.items)} export{'s' if len(s.items) != 1 else ''} at {when}"
+        )
+        out += [f"      {probe} [{variant}]  MindIR sha256 {sha[:16]}" for probe, variant, sha in s.items]
+        if not s.items:
+            out.append("      nothing: every export of this stack failed (see its results)")
+    now = datetime.fromtimestamp(result.started_at, UTC).replace(tzinfo=None)
+    for s in result.read_publications:
+        out.append(f"  read {s.stack}: {s.describe(now)}")
+        out += [f"      {probe} [{variant}]  MindIR sha256 {sha[:16]}" for probe, variant, sha in s.items]
+    return ["", "Publications (split mode)", *out] if out else []
+
+
+def outcome_line(result: CycleResult) -> str:
+    """``Outcome: WORST (n status, ...); exit status N``: the worst status and how many parts
+    of the run (results, rollouts, stacks, findings) have each one."""
+    counts = result.status_counts()
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items()) or "no probe results"
+    return f"Outcome: {result.outcome.upper()} ({summary}); exit status {result.exit_code}"
 
 
 RULE_KINDS = ("version-drift", "rule-error")
@@ -284,5 +311,7 @@ def _jsonable(value: Any) -> Any:
 
 def render_json(result: CycleResult) -> str:
     doc = result.to_json()
+    doc["published"] = [summary_of(p, run_id=result.run_id).to_json() for p in result.publications]
+    doc["read_publications"] = [s.to_json() for s in result.read_publications]
     doc["exit_code"] = result.exit_code
     return json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n"

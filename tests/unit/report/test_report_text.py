@@ -79,4 +79,4 @@ def test_a_worker_failure_is_said_in_the_report_and_the_outcome():
     now = time.time()
     text = render_text(CycleResult(now, now, "t.toml", {"ms20": stack}, [], []))
     assert "WORKER FAILED" in text and f"ms20: {problem}" in text
-    assert "Outcome: ERROR (1 worker failure); exit status 1" in text
+    assert "Outcome: ERROR (1 error); exit status 1" in text
