@@ -21,6 +21,7 @@ from auditor.cli.golden import golden_group
 from auditor.cli.history import db_group, history_command, report_command, show_command, trend_command
 from auditor.cli.hosts import hosts_group
 from auditor.cli.plugins import plugins_command
+from auditor.cli.publications import publications_command
 from auditor.db.columns import unreadable
 from auditor.db.health import db_error, from_database
 from auditor.extend.manager import Plugins
@@ -71,6 +72,7 @@ cli.add_command(baseline_group)
 cli.add_command(hosts_group)
 cli.add_command(check_command)
 cli.add_command(golden_group)
+cli.add_command(publications_command)
 
 
 def main() -> None:
