@@ -120,7 +120,16 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
 def module_files(packages: Sequence[tuple[str, str]], entries: Iterable[str]) -> dict[str, Path]:
     """Module name -> file, for each module in ``packages`` that ``entries`` import, directly
     or through each other. A file that does not parse is kept (the worker then reports its
-    SyntaxError, as it would locally) and not followed."""
+    SyntaxError, as it would locally) and not followed. One derivation at a time: CPython
+    3.11's ``ast.parse`` is not safe in several threads at once (workers start in parallel)."""
+    with _derive_lock:
+        return _module_files(packages, entries)
+
+
+_derive_lock = threading.Lock()
+
+
+def _module_files(packages: Sequence[tuple[str, str]], entries: Iterable[str]) -> dict[str, Path]:
     seen: set[str] = set()
     files: dict[str, Path] = {}
     todo = list(entries)
