@@ -227,12 +227,13 @@ STATE_HOME = "/var/lib/auditor"
 def _refuse_unless_ready(options, hardening: bool) -> None:  # type: ignore[no-untyped-def]
     """Exit 1 listing what the unit's user cannot do; return when it can do everything."""
     from auditor.common.paths import default_db_url
-    from auditor.daemon.install import check, needs
+    from auditor.daemon.install import check, needs, unit_environment
 
     if not os.access(options.config, os.R_OK):
         fail(f"the config {options.config} cannot be read (write it first; --config names another)", 1)
-    config = Context(options.config, None).config()
-    need = needs(options, config, default_db=config.db_url == default_db_url())
+    with unit_environment(options.user):  # the config as the unit will read it
+        config = Context(options.config, None).config()
+        need = needs(options, config, default_db=config.db_url == default_db_url())
     problems = check(need, options.user, hardening)
     if problems:
         click.echo(f"auditor: the service would not start: user {options.user} cannot", err=True)

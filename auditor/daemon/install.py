@@ -16,12 +16,13 @@ creates for the user.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +90,25 @@ def needs(options: UnitOptions, config: Config, default_db: bool) -> ServiceNeed
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
             out.database = Path(parsed.database).expanduser()
     return out
+
+
+@contextlib.contextmanager
+def unit_environment(user: str) -> Iterator[None]:
+    """The environment the unit's process has, for reading its config as it will: ``$VAR``,
+    ``${XDG_CACHE_HOME:-...}`` and ``~`` in the config expand to the unit's values (the
+    stacks of the shipped config are then in /var/cache/auditor/stacks), not the installer's."""
+    saved = dict(os.environ)
+    try:
+        home = pwd.getpwnam(user).pw_dir
+    except KeyError:
+        home = str(STATE_DIR)
+    os.environ.clear()
+    os.environ.update({"PATH": saved.get("PATH", "/usr/bin:/bin"), "HOME": home, "USER": user, **UNIT_ENV})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def user_exists(user: str) -> bool:
@@ -266,4 +286,4 @@ def _tail(done: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else f"exit status {done.returncode}"
 
 
-__all__ = ["ServiceNeeds", "check", "create_user", "needs", "user_exists"]
+__all__ = ["ServiceNeeds", "check", "create_user", "needs", "unit_environment", "user_exists"]
