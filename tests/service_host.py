@@ -42,7 +42,7 @@ def _mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True)
 
 
-def setup_view(work: Path) -> None:
+def setup_view(work: Path, private: tuple[str, ...] = PRIVATE) -> None:
     """Inside the namespace: the private directories, the stacks where the README puts them,
     and a /root the service user can enter to reach the interpreters."""
     home = Path.home()
@@ -54,7 +54,7 @@ def setup_view(work: Path) -> None:
     for name in keep:
         (home / name).mkdir()
         _mount("--bind", str(work / name), str(home / name))
-    for path in PRIVATE:
+    for path in private:
         _mount("-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
     Path("/var/cache/auditor/stacks").mkdir()
     _mount("--bind", str(stacks_dir()), "/var/cache/auditor/stacks")
@@ -62,14 +62,17 @@ def setup_view(work: Path) -> None:
 
 def main() -> int:
     script, work = Path(sys.argv[1]), Path(sys.argv[2])
-    setup_view(work)
+    setup_view(work, tuple(sys.argv[3:]) or PRIVATE)
     return subprocess.run(["bash", "-euo", "pipefail", str(script)], cwd=work).returncode
 
 
-def run(script: str, work: Path, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` (bash) in a fresh namespace; the mount points of PRIVATE are created on
-    the machine when missing (empty folders) and removed again afterwards."""
-    made = [p for p in PRIVATE if not Path(p).exists()]
+def run(
+    script: str, work: Path, timeout: float = 1800, private: tuple[str, ...] = PRIVATE
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` (bash) in a fresh namespace where the folders ``private`` are the
+    scenario's own; their mount points are created on the machine when missing (empty
+    folders) and removed again afterwards."""
+    made = [p for p in private if not Path(p).exists()]
     for p in made:
         Path(p).mkdir(parents=True)
     try:
@@ -86,7 +89,8 @@ def run(script: str, work: Path, timeout: float = 1800) -> subprocess.CompletedP
                 "tests.service_host",
                 str(work / "scenario.sh"),
                 str(work),
-            ],  # fmt: skip
+                *private,
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,
