@@ -149,7 +149,8 @@ def test_event_payload(store):
     assert event["event"] == "opened"
     assert event["host"] == "test-host"
     assert event["created_at"] == "2026-12-02T10:00:00Z"
-    assert event["run"]["id"] == run_id and event["run"]["outcome"] == "consistent"
+    # the run's only part is an incompatibility finding: its outcome says so (never "consistent")
+    assert event["run"]["id"] == run_id and event["run"]["outcome"] == "incompatible"
     alert = event["alert"]
     assert {
         k: alert[k] for k in ("key", "state", "kind", "severity", "subject", "message", "notifications")
