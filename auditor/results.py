@@ -36,6 +36,9 @@ STATUS_SEVERITY = {
 """The severity of the finding a result of each status (other than consistent) gives."""
 RULE_ERROR = "rule-error"
 """The kind of finding of a rule that raised: its checks did not run (a status of unchecked)."""
+FAILING_SEVERITIES = ("error", "critical")
+"""A finding of these severities makes a run's exit status 1 (and its outcome at least error,
+or its own status when its kind is one: ``finding_status``)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ def finding_status(f: Finding) -> str | None:
         return f.kind
     if f.kind == RULE_ERROR:
         return UNCHECKED
-    if f.severity in ("error", "critical"):
+    if f.severity in FAILING_SEVERITIES:
         return ERROR
     return None
 
@@ -150,6 +153,8 @@ class ProbeResult:
     """auditor.cycle.localize.Localization of a drifting variant: the first layer out of tolerance."""
     baseline: tuple[Any, ...] = ()
     """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
+    samples: int = 0
+    """How many samples (rows of the input batch) both sides ran and were compared on."""
 
 
 @dataclass(frozen=True)
@@ -186,8 +191,11 @@ class CycleResult:
 
     def _own_findings(self) -> set[str]:
         """Keys of the findings that restate a result's or a rollout's status, or a stack's
-        failure: counted once, as that part."""
+        failure, and of the rule findings that blocked probe variants (an incompatibility, an
+        unsupported operator: the blocked results say it): counted once, as those parts."""
         keys = {_result_key(r) for r in self.results}
+        said = {(r.status, r.message) for r in self.results}
+        keys |= {f.key for f in self.findings if f.details.get("blocks") or (f.kind, f.message) in said}
         keys |= {f"{r.pair}/{r.probe}/{r.variant}/rollout/{ERROR}" for r in self.rollouts}
         keys |= {f"{n}/{kind}" for n in self.stacks for kind in ("stack-unavailable", "worker-failure")}
         return keys
@@ -219,8 +227,14 @@ class CycleResult:
         ]
 
     @property
+    def failing_findings(self) -> list[Finding]:
+        """Findings severe enough (error, critical) that the run is not clean whatever its
+        probes say: another graph deployed, say (auditor.rules.deployed)."""
+        return [f for f in self.findings if f.severity in FAILING_SEVERITIES]
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.outcome == CONSISTENT else 1
+        return 0 if self.outcome == CONSISTENT and not self.failing_findings else 1
 
     def to_json(self) -> dict[str, Any]:
         def result_json(r: ProbeResult) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def parse(
 
     stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)
     hosts = _hosts(p, stacks)
-    models = _models(p, stacks, runtimes if runtimes is not None else RUNTIMES)
+    models = _models(p, stacks)
     fleet = fleet_config.parse(p, p.doc.get("stacks"), known_probes)
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes)
@@ -235,9 +235,7 @@ def _hosts(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, HostConfig
     return hosts
 
 
-def _models(
-    p: _Parse, stacks: Mapping[str, StackConfig], known_runtimes: Mapping[str, str]
-) -> dict[str, ModelConfig]:
+def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConfig]:
     """[models.NAME]: each table by the schema, then what needs the stacks and several keys."""
     infer = tuple(n for n, s in stacks.items() if s.role == "infer")
     out: dict[str, ModelConfig] = {}
@@ -263,13 +261,11 @@ def _models(
             for s in named if isinstance(named, list) else [named] if isinstance(named, str) else []:
                 if isinstance(s, str) and s not in stacks:
                     p.error(f"{path}.{key}", f"no stack named {s!r} in [stacks]")
-                elif isinstance(s, str) and known_runtimes.get(stacks[s].runtime, "load") != "load":
-                    # Every result of the model would be an error at run time: say it now.
+                elif isinstance(s, str) and stacks[s].role != "infer":  # refused now, not after a start
                     p.error(
                         f"{path}.{key}",
-                        f"stack {s!r} (runtime {stacks[s].runtime}) cannot load a MindIR, so it "
-                        "cannot serve the model; name a stack with a loading runtime "
-                        "(mindspore-graph, mindspore-lite)",
+                        f"{s} runs {stacks[s].runtime}, a train runtime that does not load a MindIR; "
+                        f"name a stack that does: {', '.join(infer) or 'none in [stacks]'}",
                     )
         table = p.check(ModelTable, {"path": "", **raw}, path)
         if table is None:

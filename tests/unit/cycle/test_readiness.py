@@ -149,7 +149,7 @@ def test_a_reference_stack_that_cannot_load_is_a_config_error(tmp_path):
     (tmp_path / "model.mindir").write_bytes(minimal_mindir())
     code, _, err = config_check(write(tmp_path, '[models.p]\npath = "model.mindir"\nreference = "t"\n'))
     assert code == 2
-    assert "models.p.reference: stack 't' (runtime mindspore) cannot load a MindIR" in err
+    assert "models.p.reference: t runs mindspore, a train runtime that does not load a MindIR" in err
 
 
 @pytest.mark.parametrize("url", ["/var/lib/auditor/history.db", "history.db", "postgresql://a@h:port/x"])

@@ -68,7 +68,10 @@ def test_the_outcome_is_the_worst_of_every_part_with_every_count():
     assert (
         render_text(r)
         .rstrip()
-        .endswith("Outcome: ERROR (1 consistent, 1 unsupported, 2 error); exit status 1")
+        .endswith(
+            "Outcome: ERROR (1 consistent, 0 unchecked, 0 drift, 1 unsupported, 0 incompatible, 2 error); "
+            "exit status 1"
+        )
     )
 
 
@@ -80,7 +83,10 @@ def test_unchecked_alone_is_not_clean_and_says_what_and_why():
     assert r.outcome == UNCHECKED and r.exit_code == 1
     text = render_text(r)
     assert "Not checked (the run cannot be called consistent)\n  ? the cann collector failed" in text
-    assert "Outcome: UNCHECKED (1 consistent, 1 unchecked); exit status 1" in text
+    assert (
+        "Outcome: UNCHECKED (1 consistent, 1 unchecked, 0 drift, 0 unsupported, 0 incompatible, 0 error)"
+        in text
+    )
     doc = json.loads(render_json(r))
     assert doc["outcome"] == UNCHECKED and doc["exit_code"] == 1
     assert doc["statuses"] == {CONSISTENT: 1, UNCHECKED: 1} and doc["unchecked"] == [
