@@ -37,8 +37,8 @@ STATUS_SEVERITY = {
 RULE_ERROR = "rule-error"
 """The kind of finding of a rule that raised: its checks did not run (a status of unchecked)."""
 FAILING_SEVERITIES = ("error", "critical")
-"""A finding of these severities makes a run's exit status 1 (and its outcome at least error,
-or its own status when its kind is one: ``finding_status``)."""
+"""A finding of these severities makes a run's outcome at least error (or its own status when
+its kind is one: ``finding_status``), hence its exit status 1."""
 
 
 @dataclass(frozen=True)
@@ -191,13 +191,21 @@ class CycleResult:
 
     def _own_findings(self) -> set[str]:
         """Keys of the findings that restate a result's or a rollout's status, or a stack's
-        failure, and of the rule findings that blocked probe variants (an incompatibility, an
-        unsupported operator: the blocked results say it): counted once, as those parts."""
-        keys = {_result_key(r) for r in self.results}
-        said = {(r.status, r.message) for r in self.results}
-        keys |= {f.key for f in self.findings if f.details.get("blocks") or (f.kind, f.message) in said}
-        keys |= {f"{r.pair}/{r.probe}/{r.variant}/rollout/{ERROR}" for r in self.rollouts}
-        keys |= {f"{n}/{kind}" for n in self.stacks for kind in ("stack-unavailable", "worker-failure")}
+        failure, and of the rule findings that blocked probe variants of this run (an
+        incompatibility, an unsupported operator: the blocked results say it): counted once,
+        as those parts. Only parts that are themselves not consistent stand for a finding, so
+        no severe finding is left out of the outcome."""
+        failing = [r for r in self.results if r.status != CONSISTENT]
+        keys = {_result_key(r) for r in failing}
+        said = {(r.status, r.message) for r in failing}
+        keys |= {
+            f.key for f in self.findings if (f.kind, f.message) in said or any(_blocks(f, r) for r in failing)
+        }
+        keys |= {
+            f"{r.pair}/{r.probe}/{r.variant}/rollout/{ERROR}" for r in self.rollouts if r.status == ERROR
+        }
+        broken = [n for n, s in self.stacks.items() if s.error or s.problems]
+        keys |= {f"{n}/{kind}" for n in broken for kind in ("stack-unavailable", "worker-failure")}
         return keys
 
     def status_counts(self) -> dict[str, int]:
@@ -212,7 +220,8 @@ class CycleResult:
 
     @property
     def outcome(self) -> str:
-        """The worst status of the run (STATUS_ORDER): consistent only when every part is."""
+        """The worst status of the run (STATUS_ORDER): consistent only when every part is, so
+        never with a finding of severity error or critical (``finding_status``)."""
         return max(self.status_counts() or {CONSISTENT: 1}, key=STATUS_ORDER.index)
 
     @property
@@ -234,7 +243,9 @@ class CycleResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.outcome == CONSISTENT and not self.failing_findings else 1
+        """0 exactly when the outcome is consistent: the outcome word and the exit status
+        always agree (a severe finding makes the outcome at least error)."""
+        return 0 if self.outcome == CONSISTENT else 1
 
     def to_json(self) -> dict[str, Any]:
         def result_json(r: ProbeResult) -> dict[str, Any]:
@@ -266,6 +277,18 @@ class CycleResult:
 def _result_key(r: ProbeResult) -> str:
     """The key of the finding a result of another status than consistent gives."""
     return f"{r.pair}/{r.probe}/{r.variant}/{r.status}"
+
+
+def _blocks(f: Finding, r: ProbeResult) -> bool:
+    """Whether rule finding ``f`` blocked result ``r`` (``details["blocks"]``: entries of
+    pair, probe and variant, a missing key matching everything; auditor.rules.engine)."""
+    return any(
+        isinstance(b, dict)
+        and b.get("pair", r.pair) == r.pair
+        and b.get("probe", r.probe) == r.probe
+        and b.get("variant", r.variant) == r.variant
+        for b in f.details.get("blocks") or ()
+    )
 
 
 MODES = ("closed-loop", "open-loop")

@@ -75,6 +75,37 @@ def test_the_outcome_is_the_worst_of_every_part_with_every_count():
     )
 
 
+def test_the_outcome_word_and_the_exit_status_always_agree():
+    """A finding of severity error or critical makes the exit status 1: the outcome then says
+    error (never "Outcome: CONSISTENT ...; exit status 1"), whatever else the run holds."""
+    deployed = Finding("model-drift", "critical", "lite20", "lite20/model-drift/p", "another graph deployed")
+    r = cycle([result()], [deployed])
+    assert (r.outcome, r.exit_code, r.status_counts()) == (ERROR, 1, {CONSISTENT: 1, ERROR: 1})
+    assert (
+        render_text(r)
+        .rstrip()
+        .endswith(
+            "Outcome: ERROR (1 consistent, 0 unchecked, 0 drift, 0 unsupported, 0 incompatible, 1 error); "
+            "exit status 1"
+        )
+    )
+    # a blocking rule finding counts through the variants it blocked, and only through them
+    blocks = {"blocks": [{"pair": "ms20->lite20", "variant": "fp16"}]}
+    incompatible = Finding("incompatible", "critical", "lite20", "lite20/mindir", "cannot load", blocks)
+    blocked = result("incompatible", "fp16", "cannot load")
+    assert cycle([result(), blocked], [incompatible]).status_counts() == {CONSISTENT: 1, "incompatible": 1}
+    other = Finding("operator-support", "critical", "lite20", "lite20/op", "no kernel", blocks)
+    assert cycle([result()], [other]).outcome == ERROR  # it blocked nothing of this run: it counts
+    # a stack's failure finding counts as the stack, and on its own when the stack is not marked
+    down = Finding("stack-unavailable", "error", "ms20", "ms20/stack-unavailable", "crashed")
+    broken = {"ms20": dataclasses.replace(stack("ms20"), error="crashed")}
+    assert cycle([], [down], broken).status_counts() == {ERROR: 1}
+    assert cycle([result()], [down]).outcome == ERROR
+    for r in (cycle([result()]), cycle([result()], [deployed]), cycle([result("drift")])):
+        assert r.exit_code == (0 if r.outcome == CONSISTENT else 1)
+        assert json.loads(render_json(r))["exit_code"] == r.exit_code
+
+
 def test_unchecked_alone_is_not_clean_and_says_what_and_why():
     lost = Finding(
         UNCHECKED, "warning", "lite20", "lite20/unchecked/collector/cann", "the cann collector failed"
