@@ -251,7 +251,9 @@ def _database(url: str, connect: bool, out: Readiness) -> None:
             if problem is not None:
                 out.add("storage.url", problem)
             else:
-                out.database = f"{shown} (not there yet: the first audit creates it)"
+                made = _missing_directories(path)
+                also = f" and the director{'ies' if len(made) > 1 else 'y'} {', '.join(made)}" if made else ""
+                out.database = f"{shown} (not there yet: the first audit creates it{also})"
             return
         if not path.is_file():
             out.add("storage.url", f"{path}: not a file")
@@ -272,6 +274,17 @@ def _database(url: str, connect: bool, out: Readiness) -> None:
         out.add("storage.url", f"{shown}: {health.summary()}")
     else:
         out.database = f"{shown} (opened: ok)"
+
+
+def _missing_directories(path: Path) -> list[str]:
+    """The directories the first audit would create for an SQLite file at ``path``, outermost
+    first: said by the check, so that a typo in the path is seen before it makes them."""
+    missing = []
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(str(parent))
+        parent = parent.parent
+    return missing[::-1]
 
 
 def _creatable(path: Path) -> str | None:

@@ -184,6 +184,8 @@ def test_typo_in_the_database_path_creates_no_directory(tmp_path):
     for options in ((), ("--connect",)):
         code, out, _ = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{typo}/h.db"\n'), *options)
         assert code == 0 and "not there yet" in out
+        # the directories the first audit would make are named, so the typo shows before it
+        assert f"the first audit creates it and the directories {typo.parent}, {typo})" in out
         assert not (tmp_path / "typo").exists()
 
 
