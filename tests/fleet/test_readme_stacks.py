@@ -7,12 +7,21 @@ documentation cannot drift from the program again:
   2201/2202 become free ones);
 - "Running as a service": the install block (``sudo`` is a shim, the test runs as root), in a
   private mount namespace (tests/service_host.py) standing for the host, so the unit, the
-  config, /opt/auditor and the service's directories are the scenario's alone.
+  config, /opt/auditor and the service's directories are the scenario's alone;
+- "Auditing your own policy": the preflight and gate commands on a policy the real ms20
+  exported, the ``[models.policy]`` block added to the shipped config, ``golden record``, the
+  audit against that golden, then the deployed-model watch blocks (the one change: the
+  served folder /srv/policy becomes the test's own) through a replaced served file;
+- "A fleet": the PostgreSQL block (``sudo -u postgres`` is a shim reaching the test's server),
+  ``trainer.toml`` and ``inference.toml`` (the changes: ``db.internal:5432`` becomes the test
+  server, ``/opt/stacks`` the installed stacks), an audit on each side, trainer first, then
+  ``auditor history --pair 'ms20->lite20'`` and ``auditor publications`` as the prose says.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -23,8 +32,9 @@ import pytest
 
 from auditor.common.paths import stacks_dir
 from tests import service_host
-from tests.conftest import REPO
+from tests.conftest import REPO, stack_python
 from tests.sshd import free_port, unavailable
+from tests.user_models import export_user_policy
 
 pytestmark = pytest.mark.stacks
 
@@ -153,3 +163,138 @@ systemd-analyze verify /etc/systemd/system/auditor.service
     assert "created the system user auditor" in out or "checked: user auditor can run" in out
     assert "ok: user auditor can start the service" in out
     assert "Traceback" not in out
+
+
+def shell(line: str, cwd, env: dict, timeout: float = 1800) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert "Traceback" not in done.stdout + done.stderr, f"{line}\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done
+
+
+def outcome(done: subprocess.CompletedProcess) -> str:
+    """The report's last line, checked against the exit status it states and the real one."""
+    last = done.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("Outcome: ") and last.endswith(f"; exit status {done.returncode}"), done.stdout
+    assert (done.returncode == 0) == last.startswith("Outcome: CONSISTENT ("), last
+    return last
+
+
+def test_own_model_as_written(stacks, home):
+    home, checkout, env = home
+    env = {**env, "PATH": f"{checkout / '.venv' / 'bin'}:{env['PATH']}"}  # `auditor` as the README writes it
+    config = checkout / "auditor.toml"
+    shutil.copy(REPO / "auditor.toml", config)
+    (checkout / "export").mkdir()
+    policy = export_user_policy("ms20", checkout / "export" / "policy.mindir", batch=64)
+    [(_, preflight), (_, gate), (lang, model), (_, golden), (_, watch), (_, severity)] = blocks(
+        "Auditing your own policy"
+    )
+    assert lang == "toml"
+    # 1. preflight: ms20's export loads on both infer stacks of the shipped config
+    first, second = commands(preflight)
+    done = shell(first, checkout, env)
+    assert done.returncode == 0 and "lite20" in done.stdout and "ms210-graph" in done.stdout, done.stdout
+    done = shell(second, checkout, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [verdict] = json.loads(done.stdout)["verdicts"]
+    assert verdict["stack"] == "lite20" and verdict["load"]["ok"], verdict
+    [line] = commands(gate)
+    done = shell(line, checkout, {**env, "ARTIFACT": "export/policy.mindir"})
+    assert done.returncode == 0 and "not deployable" not in done.stdout, done.stdout
+    # 2. the model probe's block, added to the config as written: the config check accepts it
+    config.write_text(config.read_text() + "\n" + model)
+    done = shell("auditor config check", checkout, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # 3. a golden from the reference stack, then golden = FILE instead of reference
+    [line] = commands(golden)
+    done = shell(line, checkout, env)
+    assert done.returncode == 0 and (checkout / "export" / "policy.golden.npz").is_file(), done.stderr
+    text = config.read_text()
+    assert 'reference = "ms210-graph"' in text
+    config.write_text(text.replace('reference = "ms210-graph"', 'golden = "export/policy.golden.npz"', 1))
+    done = shell("auditor audit --model policy", checkout, env)
+    assert "model policy: golden → lite20" in done.stdout and "64 samples compared with golden" in done.stdout
+    outcome(done)
+    # 4. watch what is deployed: the blocks' keys go into the shipped [stacks.lite20]
+    served = home / "srv-policy"
+    served.mkdir()
+    shutil.copy(policy, served / "policy.mindir")
+
+    def serve(block: str) -> None:
+        header, *keys = [ln for ln in block.strip().splitlines()]
+        assert header == "[stacks.lite20]"
+        keys = [k.replace("/srv/policy", str(served)) for k in keys]
+        base = config.read_text().split("\n# watch\n")[0]
+        lines = base.splitlines()
+        at = lines.index(header) + 1
+        config.write_text("\n".join([*lines[:at], *keys, *lines[at:]]) + "\n# watch\n")
+
+    serve(watch)
+    done = shell("auditor audit --model policy", checkout, env)
+    outcome(done)
+    serve(severity)
+    export_user_policy("ms20", served / "policy.mindir", batch=64, fp16=True)  # another graph deployed
+    done = shell("auditor audit --model policy --json", checkout, env)
+    doc = json.loads(done.stdout)
+    [drift] = [f for f in doc["findings"] if f["kind"] == "model-drift"]
+    assert drift["severity"] == "critical" and drift["subject"] == "lite20", drift  # the block's severity
+    assert done.returncode == doc["exit_code"] == 1 and doc["outcome"] != "consistent", doc["outcome"]
+
+
+PG_SUDO = """#!/bin/sh
+# `sudo -u postgres COMMAND`: COMMAND as the test server's superuser
+[ "$1" = -u ] && shift 2
+exec env PGHOST=127.0.0.1 PGPORT={port} PGUSER={user} "$@"
+"""
+
+
+def test_fleet_as_written(stacks, postgres, home):
+    home, checkout, env = home
+    shims = home / "bin"
+    shims.mkdir()
+    (shims / "sudo").write_text(PG_SUDO.format(port=postgres.port, user=postgres.user))
+    (shims / "sudo").chmod(0o755)
+    env = {**env, "PATH": f"{shims}:{checkout / '.venv' / 'bin'}:{postgres.bin}:{env['PATH']}"}
+    server = f"127.0.0.1:{postgres.port}"
+    [(lang0, database), (lang1, trainer), (lang2, inference)] = blocks("A fleet")
+    assert (lang0, lang1, lang2) == ("sh", "toml", "toml")
+    assert "db.internal:5432" in database + trainer + inference and "/opt/stacks/ms20/bin/python" in trainer
+    for name, block in (("trainer.toml", trainer), ("inference.toml", inference)):
+        block = block.replace("db.internal:5432", server)
+        for stack in ("ms20", "lite20"):
+            block = block.replace(f"/opt/stacks/{stack}/bin/python", str(stack_python(stack)))
+        (checkout / name).write_text(block)
+    # the PostgreSQL block, then (in the same shell: it exports AUDITOR_DB_URL) what the prose
+    # says to run: an audit on each side, trainer first, the pair's history, the publications
+    run = [
+        "auditor --config trainer.toml audit",
+        "auditor --config inference.toml audit",
+        "auditor history --pair 'ms20->lite20' --format json",
+        "auditor publications --json",
+    ]
+    script = database.replace("db.internal:5432", server) + "".join(
+        f"\n{c} > {i}.out 2> {i}.err; echo $? > {i}.rc" for i, c in enumerate(run)
+    )
+    done = shell(f"set -e\n{script}", checkout, env)
+    assert done.returncode == 0 and "up to date" in done.stdout, done.stdout + done.stderr  # db current
+    said = []
+    for i, command in enumerate(run):
+        code = int((checkout / f"{i}.rc").read_text())
+        out, err = (checkout / f"{i}.out").read_text(), (checkout / f"{i}.err").read_text()
+        assert "Traceback" not in out + err, f"{command}\n{err[-3000:]}"
+        said.append((code, out, err))
+    (code, out, err), (code2, out2, err2) = said[:2]
+    assert "Publications (split mode)" in out and "published ms20:" in out, out + err
+    assert "Not checked" not in out and code == 0, out[-3000:]  # only exports: nothing to compare
+    assert "read ms20: publication" in out2 and "by train-zone" in out2, out2 + err2
+    assert "Not checked" not in out2 and "ms20 → lite20" in out2, out2[-3000:]
+    assert out2.rstrip().splitlines()[-1].endswith(f"; exit status {code2}")
+    code, out, err = said[2]
+    rows = json.loads(out)
+    assert code == 0 and {r["probe"] for r in rows} == {"ppo_policy", "obs_normalizer"}, err
+    code, out, err = said[3]
+    [pub] = json.loads(out)
+    assert code == 0 and (pub["stack"], pub["auditor_id"]) == ("ms20", "train-zone"), err
+    assert {i["probe"] for i in pub["items"]} == {"ppo_policy", "obs_normalizer"}
