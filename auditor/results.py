@@ -18,9 +18,27 @@ CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", 
 UNSUPPORTED = "unsupported"
 """The inference runtime cannot load or run an operator this probe variant uses (a random op,
 say): a fact about the runtime, reported for the variant, not a failure of the probe."""
-STATUS_ORDER = (CONSISTENT, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
+UNCHECKED = "unchecked"
+"""Something the config asks for could not be checked (a collector that failed, a watched
+glob that could not be read, a model file that is missing, a publication missing or older
+than its limit, a plugin that did not import, a rule that raised): nothing is known about it,
+so the run cannot be called consistent. A result with this status, or a finding of this kind,
+says what was not checked and why."""
+STATUS_ORDER = (CONSISTENT, UNCHECKED, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
+"""Every status, from the best to the worst: a run's outcome is the worst of its parts."""
+STATUS_SEVERITY = {
+    DRIFT: "warning",
+    UNSUPPORTED: "warning",
+    UNCHECKED: "warning",
+    INCOMPATIBLE: "critical",
+    ERROR: "error",
+}
+"""The severity of the finding a result of each status (other than consistent) gives."""
+RULE_ERROR = "rule-error"
+"""The kind of finding of a rule that raised: its checks did not run (a status of unchecked)."""
 FAILING_SEVERITIES = ("error", "critical")
-"""A finding of these severities makes a run's exit status 1."""
+"""A finding of these severities makes a run's outcome at least error (or its own status when
+its kind is one: ``finding_status``), hence its exit status 1."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,20 @@ class Finding:
     """Where this finding holds: (stack or pair, variant or "")."""
     example: str = ""
     """One occurrence in figures (a value, an input), shown after the places."""
+
+
+def finding_status(f: Finding) -> str | None:
+    """The status a finding gives the run it belongs to: its kind when the kind is a status (a
+    result's own finding, an unchecked one), unchecked for a rule that raised, error for any
+    other finding of severity error or critical; None for warnings and information, which the
+    report lists without changing the outcome."""
+    if f.kind in STATUS_ORDER:
+        return f.kind
+    if f.kind == RULE_ERROR:
+        return UNCHECKED
+    if f.severity in FAILING_SEVERITIES:
+        return ERROR
+    return None
 
 
 @dataclass(frozen=True)
@@ -232,13 +264,57 @@ class CycleResult:
     telemetry: list[HostTelemetry] = field(default_factory=list)
     """One NPU telemetry sample per host (auditor.cycle.telemetry)."""
 
+    read_publications: list[Any] = field(default_factory=list)
+    """auditor.history.publication.PublicationSummary of each publication read this run for a
+    ``source = "db"`` stack (split mode: which export its pairs were compared with)."""
+
+    def _own_findings(self) -> set[str]:
+        """Keys of the findings that restate a result's or a rollout's status, or a stack's
+        failure, and of the rule findings that blocked probe variants of this run (an
+        incompatibility, an unsupported operator: the blocked results say it): counted once,
+        as those parts. Only parts that are themselves not consistent stand for a finding, so
+        no severe finding is left out of the outcome."""
+        failing = [r for r in self.results if r.status != CONSISTENT]
+        keys = {_result_key(r) for r in failing}
+        said = {(r.status, r.message) for r in failing}
+        keys |= {
+            f.key
+            for f in self.findings
+            if any((f.kind, m) in said for m in _messages(f)) or any(_blocks(f, r) for r in failing)
+        }
+        keys |= {
+            f"{r.pair}/{r.probe}/{r.variant}/rollout/{ERROR}" for r in self.rollouts if r.status == ERROR
+        }
+        broken = [n for n, s in self.stacks.items() if s.error or s.problems]
+        keys |= {f"{n}/{kind}" for n in broken for kind in ("stack-unavailable", "worker-failure")}
+        return keys
+
+    def status_counts(self) -> dict[str, int]:
+        """How many parts of the run have each status (in STATUS_ORDER, those present): every
+        probe result, every rollout, every stack that could not start or whose worker failed,
+        and every other finding that gives a status (``finding_status``)."""
+        found = [r.status for r in self.results] + [r.status for r in self.rollouts]
+        found += [ERROR for s in self.stacks.values() if s.error or s.problems]
+        own = self._own_findings()
+        found += [status for f in self.findings if f.key not in own and (status := finding_status(f))]
+        return {s: found.count(s) for s in STATUS_ORDER if s in found}
+
     @property
     def outcome(self) -> str:
-        """The worst status of the cycle: consistent < drift < incompatible < error."""
-        statuses = {r.status for r in self.results} | {r.status for r in self.rollouts}
-        if any(s.error or s.problems for s in self.stacks.values()):
-            statuses.add(ERROR)
-        return max(statuses or {CONSISTENT}, key=STATUS_ORDER.index)
+        """The worst status of the run (STATUS_ORDER): consistent only when every part is, so
+        never with a finding of severity error or critical (``finding_status``)."""
+        return max(self.status_counts() or {CONSISTENT: 1}, key=STATUS_ORDER.index)
+
+    @property
+    def unchecked(self) -> list[str]:
+        """What was not checked, and why: one line each."""
+        own = self._own_findings()
+        lines = [
+            f"{r.pair} {r.probe} [{r.variant}]: {r.message}" for r in self.results if r.status == UNCHECKED
+        ]
+        return lines + [
+            f.message for f in self.findings if f.key not in own and finding_status(f) == UNCHECKED
+        ]
 
     @property
     def failing_findings(self) -> list[Finding]:
@@ -248,7 +324,9 @@ class CycleResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.outcome == CONSISTENT and not self.failing_findings else 1
+        """0 exactly when the outcome is consistent: the outcome word and the exit status
+        always agree (a severe finding makes the outcome at least error)."""
+        return 0 if self.outcome == CONSISTENT else 1
 
     def to_json(self) -> dict[str, Any]:
         def result_json(r: ProbeResult) -> dict[str, Any]:
@@ -263,6 +341,8 @@ class CycleResult:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "outcome": self.outcome,
+            "statuses": self.status_counts(),
+            "unchecked": self.unchecked,
             "stacks": {
                 n: {**asdict(s), "fingerprint_digest": s.fingerprint_digest} for n, s in self.stacks.items()
             },
@@ -274,6 +354,30 @@ class CycleResult:
             "findings": [asdict(f) for f in self.findings],
             "telemetry": [asdict(t) for t in self.telemetry],
         }
+
+
+def _result_key(r: ProbeResult) -> str:
+    """The key of the finding a result of another status than consistent gives."""
+    return f"{r.pair}/{r.probe}/{r.variant}/{r.status}"
+
+
+def _messages(f: Finding) -> list[str]:
+    """A finding's message and, for one merged from several places (auditor.cycle.causes),
+    each place's own message: any of them may restate a result."""
+    where = f.details.get("where") or ()
+    return [f.message] + [w.get("message", "") for w in where if isinstance(w, dict)]
+
+
+def _blocks(f: Finding, r: ProbeResult) -> bool:
+    """Whether rule finding ``f`` blocked result ``r`` (``details["blocks"]``: entries of
+    pair, probe and variant, a missing key matching everything; auditor.rules.engine)."""
+    return any(
+        isinstance(b, dict)
+        and b.get("pair", r.pair) == r.pair
+        and b.get("probe", r.probe) == r.probe
+        and b.get("variant", r.variant) == r.variant
+        for b in f.details.get("blocks") or ()
+    )
 
 
 MODES = ("closed-loop", "open-loop")

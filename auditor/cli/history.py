@@ -528,7 +528,7 @@ def db_upgrade(obj: Context) -> None:
 
     from auditor.history.store import StoreError
 
-    store = obj.store(migrate=False)
+    store = obj.store(migrate=False, create=True)
     try:
         before = store.current_heads()
         pending = store.pending_revisions()
@@ -592,7 +592,7 @@ def db_prune(
         keep_days = config.keep_days if config is not None else Config.keep_days
     if auditor_id is None and not all_auditors:
         auditor_id = auditor_identity(config.auditor_id if config is not None else "")
-    store = obj.store()
+    store = obj.store(create=False)
     result = prune(store.engine, keep_days, dry_run=dry_run, auditor_id=None if all_auditors else auditor_id)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))

@@ -57,6 +57,7 @@ from auditor.config.tables import (
 )
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
 from auditor.config.user_models import InputSpec, ModelConfig
+from auditor.db import url as db_url
 from auditor.worker.npu_metrics import METRICS
 
 # -- parse: per-key validation by the schema, then the checks that need more ------------------
@@ -143,6 +144,11 @@ def parse(
         cls = type(getattr(Config, name))
         simple[name] = p.check(cls, p.table(doc, name, name), name) or cls()
     storage = p.check(StorageTable, p.table(doc, "storage", "storage"), "storage") or StorageTable()
+    if storage.url:
+        try:
+            db_url.parse(storage.url)
+        except ValueError as exc:
+            p.error("storage.url", f"{exc}; an SQLite file is written sqlite:////absolute/path/history.db")
     plugins = p.check(PluginsTable, p.table(doc, "plugins", "plugins"), "plugins") or PluginsTable()
 
     stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)

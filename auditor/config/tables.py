@@ -127,6 +127,14 @@ def _expanded_path(value: str, info: ValidationInfo) -> str:
     return _relative_to(source, out) if out else out
 
 
+def _expanded_option(value: str, info: ValidationInfo) -> str:
+    """An ssh option ``Name=value`` (or ``Name value``) with $VAR and a leading ``~`` of its
+    value expanded here, as every other path of the config is: ssh would expand ``~`` with the
+    account's home, not ``$HOME``."""
+    m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*)([ =]\s*)(.*)", value, re.DOTALL)
+    return f"{m.group(1)}{m.group(2)}{expand(m.group(3))}" if m else value  # else: the pattern says why
+
+
 def section(cls: type) -> Any:
     """A config section: a frozen pydantic dataclass that rejects unknown keys and takes each
     field's description from the docstring under it."""
@@ -262,6 +270,10 @@ class StackConfig:
     convert: ConvertTable | None = None
     """A MindSpore Lite stack only: the conversion its deployment runs on every model it serves
     (``[stacks.NAME.convert]``)."""
+    max_publication_age: Seconds(0.0, 366 * DAY, lo_open=True) | None = None
+    """With source = "db": how old its newest complete publication may be ("1h", "2d"). An
+    older one is still compared, but the run is not called consistent: it says the
+    publication is stale (unset: any age is accepted; a missing publication always counts)."""
 
 
 @section
@@ -277,8 +289,14 @@ class HostConfig:
     """The ssh port (default: ssh's own, 22 or ~/.ssh/config's)."""
     identity_file: Expanded | None = None
     """The private key ssh authenticates with (``-i``)."""
-    options: tuple[Text(pattern=r"[A-Za-z][A-Za-z0-9]*[ =].+", what="an ssh option 'Name=value'"), ...] = ()
-    """Extra ``-o`` options for ssh, e.g. ``"UserKnownHostsFile=/etc/auditor/known_hosts"``."""
+    options: tuple[
+        Text(
+            pattern=r"[A-Za-z][A-Za-z0-9]*[ =].+", what="an ssh option 'Name=value'", expand=_expanded_option
+        ),
+        ...,
+    ] = ()
+    """Extra ``-o`` options for ssh, e.g. ``"UserKnownHostsFile=/etc/auditor/known_hosts"`` ($VAR
+    and a leading ``~`` of the value are expanded)."""
     command: tuple[Text(nonempty=True), ...] = ()
     """An argv prefix that runs the rest of the argv on the host (``["kubectl", "exec", "-i",
     "pod", "--"]``, ``["docker", "exec", "-i", "box"]``)."""

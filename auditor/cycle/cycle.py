@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from auditor.compare.outputs import (
     failure_text,
 )
 from auditor.config.tables import Config, PairConfig, StackConfig
-from auditor.cycle import saved_outputs
+from auditor.cycle import saved_outputs, unchecked
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.convert import served_results
 from auditor.cycle.jobs import (
@@ -53,6 +54,8 @@ from auditor.results import (
     DRIFT,
     ERROR,
     INCOMPATIBLE,
+    STATUS_SEVERITY,
+    UNCHECKED,
     UNSUPPORTED,
     Artifact,
     CycleResult,
@@ -104,6 +107,8 @@ class Cycle:
             collectors = plugins.fingerprint_collectors() if collectors is None else collectors
             rules = plugins.rules().values() if rules is None else rules
         self.comparators = comparators if comparators is not None else plugins.comparators()
+        self.plugins = plugins
+        """Read again at the end of the run: a plugin that did not load leaves its checks undone."""
         runtime_classes = {n: r.worker_class for n, r in self.runtimes.items()}
         self.state = CycleState(
             config,
@@ -210,11 +215,13 @@ class Cycle:
             for n, s in sessions.items()
         }
         stacks.update({n: self._remote_report(n) for n in self._publications})
+        read = {n: p.summary() if p is not None else None for n, p in self._publications.items()}
         findings = self.compat.with_rule_findings(
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + self.suite.side_findings(planned, trained, inferred)
             + self.telemetry.findings(samples)
+            + self._unchecked(stacks, read)
         )
         return CycleResult(
             started,
@@ -228,6 +235,18 @@ class Cycle:
             learned_operators=self.compat.learned_operators,
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
             telemetry=samples,
+            read_publications=[summary for summary in read.values() if summary is not None],
+        )
+
+    def _unchecked(
+        self, stacks: dict[str, StackReport], read: dict[str, publication.PublicationSummary | None]
+    ) -> list[Finding]:
+        """What the config asked for that could not be checked (auditor.cycle.unchecked)."""
+        now = datetime.now(UTC).replace(tzinfo=None)
+        return (
+            unchecked.stack_findings(stacks)
+            + unchecked.plugin_findings(self.plugins.problems if self.plugins is not None else [])
+            + unchecked.publication_findings(self.config, read, now)
         )
 
     # -- the two sides ---------------------------------------------------------------------
@@ -398,7 +417,7 @@ class Cycle:
                     "with these parameters"
                 )
                 message = f'{name} is read from the database (source = "db") but {why}'
-                out[key] = TrainOutcome(error=WorkerError(name, "read publication", "start", message))
+                out[key] = TrainOutcome(error=WorkerError(name, PUBLICATION_READ, "start", message))
                 continue
             info = dict(item.mindir_info)
             out[key] = TrainOutcome(
@@ -414,11 +433,8 @@ class Cycle:
 
     def _remote_report(self, name: str) -> StackReport:
         stack, pub = self.config.stacks[name], self._publications.get(name)
-        if pub is None:
-            error = f"no complete publication of stack {name} in the history database"
-            return StackReport(
-                name, stack.role, stack.runtime, stack.python, stack.device, stack.host, None, error
-            )
+        if pub is None:  # not a failure of the stack: an unchecked finding says what is missing
+            return StackReport(name, stack.role, stack.runtime, stack.python, stack.device, stack.host, None)
         return StackReport(
             name, stack.role, stack.runtime, stack.python, stack.device, pub.host, pub.fingerprint
         )
@@ -499,8 +515,10 @@ class Cycle:
             samples=job.batch,
         )
         if train.error is not None:
+            # A source = "db" stack without its publication: nothing to compare, not a failure.
+            status = UNCHECKED if train.error.op == PUBLICATION_READ else ERROR
             return ProbeResult(
-                status=ERROR, message=f"train side: {train.error.describe()}", log=train.error.log, **base
+                status=status, message=f"train side: {train.error.describe()}", log=train.error.log, **base
             )
         if infer.blocked is not None:
             status = UNSUPPORTED if infer.blocked.kind == UNSUPPORTED else INCOMPATIBLE
@@ -630,12 +648,9 @@ class Cycle:
         for r in results:
             if r.status == CONSISTENT:
                 continue
-            severity = {DRIFT: "warning", UNSUPPORTED: "warning", INCOMPATIBLE: "critical", ERROR: "error"}[
-                r.status
-            ]
             yield Finding(
                 r.status,
-                severity,
+                STATUS_SEVERITY[r.status],
                 r.pair,
                 f"{r.pair}/{r.probe}/{r.variant}/{r.status}",
                 r.message,
@@ -659,6 +674,9 @@ def drift_cause(r: ProbeResult) -> dict[str, Any]:
         "example": f"[{r.variant}] {r.message}",
     }
 
+
+PUBLICATION_READ = "read publication"
+"""The request a source = "db" stack's train side stands for: reading its publication."""
 
 _CheckError = CheckError
 

@@ -35,6 +35,7 @@ from auditor.results import (
     DRIFT,
     ERROR,
     INCOMPATIBLE,
+    UNCHECKED,
     UNSUPPORTED,
     Artifact,
     Finding,
@@ -221,8 +222,8 @@ class ModelSuite:
 
     def _run_model(self, plan: _Plan, sessions: dict[str, Any]) -> list[ProbeResult]:
         model = plan.model
-        if plan.error is not None:
-            return [self._model_failed(model, t, plan, plan.error) for t in model.stacks]
+        if plan.error is not None:  # nothing was run: the model is unchecked, and the result says why
+            return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in model.stacks]
         assert plan.info is not None
         findings = self._model_rules(plan)
         self.compat.findings += findings
@@ -307,8 +308,10 @@ class ModelSuite:
         names = list(plan.model.output_names or (plan.golden.output_names if plan.golden else ()))
         return names + [f"output{i}" for i in range(len(names), count)]
 
-    def _model_failed(self, model: ModelConfig, target: str, plan: _Plan, message: str) -> ProbeResult:
-        return ProbeResult(status=ERROR, message=message, **self._model_base(plan, target))
+    def _model_failed(
+        self, model: ModelConfig, target: str, plan: _Plan, message: str, status: str = ERROR
+    ) -> ProbeResult:
+        return ProbeResult(status=status, message=message, **self._model_base(plan, target))
 
     def _model_result(self, plan: _Plan, target: str, reference: _Side, side: _Side) -> ProbeResult:
         model = plan.model

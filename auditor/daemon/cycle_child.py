@@ -37,6 +37,7 @@ from auditor.daemon.cycle_process import (
 )
 from auditor.db.health import db_error
 from auditor.extend.manager import Plugins
+from auditor.history.publication import summary_of
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
 from auditor.history.telemetry import store_samples
@@ -94,6 +95,12 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             result.finished_at - result.started_at,
             counts_text(result),
         )
+        for pub in result.publications:  # split mode: what this side published, what it read
+            log.info("published %s", summary_of(pub, run_id=result.run_id).describe())
+        for read in result.read_publications:
+            log.info("compared with %s", read.describe())
+        for line in result.unchecked:
+            log.warning("not checked: %s", line.splitlines()[0])
         open_alerts = None
         try:
             alerts = AlertEngine(

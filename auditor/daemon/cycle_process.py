@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from auditor.common.child_process import close_pipes, describe_status, kill_group, own_package_env, wait_exit
-from auditor.results import STATUS_ORDER
 
 if TYPE_CHECKING:
     from auditor.config.tables import Config
@@ -176,8 +175,7 @@ class ChildCycle:
 
 def counts_text(result: CycleResult) -> str:
     """ "3 consistent, 1 drift, stack(s) unavailable: ms20": a cycle in a few words."""
-    statuses = [r.status for r in result.results]
-    parts = [f"{statuses.count(s)} {s}" for s in STATUS_ORDER if s in statuses]
+    parts = [f"{n} {s}" for s, n in result.status_counts().items()]
     broken = [n for n, s in result.stacks.items() if s.error]
     if broken:
         parts.append(f"stack(s) unavailable: {', '.join(broken)}")

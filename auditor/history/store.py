@@ -71,7 +71,32 @@ def shipped_head() -> str | None:
 
 
 class StoreError(Exception):
-    """The history database cannot be opened or written."""
+    """The history database cannot be opened or written. ``reached``: False when it could not
+    be reached at all (not a URL, no such file, no driver, no server answering), so there is
+    nothing to read either."""
+
+    def __init__(self, message: str, reached: bool = True):
+        super().__init__(message)
+        self.reached = reached
+
+
+def _unreached(exc: BaseException) -> bool:
+    """Whether a database error says the server was not reached or refused the login."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return any(
+        words in text
+        for words in (
+            "connection failed",
+            "could not connect",
+            "connection refused",
+            "could not translate host name",
+            "password authentication failed",
+            "no password supplied",
+            "does not exist",
+            "timeout expired",
+            "unable to open database file",
+        )
+    )
 
 
 def _now() -> datetime:
@@ -114,7 +139,10 @@ over every Store it opened (the daemon opens a new one on reload while a cycle m
 
 
 class Store:
-    def __init__(self, url: str, auditor_id: str = ""):
+    def __init__(self, url: str, auditor_id: str = "", create: bool = True):
+        """``create``: an SQLite file that does not exist yet is made (with its directory) on
+        first use; without it (a read or a check) its absence is a StoreError and nothing is
+        created, so a typo'd path never leaves directories behind."""
         self.url = url
         self.display_url = db_url.redact(url)
         """The URL with its password hidden: the only form of it that is ever printed."""
@@ -123,7 +151,7 @@ class Store:
         try:
             parsed = db_url.parse(url)
         except ValueError as exc:
-            raise StoreError(str(exc)) from None
+            raise StoreError(str(exc), reached=False) from None
         options: dict = {}
         uri = str(parsed.query.get("uri", "")).lower() in ("true", "1")  # file:...?mode=ro
         if (
@@ -134,6 +162,12 @@ class Store:
             path = Path(parsed.database).expanduser()
             parsed = parsed.set(database=str(path))
             self._sqlite_path = path
+            if not create and not path.exists():
+                raise StoreError(
+                    f"no history database at {path}: nothing was recorded there (check --db, "
+                    f"${db_url.ENV} or [storage] url; `auditor audit` creates it)",
+                    reached=False,
+                )
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -145,14 +179,16 @@ class Store:
             self.engine: Engine = create_engine(parsed, **options)
         except Exception as exc:  # noqa: BLE001 - unknown dialect, missing driver, bad arguments
             message = db_url.driver_missing(parsed, exc)
-            raise StoreError(message or f"unsupported database URL {self.display_url!r}: {exc}") from None
+            raise StoreError(
+                message or f"unsupported database URL {self.display_url!r}: {exc}", reached=False
+            ) from None
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
 
     @classmethod
-    def open(cls, url: str, auditor_id: str = "") -> Store:
+    def open(cls, url: str, auditor_id: str = "", create: bool = True) -> Store:
         """Open the database and bring its schema up to date."""
-        store = cls(url, auditor_id)
+        store = cls(url, auditor_id, create)
         if not store.at_shipped_head():
             store.upgrade()
         return store
@@ -186,7 +222,8 @@ class Store:
                 command.upgrade(cfg, revision)
         except (SQLAlchemyError, UnicodeDecodeError) as exc:
             raise StoreError(
-                f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}"
+                f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}",
+                reached=not _unreached(exc),
             ) from None
         except CommandError as exc:
             # Typically a revision this auditor does not know: a newer auditor wrote the database.
@@ -236,7 +273,8 @@ class Store:
                 return tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
         except SQLAlchemyError as exc:
             raise StoreError(
-                f"cannot read the schema revision of {self.display_url}: {db_health.db_error(exc)}"
+                f"cannot read the schema revision of {self.display_url}: {db_health.db_error(exc)}",
+                reached=not _unreached(exc),
             ) from None
 
     def head_revisions(self) -> tuple[str, ...]:

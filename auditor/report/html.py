@@ -55,7 +55,15 @@ MAX_DRAWN / 2 consecutive slices (spikes stay visible). Only the drawing is thin
 and summaries use every value."""
 MARKERS_UP_TO = 400
 """Points per line up to which each point is also drawn as a dot."""
-STATUS_COLORS = {"consistent": "#2ca02c", "drift": "#ff7f0e", "incompatible": "#d62728", "error": "#9467bd"}
+STATUS_COLORS = {
+    "consistent": "#2ca02c",
+    "unchecked": "#7f7f7f",
+    "drift": "#ff7f0e",
+    "unsupported": "#8c564b",
+    "incompatible": "#d62728",
+    "error": "#9467bd",
+}
+"""One colour per status of auditor.results.STATUS_ORDER, in that order (a test holds them together)."""
 SIDE_COLORS = {"train": "#1f77b4", "infer": "#17becf"}
 OUTPUT_COLORS = ("#1f77b4", "#e377c2", "#8c564b", "#bcbd22", "#7f7f7f", "#17becf")
 CHANGE_COLOR = "#d62728"

@@ -18,6 +18,7 @@ from typing import Any
 from auditor.compare.outputs import MetricCheck, OutputComparison
 from auditor.config.tables import SEVERITIES
 from auditor.cycle import baseline
+from auditor.history.publication import summary_of
 from auditor.results import (
     CONSISTENT,
     DRIFT,
@@ -155,26 +156,21 @@ class Summary:
     outcome: Outcome
     devices: list[str] = field(default_factory=list)
     """A line per host about its NPU telemetry (a host without NPUs says so here, once)."""
+    unchecked: list[str] = field(default_factory=list)
+    """What the run could not check, and why (auditor.results.CycleResult.unchecked)."""
+    publications: list[str] = field(default_factory=list)
+    """Split mode: what the run published and which publication it read (``publication_lines``)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def status_counts(result: CycleResult) -> dict[str, int]:
-    """The count of every status of the cycle's results (every status named, zero included),
-    then its rollouts', its worker failures and its error or critical findings (only when
-    there are any)."""
+    """The count of every status (each named, zero included) over every part of the run: its
+    results and rollouts, its stacks that could not start or whose worker failed, and its
+    findings that give a status (auditor.results.CycleResult.status_counts)."""
     counts = dict.fromkeys(STATUS_ORDER, 0)
-    for r in result.results:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    for ro in result.rollouts:
-        counts[f"rollout {ro.status}"] = counts.get(f"rollout {ro.status}", 0) + 1
-    failures = sum(len(s.problems) for s in result.stacks.values())
-    if failures:
-        counts[f"worker failure{'s' if failures > 1 else ''}"] = failures
-    severe = len(result.failing_findings)
-    if severe:  # why the exit status is 1 even where every result is consistent
-        counts[f"error or critical finding{'s' if severe > 1 else ''}"] = severe
+    counts.update(result.status_counts())
     return counts
 
 
@@ -205,7 +201,40 @@ def summarize(result: CycleResult) -> Summary:
         [c for _, c in causes],
         Outcome(result.outcome, status_counts(result), result.exit_code),
         [host_telemetry_line(t) for t in result.telemetry],
+        result.unchecked,
+        publication_lines(result),
     )
+
+
+def publication_lines(result: CycleResult) -> list[str]:
+    """Split mode: what this run published (stacks, each export's MindIR digest, when) and
+    which publication each ``source = "db"`` stack's pairs were compared with, and its age."""
+    out = []
+    when = datetime.fromtimestamp(result.finished_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    for pub in result.publications:
+        s = summary_of(pub, run_id=result.run_id)
+        out.append(
+            f"  published {s.stack}: {len(s.items)} export{'s' if len(s.items) != 1 else ''} at {when}"
+        )
+        out += [f"      {probe} [{variant}]  MindIR sha256 {sha[:16]}" for probe, variant, sha in s.items]
+        if not s.items:
+            out.append("      nothing: every export of this stack failed (see its results)")
+    now = datetime.fromtimestamp(result.started_at, UTC).replace(tzinfo=None)
+    for s in result.read_publications:
+        out.append(f"  read {s.stack}: {s.describe(now)}")
+        out += [f"      {probe} [{variant}]  MindIR sha256 {sha[:16]}" for probe, variant, sha in s.items]
+    return ["", "Publications (split mode)", *out] if out else []
+
+
+def not_checked_lines(unchecked: list[str]) -> list[str]:
+    """The "Not checked" block: each thing the run could not check, with why."""
+    if not unchecked:
+        return []
+    out = ["", "Not checked (the run cannot be called consistent)"]
+    for line in unchecked:
+        first, *rest = line.splitlines()
+        out += [f"  ? {first}"] + [f"      {more}" for more in rest[:3]]
+    return out
 
 
 def _header(result: CycleResult) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from auditor.compare.outputs import MetricCheck
 from auditor.cycle import baseline, localize, rollout
+from auditor.history.publication import summary_of
 from auditor.report.summary import (
     MAX_CHECKS,
     Cause,
@@ -29,6 +30,8 @@ from auditor.report.summary import (
     format_number,
     host_telemetry_line,
     is_model,
+    not_checked_lines,
+    publication_lines,
     reference_label,
     result_line,
     summarize,
@@ -229,6 +232,7 @@ def render_full(result: CycleResult) -> str:
     out += _rule_lines(result)
     out += _side_lines(result)
     out += telemetry_lines(result.telemetry, result.findings, verbose=True)
+    out += publication_lines(result) + not_checked_lines(result.unchecked)
     out += ["", outcome_line(result.outcome, status_counts(result), result.exit_code)]
     return "\n".join(out) + "\n"
 
@@ -282,6 +286,7 @@ def render_summary(summary: Summary) -> str:
         actions: dict[str, int] = {}
         for c in summary.causes:
             out += _cause_lines(c, actions)
+    out += summary.publications + not_checked_lines(summary.unchecked)
     o = summary.outcome
     out += ["", outcome_line(o.worst, o.counts, o.exit_code)]
     return "\n".join(out) + "\n"
@@ -501,6 +506,8 @@ def jsonable_result(r: ProbeResult) -> dict[str, Any]:
 def render_json(result: CycleResult) -> str:
     """The full result, its exit status, and the compact report's structure under "report"."""
     doc = result.to_json()
+    doc["published"] = [summary_of(p, run_id=result.run_id).to_json() for p in result.publications]
+    doc["read_publications"] = [s.to_json() for s in result.read_publications]
     doc["exit_code"] = result.exit_code
     doc["report"] = summarize(result).to_json()
     return json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n"

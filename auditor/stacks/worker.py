@@ -50,8 +50,9 @@ def _package_dir(name: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
-def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """The packages a worker may import, as (module name, directory), parents first.
+def worker_packages(modules: Iterable[str] = ()) -> worker_payload.Packages:
+    """The packages a worker may import, as (module name, directory), parents first, and
+    ``modules`` as the entries a remote payload's files are found from (stacks/payload.py).
 
     Always the worker package, the built-in probes, plugins and fingerprint collectors; for
     each module given that lives elsewhere (a plugin's probe or collector, a test's), its
@@ -59,6 +60,7 @@ def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
     so only the modules themselves must be Python 3.7 compatible. A module outside any
     package is skipped: the worker will report it as not importable when it is needed.
     """
+    modules = list(modules)
     plugins_dir = _package_dir("auditor.plugins")
     packages = [
         ("auditor", str(PACKAGE_DIR)),
@@ -80,7 +82,7 @@ def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
             # fails for the probe or collector that needs it, with ImportError, and only for it.
             continue
         packages.append((top, str(Path(list(spec.submodule_search_locations)[0]).resolve())))
-    return packages
+    return worker_payload.Packages(packages, modules)
 
 
 class WorkerError(Exception):

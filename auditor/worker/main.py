@@ -8,6 +8,7 @@ Lite's real load error, for example) is returned with the answer, and the audito
 read it if the worker dies or hangs mid-request.
 """
 
+import importlib
 import os
 import re
 import sys
@@ -63,6 +64,9 @@ class Worker(object):
         if op == "echo":
             # Sends the payload back untouched: checks the protocol against this interpreter's numpy.
             return {"value": request.get("value")}
+        if op == "import":
+            # auditor plugins --check: does each module of a plugin's stack side import here?
+            return {"results": [import_check(name) for name in request.get("modules") or []]}
         if op == "fingerprint":
             # Reads files and runs npu-smi only: needs no runtime.
             return fingerprint.collect(request.get("collectors") or [], request.get("context") or {})
@@ -143,6 +147,23 @@ class Worker(object):
             "workdir": self.spec.get("workdir"),
             "remote": self.spec.get("remote"),
         }
+
+
+def import_check(name):
+    """Import module ``name``; what failed, with the file and line where it failed."""
+    entry = {"module": name, "error": None, "file": None, "line": None}
+    try:
+        importlib.import_module(name)
+    except SyntaxError as exc:
+        entry.update(error="SyntaxError: %s" % exc.msg, file=exc.filename, line=exc.lineno)
+    except BaseException as exc:  # a plugin's import may raise anything
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        frames = traceback.extract_tb(sys.exc_info()[2])
+        if frames:
+            entry.update(file=frames[-1].filename, line=frames[-1].lineno)
+        entry["error"] = "%s: %s" % (type(exc).__name__, exc)
+    return entry
 
 
 def serve(spec):
