@@ -1,4 +1,5 @@
-"""``auditor check``: preflight a MindIR against the stacks, in seconds, without a cycle."""
+"""``auditor check``: will these stacks load and run a MindIR? A deployment gate that says OK
+only on evidence, in seconds, without a cycle."""
 
 from __future__ import annotations
 
@@ -10,11 +11,19 @@ import click
 
 from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_USAGE
-from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, preflight
+from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, preflight_many
+from auditor.history.store import Store
 
 
 @click.command("check")
-@click.option("--model", "model", required=True, metavar="FILE", help="The exported .mindir to check.")
+@click.option(
+    "--model",
+    "models",
+    required=True,
+    multiple=True,
+    metavar="FILE",
+    help="The exported .mindir to check (repeatable: each stack is started once for all).",
+)
 @click.option(
     "--stack",
     "stacks",
@@ -22,25 +31,40 @@ from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdi
     metavar="STACK",
     help="A stack to check against (repeatable). Default: every infer stack of the config.",
 )
-@click.option("--load", is_flag=True, help="Also load the model on each stack and run one seeded batch.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the --load batch.")
+@click.option(
+    "--load/--no-load",
+    default=True,
+    show_default=True,
+    help="Load the model on each reachable stack and run one seeded batch (the evidence for OK). "
+    "--no-load: rules, stored results and measured tables only; never OK.",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the batch that is run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.pass_obj
 def check_command(
-    obj: Context, model: str, stacks: tuple[str, ...], load: bool, seed: int, as_json: bool
+    obj: Context, models: tuple[str, ...], stacks: tuple[str, ...], load: bool, seed: int, as_json: bool
 ) -> None:
-    """Will these stacks load this MindIR? Rules only, no probes: a deployment pipeline's gate.
+    """Will these stacks load and run this MindIR? A deployment pipeline's gate.
 
-    Reads the file without any framework, fingerprints the stacks and runs every
-    compatibility rule (MindIR version and operators against the runtime, exporting
-    MindSpore against the served runtime, MindSpore/CANN, driver/firmware/CANN) as if a
-    train stack had exported the file; prints a verdict per stack with the reason and the
-    remedy. Runtime limits learned by earlier audits (history database) are used.
+    Reads the file without any framework, fingerprints the stacks, runs every compatibility
+    rule (MindIR version and operators against the runtime, exporting MindSpore against the
+    served runtime, MindSpore/CANN, driver/firmware/CANN) as if a train stack had exported
+    the file, then loads the file on each stack and runs one seeded batch. A stack is OK only
+    on evidence that its runtime runs this file: that load and run; or, for a stack that
+    cannot be reached, an earlier audit's result for this very file (by digest) on the same
+    runtime release, or the runtime's measured operator table covering every operator of the
+    file. A failure says whether the load or the first call failed, on which operator or
+    version pair, with the runtime's own log lines and the remedy. The history database is
+    read (never created): earlier results of the file, runtime limits learned by audits.
+
+    With several --model, each file gets its verdicts (JSON: {"reports": [...]}) and the exit
+    status is the worst.
 
     \b
     Exit status:
-      0  every stack can serve the model (notes may be printed)
-      1  a finding on some stack: incompatible, unsupported operator, warning, stack error
+      0  every stack was shown to serve the model (notes may be printed)
+      1  some stack is not OK: incompatible, unsupported operator, warning, unchecked (no
+         evidence either way, always so with --no-load), stack error
       2  usage or input error (unknown stack, unreadable, truncated or non-MindIR file)
     """
     config = obj.config()
@@ -54,53 +78,58 @@ def check_command(
     if not names:
         fail(f"{config.source} has no infer stack: name one with --stack")
     plugins = obj.plugins()
-    maxima, operators = _learned(obj, config)
+    store = _history(obj, config)
     try:
-        report = preflight(
+        reports = preflight_many(
             config,
-            model,
+            list(dict.fromkeys(models)),
             names,
             plugins.fingerprint_collectors(),
             list(plugins.rules().values()),
             plugins.runtimes(),
-            maxima,
-            operators,
             load=load,
             seed=seed,
+            history=store,
         )
     except ModelInputError as exc:
         if as_json:
-            click.echo(json.dumps({"file": model, "error": str(exc), "exit_code": EXIT_USAGE}, indent=2))
+            file = next((m for m in models if str(exc).startswith(f"{m}:")), models[0])
+            click.echo(json.dumps({"file": file, "error": str(exc), "exit_code": EXIT_USAGE}, indent=2))
             sys.exit(EXIT_USAGE)
         fail(str(exc))
-    click.echo(
-        json.dumps(report.to_json(), indent=2, default=str) if as_json else render(report), nl=not as_json
-    )
-    sys.exit(report.exit_code)
+    finally:
+        if store is not None:
+            store.close()
+    for note in dict.fromkeys(n for r in reports for n in r.notes):
+        click.echo(f"auditor: warning: {note}", err=True)
+    code = max(r.exit_code for r in reports)
+    if as_json:
+        doc = (
+            reports[0].to_json()
+            if len(reports) == 1
+            else {"reports": [r.to_json() for r in reports], "exit_code": code}
+        )
+        click.echo(json.dumps(doc, indent=2, default=str))
+    else:
+        click.echo("\n".join(render(r) for r in reports), nl=False)
+    sys.exit(code)
 
 
-def _learned(obj: Context, config):  # noqa: ANN001, ANN202 - the history's learned limits
-    """The runtime limits earlier audits learned, if the history database exists (a check
-    never creates one)."""
-    from auditor.history.store import Store, StoreError
+def _history(obj: Context, config):  # noqa: ANN001 - the history database, if it exists
+    """The history database, opened to be read (a check never creates nor migrates one), or
+    None when there is none or it cannot be opened (said on stderr)."""
+    from auditor.history.store import StoreError
 
     url = obj.db_url(config)
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
-        return {}, []
+        return None
     try:
-        store = Store(url)
+        return Store(url)
     except StoreError as exc:
-        click.echo(f"auditor: warning: history not read ({exc}); learned runtime limits unused", err=True)
-        return {}, []
-    try:
-        maxima = store.mindir_limits()
-        operators = store.operator_limits()
-        return maxima, operators
-    except Exception as exc:  # an old or foreign database: the check goes on without it
-        click.echo(f"auditor: warning: history not read ({type(exc).__name__}: {exc})", err=True)
-        return {}, []
-    finally:
-        store.close()
+        click.echo(
+            f"auditor: warning: history not read ({exc}); earlier results and learned limits unused", err=True
+        )
+        return None
 
 
 def render(report: CheckReport) -> str:
@@ -114,7 +143,8 @@ def render(report: CheckReport) -> str:
     lines.append("")
     lines.append(
         f"{len(report.verdicts) - len(bad)} of {len(report.verdicts)} stack(s) ok"
-        + (f"; not ok: {', '.join(v.stack for v in bad)}" if bad else "")
+        + (f"; not ok: {', '.join(f'{v.stack} ({v.status})' for v in bad)}" if bad else "")
+        + ("" if report.loaded else "; --no-load: nothing was loaded, so nothing is ok")
         + f" ({report.seconds:.1f} s)"
     )
     return "\n".join(lines) + "\n"
@@ -132,11 +162,21 @@ def _verdict_lines(v: StackVerdict, width: int) -> list[str]:
     if v.load is not None and not v.load.attempted:
         lines.append("      load: not attempted (the finding above says it would fail)")
     elif v.load is not None:
-        state = "ok" if v.load.ok else "FAILED"
-        lines.append(f"      load: {state}, {v.load.seconds:.2f} s: {v.load.message.splitlines()[0]}")
+        if v.load.ok:
+            lines.append(f"      load: ok, {v.load.seconds:.2f} s")
+        else:
+            where = "the first call" if v.load.phase == "run" else "the load"
+            lines.append(f"      load: FAILED at {where}, {v.load.seconds:.2f} s")
         for o in v.load.outputs:
             lines.append(
                 f"        output {o['index']}: shape {o['shape']} {o['dtype']}"
                 + ("" if o["finite"] else " (NOT all finite)")
             )
+        if v.load.log_lines:
+            lines.append("      the runtime's log:" if not v.load.ok else "      the runtime warned:")
+            lines += [f"        {line}" for line in v.load.log_lines]
+    for e in v.evidence:
+        lines.append(f"      evidence: {e}")
+    for u in v.unknown:
+        lines.append(f"      not known: {u}")
     return lines

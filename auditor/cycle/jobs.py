@@ -81,6 +81,8 @@ class InferOutcome:
     rerun: list[np.ndarray] | WorkerError | None = None
     blocked: Finding | None = None
     """A rule's finding that made loading pointless (the load was not attempted)."""
+    load_log: str = ""
+    """The runtime's log of the load (its warnings belong to a first call's failure)."""
     # probe suite (auditor.cycle.suite): other batch sizes
     latencies: list[Latency] = field(default_factory=list)
     batch_models: dict[int, str] = field(default_factory=dict)
