@@ -49,7 +49,7 @@ from auditor.results import (
     ProbeResult,
     StackReport,
 )
-from auditor.rules.engine import Rule, blocked
+from auditor.rules.engine import Rule, blocked, with_remedy
 from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.worker import StackWorker, WorkerError
@@ -422,7 +422,7 @@ class Cycle:
             )
         if infer.blocked is not None:
             status = UNSUPPORTED if infer.blocked.kind == UNSUPPORTED else INCOMPATIBLE
-            return ProbeResult(status=status, message=infer.blocked.message, **base)
+            return ProbeResult(status=status, message=with_remedy(infer.blocked), **base)
         if infer.error is not None:
             if infer.error.op not in ("load", "run"):  # a later request (timing, input classes...)
                 return ProbeResult(

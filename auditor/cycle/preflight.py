@@ -282,6 +282,7 @@ def preflight_many(
     files = [(path, *read_model(path)) for path in paths]
     chosen = {n: config.stacks[n] for n in stacks}
     stacks_reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, (), collectors)
+    gate = _Gate(chosen, rules, runtimes, stacks_reach)
     workers: dict[str, StackWorker] = {}
 
     def one(stack: StackConfig) -> _Probe:
@@ -302,17 +303,15 @@ def preflight_many(
                 maxima = {**past.maxima, **dict(learned_maxima or {})}
                 known_ops = [*past.operators, *learned_operators]
                 probed = {n: dataclasses.replace(p) for n, p in base.items()}
-                findings = _file_rules(path, info, chosen, probed, rules, runtimes, maxima)
+                findings = gate.file_rules(path, info, probed, maxima)
                 if load:
                     inputs = seeded_inputs(info.inputs or (), seed)
-                    todo = _loads(path, chosen, probed, findings)
+                    todo = gate.loads(path, probed, findings)
                     abspath = str(Path(path).resolve())
                     model_id = f"check/{info.sha256[:16]}"  # one per file: Lite keeps each model alive
                     jobs = [(workers[n], todo[n], abspath, inputs, model_id) for n in todo]
                     list(pool.map(lambda job: _load(*job), jobs))
-                report = _report(
-                    path, info, chosen, probed, findings, runtimes, stacks_reach, past, known_ops, load
-                )
+                report = gate.report(path, info, probed, findings, past, known_ops, load)
                 report.seconds = time.time() - started
                 reports.append(report)
                 for name in [n for n, p in probed.items() if p.load_error is not None and n in workers]:
@@ -321,93 +320,95 @@ def preflight_many(
                     try:
                         base[name].hello = dict(workers[name].start())
                     except WorkerError as exc:
-                        base[name].error = exc.describe()
+                        base[name].error, base[name].last_seen = exc.describe(), "earlier in this check"
     finally:
         for worker in workers.values():
             worker.close()
     return reports
 
 
-def _file_rules(
-    path: str,
-    info: MindIRInfo,
-    chosen: Mapping[str, StackConfig],
-    probed: Mapping[str, _Probe],
-    rules: Sequence[Rule],
-    runtimes: Mapping[str, RuntimeSpec],
-    maxima: dict[tuple[str, str], LearnedMaximum],
-) -> list[Finding]:
-    """The rules on "the file -> each stack", the file standing for a train stack's export."""
-    label = file_label(path)
-    producer = info.model_version
-    pseudo = {"framework": {"mindspore": {"version": producer}}} if producer else {}
-    fingerprints: dict[str, dict[str, Any] | None] = {n: p.fingerprint for n, p in probed.items()}
-    fingerprints[label] = pseudo
-    context = RuleContext(
-        dict(chosen),
-        fingerprints,
-        tuple(PairConfig(label, n, (MODEL_PROBE,)) for n in chosen),
-        [ExportedModel(label, MODEL_PROBE, "file", asdict(info))],
-        maxima,
-        operator_limits(chosen, fingerprints, runtimes),
-    )
-    return run_rules(rules, context)
+@dataclass
+class _Gate:
+    """What every file of one check is checked with: the stacks, the rules, the runtimes and
+    how to reach the stacks."""
 
+    chosen: Mapping[str, StackConfig]
+    rules: Sequence[Rule]
+    runtimes: Mapping[str, RuntimeSpec]
+    stacks_reach: Reach
 
-def _loads(
-    path: str, chosen: Mapping[str, StackConfig], probed: Mapping[str, _Probe], findings: list[Finding]
-) -> dict[str, _Probe]:
-    """The stacks to load the file on: reached, and no rule's finding makes the load pointless."""
-    todo = {}
-    for name in chosen:
-        stopper = blocked(findings, PairConfig(file_label(path), name, ()).name, MODEL_PROBE, "file")
-        if probed[name].error is not None:
-            continue
-        if stopper is not None:
-            probed[name].load = LoadCheck(False, f"not attempted: {stopper.message}", attempted=False)
-        else:
-            todo[name] = probed[name]
-    return todo
+    def file_rules(
+        self,
+        path: str,
+        info: MindIRInfo,
+        probed: Mapping[str, _Probe],
+        maxima: dict[tuple[str, str], LearnedMaximum],
+    ) -> list[Finding]:
+        """The rules on "the file -> each stack", the file standing for a train stack's export."""
+        label = file_label(path)
+        producer = info.model_version
+        pseudo = {"framework": {"mindspore": {"version": producer}}} if producer else {}
+        fingerprints: dict[str, dict[str, Any] | None] = {n: p.fingerprint for n, p in probed.items()}
+        fingerprints[label] = pseudo
+        context = RuleContext(
+            dict(self.chosen),
+            fingerprints,
+            tuple(PairConfig(label, n, (MODEL_PROBE,)) for n in self.chosen),
+            [ExportedModel(label, MODEL_PROBE, "file", asdict(info))],
+            maxima,
+            operator_limits(self.chosen, fingerprints, self.runtimes),
+        )
+        return run_rules(self.rules, context)
 
+    def loads(self, path: str, probed: Mapping[str, _Probe], findings: list[Finding]) -> dict[str, _Probe]:
+        """The stacks to load the file on: reached, and no rule's finding makes the load pointless."""
+        todo = {}
+        for name in self.chosen:
+            stopper = blocked(findings, PairConfig(file_label(path), name, ()).name, MODEL_PROBE, "file")
+            if probed[name].error is not None:
+                continue
+            if stopper is not None:
+                probed[name].load = LoadCheck(False, f"not attempted: {stopper.message}", attempted=False)
+            else:
+                todo[name] = probed[name]
+        return todo
 
-def _report(
-    path: str,
-    info: MindIRInfo,
-    chosen: Mapping[str, StackConfig],
-    probed: Mapping[str, _Probe],
-    findings: list[Finding],
-    runtimes: Mapping[str, RuntimeSpec],
-    stacks_reach: Reach,
-    past: _History,
-    known_ops: list[LearnedOperator],
-    load: bool,
-) -> CheckReport:
-    """Each stack's verdict on one file, and what its failures taught."""
-    abspath = str(Path(path).resolve())
-    verdicts, learned_max, learned_ops = [], [], []
-    for name, stack in chosen.items():
-        p = probed[name]
-        package, version = _identity(p)
-        spec = runtimes.get(stack.runtime)
-        cov = coverage(spec.operator_tables if spec else (), package, version, target_of(stack), asdict(info))
-        before = learned_failures(known_ops, package, version, target_of(stack))
-        before = {op: why for op, why in before.items() if op in (info.op_types or ())}
-        if p.load_error is not None:
-            p.diagnosis = _diagnose_load(
-                stacks_reach, stack, p, abspath, {**before, **cov.known_failures()}, info
-            )
-        d = p.diagnosis
-        if d is not None:
-            if d.maximum is not None and package and version:
-                learned_max.append(LearnedMaximum(str(package), str(version), d.maximum, d.words))
-            op = learn(stack, p.hello, d)
-            if op is not None:
-                learned_ops.append(op)
-        served = [r for r in past.served if _same_runtime(r, package, version, target_of(stack))]
-        pair = PairConfig(file_label(path), name, (MODEL_PROBE,)).name
-        verdicts.append(_verdict(stack, pair, p, findings, served, cov, before, load))
-    notes = [past.note] if past.note else []
-    return CheckReport(str(path), info, verdicts, findings, 0.0, learned_max, learned_ops, load, notes)
+    def report(
+        self,
+        path: str,
+        info: MindIRInfo,
+        probed: Mapping[str, _Probe],
+        findings: list[Finding],
+        past: _History,
+        known_ops: list[LearnedOperator],
+        load: bool,
+    ) -> CheckReport:
+        """Each stack's verdict on one file, and what its failures taught."""
+        abspath = str(Path(path).resolve())
+        verdicts, learned_max, learned_ops = [], [], []
+        for name, stack in self.chosen.items():
+            p = probed[name]
+            package, version = _identity(p)
+            spec = self.runtimes.get(stack.runtime)
+            target = target_of(stack)
+            cov = coverage(spec.operator_tables if spec else (), package, version, target, asdict(info))
+            before = learned_failures(known_ops, package, version, target)
+            before = {op: why for op, why in before.items() if op in (info.op_types or ())}
+            if p.load_error is not None:
+                known = {**before, **cov.known_failures()}
+                p.diagnosis = _diagnose_load(self.stacks_reach, stack, p, abspath, known, info)
+            d = p.diagnosis
+            if d is not None:
+                if d.maximum is not None and package and version:
+                    learned_max.append(LearnedMaximum(str(package), str(version), d.maximum, d.words))
+                op = learn(stack, p.hello, d)
+                if op is not None:
+                    learned_ops.append(op)
+            served = [r for r in past.served if _same_runtime(r, package, version, target)]
+            pair = PairConfig(file_label(path), name, (MODEL_PROBE,)).name
+            verdicts.append(_verdict(stack, pair, p, findings, served, cov, before, load))
+        notes = [past.note] if past.note else []
+        return CheckReport(str(path), info, verdicts, findings, 0.0, learned_max, learned_ops, load, notes)
 
 
 def _fingerprint(worker: StackWorker, stack: StackConfig, collectors: Sequence[str]) -> _Probe:

@@ -38,7 +38,7 @@ from auditor.results import (
     Finding,
     ProbeResult,
 )
-from auditor.rules.engine import ExportedModel, blocked, run_rules
+from auditor.rules.engine import ExportedModel, blocked, run_rules, with_remedy
 from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import MindIRInfo
 
@@ -302,7 +302,7 @@ class ModelSuite:
         base["infer_latency"] = side.latency
         if side.blocked is not None:
             status = UNSUPPORTED if side.blocked.kind == UNSUPPORTED else INCOMPATIBLE
-            return ProbeResult(status=status, message=side.blocked.message, **base)
+            return ProbeResult(status=status, message=with_remedy(side.blocked), **base)
         if reference.error is not None:
             which = model.train.describe() if model.train is not None else f"stack {model.reference}"
             return ProbeResult(

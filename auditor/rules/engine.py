@@ -77,6 +77,12 @@ class Rule:
     needs_artifacts: bool = False
 
 
+def with_remedy(f: Finding) -> str:
+    """A finding's message and what to do about it, as a blocked probe's result says it."""
+    action = f.details.get("action")
+    return f"{f.message}; remedy: {action}" if action else f.message
+
+
 def finding(
     rule: str,
     severity: str,

@@ -1,12 +1,14 @@
-"""What a serving runtime really does with a MindIR, outside the auditor: load it the way a
-serving system does (MindSpore Lite ``Model.build_from_file``, or ``nn.GraphCell(mindspore.load)``
-in graph mode) and run one batch, in this process.
+"""What a serving runtime really does with MindIR files, outside the auditor: load each the way
+a serving system does (MindSpore Lite ``Model.build_from_file``, or
+``nn.GraphCell(mindspore.load)`` in graph mode) and run one batch, in this process.
 
-    python run_mindir.py lite|graph FILE.mindir INPUTS.npz RESULT.json
+    python run_mindir.py lite|graph FILE.mindir... (each with FILE.inputs.npz next to it)
 
-RESULT.json: {"phase": "load"|"run"|"done", "error": "...", "outputs": [[shape, dtype, finite]]},
-written after each phase (a crash or hang still says where it was). The outputs go to
-RESULT.json's name with .npz. Runs inside a stack (Python 3.7 or 3.11).
+For each file, FILE.<tag>.json: {"phase": "load"|"run"|"done", "error": "...", "outputs":
+[[shape, dtype, finite]]}, written after each phase (a crash or hang still says where it was),
+where <tag> is the environment's RUN_MINDIR_TAG (default: the runtime kind). Every model is kept
+alive until the process ends (Lite 2.0 cannot always rebuild a model after another was freed).
+Runs inside a stack (Python 3.7 or 3.11).
 """
 
 import json
@@ -16,6 +18,8 @@ import traceback
 
 import numpy as np
 
+KEPT = []
+
 
 def write(path, result):
     with open(path + ".tmp", "w") as f:
@@ -23,9 +27,8 @@ def write(path, result):
     os.replace(path + ".tmp", path)
 
 
-def main():
-    kind, model, inputs_path, result_path = sys.argv[1:5]
-    with np.load(inputs_path) as z:
+def run_one(kind, model, result_path):
+    with np.load(model[: -len(".mindir")] + ".inputs.npz") as z:
         inputs = [z["arr_%d" % i] for i in range(len(z.files))]
     result = {"phase": "load"}
     write(result_path, result)
@@ -42,6 +45,7 @@ def main():
 
             ms.set_context(mode=ms.GRAPH_MODE)
             net = ms.nn.GraphCell(ms.load(model))
+        KEPT.append(net)
         result["phase"] = "run"
         write(result_path, result)
         if kind == "lite":
@@ -65,12 +69,18 @@ def main():
         result["traceback"] = traceback.format_exc()[-2000:]
         write(result_path, result)
         return
-    np.savez(result_path[: -len(".json")] + ".npz", *outputs)
     result["outputs"] = [[list(o.shape), str(o.dtype), bool(np.isfinite(o).all())] for o in outputs]
     result["phase"] = "done"
     write(result_path, result)
+
+
+def main():
+    kind, models = sys.argv[1], sys.argv[2:]
+    tag = os.environ.get("RUN_MINDIR_TAG", kind)
+    for model in models:
+        run_one(kind, model, model[: -len(".mindir")] + "." + tag + ".json")
     sys.stdout.flush()
-    os._exit(0)  # Lite 2.0 can crash while freeing a model at exit; the result is written
+    os._exit(0)  # Lite 2.0 can crash while freeing a model at exit; the results are written
 
 
 if __name__ == "__main__":
