@@ -482,7 +482,7 @@ def _diagnose_load(
     package, version = _identity(p)
     summary = asdict(info)
     d = diagnose(error, package, version, summary, p.load_log, known, target_of(stack))
-    if d.kind is None and error.kind == "error" and error.op == "load" and _quieter(stack):
+    if not d.named_by_runtime and error.kind == "error" and error.op == "load" and _quieter(stack):
         again = _verbose_load(stacks_reach, stack, path)
         if again is not None:
             d = diagnose(again, package, version, summary, "", known, target_of(stack))

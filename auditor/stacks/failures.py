@@ -36,6 +36,8 @@ CONTEXT = "context"
 KINDS = (VERSION, OPERATOR, GRAPH, FIRST_CALL, DAMAGED, CONTEXT)
 
 LOAD, RUN = "load", "run"
+TABLE_FORM = "operator-table"
+"""A Diagnosis's form when a measured operator table, not the runtime's words, named the operator."""
 LITE, MINDSPORE = "mindspore-lite", "mindspore"
 """Runtime packages whose releases pair with the MindSpore release that exported a file."""
 PAIRED_RELEASES = (LITE, MINDSPORE)
@@ -297,6 +299,11 @@ class Diagnosis:
     facts: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def named_by_runtime(self) -> bool:
+        """The runtime's own words named the cause (not only a measured table)."""
+        return self.form is not None and self.form != TABLE_FORM
+
+    @property
     def learnable(self) -> bool:
         """An operator this runtime release cannot run in any graph, to remember: the runtime
         named it, for a file of its own release."""
@@ -468,9 +475,7 @@ def diagnose(
         op = suspects[0]
         summary = f"{who} {how} ({first}); the measured operator table says {op}: {known[op]}"
         remedy = _operator_remedy(op, runtime)
-        return Diagnosis(
-            UNSUPPORTED, phase, summary, remedy, op, OPERATOR, "operator-table", known[op], **base
-        )
+        return Diagnosis(UNSUPPORTED, phase, summary, remedy, op, OPERATOR, TABLE_FORM, known[op], **base)
     summary = f"{who} {how}: {error.error_type + ': ' if error.error_type else ''}{first}"
     if suspects:
         summary += "; the measured operator table says " + "; ".join(f"{o}: {known[o]}" for o in suspects)

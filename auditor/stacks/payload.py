@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", "operator_tables"}
+"""Never read in a worker: caches, and the runtimes' measured operator tables (auditor side only)."""
 SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".mindir")
 MAX_FILE = 8 * 1024 * 1024
 

@@ -173,3 +173,50 @@ def test_corrupt_file_is_an_input_error(models: dict[str, Path], tmp_path: Path)
     cut.write_bytes(models["ms20"].read_bytes()[:3000])
     code, doc = check(tmp_path, "--model", str(cut))
     assert code == 2 and str(cut) in doc["error"] and "not a MindIR" in doc["error"]
+
+
+SILU_ALONE = """
+import sys, numpy as np, mindspore as ms
+from mindspore import nn
+ms.export(nn.SiLU(), ms.Tensor(np.zeros((4, 8), np.float32)), file_name=sys.argv[1], file_format="MINDIR")
+"""
+
+
+def test_a_quiet_runtime_is_asked_again_at_the_verbose_level_to_name_the_operator(
+    stacks: Path, tmp_path: Path
+) -> None:
+    """Lite 2.0 names the operator it has no primitive for only in a WARNING line; a stack whose
+    environment silences warnings (GLOG_v=3) fails with "Common error code" alone, so the failing
+    load is made once more in a fresh worker at GLOG_v=2, which names it."""
+    import subprocess
+
+    from tests.conftest import stack_python
+
+    proc = subprocess.run(
+        [str(stack_python("ms20")), "-c", SILU_ALONE, str(tmp_path / "silu")],
+        capture_output=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    config = tmp_path / "auditor.toml"
+    text = DEFAULT_CONFIG.read_text()
+    lite = '[stacks.lite20]\nrole = "infer"\n'
+    assert lite in text
+    config.write_text(text.replace(lite, lite + 'env = { GLOG_v = "3" }\n'))
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--config",
+            str(config),
+            "check",
+            "--json",
+            "--model",
+            str(tmp_path / "silu.mindir"),
+            "--stack",
+            "lite20",
+        ],
+    )
+    (v,) = json.loads(result.stdout)["verdicts"]
+    assert result.exit_code == 1 and v["status"] == "unsupported", v
+    assert "it cannot load operator SiLU" in v["reason"] and "replace SiLU" in v["remedy"]
+    assert any("Unsupported primitive type in Create: SiLU" in line for line in v["load"]["log_lines"])

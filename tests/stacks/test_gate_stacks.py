@@ -261,3 +261,78 @@ def test_fp16_inside_is_said_and_judged_as_fp16(cycle: dict) -> None:
     assert (
         plain["thresholds"]["output0"] == {"atol": 1e-5, "rtol": 1e-5} and "float16" not in plain["message"]
     )
+
+
+def test_a_failure_an_audit_stored_is_known_without_a_load(
+    cycle: dict, config: Path, policies: dict[tuple[str, str], Path]
+) -> None:
+    """The cycle above stored what ms210-graph did with ms20's fp16 policy: a check against the
+    same database says it without loading the file."""
+    file = policies[("ms20", "fp16_mlp")]
+    args = ["--config", str(config), "--db", str(config.parent / "h.db"), "check", "--json"]
+    result = CliRunner().invoke(cli, [*args, "--model", str(file), "--stack", "ms210-graph", "--no-load"])
+    (v,) = json.loads(result.stdout)["verdicts"]
+    assert result.exit_code == 1 and v["status"] == "incompatible", v
+    assert "an audit of this very file" in v["reason"] and "stored INCOMPATIBLE" in v["reason"]
+
+
+def test_an_unreachable_stack_is_ok_only_on_what_an_audit_stored(
+    cycle: dict, config: Path, policies: dict[tuple[str, str], Path], tmp_path: Path
+) -> None:
+    """lite20's interpreter gone: its last stored fingerprint says which runtime it is, and the
+    cycle's result for this very file on that runtime is the evidence; a file never audited
+    there is not OK."""
+    broken = tmp_path / "auditor.toml"
+    text = config.read_text().replace(
+        '[stacks.lite20]\nrole = "infer"\nruntime = "mindspore-lite"\npython = ',
+        '[stacks.lite20]\nrole = "infer"\nruntime = "mindspore-lite"\npython = "/nonexistent/python"\n# was ',
+    )
+    assert "/nonexistent/python" in text
+    broken.write_text(text)
+    args = [
+        "--config",
+        str(broken),
+        "--db",
+        str(config.parent / "h.db"),
+        "check",
+        "--json",
+        "--stack",
+        "lite20",
+    ]
+    audited = CliRunner().invoke(cli, [*args, "--model", str(policies[("ms20", "elu_gauss")])])
+    (v,) = json.loads(audited.stdout)["verdicts"]
+    assert audited.exit_code == 0 and v["status"] == "ok", v
+    assert "not reached, but an audit loaded and ran this very file" in v["reason"]
+    assert any("could not be reached" in u for u in v["unknown"])
+    new = subprocess.run(
+        [
+            str(stack_python("ms20")),
+            str(FIXTURES / "mypolicy" / "export.py"),
+            str(tmp_path),
+            "--kinds",
+            "leaky_entropy",
+            "--seed",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert new.returncode == 0, new.stderr[-2000:]
+    unaudited = CliRunner().invoke(cli, [*args, "--model", str(tmp_path / "leaky_entropy.mindir")])
+    (u,) = json.loads(unaudited.stdout)["verdicts"]
+    # Never audited, but Lite 2.0's measured table covers each of its operators: evidence too.
+    assert u["status"] == "ok" and "covers every operator" in u["reason"], u
+
+
+def test_golden_record_from_the_training_network(cycle: dict, config: Path, tmp_path: Path) -> None:
+    from auditor.compare.golden import read_golden
+
+    out = tmp_path / "fp16.golden.npz"
+    args = ["--config", str(config), "golden", "record", "ms20_fp16_mlp", "--train", "--out", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "recorded on ms20 by mypolicy.nets:build_actor (PyNative)" in result.output
+    golden = read_golden(out)
+    assert golden.meta["stack"] == "ms20" and golden.meta["reference"] == "mypolicy.nets:build_actor"
+    assert golden.outputs[0].shape == (8, 4) and golden.outputs[0].dtype == np.float32
