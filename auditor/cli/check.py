@@ -3,33 +3,33 @@ only on evidence, in seconds, without a cycle."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_USAGE
+from auditor.cli.selection import check_names, narrowed, selection_of, selector_options
+from auditor.config.selection import Selection, Universe
+from auditor.config.tables import Config
 from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, preflight_many
 from auditor.history.store import Store
 
 
 @click.command("check")
-@click.option(
-    "--model",
-    "models",
-    required=True,
-    multiple=True,
-    metavar="FILE",
-    help="The exported .mindir to check (repeatable: each stack is started once for all).",
-)
-@click.option(
-    "--stack",
-    "stacks",
-    multiple=True,
-    metavar="STACK",
-    help="A stack to check against (repeatable). Default: every infer stack of the config.",
+@selector_options(
+    texts={
+        "model": "The exported .mindir to check, or a [models.NAME] (its file; by default its serving "
+        "stacks). Repeatable: each is checked, each stack started once for all.",
+        "stack": "A stack to check against (repeatable). Default: every infer stack of the config.",
+        "pair": "Check against this pair's infer stack (as if its train stack had exported the file).",
+        "probe": "Check against the infer stacks of the pairs that run this probe.",
+        "host": "Check against the infer stacks of the pairs and models with a stack on this host.",
+    }
 )
 @click.option(
     "--load/--no-load",
@@ -41,9 +41,7 @@ from auditor.history.store import Store
 @click.option("--seed", default=0, show_default=True, help="Seed of the batch that is run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.pass_obj
-def check_command(
-    obj: Context, models: tuple[str, ...], stacks: tuple[str, ...], load: bool, seed: int, as_json: bool
-) -> None:
+def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any) -> None:
     """Will these stacks load and run this MindIR? A deployment pipeline's gate.
 
     Reads the file without any framework, fingerprints the stacks, runs every compatibility
@@ -57,7 +55,7 @@ def check_command(
     version pair, with the runtime's own log lines and the remedy. The history database is
     read (never created): earlier results of the file, runtime limits learned by audits.
 
-    With several --model, each file gets its verdicts (JSON: {"reports": [...]}) and the exit
+    With several --model, each file gets its verdicts (JSON: a list of reports) and the exit
     status is the worst.
 
     \b
@@ -68,51 +66,76 @@ def check_command(
       2  usage or input error (unknown stack, unreadable, truncated or non-MindIR file)
     """
     config = obj.config()
-    unknown = [s for s in stacks if s not in config.stacks]
-    if unknown:
-        fail(
-            f"no stack named {', '.join(map(repr, unknown))} in {config.source} "
-            f"(configured: {', '.join(config.stacks)})"
-        )
-    names = list(dict.fromkeys(stacks)) or [n for n, s in config.stacks.items() if s.role == "infer"]
-    if not names:
-        fail(f"{config.source} has no infer stack: name one with --stack")
+    selection = selection_of(kw)
+    if not selection.models:
+        fail("name the model to check: --model FILE.mindir, or --model NAME of a [models.NAME]")
+    where = dataclasses.replace(selection, models=())
+    check_names(where, Universe.of(config))
     plugins = obj.plugins()
+    # The files by the stacks they are checked against: each group starts its stacks once.
+    groups: dict[tuple[str, ...], list[str]] = {}
+    order = []
+    for model in dict.fromkeys(selection.models):
+        path, names = _target(config, model, where)
+        groups.setdefault(tuple(names), []).append(path)
+        order.append(path)
     store = _history(obj, config)
+    by_path: dict[str, CheckReport] = {}
     try:
-        reports = preflight_many(
-            config,
-            list(dict.fromkeys(models)),
-            names,
-            plugins.fingerprint_collectors(),
-            list(plugins.rules().values()),
-            plugins.runtimes(),
-            load=load,
-            seed=seed,
-            history=store,
-        )
+        for names, paths in groups.items():
+            reports = preflight_many(
+                config,
+                list(dict.fromkeys(paths)),
+                list(names),
+                plugins.fingerprint_collectors(),
+                list(plugins.rules().values()),
+                plugins.runtimes(),
+                load=load,
+                seed=seed,
+                history=store,
+            )
+            by_path.update(zip(dict.fromkeys(paths), reports, strict=True))
     except ModelInputError as exc:
         if as_json:
-            file = next((m for m in models if str(exc).startswith(f"{m}:")), models[0])
+            file = next((m for m in order if str(exc).startswith(f"{m}:")), order[0])
             click.echo(json.dumps({"file": file, "error": str(exc), "exit_code": EXIT_USAGE}, indent=2))
             sys.exit(EXIT_USAGE)
         fail(str(exc))
     finally:
         if store is not None:
             store.close()
+    reports = [by_path[p] for p in dict.fromkeys(order)]
     for note in dict.fromkeys(n for r in reports for n in r.notes):
         click.echo(f"auditor: warning: {note}", err=True)
     code = max(r.exit_code for r in reports)
     if as_json:
-        doc = (
-            reports[0].to_json()
-            if len(reports) == 1
-            else {"reports": [r.to_json() for r in reports], "exit_code": code}
-        )
-        click.echo(json.dumps(doc, indent=2, default=str))
+        docs = [r.to_json() for r in reports]
+        click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, default=str))
     else:
         click.echo("\n".join(render(r) for r in reports), nl=False)
     sys.exit(code)
+
+
+def _target(config: Config, model: str, where: Selection) -> tuple[str, list[str]]:
+    """The file to check and the stacks to check it against: the named stacks as they are;
+    the infer stacks the other selectors reach; else the model's serving stacks or every
+    infer stack."""
+    spec = config.models.get(model)
+    path = spec.path if spec is not None else model
+    if where.stacks and not (where.pairs or where.probes or where.hosts):
+        return path, list(dict.fromkeys(where.stacks))
+    if not where.empty:
+        reached = narrowed(config, where).config.stacks
+        names = [n for n, s in reached.items() if s.role == "infer"]
+        if not names:
+            fail(f"{where.describe()} reach no infer stack in {config.source}")
+        return path, names
+    if spec is not None:
+        return path, list(spec.stacks)
+    names = [n for n, s in config.stacks.items() if s.role == "infer"]
+    if not names:
+        fail(f"{config.source} has no infer stack: name one with --stack")
+    return path, names
 
 
 def _history(obj: Context, config):  # noqa: ANN001 - the history database, if it exists

@@ -5,11 +5,15 @@ stack, and keep its inputs and outputs as the golden ``.npz`` that later cycles 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from auditor.cli.context import Context, fail
+from auditor.cli.selection import check_names, narrowed, selection_of, selector_options
 from auditor.compare.golden import GoldenError, read_golden, write_golden
+from auditor.config.selection import Selection, Universe
+from auditor.config.tables import Config
 from auditor.config.user_models import ModelConfig
 from auditor.cycle.preflight import ModelInputError, read_model
 from auditor.cycle.user_models import model_inputs
@@ -22,8 +26,17 @@ def golden_group() -> None:
 
 
 @golden_group.command("record")
-@click.argument("model")
-@click.option("--stack", metavar="STACK", help="The stack that runs the model (e.g. ms210-graph).")
+@click.argument("model", required=False)
+@selector_options(
+    texts={
+        "stack": "The stack that runs the model (one that loads MindIR, e.g. ms210-graph). Default: the "
+        "model's reference stack.",
+        "model": "A [models.NAME] to record (repeatable; the same as MODEL).",
+        "pair": "Record the models of this model pair (NAME:REFERENCE->STACK).",
+        "host": "Record the models served on this host.",
+        "probe": "Probes have no golden file (their goldens are kept in the history: `auditor baseline`).",
+    }
+)
 @click.option(
     "--train",
     "from_train",
@@ -35,51 +48,124 @@ def golden_group() -> None:
 @click.option("--seed", default=0, show_default=True, help="Seed of the inputs when MODEL is a file.")
 @click.pass_obj
 def golden_record(
-    obj: Context, model: str, stack: str | None, from_train: bool, out: str | None, seed: int
+    obj: Context, model: str | None, from_train: bool, out: str | None, seed: int, **kw: Any
 ) -> None:
-    """Run MODEL on STACK (or its training network, --train) and write its golden .npz.
+    """Run MODEL on a stack (or its training network, --train) and write its golden .npz.
 
     MODEL is a [models.NAME] of the config (its inputs specs are used, and its golden path
     unless --out is given), or the path of a .mindir (inputs from the file's own signature,
-    standard normal from --seed; --out is required).
+    standard normal from --seed; --out is required). --model (repeatable) and the other
+    selectors name several models of the config at once. A stack that cannot load a MindIR
+    (a train runtime) is refused before anything runs.
     """
     config = obj.config()
-    if from_train:
-        network = config.models[model].train if model in config.models else None
-        if network is None:
-            fail(f"--train records a [models.NAME] whose train table names its factory; {model!r} has none")
-        if stack is not None and stack != network.stack:
-            fail(f"models.{model}.train builds the network on {network.stack}, not on {stack}")
-        stack = network.stack
-    if stack is None:
-        fail("name the stack that runs the model: --stack STACK (or --train for the training network)")
-    if stack not in config.stacks:
-        fail(f"no stack named {stack!r} in {config.source} (configured: {', '.join(config.stacks)})")
-    if model in config.models:
-        spec = config.models[model]
-    elif Path(model).suffix == ".mindir" or Path(model).exists():
-        spec = ModelConfig(Path(model).stem, str(model), (stack,), golden=out, seed=seed)
-    else:
-        fail(f"{model!r} is neither a [models.NAME] of {config.source} nor a .mindir file")
-    target = out or spec.golden
-    if not target:
-        fail(f"models.{spec.name} has no golden path: pass --out FILE.npz")
+    selection = selection_of(kw)
+    if selection.probes:
+        fail("golden record writes [models.NAME] goldens; a probe's goldens are kept in the history "
+             "(`auditor baseline show`)")  # fmt: skip
+    if len(selection.stacks) > 1:
+        fail(f"golden record runs on one stack; --stack names {len(selection.stacks)}")
+    stack = selection.stacks[0] if selection.stacks else None
+    check_names(Selection(stacks=selection.stacks), Universe.of(config))
+    specs = _models(config, model, selection, stack, out, seed)
+    stacks = {}
+    for spec in specs:
+        if from_train:
+            if spec.train is None:
+                fail(
+                    f"--train records a [models.NAME] whose train table names its factory; "
+                    f"{spec.name} has none"
+                )
+            if stack is not None and stack != spec.train.stack:
+                fail(f"models.{spec.name}.train builds the network on {spec.train.stack}, not on {stack}")
+            stacks[spec.name] = spec.train.stack
+        else:
+            target_stack = stack or spec.reference
+            if target_stack is None:
+                also = " (or --train for its training network)" if spec.train is not None else ""
+                fail(
+                    f"models.{spec.name} has no reference stack: name the stack that runs it with "
+                    f"--stack{also} "
+                    f"({_loaders(obj, config) or 'no stack of this config loads a MindIR'})"
+                )
+            _refuse_early(obj, config, target_stack)
+            stacks[spec.name] = target_stack
+        target = out or spec.golden
+        if not target:
+            fail(f"models.{spec.name} has no golden path: pass --out FILE.npz")
+    for spec in specs:
+        _record(obj, config, spec, stacks[spec.name], out or spec.golden or "", from_train)
+
+
+def _models(
+    config: Config, model: str | None, selection: Selection, stack: str | None, out: str | None, seed: int
+) -> list[ModelConfig]:
+    """The models to record: MODEL (a [models.NAME] or a .mindir) and those the selectors name."""
+    specs: list[ModelConfig] = []
+    if model is not None:
+        if model in config.models:
+            specs.append(config.models[model])
+        elif Path(model).suffix == ".mindir" or Path(model).exists():
+            if stack is None:
+                fail(f"name the stack that runs {model} with --stack")
+            specs.append(ModelConfig(Path(model).stem, str(model), (stack,), golden=out, seed=seed))
+        else:
+            fail(f"{model!r} is neither a [models.NAME] of {config.source} nor a .mindir file")
+    where = Selection(pairs=selection.pairs, models=selection.models, hosts=selection.hosts)
+    if not where.empty:
+        specs += [
+            m for m in narrowed(config, where).config.models.values() if m.name not in {s.name for s in specs}
+        ]
+    if not specs:
+        fail("name the model to record: MODEL, or --model NAME of a [models.NAME]")
+    if out and len(specs) > 1:
+        fail(f"--out names one file, {len(specs)} models are selected")
+    return specs
+
+
+def _loaders(obj: Context, config: Config) -> str:
+    runtimes = obj.plugins().runtimes()
+    return ", ".join(
+        n
+        for n, s in config.stacks.items()
+        if runtimes.get(s.runtime) is not None and runtimes[s.runtime].can == "load"
+    )
+
+
+def _refuse_early(obj: Context, config: Config, stack: str) -> None:
+    """A stack whose runtime cannot load a MindIR (a train runtime builds and exports) is
+    refused before any worker starts, naming the stacks that can."""
+    s = config.stacks[stack]
+    runtime = obj.plugins().runtimes().get(s.runtime)
+    if runtime is not None and runtime.can != "load":
+        others = _loaders(obj, config)
+        fail(
+            f"golden record --stack {stack}: {stack} runs {s.runtime}, a train runtime that builds and "
+            f"exports models but does not load a MindIR; record on a stack that does"
+            + (f": {others}" if others else " (this config has none: add an infer stack)")
+        )
+
+
+def _record(
+    obj: Context, config: Config, spec: ModelConfig, stack: str, target: str, from_train: bool = False
+) -> None:
     try:
         data, info = read_model(spec.path)
         inputs, names = model_inputs(spec, info)
     except ModelInputError as exc:
         fail(str(exc))
+    network = spec.train if from_train else None
     worker = obj.plugins().reach(config).worker(stack)
-    what = spec.train.describe() if from_train and spec.train is not None else f"{spec.path} on {stack}"
+    what = network.describe() if network is not None else f"{spec.path} on {stack}"
     try:
         hello = worker.start()
-        if from_train and spec.train is not None:
-            checkpoint = str(Path(spec.train.checkpoint).resolve()) if spec.train.checkpoint else ""
+        if network is not None:
+            checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
             worker.request(
                 "network",
                 model="golden",
-                factory=spec.train.factory,
-                kwargs=dict(spec.train.kwargs),
+                factory=network.factory,
+                kwargs=dict(network.kwargs),
                 checkpoint=checkpoint,
                 checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
             )
@@ -109,7 +195,7 @@ def golden_record(
             model_file=str(Path(spec.path).resolve()),
             model=spec.name,
             stack=stack,
-            reference=spec.train.factory if from_train and spec.train is not None else "file",
+            reference=network.factory if network is not None else "file",
             runtime=hello.get("runtime_package"),
             runtime_version=hello.get("runtime_version"),
             seed=spec.seed,
@@ -118,7 +204,7 @@ def golden_record(
     except (OSError, GoldenError) as exc:
         fail(f"could not write the golden {target}: {exc}")
     shapes = ", ".join(f"{n}{list(o.shape)}" for n, o in zip(output_names, outputs, strict=True))
-    by = f" by {spec.train.factory} (PyNative)" if from_train and spec.train is not None else ""
+    by = f" by {network.factory} (PyNative)" if network is not None else ""
     click.echo(
         f"{path}: {len(inputs)} input(s), outputs {shapes}; recorded on {stack}{by} for {info.sha256[:12]}"
     )
