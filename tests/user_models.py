@@ -1,5 +1,7 @@
-"""A user's own policy (tests/model_fixtures/user_policy.py: LayerNorm, a discrete and a
-continuous head, 11 observations), exported IN THE TEST by the real ms20 and ms210 stacks."""
+"""A user's own policies, exported IN THE TEST by the real ms20 and ms210 stacks:
+tests/model_fixtures/user_policy.py (LayerNorm, a discrete and a continuous head, 11
+observations), and the package tests/model_fixtures/mypolicy (seven policies built by a factory,
+with the checkpoints training saved)."""
 
 from __future__ import annotations
 
@@ -24,3 +26,18 @@ def export_user_policy(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert out.is_file(), f"{stack} wrote no {out}"
     return out
+
+
+POLICIES = REPO / "tests" / "model_fixtures" / "mypolicy" / "export.py"
+
+
+def export_policies(stack: str, out: Path, kinds: tuple[str, ...] = (), seed: int = 0) -> list[Path]:
+    """Export mypolicy's policies (all, or ``kinds``) with ``stack``'s MindSpore into ``out``:
+    KIND.mindir and its checkpoint KIND.ckpt each."""
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [str(stack_python(stack)), str(POLICIES), str(out), "--seed", str(seed)]
+    if kinds:
+        argv += ["--kinds", ",".join(kinds)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return sorted(out.glob("*.mindir"))

@@ -229,33 +229,9 @@ def _read_history(store: Store | None, sha256: str) -> _History:
     return out
 
 
-def preflight(
-    config: Config,
-    path: str,
-    stacks: Sequence[str],
-    collectors: Sequence[str],
-    rules: Sequence[Rule],
-    runtimes: Mapping[str, RuntimeSpec],
-    learned_maxima: Mapping[tuple[str, str], LearnedMaximum] | None = None,
-    learned_operators: Sequence[LearnedOperator] = (),
-    load: bool = True,
-    seed: int = 0,
-    history: Store | None = None,
-) -> CheckReport:
-    """Check the MindIR at ``path`` against ``stacks`` (``preflight_many`` with one file)."""
-    (report,) = preflight_many(
-        config,
-        [path],
-        stacks,
-        collectors,
-        rules,
-        runtimes,
-        learned_maxima,
-        learned_operators,
-        load,
-        seed,
-        history,
-    )
+def preflight(config: Config, path: str, *args: Any, **kwargs: Any) -> CheckReport:
+    """Check the MindIR at ``path``: ``preflight_many`` with one file (the same arguments)."""
+    (report,) = preflight_many(config, [path], *args, **kwargs)
     return report
 
 

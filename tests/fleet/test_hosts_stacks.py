@@ -549,25 +549,12 @@ def test_a_training_network_on_a_remote_train_stack_gets_its_package_with_the_wo
     """[models.NAME] train on a stack behind ssh: the factory's package (found through
     train.path here) travels in the worker's payload, nothing installed there; the reference
     is the same as the one a local train stack builds."""
-    import subprocess
-
     from tests.conftest import REPO
+    from tests.user_models import export_policies
 
     (a, tree_a), (_, tree_b) = hosts["hostA"], hosts["hostB"]
     fixtures = REPO / "tests" / "model_fixtures"
-    proc = subprocess.run(
-        [
-            str(stack_python("ms20")),
-            str(fixtures / "mypolicy" / "export.py"),
-            str(tmp_path),
-            "--kinds",
-            "elu_gauss",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    export_policies("ms20", tmp_path, ("elu_gauss",))
     before = _remote_dirs()
     doc = copy.deepcopy(default_doc)
     network = {

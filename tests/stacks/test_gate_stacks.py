@@ -29,6 +29,7 @@ from auditor.cli.main import cli
 from auditor.cycle.preflight import seeded_inputs
 from auditor.worker.mindir import read_info
 from tests.conftest import DEFAULT_CONFIG, REPO, stack_python
+from tests.user_models import export_policies
 
 pytestmark = pytest.mark.stacks
 
@@ -59,14 +60,7 @@ def config_text() -> str:
 def policies(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
     d = tmp_path_factory.mktemp("policies")
     for exporter in EXPORTERS:
-        (d / exporter).mkdir()
-        proc = subprocess.run(
-            [str(stack_python(exporter)), str(FIXTURES / "mypolicy" / "export.py"), str(d / exporter)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        export_policies(exporter, d / exporter)
     # Every kind mypolicy.nets builds (its KINDS), as each exporter wrote it.
     kinds = sorted(p.stem for p in (d / EXPORTERS[0]).glob("*.mindir"))
     assert len(kinds) >= 7 and kinds == sorted(p.stem for p in (d / EXPORTERS[1]).glob("*.mindir"))
@@ -306,21 +300,7 @@ def test_an_unreachable_stack_is_ok_only_on_what_an_audit_stored(
     assert audited.exit_code == 0 and v["status"] == "ok", v
     assert "not reached, but an audit loaded and ran this very file" in v["reason"]
     assert any("could not be reached" in u for u in v["unknown"])
-    new = subprocess.run(
-        [
-            str(stack_python("ms20")),
-            str(FIXTURES / "mypolicy" / "export.py"),
-            str(tmp_path),
-            "--kinds",
-            "leaky_entropy",
-            "--seed",
-            "5",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert new.returncode == 0, new.stderr[-2000:]
+    export_policies("ms20", tmp_path, ("leaky_entropy",), seed=5)
     unaudited = CliRunner().invoke(cli, [*args, "--model", str(tmp_path / "leaky_entropy.mindir")])
     (u,) = json.loads(unaudited.stdout)["verdicts"]
     # Never audited, but Lite 2.0's measured table covers each of its operators: evidence too.
