@@ -92,7 +92,7 @@ def test_no_load_is_never_ok_even_with_every_other_evidence() -> None:
 
 def test_an_unreachable_stack_is_ok_only_on_stored_or_measured_evidence() -> None:
     stored = verdict(
-        unreachable(), {"model_version": "2.0.0", "op_types": ["NoSuchOp"]}, [served("consistent")]
+        unreachable(), {"model_version": "2.0.0", "op_types": ["NoSuchOp", "Add"]}, [served("consistent")]
     )
     assert stored.status == OK and "not reached, but an audit loaded and ran this very file" in stored.reason
     assert any("could not be reached" in u for u in stored.unknown)
@@ -100,6 +100,9 @@ def test_an_unreachable_stack_is_ok_only_on_stored_or_measured_evidence() -> Non
     assert measured.status == OK and "covers every operator" in measured.reason
     nothing = verdict(unreachable(), {"model_version": "2.0.0", "op_types": ["NoSuchOp"]})
     assert nothing.status == UNCHECKED and "no evidence" in nothing.reason
+    # Add hung in one of the sweep's graphs: without this file's own result, a warning.
+    uneven = verdict(unreachable(), {"model_version": "2.0.0", "op_types": ["Add", "MatMul"]})
+    assert uneven.status == WARNING and "may fail on this file" in uneven.reason and "Add" in uneven.reason
     # Another runtime release's result is no evidence for this one (the caller filters by identity).
     gone = verdict(unreachable(fingerprint=False), history=[served("consistent")])
     assert gone.status == ERROR and "interpreter not found" in gone.reason
