@@ -42,8 +42,17 @@ class Latency:
 
     @property
     def throughput(self) -> float:
-        """Samples per second at p50."""
+        """Samples per second at the median call time (batch / p50)."""
         return self.batch / (self.p50_us / 1e6) if self.p50_us > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Samples per second the serving (infer) side runs at one batch size: batch / p50 of the
+    timed calls (auditor.cycle.latency)."""
+
+    batch: int
+    samples_per_s: float
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,17 @@ class Finding:
     key: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+    cause: str = ""
+    """What went wrong, without where: the findings of one cycle that share a cause are
+    reported as one (auditor.cycle.causes), keyed by it, so that alerts follow the cause and
+    not each stack, pair or variant it shows on. Empty: the finding is a cause of its own."""
+    summary: str = ""
+    """The cause in words, without the place ("NaN masked to -10 by obs_normalizer"); the
+    reported message is "<summary> on <where it holds>"."""
+    place: tuple[str, str] = ("", "")
+    """Where this finding holds: (stack or pair, variant or "")."""
+    example: str = ""
+    """One occurrence in figures (a value, an input), shown after the places."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +143,15 @@ class ProbeResult:
     """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
     samples: int = 0
     """How many samples (rows of the input batch) both sides ran and were compared on."""
+    throughput: tuple[Throughput, ...] = ()
+    """The serving side's samples/s at each batch it was timed at (its own, ``[latency]
+    batches`` and ``sweep``), smallest batch first."""
+    saturation_batch: int | None = None
+    """The smallest of those batches whose throughput reaches ``[latency] saturation`` of the
+    highest (None: fewer than two batches timed)."""
+    conversion: Artifact | None = None
+    """What the serving stack's MindSpore Lite converter made of ``artifact`` and ran in its
+    place (auditor.cycle.convert): digest, format, options, converter version, source."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +164,53 @@ class LearnedMaximum:
     max_mind_ir_version: int
     message: str = ""
     learned_at: datetime | None = None
+
+
+NPU_TELEMETRY, TELEMETRY_UNAVAILABLE = "npu-telemetry", "telemetry-unavailable"
+"""Finding kinds of NPU telemetry (auditor.cycle.telemetry): a value at or above a limit; an NPU
+or host whose views could not be read."""
+
+
+@dataclass(frozen=True)
+class ChipTelemetry:
+    """What one chip of an NPU (or its card's MCU, chip ``mcu``) reported in one sample:
+    metric -> value (auditor.worker.npu_metrics names them)."""
+
+    chip: str
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class NpuTelemetry:
+    npu: int
+    chips: tuple[ChipTelemetry, ...] = ()
+    errors: tuple[str, ...] = ()
+    """The npu-smi views that failed for this NPU, each with npu-smi's own words."""
+    unsupported: tuple[str, ...] = ()
+    """Views this device does not offer (not an error)."""
+
+
+@dataclass(frozen=True)
+class HostTelemetry:
+    """One telemetry sample of a host's NPUs (auditor.cycle.telemetry), taken through one of
+    its stacks' workers. Volatile: never part of a fingerprint."""
+
+    host: str
+    stack: str
+    at: float
+    """When the sample arrived (the auditor's clock, Unix time)."""
+    available: bool
+    reason: str | None = None
+    """Why there is no sample: no npu-smi, no NPU (``failed`` False), or npu-smi failing."""
+    failed: bool = False
+    """npu-smi is there but could not list the NPUs: nothing was checked (not "no NPUs")."""
+    npus: tuple[NpuTelemetry, ...] = ()
+    seconds: float = 0.0
+    calls: int = 0
+
+    def points(self) -> list[tuple[int, str, str, float]]:
+        """(npu, chip, metric, value) of every value of the sample."""
+        return [(n.npu, c.chip, k, v) for n in self.npus for c in n.chips for k, v in c.values.items()]
 
 
 @dataclass
@@ -153,6 +229,8 @@ class CycleResult:
     """Operators a load failed on (stored; auditor.rules.operator_support)."""
     publications: list[Any] = field(default_factory=list)
     """auditor.history.publication.PublicationSet per publishing train stack (split mode)."""
+    telemetry: list[HostTelemetry] = field(default_factory=list)
+    """One NPU telemetry sample per host (auditor.cycle.telemetry)."""
 
     @property
     def outcome(self) -> str:
@@ -194,6 +272,7 @@ class CycleResult:
                 for r in self.rollouts
             ],
             "findings": [asdict(f) for f in self.findings],
+            "telemetry": [asdict(t) for t in self.telemetry],
         }
 
 

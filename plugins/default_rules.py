@@ -393,6 +393,12 @@ def operator_support(ctx: RuleContext) -> Iterable[Finding]:
             f"and pass them as an input), or serve the model with a runtime that runs "
             f"{'it' if len(ops) == 1 else 'them'}",
             kind="unsupported",
+            cause=(
+                f"{pair.infer}/operator-support/{'+'.join(ops)}",
+                f"unsupported operator: {', '.join(ops)}: {pair.infer} ({runtime} {version}) cannot run "
+                + "; ".join(f"{op}: {limits[op]}" for op in ops)
+                + "; the load was not attempted",
+            ),
             blocks=[{"pair": pair.name, "probe": m.probe, "variant": m.variant} for m in models],
         )
 

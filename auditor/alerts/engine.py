@@ -57,6 +57,7 @@ from auditor.alerts.sinks import CLOSED, OPEN, OPENED, REMINDER, RESOLVED, SCHEM
 from auditor.config.selection import Scope
 from auditor.config.tables import SEVERITIES, AlertsConfig, SinkConfig
 from auditor.db import schema as m
+from auditor.results import NPU_TELEMETRY, TELEMETRY_UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +73,15 @@ in one run only, so they open at once."""
 
 STACK_KINDS = ("stack-unavailable", "worker-failure")
 
+DEVICE_KINDS = (NPU_TELEMETRY, TELEMETRY_UNAVAILABLE)
+
 
 def category(kind: str, details: Mapping[str, Any], builtin_probes: Collection[str]) -> str:
     """What a finding is about, for ``[alerts] on`` (auditor.config.tables.ALERT_CATEGORIES)."""
     if kind in STACK_KINDS:
         return "stacks"
+    if kind in DEVICE_KINDS:
+        return "devices"
     if kind in EVENTS:
         return "version-drift"
     if kind == "latency-regression":

@@ -17,7 +17,7 @@ from auditor.cli.selection import check_names, narrowed, selection_of, selector_
 from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
 from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, preflight_many
-from auditor.history.store import Store
+from auditor.history.store import Store, StoreError
 
 
 @click.command("check")
@@ -38,10 +38,16 @@ from auditor.history.store import Store
     help="Load the model on each reachable stack and run one seeded batch (the evidence for OK). "
     "--no-load: rules, stored results and measured tables only; never OK.",
 )
+@click.option(
+    "--convert",
+    is_flag=True,
+    help="Stacks with a [stacks.X.convert] first convert the model as their deployment does, "
+    "then load and run the converted model (with --no-load: convert only).",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed of the batch that is run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.pass_obj
-def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any) -> None:
+def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: bool, **kw: Any) -> None:
     """Will these stacks load and run this MindIR? A deployment pipeline's gate.
 
     Reads the file without any framework, fingerprints the stacks, runs every compatibility
@@ -54,6 +60,11 @@ def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any)
     file. A failure says whether the load or the first call failed, on which operator or
     version pair, with the runtime's own log lines and the remedy. The history database is
     read (never created): earlier results of the file, runtime limits learned by audits.
+
+    With --convert, a stack that declares its deployment's conversion ([stacks.X.convert])
+    converts the file with MindSpore Lite's converter and those options first, and what is
+    loaded and run is the converted model; a failed conversion is that stack's error in the
+    converter's words.
 
     With several --model, each file gets its verdicts (JSON: a list of reports) and the exit
     status is the worst.
@@ -77,6 +88,8 @@ def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any)
     order = []
     for model in dict.fromkeys(selection.models):
         path, names = _target(config, model, where)
+        if convert and not any(config.stacks[n].convert is not None for n in names):
+            fail(f"--convert: none of {', '.join(names)} declares a conversion ([stacks.NAME.convert])")
         groups.setdefault(tuple(names), []).append(path)
         order.append(path)
     store = _history(obj, config)
@@ -93,6 +106,7 @@ def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any)
                 load=load,
                 seed=seed,
                 history=store,
+                convert=convert,
             )
             by_path.update(zip(dict.fromkeys(paths), reports, strict=True))
     except ModelInputError as exc:
@@ -138,11 +152,9 @@ def _target(config: Config, model: str, where: Selection) -> tuple[str, list[str
     return path, names
 
 
-def _history(obj: Context, config):  # noqa: ANN001 - the history database, if it exists
+def _history(obj: Context, config: Config) -> Store | None:
     """The history database, opened to be read (a check never creates nor migrates one), or
     None when there is none or it cannot be opened (said on stderr)."""
-    from auditor.history.store import StoreError
-
     url = obj.db_url(config)
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
         return None
@@ -182,8 +194,11 @@ def _verdict_lines(v: StackVerdict, width: int) -> list[str]:
     for f in v.findings:
         if f.message != v.reason:
             lines.append(f"      {f.severity}: {f.message}")
+    if v.conversion is not None:
+        state = "ok" if v.conversion.ok else "FAILED"
+        lines.append(f"      conversion: {state}, {v.conversion.seconds:.2f} s: {v.conversion.message}")
     if v.load is not None and not v.load.attempted:
-        lines.append("      load: not attempted (the finding above says it would fail)")
+        lines.append(f"      load: {v.load.message}")
     elif v.load is not None:
         if v.load.ok:
             lines.append(f"      load: ok, {v.load.seconds:.2f} s")

@@ -7,6 +7,7 @@ long history writes rows as they are read, in any of the three formats.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
 from auditor.cli.selection import selector_options
 from auditor.common.redact import redact_url
+from auditor.config.tables import ConfigError
 from auditor.history.filters import FIELDS, STACK_FIELDS, Filters, HistoryError, iso, parse_when, parse_where
 from auditor.history.queries import (
     METRIC_COLUMNS,
@@ -421,11 +423,17 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
 
     f = _filters(kw, None)
     store = obj.store(read=True)
+    limits = None  # the NPU telemetry thresholds drawn: the config's, else the built-in ones
+    if obj.find_config(required=False):
+        with contextlib.suppress(ConfigError):
+            limits = obj.load_config().telemetry.limits()
     with store.engine.connect() as conn:
         refresh_statistics(conn)
         _reject_unknown(conn, f)  # an unknown --metric is the report's ReportError
         try:
-            page, summary = render_report(conn, f, metric=metric, source=_redacted(store.url))
+            page, summary = render_report(
+                conn, f, metric=metric, source=_redacted(store.url), telemetry_limits=limits
+            )
         except ReportError as exc:
             fail(str(exc))
     path = Path(out_path)

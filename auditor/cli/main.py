@@ -22,6 +22,7 @@ from auditor.cli.golden import golden_group
 from auditor.cli.history import db_group, history_command, report_command, show_command, trend_command
 from auditor.cli.hosts import hosts_group
 from auditor.cli.plugins import plugins_command
+from auditor.cli.telemetry import telemetry_group
 from auditor.db.columns import unreadable
 from auditor.db.health import db_error, from_database
 from auditor.extend.manager import Plugins
@@ -72,6 +73,7 @@ cli.add_command(baseline_group)
 cli.add_command(hosts_group)
 cli.add_command(check_command)
 cli.add_command(golden_group)
+cli.add_command(telemetry_group)
 cli.add_command(compare_command)
 
 

@@ -52,11 +52,13 @@ from auditor.config.tables import (
     SinkConfig,
     StackConfig,
     StorageTable,
+    TelemetryConfig,
     _relative_to,
     expand,
 )
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
 from auditor.config.user_models import InputSpec, ModelConfig, TrainNetwork
+from auditor.worker.npu_metrics import METRICS
 
 # -- parse: per-key validation by the schema, then the checks that need more ------------------
 
@@ -151,6 +153,7 @@ def parse(
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes)
     _check_latency(p)
+    _check_telemetry(p, simple["telemetry"])
     _check_rollout(p, pairs, known_probes, probe_variants, env_problem)
     simple["schedule"] = _check_schedule(p, simple["schedule"])
     _check_secrets(p)
@@ -194,6 +197,10 @@ def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConf
             if known_runtimes[runtime] != needed:
                 what = "build and export probes" if role == "train" else "load exported MindIR"
                 p.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
+        if "convert" in s and runtime != "mindspore-lite":
+            p.error(
+                f"{path}.convert", f"only a mindspore-lite stack converts models (this one runs {runtime!r})"
+            )
         if stack is not None:
             stacks[name] = stack
     return stacks
@@ -276,6 +283,14 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
             continue
         if not targets and table.path:
             p.error(f"{path}.stacks", "no stack to compare: name the stacks that serve the model")
+        if table.convert is not None:
+            other = [s for s in targets if s in stacks and stacks[s].runtime != "mindspore-lite"]
+            if other:
+                p.error(
+                    f"{path}.convert",
+                    f"only mindspore-lite stacks convert models; {', '.join(other)} serve(s) it too "
+                    "(name the Lite stacks in stacks = [...])",
+                )
         base = Tolerance(
             table.atol if table.atol is not None else Tolerance().atol,
             table.rtol if table.rtol is not None else Tolerance().rtol,
@@ -314,6 +329,7 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
                 for o, t in table.outputs.items()
             },
             frozenset(o for o, v in chosen.items() if v),
+            table.convert,
         )
     return out
 
@@ -510,6 +526,20 @@ def _check_latency(p: _Parse) -> None:
         p.error(
             "latency.regression_min_runs", f"must be at most regression_window ({window}), not {min_runs}"
         )
+
+
+def _check_telemetry(p: _Parse, telemetry: TelemetryConfig) -> None:
+    """Threshold tables name known metrics, and their levels do not decrease."""
+    for metric, limits in telemetry.thresholds.items():
+        path = f"telemetry.thresholds.{metric}"
+        if metric not in METRICS:
+            p.error(path, f"unknown telemetry metric (known: {_known(METRICS)})")
+            continue
+        levels = [(n, getattr(limits, n)) for n in ("warning", "error", "critical")]
+        given = [(n, v) for n, v in levels if v is not None]
+        for (a, x), (b, y) in zip(given, given[1:], strict=False):
+            if x > y:
+                p.error(path, f"{a} ({x:g}) is above {b} ({y:g}): each level must be at least the one below")
 
 
 def _check_rollout(

@@ -128,6 +128,8 @@ class ModelConfig:
     outputs: dict[str, Tolerance] = field(default_factory=dict)
     thresholds_set: frozenset[str] = frozenset()
     """Where the user set thresholds: "" for the model's atol/rtol, else the output names."""
+    convert: Any = None
+    """auditor.config.tables.ConvertTable: the conversion the serving stacks run on the file."""
 
     @property
     def probe_config(self) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from auditor.cycle import causes
 from auditor.cycle.jobs import ProbeJob, TrainOutcome
 from auditor.cycle.state import CycleState
 from auditor.extend.runtime_spec import RuntimeSpec
@@ -197,7 +198,8 @@ class Compatibility:
     # -- the findings, each reported once ------------------------------------------------------
     def with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
         """Stack errors, then the rules' findings, then the probes' (one finding per key: a
-        variant a rule blocked is reported by the rule's finding only)."""
+        variant a rule blocked is reported by the rule's finding only), with the findings of
+        one cause merged into one that says where it holds (auditor.cycle.causes)."""
 
         def reported_by_a_rule(f: Finding) -> bool:
             probe, variant = f.details.get("probe"), f.details.get("variant")
@@ -215,4 +217,4 @@ class Compatibility:
             for f in findings
             if f.kind not in stack_kinds and f.key not in keys and not reported_by_a_rule(f)
         ]
-        return first + self.findings + rest
+        return causes.group(first + self.findings + rest)

@@ -29,6 +29,7 @@ from auditor.compare.outputs import (
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle import saved_outputs
 from auditor.cycle.compatibility import Compatibility
+from auditor.cycle.convert import served_results
 from auditor.cycle.jobs import (
     CheckError,
     CycleAborted,
@@ -40,6 +41,7 @@ from auditor.cycle.jobs import (
 )
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
+from auditor.cycle.telemetry import DeviceTelemetry
 from auditor.cycle.user_models import ModelSuite, model_stacks
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
@@ -112,6 +114,7 @@ class Cycle:
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
         self.suite = ProbeSuite(self.state)
         self.models = ModelSuite(self.state, self.compat)
+        self.telemetry = DeviceTelemetry(self.state)
 
     def abort(self) -> None:
         """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
@@ -148,8 +151,10 @@ class Cycle:
         self._publications: dict[str, publication.Publication | None] = {}
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
+            self.state.tmp = Path(tmp)
             try:
                 self.compat.fingerprint_and_check(sessions)
+                samples = self.telemetry.sample(sessions)  # NPU telemetry, once per host
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
@@ -194,6 +199,7 @@ class Cycle:
                 # Probe suite: localization and rollouts need both workers of each pair alive.
                 results, rollouts = self.suite.follow_up(planned, results, trained, inferred, Path(tmp))
                 results += self.models.follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
+                results += self._served_conversions(sessions)  # [stacks.X.convert] served
             finally:
                 close_sessions(list(sessions.values()))
                 CONNECTIONS.close_all()
@@ -207,6 +213,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + self.suite.side_findings(planned, trained, inferred)
+            + self.telemetry.findings(samples)
         )
         return CycleResult(
             started,
@@ -219,6 +226,7 @@ class Cycle:
             rollouts=rollouts,
             learned_operators=self.compat.learned_operators,
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
+            telemetry=samples,
         )
 
     # -- the two sides ---------------------------------------------------------------------
@@ -300,7 +308,7 @@ class Cycle:
         trained: dict[str, dict[str, TrainOutcome]],
     ) -> dict[tuple[str, str], InferOutcome]:
         out: dict[tuple[str, str], InferOutcome] = {}
-        loaded: set[str] = set()
+        loaded: dict[str, Artifact | None] = {}  # model -> its conversion, if the stack converts
         for pair, job in jobs:
             self.state.check()
             outcome = InferOutcome()
@@ -313,8 +321,11 @@ class Cycle:
             try:
                 worker = session.ensure()
                 if model not in loaded:
-                    outcome.load_log = worker.request("load", model=model, path=str(train.mindir)).log
-                    loaded.add(model)
+                    # converted first where the stack declares its deployment's conversion
+                    done = self.state.load(worker, session.stack, model, train.mindir)
+                    loaded[model] = done.conversion
+                    outcome.load_log = done.log
+                outcome.conversion = loaded[model]
                 inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
                 outcome.latency = self.state.time(worker, model, inputs, job.batch)
@@ -337,8 +348,36 @@ class Cycle:
                 for pair, job in jobs
                 if job.rerun and out[(pair.name, job.key)].outputs is not None
             ],
-            lambda worker, model, job: worker.request("load", model=model, path=str(mindirs[model])),
+            lambda worker, model, job: self.state.load(worker, session.stack, model, mindirs[model]),
         )
+        return out
+
+    def _served_conversions(self, sessions: dict[str, StackSession]) -> list[ProbeResult]:
+        """Each converted file a stack serves against a fresh conversion of its source."""
+        out: list[ProbeResult] = []
+        for name, session in sessions.items():
+            table = session.stack.convert
+            if table is None or not table.served:
+                continue
+            self.state.check()
+            try:
+                worker = session.ensure()
+            except WorkerError as exc:
+                out += [
+                    ProbeResult(
+                        f"{name}:served",
+                        name,
+                        name,
+                        Path(f).name,
+                        "",
+                        "served-conversion",
+                        ERROR,
+                        exc.describe(),
+                    )
+                    for f in sorted(table.served)
+                ]
+                continue
+            out += served_results(worker, session.stack, self.compat.fingerprints.get(name))
         return out
 
     # -- split mode (auditor.history.publication) ---------------------------------------------------------
@@ -457,6 +496,7 @@ class Cycle:
             infer_latency=infer.latency,
             artifact=train.artifact,
             thresholds={o: asdict(self.state.tolerance(job, o)) for o in job.spec.outputs},
+            conversion=infer.conversion,
             samples=job.batch,
         )
         if train.error is not None:
@@ -569,7 +609,24 @@ class Cycle:
                 f"{r.pair}/{r.probe}/{r.variant}/{r.status}",
                 r.message,
                 {"probe": r.probe, "variant": r.variant},
+                **(drift_cause(r) if r.status == DRIFT else {}),
             )
+
+
+def drift_cause(r: ProbeResult) -> dict[str, Any]:
+    """A drift's cause: the pair, the probe and what is out of tolerance (its outputs, else its
+    probe-wide checks), so that variants drifting in the same outputs are one finding."""
+    failing = [c.output for c in r.outputs if not c.passed]
+    failing += [c.output.partition("@")[0] for c in r.checks if not c.passed and c.output and c.output != "*"]
+    if not failing:
+        failing = [c.metric for c in r.checks if not c.passed]
+    what = list(dict.fromkeys(failing))
+    return {
+        "cause": f"{r.pair}/{r.probe}/drift/{'+'.join(what)}",
+        "summary": f"{r.probe} drifts in {', '.join(what) or 'its outputs'}",
+        "place": (r.pair, r.variant),
+        "example": f"[{r.variant}] {r.message}",
+    }
 
 
 _CheckError = CheckError

@@ -17,12 +17,19 @@ Without a load (``load=False``, ``auditor check --no-load``) the verdict is neve
 what was checked and what could not be known (``unchecked``), or the problem found. A stored
 failure of the file, an operator the runtime's table measured computing differently, a
 cross-release pair the runtime itself warns about, each keeps the verdict from ``ok``.
+
+With ``convert`` a stack that declares its deployment's conversion (``[stacks.X.convert]``)
+first converts the file with it (``auditor.cycle.convert``): a conversion that fails is that
+stack's error in the converter's words, what is loaded and run is what the conversion made, and
+only stored results of converted runs (and no operator table, which was measured on exported
+files) stand in for a stack that cannot be reached.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from auditor.common import tempdirs
 from auditor.config.tables import Config, PairConfig, StackConfig
+from auditor.cycle import convert as conversion
 from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.fingerprint import collect as fingerprint
 from auditor.history.queries import ServedResult, latest_fingerprints, served_results
@@ -126,6 +135,18 @@ class LoadCheck:
 
 
 @dataclass
+class ConvertCheck:
+    """What converting the file with the stack's declared conversion gave."""
+
+    ok: bool
+    message: str
+    artifact: dict[str, Any] | None = None
+    """The converted artifact: sha256, size, format, options, converter, source."""
+    seconds: float = 0.0
+    log: str = ""
+
+
+@dataclass
 class StackVerdict:
     stack: str
     runtime: str
@@ -139,6 +160,7 @@ class StackVerdict:
     """What the verdict rests on: the load, earlier audits of this file, the measured table."""
     unknown: list[str] = field(default_factory=list)
     """What could not be known (why an ``unchecked`` verdict is not ok)."""
+    conversion: ConvertCheck | None = None
 
 
 @dataclass
@@ -195,6 +217,9 @@ class _Probe:
     diagnosis: Diagnosis | None = None
     last_seen: str = ""
     """For a stack that could not be reached: whose fingerprint stands in for it."""
+    conversion: ConvertCheck | None = None
+    converted: Path | None = None
+    """The converted file (``convert``), staged on this machine: what is loaded."""
 
 
 @dataclass
@@ -247,6 +272,7 @@ def preflight_many(
     load: bool = True,
     seed: int = 0,
     history: Store | None = None,
+    convert: bool = False,
 ) -> list[CheckReport]:
     """Check each MindIR of ``paths`` against ``stacks``, one report each: every stack's worker
     is started and fingerprinted once; a worker whose load failed is replaced before the next
@@ -254,12 +280,14 @@ def preflight_many(
     ModelInputError, before any worker starts, for a file that cannot be audited; a stack that
     cannot be started is that stack's error verdict unless stored or measured evidence speaks
     for it. ``history``: the history database, read only (earlier results of each file, learned
-    limits, the last fingerprint of a stack that cannot be reached)."""
+    limits, the last fingerprint of a stack that cannot be reached). ``convert``: stacks with a
+    ``[stacks.X.convert]`` convert each file first, and load what the conversion made."""
     files = [(path, *read_model(path)) for path in paths]
     chosen = {n: config.stacks[n] for n in stacks}
     stacks_reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, (), collectors)
-    gate = _Gate(chosen, rules, runtimes, stacks_reach)
+    gate = _Gate(chosen, rules, runtimes, stacks_reach, convert)
     workers: dict[str, StackWorker] = {}
+    tmp = tempdirs.make("auditor-check-") if convert else None
 
     def one(stack: StackConfig) -> _Probe:
         worker = workers[stack.name] = stacks_reach.worker(stack.name)
@@ -271,7 +299,7 @@ def preflight_many(
             max_workers=max(1, config.worker.parallel), thread_name_prefix="check"
         ) as pool:
             base = dict(zip(chosen, pool.map(one, chosen.values()), strict=True))
-            for path, _, info in files:
+            for path, data, info in files:
                 started = time.time()
                 past = _read_history(history, info.sha256)
                 for name, p in base.items():
@@ -280,12 +308,19 @@ def preflight_many(
                 known_ops = [*past.operators, *learned_operators]
                 probed = {n: dataclasses.replace(p) for n, p in base.items()}
                 findings = gate.file_rules(path, info, probed, maxima)
+                model_id = f"check/{info.sha256[:16]}"  # one per file: Lite keeps each model alive
+                if tmp is not None:
+                    todo = gate.conversions(path, probed, findings)
+                    jobs = [(workers[n], stack, probed[n], data, model_id, tmp) for n, stack in todo.items()]
+                    list(pool.map(lambda job: _convert(*job), jobs))
                 if load:
                     inputs = seeded_inputs(info.inputs or (), seed)
                     todo = gate.loads(path, probed, findings)
                     abspath = str(Path(path).resolve())
-                    model_id = f"check/{info.sha256[:16]}"  # one per file: Lite keeps each model alive
-                    jobs = [(workers[n], todo[n], abspath, inputs, model_id) for n in todo]
+                    jobs = [
+                        (workers[n], todo[n], str(todo[n].converted or abspath), inputs, model_id)
+                        for n in todo
+                    ]
                     list(pool.map(lambda job: _load(*job), jobs))
                 report = gate.report(path, info, probed, findings, past, known_ops, load)
                 report.seconds = time.time() - started
@@ -300,6 +335,8 @@ def preflight_many(
     finally:
         for worker in workers.values():
             worker.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return reports
 
 
@@ -312,6 +349,11 @@ class _Gate:
     rules: Sequence[Rule]
     runtimes: Mapping[str, RuntimeSpec]
     stacks_reach: Reach
+    convert: bool = False
+    """Stacks with a ``[stacks.X.convert]`` convert the file first."""
+
+    def converts(self, name: str) -> bool:
+        return self.convert and self.chosen[name].convert is not None
 
     def file_rules(
         self,
@@ -336,15 +378,32 @@ class _Gate:
         )
         return run_rules(self.rules, context)
 
+    def conversions(
+        self, path: str, probed: Mapping[str, _Probe], findings: list[Finding]
+    ) -> dict[str, StackConfig]:
+        """The stacks that convert the file first: they declare a conversion, are reached, and
+        no rule's finding says the file cannot serve there."""
+        return {
+            name: stack
+            for name, stack in self.chosen.items()
+            if self.converts(name)
+            and probed[name].error is None
+            and blocked(findings, PairConfig(file_label(path), name, ()).name, MODEL_PROBE, "file") is None
+        }
+
     def loads(self, path: str, probed: Mapping[str, _Probe], findings: list[Finding]) -> dict[str, _Probe]:
-        """The stacks to load the file on: reached, and no rule's finding makes the load pointless."""
+        """The stacks to load the file on: reached, and no rule's finding (nor a failed
+        conversion) makes the load pointless."""
         todo = {}
         for name in self.chosen:
             stopper = blocked(findings, PairConfig(file_label(path), name, ()).name, MODEL_PROBE, "file")
+            conv = probed[name].conversion
             if probed[name].error is not None:
                 continue
             if stopper is not None:
                 probed[name].load = LoadCheck(False, f"not attempted: {stopper.message}", attempted=False)
+            elif conv is not None and not conv.ok:
+                probed[name].load = LoadCheck(False, "not attempted: the conversion failed", attempted=False)
             else:
                 todo[name] = probed[name]
         return todo
@@ -367,12 +426,14 @@ class _Gate:
             package, version = _identity(p)
             spec = self.runtimes.get(stack.runtime)
             target = target_of(stack)
-            cov = coverage(spec.operator_tables if spec else (), package, version, target, asdict(info))
+            tables = () if spec is None or self.converts(name) else spec.operator_tables
+            cov = coverage(tables, package, version, target, asdict(info))
             before = learned_failures(known_ops, package, version, target)
             before = {op: why for op, why in before.items() if op in (info.op_types or ())}
             if p.load_error is not None:
                 known = {**before, **cov.known_failures()}
-                p.diagnosis = _diagnose_load(self.stacks_reach, stack, p, abspath, known, info)
+                loaded = str(p.converted or abspath)
+                p.diagnosis = _diagnose_load(self.stacks_reach, stack, p, loaded, known, info)
             d = p.diagnosis
             if d is not None:
                 if d.maximum is not None and package and version:
@@ -380,7 +441,11 @@ class _Gate:
                 op = learn(stack, p.hello, d)
                 if op is not None:
                     learned_ops.append(op)
-            served = [r for r in past.served if _same_runtime(r, package, version, target)]
+            served = [
+                r
+                for r in past.served
+                if _same_runtime(r, package, version, target) and r.converted == self.converts(name)
+            ]
             pair = PairConfig(file_label(path), name, (MODEL_PROBE,)).name
             verdicts.append(_verdict(stack, pair, p, findings, served, cov, before, load))
         notes = [past.note] if past.note else []
@@ -418,6 +483,27 @@ def _same_runtime(r: ServedResult, package: str | None, version: str | None, tar
         package is not None
         and (r.runtime_package, r.runtime_version) == (package, version)
         and r.device.partition(":")[0] == target
+    )
+
+
+def _convert(
+    worker: StackWorker, stack: StackConfig, out: _Probe, data: bytes, model: str, tmp: Path
+) -> None:
+    assert stack.convert is not None
+    begun = time.time()
+    try:
+        done = conversion.convert(worker, stack, stack.convert, data, model, tmp)
+    except WorkerError as exc:
+        out.conversion = ConvertCheck(False, exc.message, seconds=time.time() - begun, log=exc.log[-4000:])
+        return
+    info = done.artifact.info
+    out.converted = done.path
+    out.conversion = ConvertCheck(
+        True,
+        f"converted ({stack.convert.describe()}) by MindSpore Lite {info['converter'].get('version')}: "
+        f"{info['format']}, {done.artifact.size} bytes, sha256 {done.artifact.sha256[:12]}",
+        {**info, "size": done.artifact.size},
+        time.time() - begun,
     )
 
 
@@ -551,13 +637,20 @@ def _verdict(
     verdict.findings = mine
     for f in sorted(mine, key=lambda f: VERDICT_ORDER.index(_status_of(f))):
         worst.add(_status_of(f), f.message, str(f.details.get("action") or ""))
-    verdict.load = p.load
+    verdict.load, verdict.conversion = p.load, p.conversion
+    if p.conversion is not None and not p.conversion.ok:
+        worst.add(
+            ERROR,
+            f"the conversion failed: {p.conversion.message}",
+            f"fix [stacks.{stack.name}.convert] or the model; the converter's log is above",
+        )
     loaded = p.load is not None and p.load.ok
     if loaded:
         assert p.load is not None
         shapes = ", ".join(f"{o['shape']} {o['dtype']}" for o in p.load.outputs)
+        what = "the file" if p.converted is None else "the file as its deployment converts it"
         verdict.evidence.append(
-            f"{stack.name} loaded the file and ran one seeded batch on {runtime} in {p.load.seconds:.2f} s: "
+            f"{stack.name} loaded {what} and ran one seeded batch on {runtime} in {p.load.seconds:.2f} s: "
             f"{len(p.load.outputs)} output(s) ({shapes})"
         )
         bad = [o["index"] for o in p.load.outputs if not o["finite"]]

@@ -25,7 +25,7 @@ from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig
-from auditor.cycle import saved_outputs
+from auditor.cycle import latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
@@ -123,6 +123,7 @@ class _Side:
     error: WorkerError | None = None
     blocked: Finding | None = None
     load_log: str = ""
+    conversion: Artifact | None = None
 
 
 @dataclass
@@ -218,11 +219,15 @@ class ModelSuite:
         path = str(Path(model.path).resolve())
         batch = int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 1
 
-        def run_on(stack: str) -> _Side:
+        def run_on(stack: str, serving: bool = True) -> _Side:
             side = _Side()
             try:
                 worker = sessions[stack].ensure()
-                side.load_log = worker.request("load", model=model_id, path=path).log
+                if serving:  # converted first: the model's [models.N.convert], else the stack's
+                    done = self.state.load(worker, sessions[stack].stack, model_id, Path(path), model.convert)
+                    side.conversion, side.load_log = done.conversion, done.log
+                else:
+                    side.load_log = worker.request("load", model=model_id, path=path).log
                 side.outputs = worker.request("run", model=model_id, inputs=plan.inputs).result["outputs"]
                 side.latency = self.state.time(worker, model_id, plan.inputs, batch)
             except WorkerError as exc:
@@ -233,7 +238,7 @@ class ModelSuite:
         if model.train is not None:
             reference = self._train_network(model, sessions, plan.inputs, batch)
         elif model.reference:
-            reference = run_on(model.reference)
+            reference = run_on(model.reference, serving=False)
         else:
             assert plan.golden is not None
             reference.outputs = plan.golden.outputs
@@ -326,6 +331,8 @@ class ModelSuite:
         base = self._model_base(plan, target)
         base["train_latency"] = reference.latency
         base["infer_latency"] = side.latency
+        base["throughput"] = latency.throughput([side.latency])
+        base["conversion"] = side.conversion
         if side.blocked is not None:
             status = UNSUPPORTED if side.blocked.kind == UNSUPPORTED else INCOMPATIBLE
             return ProbeResult(status=status, message=with_remedy(side.blocked), **base)

@@ -18,11 +18,14 @@ from typing import Any
 from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.logs import setup_logging
 from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
+from auditor.cycle.jobs import CycleAborted
+from auditor.cycle.telemetry import Sampling
 from auditor.daemon.cycle_process import (
     ABORTED,
     DONE,
     FAILED,
     SKIPPED,
+    TELEMETRY,
     CycleReply,
     CycleRequest,
     counts_text,
@@ -33,12 +36,15 @@ from auditor.daemon.cycle_process import (
 from auditor.extend.manager import Plugins
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
+from auditor.history.telemetry import store_samples
 
 
 # -- the child's side -----------------------------------------------------------------------------
 def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run: None) -> CycleReply:
     """The cycle itself, in the child: what ``auditor daemon`` used to run in its own thread.
     ``on_run`` gets the AuditRun as soon as it exists (the abort watcher needs it)."""
+    if request.kind == TELEMETRY:
+        return run_telemetry(request, on_run)
     config = request.config
     started = time.time()
     try:
@@ -98,6 +104,30 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             started=started,
             finished=time.time(),
         )
+    finally:
+        store.close()
+
+
+def run_telemetry(request: CycleRequest, on_run: Callable[[Any], None] = lambda run: None) -> CycleReply:
+    """One NPU telemetry sample of every host, stored without a run (``[telemetry] interval``)."""
+    started = time.time()
+    try:
+        store = Store.open(request.db_url, request.config.auditor_id)
+    except StoreError as exc:
+        log.error("cannot open the history, telemetry sample skipped: %s", exc)
+        return CycleReply(SKIPPED, message="history database unavailable", started=started)
+    try:
+        sampling = Sampling(Plugins(request.plugin_dirs).reach(request.config))
+        on_run(sampling)
+        try:
+            samples = sampling.run()
+        except CycleAborted as exc:
+            return CycleReply(ABORTED, message=str(exc), started=started, finished=time.time())
+        try:
+            store_samples(store.engine, store.auditor_id, samples)
+        except Exception as exc:  # the database went away: the gauges still get the sample
+            log.error("NPU telemetry not stored: %s", exc)
+        return CycleReply(DONE, telemetry=samples, started=started, finished=time.time())
     finally:
         store.close()
 

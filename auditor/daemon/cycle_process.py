@@ -28,7 +28,7 @@ import struct
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from auditor.common.child_process import close_pipes, describe_status, kill_group, own_package_env, wait_exit
@@ -36,7 +36,7 @@ from auditor.results import STATUS_ORDER
 
 if TYPE_CHECKING:
     from auditor.config.tables import Config
-    from auditor.results import CycleResult
+    from auditor.results import CycleResult, HostTelemetry
 
 log = logging.getLogger("auditor.daemon")
 
@@ -44,6 +44,7 @@ MODULE = "auditor.daemon.cycle_child"
 _HEAD = struct.Struct(">Q")
 
 DONE, ABORTED, SKIPPED, FAILED = "done", "aborted", "skipped", "failed"
+CYCLE, TELEMETRY = "cycle", "telemetry"
 
 
 @dataclass
@@ -52,6 +53,9 @@ class CycleRequest:
     plugin_dirs: list[str]
     db_url: str
     log_level: int = logging.INFO
+    kind: str = CYCLE
+    """cycle: an audit cycle; telemetry: one NPU telemetry sample of every host, stored
+    without a run (the daemon's ``[telemetry] interval``; auditor.cycle.telemetry)."""
 
 
 @dataclass
@@ -67,6 +71,8 @@ class CycleReply:
     """Open alerts by severity after this cycle's alerts; None when they could not be read."""
     started: float = 0.0
     finished: float = 0.0
+    telemetry: list[HostTelemetry] = field(default_factory=list)
+    """A telemetry request's samples (a cycle's are in its result)."""
 
 
 def write_frame(stream: BinaryIO, obj: Any) -> None:

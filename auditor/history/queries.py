@@ -289,6 +289,7 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
                 "status": row["status"],
                 "message": row["message"],
                 "artifact_sha256": row["artifact_sha256"],
+                "converted_sha256": row.get("converted_sha256"),
                 "thresholds": row["thresholds"],
                 "latency": {},
                 "latencies": [],
@@ -323,7 +324,10 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
             {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
             for a in conn.execute(
                 select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
-                .where(A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id)))
+                .where(
+                    A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id))
+                    | A.sha256.in_(select(P.converted_sha256).where(P.run_id == run_id))
+                )
                 .order_by(A.sha256)
             )
         ]
@@ -666,6 +670,8 @@ class ServedResult:
     pair: str
     status: str
     message: str
+    converted: bool = False
+    """The stack served the file as its deployment's conversion made it ([stacks.X.convert])."""
 
 
 def served_results(conn: Connection, sha256: str, limit: int = 50) -> list[ServedResult]:
@@ -685,6 +691,7 @@ def served_results(conn: Connection, sha256: str, limit: int = 50) -> list[Serve
             P.status,
             P.message,
             m.Fingerprint.document,
+            P.converted_sha256,
         )
         .join(R, R.id == P.run_id)
         .join(S_INFER, S_INFER.id == P.infer_stack_id)
@@ -695,7 +702,7 @@ def served_results(conn: Connection, sha256: str, limit: int = 50) -> list[Serve
         .limit(limit)
     )
     out = []
-    for run_id, at, stack, host, device, runtime, pair, status, message, document in rows:
+    for run_id, at, stack, host, device, runtime, pair, status, message, document, converted in rows:
         rt = (document or {}).get("runtime") if isinstance(document, dict) else None
         rt = rt if isinstance(rt, dict) else {}
         out.append(
@@ -711,6 +718,7 @@ def served_results(conn: Connection, sha256: str, limit: int = 50) -> list[Serve
                 pair,
                 status,
                 message or "",
+                converted is not None,
             )
         )
     return out

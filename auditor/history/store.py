@@ -30,7 +30,7 @@ from auditor.db import health as db_health
 from auditor.db import schema as m
 from auditor.db import url as db_url
 from auditor.db.rows import add_once, stack_row
-from auditor.history import baselines, publication, series
+from auditor.history import baselines, publication, series, telemetry
 from auditor.results import (
     MODES,
     CycleResult,
@@ -370,17 +370,18 @@ class Store:
                     )
                 )
             for r in result.results:
-                if r.artifact is not None:
-                    add_once(
-                        s,
-                        m.Artifact,
-                        sha256=r.artifact.sha256,
-                        kind=r.artifact.kind,
-                        size=r.artifact.size,
-                        created_at=_now(),
-                        info=r.artifact.info,
-                        data=artifacts.get(r.artifact.sha256),
-                    )
+                for artifact in (r.artifact, r.conversion):
+                    if artifact is not None:
+                        add_once(
+                            s,
+                            m.Artifact,
+                            sha256=artifact.sha256,
+                            kind=artifact.kind,
+                            size=artifact.size,
+                            created_at=_now(),
+                            info=artifact.info,
+                            data=artifacts.get(artifact.sha256),
+                        )
                 row = m.ProbeResultRow(
                     run_id=run_id,
                     pair=r.pair,
@@ -393,11 +394,19 @@ class Store:
                     message=r.message,
                     artifact_sha256=r.artifact.sha256 if r.artifact else None,
                     thresholds=r.thresholds,
+                    converted_sha256=r.conversion.sha256 if r.conversion else None,
                 )
                 row.metrics = m.MetricRow.many(
                     [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]
                     # A comparator's figure, in the same long format; "*": about the probe as a whole.
                     + [(c.output or "*", c.metric, c.value) for c in r.checks]
+                    # The serving side's samples/s per batch, and where they saturate.
+                    + [(f"b{t.batch}", "throughput", t.samples_per_s) for t in r.throughput]
+                    + (
+                        [("sweep", "saturation_batch", float(r.saturation_batch))]
+                        if r.saturation_batch
+                        else []
+                    )
                 )
                 row.latencies = [
                     _latency_row(side, stack_ids[stack], lat)
@@ -428,6 +437,7 @@ class Store:
             self._write_mindir_limits(s, run_id, result.learned_maxima)
             self._write_operator_limits(s, run_id, result.learned_operators)
             publication.write(s, run_id, run.auditor_id, result.publications, _now())
+            telemetry.record(s, run.auditor_id, result.telemetry)
             s.flush()
             series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()

@@ -27,6 +27,7 @@ from auditor.results import (
     UNSUPPORTED,
     CycleResult,
     Finding,
+    HostTelemetry,
     ProbeResult,
     RolloutResult,
 )
@@ -152,6 +153,8 @@ class Summary:
     blocks: list[Block]
     causes: list[Cause]
     outcome: Outcome
+    devices: list[str] = field(default_factory=list)
+    """A line per host about its NPU telemetry (a host without NPUs says so here, once)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -179,8 +182,11 @@ def summarize(result: CycleResult) -> Summary:
     causes = _causes(result.findings)
     by_message = {}
     for f, cause in causes:
-        by_message.setdefault(f.message, cause.ref)
-        by_message.setdefault(f.message.splitlines()[0], cause.ref)
+        # A finding of several places (auditor.cycle.causes) keeps each place's own message.
+        for message in [f.message] + [w.get("message", "") for w in f.details.get("where", ())]:
+            if message:
+                by_message.setdefault(message, cause.ref)
+                by_message.setdefault(message.splitlines()[0], cause.ref)
     blocks: dict[str, Block] = {}
     for r in result.results:
         block = blocks.get(r.pair)
@@ -198,6 +204,7 @@ def summarize(result: CycleResult) -> Summary:
         list(blocks.values()),
         [c for _, c in causes],
         Outcome(result.outcome, status_counts(result), result.exit_code),
+        [host_telemetry_line(t) for t in result.telemetry],
     )
 
 
@@ -279,7 +286,51 @@ def _line(r: ProbeResult, causes: Mapping[str, int]) -> Line:
     moved = baseline.report_lines(r.baseline)
     if moved and not moved[0].startswith("    baseline: "):
         line.notes += [m.strip() for m in moved]
+    line.notes += conversion_words(r)  # what the serving stack really ran
     return line
+
+
+def conversion_words(r: ProbeResult) -> list[str]:
+    """What the serving stack ran when it converts (auditor.cycle.convert): the converter's
+    output, options and version, and what the converter ignored without a word."""
+    c = r.conversion
+    if c is None:
+        return []
+    info = c.info
+    opts = info.get("options") or {}
+    words = [
+        f"{info.get('format', '?')} {c.size} bytes sha256 {c.sha256[:12]}",
+        f"optimize {opts.get('optimize')}",
+    ]
+    if opts.get("weight_fp16"):
+        words.append("weight_fp16")
+    if info.get("config_file"):
+        words.append(f"config {info['config_file']}")
+    version = (info.get("converter") or {}).get("version") or "?"
+    out = [f"served as converted by MindSpore Lite {version}: " + ", ".join(words)]
+    if info.get("ignored_input_shape"):
+        names = ", ".join(info["ignored_input_shape"])
+        out.append(f"! input_shape names no input of the model, the converter ignored it: {names}")
+    if info.get("unknown_config_sections"):
+        names = ", ".join(f"[{n}]" for n in info["unknown_config_sections"])
+        out.append(f"! the converter does not know these config sections and ignored them: {names}")
+    return out
+
+
+def host_telemetry_line(t: HostTelemetry) -> str:
+    """One host's NPU telemetry in a line: how many NPUs were read and through which stack, the
+    hottest chip, the NPUs whose views failed; or why nothing was read."""
+    if not t.available:
+        what = "NOT READ" if t.failed else "no NPUs, nothing recorded"
+        return f"host {t.host}: {what}: {t.reason}"
+    hot = [c.values["temperature_c"] for n in t.npus for c in n.chips if "temperature_c" in c.values]
+    failing = [n.npu for n in t.npus if n.errors]
+    words = f"{len(t.npus)} NPU(s) read through {t.stack} ({t.calls} npu-smi calls, {t.seconds:.2f} s)"
+    if hot:
+        words += f", hottest {max(hot):g} °C"
+    if failing:
+        words += f"; views failed on NPU {', '.join(map(str, failing))}"
+    return f"host {t.host}: {words}"
 
 
 def _samples(r: ProbeResult) -> str:

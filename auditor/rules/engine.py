@@ -92,9 +92,13 @@ def finding(
     facts: dict[str, Any],
     action: str,
     kind: str | None = None,
+    cause: tuple[str, str] | None = None,
     **details: Any,
 ) -> Finding:
-    """A rule's finding in the shape every rule uses: facts and action in ``details``."""
+    """A rule's finding in the shape every rule uses: facts and action in ``details``.
+    ``cause``: (the cause, its summary in words) when the same cause shows on several
+    subjects (an infer runtime without an operator, whichever stack exported the model): the
+    cycle reports it once, "<summary> on <subjects>" (auditor.cycle.causes)."""
     if severity not in SEVERITIES:
         raise ValueError(f"rule {rule}: severity must be one of {', '.join(SEVERITIES)}, not {severity!r}")
     return Finding(
@@ -104,6 +108,7 @@ def finding(
         key,
         message,
         {"rule": rule, "facts": facts, "action": action, **details},
+        *((cause[0], cause[1], (subject, "")) if cause else ()),
     )
 
 

@@ -9,6 +9,7 @@ read it if the worker dies or hangs mid-request.
 """
 
 import os
+import re
 import sys
 import time
 import traceback
@@ -95,6 +96,13 @@ class Worker(object):
             return train_network.build(
                 self.runtime, request["model"], request["factory"], request.get("kwargs") or {}, checkpoint
             )
+        if op == "convert":
+            return self.convert(request)
+        if op == "signature":
+            signature = getattr(self.runtime, "signature", None)
+            if signature is None:
+                raise RuntimeFailure("the %s runtime does not list a model's inputs" % self.spec["runtime"])
+            return {"inputs": signature(request["model"])}
         if op == "run":
             return {"outputs": self.runtime.run(request["model"], request["inputs"])}
         if op == "time":
@@ -107,6 +115,28 @@ class Worker(object):
                 )
             }
         raise RuntimeFailure("unknown request %r" % (op,))
+
+    def convert(self, request):
+        """The runtime's model converter (MindSpore Lite's) on the MindIR sent with the request
+        (``mindir``) or on a file of this host (``path``), with ``options`` and the converter
+        config file's text (``config``)."""
+        convert = getattr(self.runtime, "convert", None)
+        if convert is None:
+            raise RuntimeFailure("the %s runtime has no model converter" % self.spec["runtime"])
+        # "-out": the converter appends .ms or .mindir, unless the name already ends with it
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", request["model"])
+        base = os.path.join(self.workdir, "convert-%s-out" % name)
+        source = request.get("path")
+        if request.get("mindir") is not None:
+            source = base + ".source.mindir"
+            with open(source, "wb") as f:
+                f.write(request["mindir"])
+        config = None
+        if request.get("config") is not None:
+            config = base + ".cfg"
+            with open(config, "w") as f:
+                f.write(request["config"])
+        return convert(source, base, request.get("options") or {}, config)
 
     def hello(self):
         if self.runtime is None:

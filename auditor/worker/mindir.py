@@ -402,6 +402,39 @@ def read_info(data: bytes) -> MindIRInfo:
     return MindIRInfo(digest, len(data), True, **fields, **summary)  # type: ignore[arg-type]
 
 
+def canonical_sha256(data: bytes) -> str | None:
+    """A digest of a MindIR that does not depend on the order of its top-level ``primitives``
+    (field 12): MindSpore Lite's converter writes them in a different order each time (the same
+    conversion twice gives other bytes, measured). None when ``data`` is not a MindIR's wire
+    format."""
+    view = memoryview(data)
+    parts: list[bytes] = []
+    primitives: list[bytes] = []
+    try:
+        pos = 0
+        for number, wire, _value in _fields(view, 0, len(view), _Budget(MAX_FIELDS)):
+            start, pos = pos, _next_field(view, pos)
+            (primitives if number == 12 and wire == 2 else parts).append(bytes(view[start:pos]))
+    except _WireError:
+        return None
+    h = hashlib.sha256()
+    for chunk in parts + sorted(primitives):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _next_field(data: memoryview, pos: int) -> int:
+    """Where the top-level field starting at ``pos`` ends (already checked by ``_fields``)."""
+    key, pos = _varint(data, pos, len(data))
+    wire = key & 7
+    if wire == 0:
+        return _varint(data, pos, len(data))[1]
+    if wire in (1, 5):
+        return pos + (8 if wire == 1 else 4)
+    length, pos = _varint(data, pos, len(data))
+    return pos + length
+
+
 def _summary(
     graph: memoryview,
     functions: list[memoryview],

@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from auditor.worker import lite_convert
+
 
 class RuntimeFailure(Exception):
     """The runtime refused a request (bad model, unsupported operation, ...)."""
@@ -189,8 +191,24 @@ class LiteRuntime(object):
         if not os.path.exists(path):
             raise RuntimeFailure("no such MindIR: %s" % path)
         model = self.mslite.Model()
-        model.build_from_file(path, self.mslite.ModelType.MINDIR, self._context())
+        # a converted .ms loads as MINDIR_LITE only, a MindIR as MINDIR only
+        model.build_from_file(path, lite_convert.model_type(self.mslite, path), self._context())
         self.models[model_id] = model
+
+    def convert(self, source, output_base, options, config_path=None):
+        """Lite's converter on ``source`` (auditor.worker.lite_convert)."""
+        return lite_convert.convert(self.mslite, source, output_base, options, config_path)
+
+    def signature(self, model_id):
+        """The loaded model's inputs: name, shape and numpy dtype (a .ms has no reader outside Lite)."""
+        return [
+            {
+                "name": t.name,
+                "shape": [int(d) for d in t.shape],
+                "dtype": str(t.dtype).rpartition(".")[2].lower(),
+            }
+            for t in self._model(model_id).get_inputs()
+        ]
 
     def _model(self, model_id):
         try:

@@ -125,11 +125,13 @@ def test_run_is_stored_complete_in_long_format(default_run):
         run = s.get(m.Run, doc["run_id"])
         assert run.status == "complete" and run.outcome == INCOMPATIBLE
         # One row per probe result (rollouts add rows of their own), and per result one metric
-        # row per output and element-wise metric plus one per comparator check.
+        # row per output and element-wise metric plus one per comparator check, and the serving
+        # side's throughput per batch timed (and the saturation batch of a sweep).
         rows = {(r.pair, r.probe, r.variant): r for r in s.scalars(select(m.ProbeResultRow))}
         for r in doc["results"]:
             row = rows[(r["pair"], r["probe"], r["variant"])]
-            assert len(row.metrics) == len(r["outputs"]) * len(METRIC_NAMES) + len(r["checks"])
+            served = len(r["throughput"]) + (r["saturation_batch"] is not None)
+            assert len(row.metrics) == len(r["outputs"]) * len(METRIC_NAMES) + len(r["checks"]) + served
         lite = s.scalars(
             select(m.MetricRow)
             .join(m.ProbeResultRow)

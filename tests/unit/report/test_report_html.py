@@ -156,8 +156,10 @@ def test_report_is_one_self_contained_page(page, db):
         "Summary",
         "Version changes",
         "Divergence (max_abs) and latency over time",
+        "Throughput on the serving side",
         "Open alerts",
         "Each stack on its own (invariants, NaN/Inf hazards)",
+        "NPU telemetry",
         "Latest fingerprints",
     ]
     assert p.h3 == [f"{pair} · ppo_policy [fp32]" for pair in PAIRS]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from auditor.compare.outputs import MetricCheck, Tolerance, compare_output
+from auditor.cycle import causes
 from auditor.report.summary import summarize
 from auditor.report.text import outcome_line, render_json, render_text, status_counts
 from auditor.results import (
@@ -64,6 +65,31 @@ def test_a_reason_shared_by_blocked_variants_is_said_once() -> None:
     assert text.count(REASON) == 1
     assert "tr → inf  INCOMPATIBLE: 3 probe variants [1]" in text and "[1] ✗ critical" in text
     assert render_text(_cycle(*results), verbose=True).count(REASON) == 3
+
+
+def test_a_variant_stopped_by_a_cause_of_several_pairs_points_at_it() -> None:
+    """One finding for a runtime's missing kernel on every pair (auditor.cycle.causes): each
+    blocked variant's line names it by number, its own message kept in the finding's places."""
+    own = "unsupported operator: StandardNormal: inf cannot run the MindIR exported by tr"
+    other = "unsupported operator: StandardNormal: inf cannot run the MindIR exported by tr2"
+    places = [("tr->inf", own), ("tr2->inf", other)]
+    (finding,) = causes.group(
+        Finding(
+            "unsupported",
+            "warning",
+            pair,
+            f"{pair}/operator-support",
+            message,
+            {"rule": "operator-support"},
+            cause="inf/operator-support/StandardNormal",
+            summary="unsupported operator: StandardNormal: inf cannot run it",
+            place=(pair, ""),
+        )
+        for pair, message in places
+    )
+    text = render_text(_cycle(_result("seeded", "unsupported", own), findings=[finding]))
+    assert "ppo_policy [seeded]" in text and own not in text and "[1] ! warning" in text
+    assert "unsupported operator: StandardNormal: inf cannot run it on tr->inf, tr2->inf" in text
 
 
 def test_check_limits_show_their_direction() -> None:
