@@ -16,7 +16,7 @@ from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
 from auditor.config.user_models import ModelConfig
 from auditor.cycle.preflight import ModelInputError, read_model
-from auditor.cycle.user_models import model_inputs
+from auditor.cycle.user_models import build_network, model_inputs
 from auditor.stacks.worker import WorkerError
 
 
@@ -78,6 +78,9 @@ def golden_record(
                 )
             if stack is not None and stack != spec.train.stack:
                 fail(f"models.{spec.name}.train builds the network on {spec.train.stack}, not on {stack}")
+            missing = spec.train.missing()
+            if missing is not None:
+                fail(f"models.{spec.name}.{missing}")
             stacks[spec.name] = spec.train.stack
         else:
             target_stack = stack or spec.reference
@@ -160,15 +163,7 @@ def _record(
     try:
         hello = worker.start()
         if network is not None:
-            checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
-            worker.request(
-                "network",
-                model="golden",
-                factory=network.factory,
-                kwargs=dict(network.kwargs),
-                checkpoint=checkpoint,
-                checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
-            )
+            build_network(worker, network, "golden")
         else:
             worker.request("load", model="golden", path=str(Path(spec.path).resolve()))
         outputs = worker.request("run", model="golden", inputs=inputs).result["outputs"]

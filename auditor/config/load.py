@@ -338,7 +338,7 @@ def _train_network(
     p: _Parse, path: str, table: ModelTrainTable | None, stacks: Mapping[str, StackConfig]
 ) -> TrainNetwork | None:
     """``[models.NAME] train``: its stack (default: the only train stack) must be a train stack
-    the auditor drives, and the factory's package must be found to travel to it."""
+    the auditor drives."""
     if table is None:
         return None
     trains = [n for n, s in stacks.items() if s.role == "train" and s.source == "local"]
@@ -358,16 +358,10 @@ def _train_network(
             f"{name!r} is not a train stack the auditor drives (train stacks: {', '.join(trains) or 'none'})",
         )
         return None
-    network = TrainNetwork(name, table.factory, table.checkpoint, table.path, dict(table.kwargs))
-    if network.package() is None:
-        where = f"in {table.path} or " if table.path else ""
-        p.error(
-            f"{path}.factory",
-            f"no package {network.module.partition('.')[0]!r} found {where}on the auditor's Python path: "
-            "set train.path to the folder that holds it",
-        )
-        return None
-    return network
+    # Where its package is (train.path, the auditor's Python path, or only the stack's own
+    # environment) is the model's business at each cycle: a factory that cannot be imported is
+    # an error of that model only.
+    return TrainNetwork(name, table.factory, table.checkpoint, table.path, dict(table.kwargs))
 
 
 def _scope(scope: ScopeTable) -> ThresholdScope:

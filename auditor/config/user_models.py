@@ -104,6 +104,15 @@ class TrainNetwork:
             return None
         return top, os.path.realpath(list(spec.submodule_search_locations)[0])
 
+    def missing(self) -> str | None:
+        """Why the factory cannot be reached, when that is known before the stack tries: its
+        ``path`` does not hold its package. (A package found nowhere here may be installed in
+        the train stack's own environment: the stack's import says.)"""
+        top = self.module.partition(".")[0]
+        if self.path and importlib.machinery.PathFinder.find_spec(top, [self.path]) is None:
+            return f"train.path {self.path} holds no package {top!r} (the factory {self.factory})"
+        return None
+
     def describe(self) -> str:
         ckpt = f" with {os.path.basename(self.checkpoint)}" if self.checkpoint else ""
         return f"the training network ({self.factory}{ckpt}, PyNative on {self.stack})"

@@ -24,7 +24,7 @@ from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
-from auditor.config.user_models import ModelConfig
+from auditor.config.user_models import ModelConfig, TrainNetwork
 from auditor.cycle import latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
@@ -147,6 +147,22 @@ def model_stacks(config: Config) -> set[str]:
     return names
 
 
+def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
+    """Have the train stack's worker build the training network and load its checkpoint, kept
+    as ``model_id`` (auditor.worker.train_network); a remote worker is sent the checkpoint.
+    Raises WorkerError (the factory's or the checkpoint's failure), OSError (the checkpoint
+    cannot be read here)."""
+    checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
+    return worker.request(
+        "network",
+        model=model_id,
+        factory=network.factory,
+        kwargs=dict(network.kwargs),
+        checkpoint=checkpoint,
+        checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
+    ).result
+
+
 def pair_name(model: ModelConfig, target: str) -> str:
     return f"{model.name}:{model.reference_label}->{target}"
 
@@ -162,6 +178,9 @@ class ModelSuite:
         plan = _Plan(model)
         try:
             plan.data, plan.info = read_model(model.path)
+            missing = model.train.missing() if model.train is not None else None
+            if missing is not None:
+                raise ModelInputError(f"models.{model.name}.{missing}")
             if (
                 model.train is not None
                 and model.train.checkpoint
@@ -263,15 +282,7 @@ class ModelSuite:
         model_id = f"network/{model.name}"
         try:
             worker = sessions[network.stack].ensure()
-            checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
-            worker.request(
-                "network",
-                model=model_id,
-                factory=network.factory,
-                kwargs=dict(network.kwargs),
-                checkpoint=checkpoint,
-                checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
-            )
+            build_network(worker, network, model_id)
             side.outputs = worker.request("run", model=model_id, inputs=inputs).result["outputs"]
             side.latency = self.state.time(worker, model_id, inputs, batch)
         except WorkerError as exc:

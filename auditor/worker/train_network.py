@@ -34,8 +34,9 @@ def build(runtime, model_id, factory, kwargs, checkpoint):
         module = importlib.import_module(module_name)
     except Exception as exc:  # the user's code: any error is this model's
         raise RuntimeFailure(
-            "cannot import the factory's module %s: %s: %s\n%s"
-            % (module_name, type(exc).__name__, exc, _tail())
+            "cannot import the factory's module %s on this stack: %s: %s (its package travels to the "
+            "stack from [models.NAME] train.path or the auditor's Python path, else the stack's own "
+            "environment must have it)\n%s" % (module_name, type(exc).__name__, exc, _tail())
         ) from None
     fn = getattr(module, attr, None)
     if not callable(fn):

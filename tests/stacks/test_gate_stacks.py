@@ -14,11 +14,8 @@ policy's own training network (its factory and checkpoint, PyNative on the expor
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -26,34 +23,12 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
-from auditor.cycle.preflight import seeded_inputs
-from auditor.worker.mindir import read_info
-from tests.conftest import DEFAULT_CONFIG, REPO, stack_python
-from tests.user_models import export_policies
+from tests.conftest import REPO
+from tests.user_models import export_policies, policies_config, served_truth
 
 pytestmark = pytest.mark.stacks
 
-FIXTURES = REPO / "tests" / "model_fixtures"
 EXPORTERS = ("ms20", "ms210")
-SERVERS = {"lite20": ("lite", "lite20"), "ms210-graph": ("graph", "ms210"), "ms20-graph": ("graph", "ms20")}
-FAILED = ("incompatible", "unsupported", "error")
-
-
-MS20_GRAPH = """
-[stacks.ms20-graph]
-role = "infer"
-runtime = "mindspore-graph"
-python = "${AUDITOR_STACKS_DIR:-${XDG_CACHE_HOME:-~/.cache}/auditor/stacks}/ms20/bin/python"
-"""
-
-
-def config_text() -> str:
-    """The shipped stacks without pairs or rollouts, short latency runs, and MindSpore 2.0
-    GraphCell as a server too."""
-    head = DEFAULT_CONFIG.read_text().split("# --- pairs")[0]
-    head = head.replace("[rollout]\nenabled = true", "[rollout]\nenabled = false")
-    head = head.replace("warmup = 5 ", "warmup = 1 ").replace("iterations = 50 ", "iterations = 5 ")
-    return head + MS20_GRAPH
 
 
 @pytest.fixture(scope="module")
@@ -69,55 +44,15 @@ def policies(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tup
 
 @pytest.fixture(scope="module")
 def truth(policies: dict[tuple[str, str], Path]) -> dict[tuple[str, str, str], dict]:
-    """(exporter, kind, server) -> what the serving runtime did with the file, outside the
-    auditor, on the batch `check` runs (seeded normal inputs of the file's signature): one
-    process per server, every model kept alive."""
-    for path in policies.values():
-        np.savez(
-            path.with_suffix(".inputs.npz"), *seeded_inputs(read_info(path.read_bytes()).inputs or (), 0)
-        )
-
-    def run(server: str) -> None:
-        how, python = SERVERS[server]
-        argv = [str(stack_python(python)), str(FIXTURES / "run_mindir.py"), how, *map(str, policies.values())]
-        with contextlib.suppress(subprocess.TimeoutExpired):  # a hang: the result files say where
-            subprocess.run(
-                argv, capture_output=True, timeout=600, env={**os.environ, "RUN_MINDIR_TAG": server}
-            )
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(run, SERVERS))
-    out = {}
-    for (exporter, kind), path in policies.items():
-        for server in SERVERS:
-            result = path.with_name(f"{kind}.{server}.json")
-            got = (
-                json.loads(result.read_text())
-                if result.exists()
-                else {"phase": "start", "error": "no result"}
-            )
-            got["works"] = got["phase"] == "done" and all(finite for _, _, finite in got["outputs"])
-            out[(exporter, kind, server)] = got
-    return out
+    """(exporter, kind, server) -> what the serving runtime did with the file, outside the auditor."""
+    return served_truth(policies)
 
 
 @pytest.fixture(scope="module")
 def config(policies: dict[tuple[str, str], Path]) -> Path:
     """The stacks, and every policy as a [models.NAME] served by the three servers, its
-    reference the training network: its factory and checkpoint on the stack that exported it."""
-    path = next(iter(policies.values())).parent.parent / "auditor.toml"
-    models = []
-    for (exporter, kind), file in policies.items():
-        network = (
-            f'{{ factory = "mypolicy.nets:build_actor", checkpoint = "{file.with_suffix(".ckpt")}", '
-            f'stack = "{exporter}", path = "{FIXTURES}", kwargs = {{ kind = "{kind}" }} }}'
-        )
-        models.append(
-            f'\n[models.{exporter}_{kind}]\npath = "{file}"\nstacks = {json.dumps(list(SERVERS))}\n'
-            f"train = {network}\n"
-        )
-    path.write_text(config_text() + "".join(models))
-    return path
+    reference the training network."""
+    return policies_config(policies, next(iter(policies.values())).parent.parent / "auditor.toml")
 
 
 def check(config: Path, files: list[Path], *extra: str) -> dict[str, dict[str, dict]]:

@@ -243,10 +243,6 @@ def test_a_training_network_that_cannot_be_reached_is_named(doc: dict) -> None:
                 "two": {"path": "a.mindir", "reference": "ms210-graph", "train": network},
                 "nostack": {"path": "a.mindir", "train": network},  # two train stacks: say which
                 "infer": {"path": "a.mindir", "train": {**network, "stack": "lite20"}},
-                "nopackage": {
-                    "path": "a.mindir",
-                    "train": {**network, "factory": "nosuchpkg.nets:f", "stack": "ms20"},
-                },
                 "toplevel": {
                     "path": "a.mindir",
                     "train": {**network, "factory": "nets:build", "stack": "ms20"},
@@ -259,10 +255,31 @@ def test_a_training_network_that_cannot_be_reached_is_named(doc: dict) -> None:
         "models.nostack.train.stack: is required: name the train stack that builds the network (train "
         "stacks: ms210, ms20)",
         "models.infer.train.stack: 'lite20' is not a train stack the auditor drives",
-        "models.nopackage.train.factory: no package 'nosuchpkg' found in",
         "models.toplevel.train.factory: must be 'package.module:function'",
     ):
         assert expected in errors, errors
+
+
+def test_a_factory_whose_package_is_not_here_is_that_models_business(doc: dict) -> None:
+    """A package that train.path does not hold is known before the stack tries (the model's
+    error at each cycle, not the config's); one found nowhere here may be installed in the train
+    stack's own environment, so only the stack's import can say."""
+    cfg = with_models(
+        doc,
+        {
+            "wrongpath": {
+                "path": "a.mindir",
+                "train": {"factory": "nosuchpkg.nets:f", "stack": "ms20", "path": FIXTURES},
+            },
+            "installed": {"path": "a.mindir", "train": {"factory": "theirpkg.nets:f", "stack": "ms20"}},
+        },
+    )
+    wrong, installed = cfg.models["wrongpath"].train, cfg.models["installed"].train
+    assert wrong is not None and installed is not None
+    assert wrong.missing() == (
+        f"train.path {FIXTURES} holds no package 'nosuchpkg' (the factory nosuchpkg.nets:f)"
+    )
+    assert installed.missing() is None and installed.package() is None
 
 
 def test_a_file_computing_in_fp16_is_judged_with_fp16_thresholds_unless_the_user_set_theirs(
