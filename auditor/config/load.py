@@ -42,6 +42,7 @@ from auditor.config.tables import (
     HostConfig,
     LatencyConfig,
     ModelTable,
+    ModelTrainTable,
     PairConfig,
     PluginsTable,
     ProbeTable,
@@ -56,7 +57,7 @@ from auditor.config.tables import (
     expand,
 )
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
-from auditor.config.user_models import InputSpec, ModelConfig
+from auditor.config.user_models import InputSpec, ModelConfig, TrainNetwork
 from auditor.db import url as db_url
 from auditor.worker.npu_metrics import METRICS
 
@@ -249,8 +250,12 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
     for name, path, raw in p.entries("models"):
         if "path" not in raw:
             p.error(f"{path}.path", "is required: the exported .mindir")
-        if ("reference" in raw) == ("golden" in raw):
-            p.error(path, "needs exactly one reference: reference = STACK, or golden = FILE.npz")
+        if sum(k in raw for k in ("reference", "golden", "train")) != 1:
+            p.error(
+                path,
+                "needs exactly one reference: reference = STACK, golden = FILE.npz, or train = "
+                '{ factory = "package.module:function", checkpoint = FILE.ckpt }',
+            )
         for i, spec in enumerate(raw.get("inputs") or []):
             if not isinstance(spec, dict):
                 continue
@@ -277,8 +282,11 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
         table = p.check(ModelTable, {"path": "", **raw}, path)
         if table is None:
             continue
+        train = _train_network(p, f"{path}.train", table.train, stacks)
         served = table.stacks if table.stacks is not None else infer
         targets = tuple(s for s in served if s != table.reference)
+        if table.train is not None and train is None:
+            continue
         if not targets and table.path:
             p.error(f"{path}.stacks", "no stack to compare: name the stacks that serve the model")
         if table.convert is not None:
@@ -289,13 +297,19 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
                     f"only mindspore-lite stacks convert models; {', '.join(other)} serve(s) it too "
                     "(name the Lite stacks in stacks = [...])",
                 )
-        base = Tolerance(table.atol, table.rtol)
+        base = Tolerance(
+            table.atol if table.atol is not None else Tolerance().atol,
+            table.rtol if table.rtol is not None else Tolerance().rtol,
+        )
+        chosen = {"": table.atol is not None or table.rtol is not None}
+        chosen.update({o: t.atol is not None or t.rtol is not None for o, t in table.outputs.items()})
         out[name] = ModelConfig(
             name,
             table.path,
             targets,
             table.reference,
             table.golden,
+            train,
             tuple(
                 InputSpec(
                     i.name,
@@ -320,9 +334,40 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
                 )
                 for o, t in table.outputs.items()
             },
+            frozenset(o for o, v in chosen.items() if v),
             table.convert,
         )
     return out
+
+
+def _train_network(
+    p: _Parse, path: str, table: ModelTrainTable | None, stacks: Mapping[str, StackConfig]
+) -> TrainNetwork | None:
+    """``[models.NAME] train``: its stack (default: the only train stack) must be a train stack
+    the auditor drives."""
+    if table is None:
+        return None
+    trains = [n for n, s in stacks.items() if s.role == "train" and s.source == "local"]
+    name = table.stack
+    if name is None:
+        if len(trains) != 1:
+            p.error(
+                f"{path}.stack",
+                "is required: name the train stack that builds the network"
+                + (f" (train stacks: {', '.join(trains)})" if trains else " (the config has no train stack)"),
+            )
+            return None
+        name = trains[0]
+    if name not in trains:
+        p.error(
+            f"{path}.stack",
+            f"{name!r} is not a train stack the auditor drives (train stacks: {', '.join(trains) or 'none'})",
+        )
+        return None
+    # Where its package is (train.path, the auditor's Python path, or only the stack's own
+    # environment) is the model's business at each cycle: a factory that cannot be imported is
+    # an error of that model only.
+    return TrainNetwork(name, table.factory, table.checkpoint, table.path, dict(table.kwargs))
 
 
 def _scope(scope: ScopeTable) -> ThresholdScope:

@@ -341,6 +341,29 @@ class ModelInputTable:
 
 
 @section
+class ModelTrainTable:
+    """``[models.NAME] train``: how training builds the policy, so that each cycle builds it in
+    PyNative on a train stack and compares every serving stack's outputs with it."""
+
+    factory: Text(
+        nonempty=True,
+        pattern=r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+:[A-Za-z_][\w]*",
+        what="'package.module:function' (the factory inside a package, so its code can travel to the stack)",
+    )
+    """The function that builds the network (``mindspore.nn.Cell``), importable on the train stack."""
+    checkpoint: RelativePath = ""
+    """The .ckpt loaded into the network (relative to the config file); empty: the factory sets
+    the weights itself."""
+    stack: Name | None = None
+    """The train stack that builds it (default: the config's only train stack)."""
+    path: RelativePath = ""
+    """The folder holding the factory's package, when the auditor's own Python cannot import it
+    (relative to the config file); the package travels to the stack like the auditor's probes."""
+    kwargs: dict[str, Scalar] = field(default_factory=dict)
+    """Keyword arguments of the factory."""
+
+
+@section
 class ModelOutputTable:
     """``[models.NAME.outputs.O]``: one output's thresholds."""
 
@@ -357,15 +380,21 @@ class ModelTable:
     stacks: tuple[Name, ...] | None = None
     """The stacks that serve it and are compared with the reference (default: every infer stack)."""
     reference: Name | None = None
-    """A stack that runs the same file as the reference (e.g. ms210-graph); or set golden."""
+    """A stack that runs the same file as the reference (e.g. ms210-graph); or set golden or train."""
     golden: RelativePath | None = None
-    """A golden .npz of inputs and expected outputs (docs/golden.md); or set reference."""
+    """A golden .npz of inputs and expected outputs (docs/golden.md); or set reference or train."""
+    train: ModelTrainTable | None = None
+    """The training network as the reference: built by its factory in PyNative on a train stack,
+    its checkpoint loaded; or set reference or golden."""
     output_names: tuple[Name, ...] = ()
     """Names of the outputs (default: the golden's, else output0, output1, ...)."""
     seed: Int(0, MAX_SEED) = 0
     """Seed of the generated inputs."""
-    atol: Tol = 1e-5
-    rtol: Tol = 1e-5
+    atol: Tol | None = None
+    """Absolute tolerance of every output (default 1e-5; a file that computes in float16 inside
+    is judged with the float16 thresholds, 1e-3, unless this is set)."""
+    rtol: Tol | None = None
+    """Relative tolerance of every output (default 1e-5, as atol)."""
     outputs: dict[str, ModelOutputTable] = field(default_factory=dict)
     """Per-output atol/rtol."""
     inputs: tuple[ModelInputTable, ...] = ()

@@ -29,8 +29,9 @@ from auditor.results import (
 )
 from auditor.rules import deployed
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
+from auditor.rules.operator_support import coverage, learned_failures, operator_limits, target_of
 from auditor.rules.operator_support import learn as learn_operator
-from auditor.rules.operator_support import operator_limits
+from auditor.stacks.failures import Diagnosis, diagnose
 from auditor.stacks.session import StackSession
 from auditor.stacks.worker import WorkerError
 
@@ -137,7 +138,7 @@ class Compatibility:
             tuple(config.pairs) if pairs is None else pairs,
             exported or [],
             self.known_maxima,
-            operator_limits(stacks, fingerprints, self.runtimes, self.known_operators()),
+            operator_limits(stacks, fingerprints, self.runtimes),
         )
 
     # -- after export, before any load: the rules on the exported artifacts ----------------------
@@ -170,14 +171,30 @@ class Compatibility:
             if not any((x.package, x.version) == (package, version) for x in self.learned):
                 self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
 
-    def learn_operator(self, infer: str, error: WorkerError) -> None:
-        """A runtime failed to load a node it has no kernel for: remember the operator."""
-        found = learn_operator(
-            self.state.config.stacks[infer], self._hello(infer), f"{error.message}\n{error.log}"
+    def diagnose(
+        self, infer: str, error: WorkerError, info: dict[str, Any] | None, load_log: str = ""
+    ) -> Diagnosis:
+        """What a failed load or first call on ``infer`` means (auditor.stacks.failures), named
+        with the operator the runtime's measured table knows when its words do not; what it
+        teaches (the highest MindIR version, an operator it cannot run) is remembered."""
+        hello, stack = self._hello(infer), self.state.config.stacks[infer]
+        package, version = hello.get("runtime_package"), hello.get("runtime_version")
+        spec = self.runtimes.get(stack.runtime)
+        known = coverage(
+            spec.operator_tables if spec else (), package, version, target_of(stack), info or {}
+        ).known_failures()
+        learned = learned_failures(
+            [*self.known_operators(), *self.learned_operators], package, version, target_of(stack)
         )
+        known = {**learned, **known}
+        d = diagnose(error, package, version, info, load_log, known, target_of(stack))
+        if d.maximum is not None:
+            self.learn(infer, d.maximum, d.words)
+        found = learn_operator(stack, hello, d)
         with self.state.lock:
             if found is not None and found not in self.learned_operators:
                 self.learned_operators.append(found)
+        return d
 
     # -- the findings, each reported once ------------------------------------------------------
     def with_rule_findings(self, findings: list[Finding]) -> list[Finding]:

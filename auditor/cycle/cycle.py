@@ -63,8 +63,7 @@ from auditor.results import (
     ProbeResult,
     StackReport,
 )
-from auditor.rules.engine import Rule, blocked
-from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
+from auditor.rules.engine import Rule, blocked, with_remedy
 from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.worker import StackWorker, WorkerError
@@ -342,7 +341,9 @@ class Cycle:
                 worker = session.ensure()
                 if model not in loaded:
                     # converted first where the stack declares its deployment's conversion
-                    loaded[model] = self.state.load(worker, session.stack, model, train.mindir)
+                    done = self.state.load(worker, session.stack, model, train.mindir)
+                    loaded[model] = done.conversion
+                    outcome.load_log = done.log
                 outcome.conversion = loaded[model]
                 inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
@@ -522,31 +523,15 @@ class Cycle:
             )
         if infer.blocked is not None:
             status = UNSUPPORTED if infer.blocked.kind == UNSUPPORTED else INCOMPATIBLE
-            return ProbeResult(status=status, message=infer.blocked.message, **base)
+            return ProbeResult(status=status, message=with_remedy(infer.blocked), **base)
         if infer.error is not None:
-            rejection = MINDIR_REJECTION.search(f"{infer.error.message}\n{infer.error.log}")
-            if rejection and infer.error.kind == "error":
-                self.compat.learn(pair.infer, int(rejection.group(1)), rejection.group(0))
+            if infer.error.op not in ("load", "run"):  # a later request (timing, input classes...)
                 return ProbeResult(
-                    status=INCOMPATIBLE,
-                    message=self._rejection_message(
-                        pair, train, int(rejection.group(1)), int(rejection.group(2))
-                    ),
-                    log=infer.error.log,
-                    **base,
+                    status=ERROR, message=f"infer side: {infer.error.describe()}", log=infer.error.log, **base
                 )
-            operator = unsupported_operator(infer.error)
-            if operator is not None:
-                self.compat.learn_operator(pair.infer, infer.error)
-                return ProbeResult(
-                    status=UNSUPPORTED,
-                    message=f"unsupported operator: {operator} ({pair.infer} cannot run this variant)",
-                    log=infer.error.log,
-                    **base,
-                )
-            return ProbeResult(
-                status=ERROR, message=f"infer side: {infer.error.describe()}", log=infer.error.log, **base
-            )
+            info = train.artifact.info if train.artifact else None
+            d = self.compat.diagnose(pair.infer, infer.error, info, infer.load_log)
+            return ProbeResult(status=d.status, message=d.text(), log=infer.error.log, **base)
         assert train.outputs is not None and infer.outputs is not None
         names = list(job.spec.outputs)
         if len(infer.outputs) != len(train.outputs):
@@ -615,22 +600,6 @@ class Cycle:
                     )
                 )
         return checks
-
-    def _rejection_message(self, pair: PairConfig, train: TrainOutcome, supported: int, exported: int) -> str:
-        info = train.artifact.info if train.artifact else {}
-        producer = info.get("model_version") or self._hello_version(pair.train) or "?"
-        runtime = self.config.stacks[pair.infer].runtime
-        version = self._hello_version(pair.infer) or "?"
-        file_version = info.get("mind_ir_version", exported)
-        return (
-            f"{pair.infer} ({runtime} {version}) cannot load the MindIR exported by {pair.train} "
-            f"(MindSpore {producer}): the file has MindIR version {file_version}, "
-            f"the runtime reads at most version {supported}"
-        )
-
-    def _hello_version(self, stack: str) -> str | None:
-        session = self.state.sessions.get(stack)
-        return (session.hello or {}).get("runtime_version") if session else None
 
     def _findings(self, results: list[ProbeResult], stacks: dict[str, StackReport]) -> Iterable[Finding]:
         for s in stacks.values():

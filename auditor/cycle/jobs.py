@@ -89,6 +89,8 @@ class InferOutcome:
     rerun: list[np.ndarray] | WorkerError | None = None
     blocked: Finding | None = None
     """A rule's finding that made loading pointless (the load was not attempted)."""
+    load_log: str = ""
+    """The runtime's log of the load (its warnings belong to a first call's failure)."""
     conversion: Artifact | None = None
     """What the stack's converter made of the export and ran (``[stacks.X.convert]``)."""
     # probe suite (auditor.cycle.suite): other batch sizes

@@ -34,6 +34,16 @@ class Killable(Protocol):
     def kill(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A model loaded in a stack's worker as the stack serves it."""
+
+    conversion: Artifact | None
+    """What the stack's converter made of the file and was loaded (None: the file itself)."""
+    log: str
+    """The runtime's log of the load (its warnings belong to a first call's failure)."""
+
+
 @dataclass
 class CycleState:
     config: Config
@@ -109,22 +119,21 @@ class CycleState:
         model: str,
         path: Path,
         table: ConvertTable | None = None,
-    ) -> Artifact | None:
+    ) -> Loaded:
         """Load ``path`` in the stack's worker as the stack serves it: converted first with
         ``table`` (default: the stack's ``[stacks.X.convert]``), the conversion recorded and
-        returned (auditor.cycle.convert). Raises WorkerError, a failed conversion included."""
+        returned (auditor.cycle.convert) with the load's log. Raises WorkerError, a failed
+        conversion included."""
         table = table if table is not None else stack.convert
         if table is None:
-            worker.request("load", model=model, path=str(path))
-            return None
+            return Loaded(None, worker.request("load", model=model, path=str(path)).log)
         assert self.tmp is not None, "the cycle's temporary directory is set before any load"
         try:
             source = files.read_bytes(path, self.config.files.limits)
         except files.FileProblem as exc:
             raise WorkerError(stack.name, "convert", "error", str(exc)) from None
         done = convert.convert(worker, stack, table, source, model, self.tmp, self.artifacts)
-        worker.request("load", model=model, path=str(done.path))
-        return done.artifact
+        return Loaded(done.artifact, worker.request("load", model=model, path=str(done.path)).log)
 
     def stage(self, data: bytes, tmp: Path, suffix: str = ".mindir") -> Path:
         """Write an export for the infer side to load (after ``tamper``, when a test set one)."""

@@ -24,7 +24,8 @@ import numpy as np
 from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
-from auditor.config.user_models import ModelConfig
+from auditor.config.thresholds import DTYPE_TOLERANCES
+from auditor.config.user_models import ModelConfig, TrainNetwork
 from auditor.cycle import latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.jobs import CycleAborted
@@ -41,8 +42,7 @@ from auditor.results import (
     Finding,
     ProbeResult,
 )
-from auditor.rules.engine import ExportedModel, blocked, run_rules
-from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
+from auditor.rules.engine import ExportedModel, blocked, run_rules, with_remedy
 from auditor.stacks.worker import WorkerError
 from auditor.worker import files
 from auditor.worker.mindir import MindIRInfo
@@ -133,6 +133,7 @@ class _Side:
     latency: Any = None
     error: WorkerError | None = None
     blocked: Finding | None = None
+    load_log: str = ""
     conversion: Artifact | None = None
 
 
@@ -147,13 +148,30 @@ class _Plan:
 
 
 def model_stacks(config: Config) -> set[str]:
-    """Every stack a model probe runs on (serving stacks and reference stacks)."""
+    """Every stack a model probe runs on (serving stacks, reference stacks, the train stacks
+    that build training networks)."""
     names: set[str] = set()
     for m in config.models.values():
         names.update(m.stacks)
-        if m.reference:
-            names.add(m.reference)
+        if m.reference_stack:
+            names.add(m.reference_stack)
     return names
+
+
+def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
+    """Have the train stack's worker build the training network and load its checkpoint, kept
+    as ``model_id`` (auditor.worker.train_network); a remote worker is sent the checkpoint.
+    Raises WorkerError (the factory's or the checkpoint's failure), OSError (the checkpoint
+    cannot be read here)."""
+    checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
+    return worker.request(
+        "network",
+        model=model_id,
+        factory=network.factory,
+        kwargs=dict(network.kwargs),
+        checkpoint=checkpoint,
+        checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
+    ).result
 
 
 def pair_name(model: ModelConfig, target: str) -> str:
@@ -172,6 +190,17 @@ class ModelSuite:
         limits = self.state.config.files.limits  # every file read through auditor.worker.files
         try:
             plan.data, plan.info = read_model(model.path, limits)
+            missing = model.train.missing() if model.train is not None else None
+            if missing is not None:
+                raise ModelInputError(f"models.{model.name}.{missing}")
+            if (
+                model.train is not None
+                and model.train.checkpoint
+                and not Path(model.train.checkpoint).is_file()
+            ):
+                raise ModelInputError(
+                    f"models.{model.name}.train.checkpoint: {model.train.checkpoint}: no such file"
+                )
             if model.golden:
                 plan.golden = read_golden(model.golden, limits)
                 plan.inputs = plan.golden.inputs
@@ -237,11 +266,10 @@ class ModelSuite:
             try:
                 worker = sessions[stack].ensure()
                 if serving:  # converted first: the model's [models.N.convert], else the stack's
-                    side.conversion = self.state.load(
-                        worker, sessions[stack].stack, model_id, Path(path), model.convert
-                    )
+                    done = self.state.load(worker, sessions[stack].stack, model_id, Path(path), model.convert)
+                    side.conversion, side.load_log = done.conversion, done.log
                 else:
-                    worker.request("load", model=model_id, path=path)
+                    side.load_log = worker.request("load", model=model_id, path=path).log
                 side.outputs = worker.request("run", model=model_id, inputs=plan.inputs).result["outputs"]
                 side.latency = self.state.time(worker, model_id, plan.inputs, batch)
             except WorkerError as exc:
@@ -249,7 +277,9 @@ class ModelSuite:
             return side
 
         reference = _Side()
-        if model.reference:
+        if model.train is not None:
+            reference = self._train_network(model, sessions, plan.inputs, batch)
+        elif model.reference:
             reference = run_on(model.reference, serving=False)
         else:
             assert plan.golden is not None
@@ -264,6 +294,25 @@ class ModelSuite:
                 todo[t] = lambda t=t: run_on(t)
         sides.update(self.state.parallel(todo) if todo else {})
         return [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+
+    def _train_network(
+        self, model: ModelConfig, sessions: dict[str, Any], inputs: list[np.ndarray], batch: int
+    ) -> _Side:
+        """The reference outputs of the training network: the user's factory builds it in
+        PyNative on the train stack, its checkpoint loaded, and it runs the same inputs."""
+        assert model.train is not None
+        network, side = model.train, _Side()
+        model_id = f"network/{model.name}"
+        try:
+            worker = sessions[network.stack].ensure()
+            build_network(worker, network, model_id)
+            side.outputs = worker.request("run", model=model_id, inputs=inputs).result["outputs"]
+            side.latency = self.state.time(worker, model_id, inputs, batch)
+        except WorkerError as exc:
+            side.error = exc
+        except OSError as exc:  # the checkpoint went away since the plan
+            side.error = WorkerError(network.stack, "network", "error", f"{network.checkpoint}: {exc}")
+        return side
 
     def _save_sides(self, plan: _Plan, target: str, names: list[str], reference: Any, served: Any) -> None:
         """Both sides of a model result, for ``auditor compare`` (``audit --save-outputs``)."""
@@ -294,13 +343,13 @@ class ModelSuite:
         names = self._output_names(plan, 0)
         return dict(
             pair=pair_name(model, target),
-            train=model.reference or target,
+            train=model.reference_stack or target,
             infer=target,
             probe=model.name,
             probe_version=info.sha256[:12] if info else "unreadable",
             variant=VARIANT,
             artifact=Artifact(info.sha256, "mindir", info.size, asdict(info)) if info else None,
-            thresholds={o: asdict(model.tolerance_for(o)) for o in names},
+            thresholds={o: asdict(model.tolerance_for(o, None, computes_in(info))) for o in names},
             samples=int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 0,
         )
 
@@ -322,37 +371,22 @@ class ModelSuite:
         base["conversion"] = side.conversion
         if side.blocked is not None:
             status = UNSUPPORTED if side.blocked.kind == UNSUPPORTED else INCOMPATIBLE
-            return ProbeResult(status=status, message=side.blocked.message, **base)
+            return ProbeResult(status=status, message=with_remedy(side.blocked), **base)
         if reference.error is not None:
+            which = model.train.describe() if model.train is not None else f"stack {model.reference}"
             return ProbeResult(
                 status=ERROR,
-                message=f"reference stack {model.reference}: {reference.error.describe()}",
+                message=f"reference {which}: {reference.error.describe()}",
                 log=reference.error.log,
                 **base,
             )
         if side.error is not None:
             err = side.error
-            text = f"{err.message}\n{err.log}"
-            if err.kind == "error" and MINDIR_REJECTION.search(text):
-                m = MINDIR_REJECTION.search(text)
-                assert m is not None
-                self.compat.learn(target, int(m.group(1)), m.group(0))
-                return ProbeResult(
-                    status=INCOMPATIBLE,
-                    message=f"{target} cannot load {model.path}: {m.group(0)}",
-                    log=err.log,
-                    **base,
-                )
-            op = unsupported_operator(err)
-            if op is not None:
-                self.compat.learn_operator(target, err)
-                return ProbeResult(
-                    status=UNSUPPORTED,
-                    message=f"unsupported operator: {op} ({target} cannot run {model.path})",
-                    log=err.log,
-                    **base,
-                )
-            return ProbeResult(status=ERROR, message=f"{target}: {err.describe()}", log=err.log, **base)
+            if err.op not in ("load", "run"):  # timing after the outputs came
+                return ProbeResult(status=ERROR, message=f"{target}: {err.describe()}", log=err.log, **base)
+            info = asdict(plan.info) if plan.info is not None else None
+            d = self.compat.diagnose(target, err, info, side.load_log)
+            return ProbeResult(status=d.status, message=f"{model.path}: {d.text()}", log=err.log, **base)
         assert reference.outputs is not None and side.outputs is not None
         if len(reference.outputs) != len(side.outputs):
             return ProbeResult(
@@ -365,20 +399,20 @@ class ModelSuite:
         if self.state.save_outputs is not None:
             self._save_sides(plan, target, names, reference.outputs, side.outputs)
         dtypes = [str(np.asarray(r).dtype) for r in reference.outputs]
-        base["thresholds"] = {
-            o: asdict(model.tolerance_for(o, d)) for o, d in zip(names, dtypes, strict=False)
-        }
+        inside = computes_in(plan.info)
+        tolerances = {n: model.tolerance_for(n, d, inside) for n, d in zip(names, dtypes, strict=False)}
+        base["thresholds"] = {o: asdict(t) for o, t in tolerances.items()}
         comparisons = tuple(
-            compare_output(n, np.asarray(r), np.asarray(g), model.tolerance_for(n, d))
-            for n, r, g, d in zip(names, reference.outputs, side.outputs, dtypes, strict=False)
+            compare_output(n, np.asarray(r), np.asarray(g), tolerances[n])
+            for n, r, g in zip(names, reference.outputs, side.outputs, strict=False)
         )
-        stale = ""
+        stale = fp16_note(model, plan.info, comparisons, dtypes)
         if (
             plan.golden is not None
             and plan.info is not None
             and plan.golden.model_sha256 not in (None, plan.info.sha256)
         ):
-            stale = (
+            stale += (
                 f" (the golden was recorded for another file, sha256 {str(plan.golden.model_sha256)[:12]}; "
                 f"this one is {plan.info.sha256[:12]}: re-record it if the model was retrained on purpose)"
             )
@@ -393,6 +427,40 @@ class ModelSuite:
         return ProbeResult(
             status=CONSISTENT, message="all outputs within tolerance" + stale, outputs=comparisons, **base
         )
+
+
+def computes_in(info: MindIRInfo | None) -> str | None:
+    """ "float16" when the file computes in fp16 inside (its layers' outputs are fp16, whatever
+    its inputs' and outputs' dtype), else None."""
+    return "float16" if info is not None and "float16" in (info.compute_dtypes or ()) else None
+
+
+def fp16_note(
+    model: ModelConfig, info: MindIRInfo | None, comparisons: tuple[Any, ...], dtypes: list[str]
+) -> str:
+    """What a result says of a file that computes in fp16 inside: that it does, which
+    thresholds judged its wider outputs, and the tolerance that would pass each of them."""
+    if computes_in(info) is None or info is None:
+        return ""
+    wide = [
+        (c, d)
+        for c, d in zip(comparisons, dtypes, strict=False)
+        if d not in DTYPE_TOLERANCES and not c.shape_mismatch
+    ]
+    ops = ", ".join((info.float16_ops or ())[:6])
+    text = f" (the file computes in float16 inside: {ops} in float16"
+    if not wide:
+        return text + ")"
+    judged = [
+        f"{c.output} ({d}) with {'your thresholds' if model.user_set(c.output) else 'the float16 thresholds'}"
+        + (
+            f", passes at atol {c.metrics['min_atol']:.3g} or rtol {c.metrics['min_rtol']:.3g}"
+            if c.passed
+            else ""
+        )
+        for c, d in wide
+    ]
+    return text + "; judged " + "; ".join(judged) + ")"
 
 
 def _check_golden_inputs(model: ModelConfig, info: MindIRInfo, golden: Golden) -> None:

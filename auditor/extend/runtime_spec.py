@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from auditor.extend.operator_table import OperatorTable
+
 CAPABILITIES = ("export", "load")
 
 
@@ -22,6 +24,12 @@ class RuntimeSpec:
     """Operators this runtime is known not to run: ``"VERSION:TARGET"`` (``"2.0.0:cpu"``, the
     runtime's own version and the device kind) -> MindIR operator type -> why. Checked by the
     operator-support rule against every MindIR before it is loaded."""
+    operator_tables: tuple[OperatorTable, ...] = ()
+    """What the operator sweep measured (``scripts/operator_sweep.py``, shipped as one JSON file
+    per runtime and read with ``auditor.extend.operator_table.read_tables``): per runtime release,
+    device kind and exporting MindSpore release, each operator's status in a minimal graph. Read
+    by the deployment gate (``auditor check``) and to name the operator of a failed load; it
+    blocks no load (an operator that fails alone may run inside a larger graph)."""
 
     def __post_init__(self) -> None:
         if self.can not in CAPABILITIES:

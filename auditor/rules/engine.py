@@ -50,8 +50,8 @@ class RuleContext:
     exported: list[ExportedModel] = field(default_factory=list)
     learned_maxima: dict[tuple[str, str], LearnedMaximum] = field(default_factory=dict)
     operator_limits: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Stack name -> operator the stack's runtime cannot run -> where that is known from (the
-    runtime plugin's table, or a load that failed on it; ``auditor.rules.operator_support``)."""
+    """Stack name -> operator the stack's runtime cannot run in any graph -> where that is known
+    from (the runtime plugin's table; ``auditor.rules.operator_support``)."""
 
     def fingerprint(self, stack: str) -> dict[str, Any]:
         """The stack's document, {} when there is none."""
@@ -75,6 +75,12 @@ class Rule:
     description: str
     check: Callable[[RuleContext], Iterable[Finding]]
     needs_artifacts: bool = False
+
+
+def with_remedy(f: Finding) -> str:
+    """A finding's message and what to do about it, as a blocked probe's result says it."""
+    action = f.details.get("action")
+    return f"{f.message}; remedy: {action}" if action else f.message
 
 
 def finding(

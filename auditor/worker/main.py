@@ -17,7 +17,7 @@ import traceback
 
 import numpy as np
 
-from auditor.worker import fingerprint, protocol
+from auditor.worker import fingerprint, protocol, train_network
 from auditor.worker.runtimes import RuntimeFailure, make_runtime
 
 LOG_LIMIT = 64 * 1024
@@ -87,6 +87,19 @@ class Worker(object):
                     f.write(request["mindir"])
             self.runtime.load(request["model"], path)
             return {}
+        if op == "network":
+            # A model probe's reference: the user's training network, built by its factory.
+            checkpoint = request.get("checkpoint") or ""
+            if request.get("checkpoint_data") is not None:
+                # A worker on another host: the checkpoint travels with the request.
+                checkpoint = os.path.join(
+                    self.spec["workdir"], os.path.basename(checkpoint) or "network.ckpt"
+                )
+                with open(checkpoint, "wb") as f:
+                    f.write(request["checkpoint_data"])
+            return train_network.build(
+                self.runtime, request["model"], request["factory"], request.get("kwargs") or {}, checkpoint
+            )
         if op == "convert":
             return self.convert(request)
         if op == "signature":

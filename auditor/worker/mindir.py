@@ -18,7 +18,9 @@ Field numbers used (mind_ir.proto):
   ModelProto     1 ir_version, 2 producer_name, 3 producer_version, 5 model_version,
                  7 graph, 8 functions, 10 little_endian, 12 primitives, 13 mind_ir_version
   GraphProto     1 node, 2 name, 3 parameter, 5 input, 6 output
-  NodeProto      4 op_type ("REF::<primitive name>" since MindSpore 2.0, else the type itself)
+  NodeProto      4 op_type ("REF::<primitive name>" since MindSpore 2.0, else the type itself),
+                 5 attribute (the one named "shape" holds the node's output tensor: its dtype)
+  AttributeProto 1 name, 12 tensors
   PrimitiveProto 1 name, 2 op_type
   ValueInfoProto 1 name, 2 tensor
   TensorProto    1 dims, 2 data_type, 7 name, 9 raw_data, 12 external_data
@@ -95,6 +97,12 @@ class MindIRInfo:
     inputs: tuple[TensorInfo, ...] | None = None
     outputs: tuple[TensorInfo, ...] | None = None
     """The graph's declared outputs that are tensors (a tuple output declares none)."""
+    compute_dtypes: tuple[str, ...] | None = None
+    """The float dtypes the graph's computing nodes produce (casts, loads, constants and tuples
+    left out): ("float16",) for a network that casts to fp16 before its layers, whatever
+    dtype its inputs and outputs have."""
+    float16_ops: tuple[str, ...] | None = None
+    """The operator types that compute in float16 (empty when none does)."""
     graph_note: str = ""
 
     def describe(self) -> str:
@@ -255,6 +263,26 @@ class _Graph:
     parameters: list[TensorInfo]
     inputs: list[TensorInfo]
     outputs: list[TensorInfo] = field(default_factory=list)
+    node_dtypes: list[tuple[str, str]] = field(default_factory=list)
+    """(op_type as written, the dtype of its output) of every node that declares one."""
+
+
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+_NOT_COMPUTING = frozenset(
+    {"Cast", "Load", "Constant", "MakeTuple", "TupleGetItem", "Depend", "UpdateState", "Return", "make_tuple"}
+)
+"""Nodes that move or relabel values: a network "computes in fp16" when its other nodes do."""
+
+
+def _node_dtype(attribute: memoryview, budget: _Budget) -> str | None:
+    """The dtype of a node's "shape" attribute (its output tensor), None for other attributes."""
+    name, dtype = "", None
+    for n, _, v in _fields(attribute, 0, len(attribute), budget):
+        if n == 1:
+            name = _text(v, "attribute name")
+        elif n == 12 and dtype is None:
+            dtype = _tensor(_message(v, "attribute tensor"), budget).dtype
+    return dtype if name == "shape" else None
 
 
 def _graph(chunk: memoryview, budget: _Budget, with_io: bool) -> _Graph:
@@ -264,9 +292,15 @@ def _graph(chunk: memoryview, budget: _Budget, with_io: bool) -> _Graph:
             g.name = _text(value, "graph name")
         elif number == 1:
             node = _message(value, "graph node")
+            op_type, dtype = None, None
             for n, _, v in _fields(node, 0, len(node), budget):
                 if n == 4:
-                    g.op_types.append(_text(v, "node op_type"))
+                    op_type = _text(v, "node op_type")
+                    g.op_types.append(op_type)
+                elif n == 5 and dtype is None and isinstance(v, memoryview):
+                    dtype = _node_dtype(v, budget)
+            if op_type is not None and dtype is not None:
+                g.node_dtypes.append((op_type, dtype))
         elif number == 3:
             g.parameters.append(_tensor(_message(value, "graph parameter"), budget))
         elif number == 5 and with_io:
@@ -425,6 +459,11 @@ def _summary(
     distinct = sorted({_resolve(t, refs) for t in op_types})
     if len(distinct) > MAX_OP_TYPES:
         raise _BudgetExceeded(f"more than {MAX_OP_TYPES} distinct operator types")
+    computing = [
+        (op, dtype)
+        for op, dtype in ((_resolve(t, refs), d) for t, d in main.node_dtypes)
+        if op not in _NOT_COMPUTING and dtype in _FLOATS
+    ]
     counts = [_elements(p.shape) for p in main.parameters]
     return {
         "op_types": tuple(distinct),
@@ -435,4 +474,6 @@ def _summary(
         "parameters": tuple(main.parameters),
         "inputs": tuple(main.inputs),
         "outputs": tuple(main.outputs),
+        "compute_dtypes": tuple(sorted({d for _, d in computing})),
+        "float16_ops": tuple(sorted({op for op, d in computing if d == "float16"})),
     }

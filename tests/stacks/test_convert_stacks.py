@@ -239,13 +239,13 @@ def test_check_convert_in_the_gate(stacks, converted, tmp_path):
             [*argv, "--stack", "lite20", *more], capture_output=True, text=True, timeout=600
         )
 
-    ok = check(good, "--convert", "--load")
+    ok = check(good, "--convert")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "conversion: ok" in ok.stdout and "ms, optimize general, weight_fp16" in ok.stdout
     assert "by MindSpore Lite 2.0.0: ms" in ok.stdout and "load: ok" in ok.stdout
-    failed = check(bad, "--convert", "--load")
+    failed = check(bad, "--convert")
     assert failed.returncode == 1
     assert "the conversion failed: MindSpore Lite converter (mindir, optimize general)" in failed.stdout
     assert "is not in param dict" in failed.stdout and "load: not attempted" in failed.stdout
-    plain = check(good, "--load")  # without --convert the gate loads the export as it is
+    plain = check(good)  # without --convert the gate loads the export as it is
     assert plain.returncode == 0 and "conversion:" not in plain.stdout

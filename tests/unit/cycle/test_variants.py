@@ -122,7 +122,8 @@ def test_unsupported_operator_is_read_from_the_runtime_log():
     err = WorkerError(
         "lite20", "load", "error", "build_from_file failed! Error is Common error code.", LITE_NO_KERNEL
     )
-    assert unsupported_operator(err) == "RandomStandardNormal"
+    # The node's name carries the operator as the MindIR names it (Lite's type is RandomStandardNormal).
+    assert unsupported_operator(err) == "StandardNormal"
     said = WorkerError("x", "load", "error", "Unsupported operator: Foo.Bar in graph")
     assert unsupported_operator(said) == "Foo.Bar"
     assert unsupported_operator(WorkerError("x", "load", "error", "Common error code.")) is None
@@ -235,7 +236,8 @@ def test_unsupported_operator_is_its_own_status():
         "inf", "load", "error", "build_from_file failed! Error is Common error code.", LITE_NO_KERNEL
     )
     r = _result(cycle, job, [np.zeros((2, 2))] * 2, None, infer_error=err)
-    assert r.status == UNSUPPORTED and r.message.startswith("unsupported operator: RandomStandardNormal")
+    assert r.status == UNSUPPORTED and "fails to load it: it cannot load operator StandardNormal" in r.message
+    assert "the runtime's log:" in r.message and "remedy: replace StandardNormal" in r.message
     findings = list(cycle._findings([r], {}))
     assert [(f.kind, f.severity) for f in findings] == [(UNSUPPORTED, "warning")]
 

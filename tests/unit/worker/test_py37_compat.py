@@ -21,6 +21,7 @@ STACK_SIDE = [
     "tests/model_fixtures/*.py",
     "examples/*/src/*/policy.py",
     "plugins/collectors/*.py",
+    "scripts/opsweep/*.py",
 ]
 
 
