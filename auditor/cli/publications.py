@@ -8,6 +8,21 @@ import json
 import click
 
 from auditor.cli.context import MAX_LIMIT, Context
+from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
+
+COLUMNS = (
+    "id",
+    "stack",
+    "host",
+    "auditor_id",
+    "run_id",
+    "completed_at",
+    "age_seconds",
+    "probe",
+    "variant",
+    "mindir_sha256",
+)
+"""``--format csv``: a row per export of each publication (one with empty export columns when it has none)."""
 
 
 @click.command("publications")
@@ -22,10 +37,17 @@ from auditor.cli.context import MAX_LIMIT, Context
     help="How many publications, newest first (0: all).",
 )
 @click.option("--complete", is_flag=True, help="Only complete ones (those an inference side reads).")
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@auditor_filter
+@format_options
 @click.pass_obj
 def publications_command(
-    obj: Context, stacks: tuple[str, ...], limit: int, complete: bool, as_json: bool
+    obj: Context,
+    stacks: tuple[str, ...],
+    limit: int,
+    complete: bool,
+    auditors: tuple[str, ...],
+    fmt: str,
+    as_json: bool,
 ) -> None:
     """List what training-side auditors published for inference-side ones (split mode):
     each publication's stack, auditor, run, completion time and age, and the probe variants
@@ -35,10 +57,18 @@ def publications_command(
 
     store = obj.store(read=True)
     try:
-        found = listing(store.engine, stacks, limit, complete)
+        found = listing(store.engine, stacks, limit, complete, auditors)
     finally:
         store.close()
-    if as_json:
+    fmt = chosen(fmt, as_json)
+    if fmt == "csv":
+        rows = []
+        for p in found:
+            head = p.to_json()
+            rows += [[head[c] for c in COLUMNS[:7]] + list(item) for item in p.items or [("", "", "")]]
+        write_rows("csv", COLUMNS, rows)
+        return
+    if fmt == "json":
         click.echo(json.dumps([p.to_json() for p in found], indent=2))
         return
     click.echo(f"history: {store.display_url}")
@@ -46,6 +76,7 @@ def publications_command(
         click.echo(
             "no publications"
             + (f" of {', '.join(stacks)}" if stacks else "")
+            + (f" by {', '.join(auditors)}" if auditors else "")
             + " (split mode: README, A fleet)"
         )
     for p in found:

@@ -10,6 +10,7 @@ import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK
+from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
 from auditor.history.filters import HistoryError, parse_when
 from auditor.history.telemetry import TelemetryFilters, newest, store_samples
 from auditor.report.tables import sparkline
@@ -77,7 +78,8 @@ def sample_command(obj: Context, hosts: tuple[str, ...], no_store: bool, as_json
     "--last", default=20, show_default=True, type=click.IntRange(1, MAX_LIMIT), help="Points per series."
 )
 @click.option("--since", metavar="WHEN", help="From this time on (2026-03-01, 7d, 12h, ...).")
-@click.option("--json", "as_json", is_flag=True, help="Print the series as JSON.")
+@auditor_filter
+@format_options
 @click.pass_obj
 def show_command(
     obj: Context,
@@ -86,10 +88,13 @@ def show_command(
     metrics: tuple[str, ...],
     last: int,
     since: str | None,
+    auditors: tuple[str, ...],
+    fmt: str,
     as_json: bool,
 ) -> None:
     """The newest values of each NPU telemetry series: one line per NPU, chip and metric with
-    its latest value, range and a sparkline."""
+    its latest value, range and a sparkline. CSV has a row per point (auditor, host, NPU,
+    chip, metric, time, value); JSON a list of series with their points."""
     bad = [m for m in metrics if m not in METRICS]
     if bad:
         fail(f"unknown metric {', '.join(map(repr, bad))} (known: {', '.join(METRICS)})")
@@ -99,8 +104,21 @@ def show_command(
         fail(str(exc))
     store = obj.store(read=True)
     with store.engine.connect() as conn:
-        series = newest(conn, TelemetryFilters(hosts=hosts, npus=npus, metrics=metrics, since=when), last)
-    if as_json:
+        chosen_series = TelemetryFilters(
+            hosts=hosts, npus=npus, metrics=metrics, auditors=auditors, since=when
+        )
+        series = newest(conn, chosen_series, last)
+    fmt = chosen(fmt, as_json)
+    if fmt == "csv":
+        columns = ("auditor_id", "host", "npu", "chip", "metric", "at", "value")
+        rows = (
+            (s.auditor_id, s.host, s.npu, s.chip, s.metric, f"{at.isoformat()}Z", v)
+            for s in series
+            for at, v in s.points
+        )
+        write_rows("csv", columns, rows)
+        return
+    if fmt == "json":
         out = [
             {**{k: getattr(s, k) for k in ("auditor_id", "host", "npu", "chip", "metric")}}
             | {"points": [[at.isoformat() + "Z", v] for at, v in s.points]}
@@ -110,7 +128,8 @@ def show_command(
         return
     if not series:
         click.echo(
-            "no NPU telemetry in the history" + (" for these filters" if hosts or npus or metrics else "")
+            "no NPU telemetry in the history"
+            + (" for these filters" if hosts or npus or metrics or auditors else "")
         )
         return
     host = None

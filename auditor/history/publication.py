@@ -281,14 +281,21 @@ def latest(engine: Engine, stack: str) -> Publication | None:
 
 
 def listing(
-    engine: Engine, stacks: tuple[str, ...] = (), limit: int = 20, complete: bool = False
+    engine: Engine,
+    stacks: tuple[str, ...] = (),
+    limit: int = 20,
+    complete: bool = False,
+    auditors: tuple[str, ...] = (),
 ) -> list[PublicationSummary]:
-    """The newest ``limit`` publications (0: all), of ``stacks`` when given, newest first, with
-    their items; ``complete``: only those an infer side would read. Two statements."""
+    """The newest ``limit`` publications (0: all), of ``stacks`` and by ``auditors`` when given,
+    newest first, with their items; ``complete``: only those an infer side would read. Two
+    statements."""
     with Session(engine) as s:
         query = select(m.Publication).order_by(m.Publication.created_at.desc(), m.Publication.id.desc())
         if stacks:
             query = query.where(m.Publication.stack.in_(stacks))
+        if auditors:
+            query = query.where(m.Publication.auditor_id.in_(auditors))
         if complete:
             query = query.where(m.Publication.completed_at.is_not(None))
         if limit:

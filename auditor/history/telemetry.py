@@ -55,8 +55,8 @@ class TelemetryFilters:
     hosts: tuple[str, ...] = ()
     npus: tuple[int, ...] = ()
     metrics: tuple[str, ...] = ()
-    auditor_id: str | None = None
-    """Only this auditor's series (None: every auditor's)."""
+    auditors: tuple[str, ...] = ()
+    """Only these auditors' series (empty: every auditor's)."""
     since: datetime | None = None
     until: datetime | None = None
 
@@ -154,42 +154,46 @@ def prune(conn: Connection, cutoff: datetime, auditor_id: str | None) -> dict[st
 # the other history queries are.
 
 
-def _shape(f: TelemetryFilters) -> tuple[tuple[int, int, int, bool, bool, bool], dict[str, Any]]:
+def _shape(f: TelemetryFilters) -> tuple[tuple[int, int, int, int, bool, bool], dict[str, Any]]:
     """How many alternatives each filter has (and which are set), and the values to bind."""
     values: dict[str, Any] = {}
-    for name, alternatives in (("host", f.hosts), ("npu", f.npus), ("metric", f.metrics)):
+    for name, alternatives in (
+        ("host", f.hosts),
+        ("npu", f.npus),
+        ("metric", f.metrics),
+        ("auditor", f.auditors),
+    ):
         values.update({f"{name}{i}": v for i, v in enumerate(alternatives)})
-    for name in ("auditor_id", "since", "until"):
+    for name in ("since", "until"):
         if getattr(f, name) is not None:
             values[name] = getattr(f, name)
     shape = (
         len(f.hosts),
         len(f.npus),
         len(f.metrics),
-        f.auditor_id is not None,
+        len(f.auditors),
         f.since is not None,
         f.until is not None,
     )
     return shape, values
 
 
-def _of_series(stmt: Select, shape: tuple[int, int, int, bool, bool, bool]) -> Select:
+def _of_series(stmt: Select, shape: tuple[int, int, int, int, bool, bool]) -> Select:
     """The series filters of ``shape`` on a statement that selects from telemetry_series."""
     for column, name, n in (
         (S.host, "host", shape[0]),
         (S.npu, "npu", shape[1]),
         (S.metric, "metric", shape[2]),
+        (S.auditor_id, "auditor", shape[3]),
     ):
         if n:
             kind = Integer() if name == "npu" else String()
             binds = [bindparam(f"{name}{i}", type_=kind) for i in range(n)]
             stmt = stmt.where(column == binds[0] if n == 1 else column.in_(binds))
-    if shape[3]:
-        stmt = stmt.where(S.auditor_id == bindparam("auditor_id", type_=String()))
     return stmt
 
 
-def _in_time(stmt: Select, shape: tuple[int, int, int, bool, bool, bool]) -> Select:
+def _in_time(stmt: Select, shape: tuple[int, int, int, int, bool, bool]) -> Select:
     if shape[4]:
         stmt = stmt.where(P.at >= bindparam("since", type_=P.at.type))
     if shape[5]:

@@ -4,7 +4,9 @@ once, and what happens when the database is not there."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import subprocess
 import sys
@@ -290,6 +292,13 @@ def test_the_publications_command_lists_what_is_in_the_database(db_url):
     assert doc[1]["age_seconds"] >= 0
     complete = json.loads(runner.invoke(cli, ["--db", db_url, "publications", "--complete", "--json"]).stdout)
     assert {p["stack"] for p in complete} == {"ms20", "ms210"} and all(p["completed_at"] for p in complete)
+    # CSV: a row per export under a header; --auditor narrows to the publishing auditor
+    done = runner.invoke(cli, ["--db", db_url, "publications", "--format", "csv", "--auditor", "trainer"])
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert [(int(r["run_id"]), r["stack"], r["mindir_sha256"]) for r in rows][-1] == (first, "ms20", one)
+    assert len(rows) == 3 and {r["auditor_id"] for r in rows} == {"trainer"}
+    nobody = runner.invoke(cli, ["--db", db_url, "publications", "--auditor", "someone-else"])
+    assert nobody.exit_code == 0 and "no publications by someone-else" in nobody.stdout
 
 
 def test_publications_are_pruned_with_their_runs(db_url):

@@ -229,7 +229,9 @@ def test_check_convert_in_the_gate(stacks, converted, tmp_path):
     export.write_bytes(stored(first_cfg.db_url, by_infer(first)["lite20"].artifact.sha256))
     text = (REPO / "auditor.toml").read_text()
     good = tmp_path / "good.toml"
-    good.write_text(text + '\n[stacks.lite20.convert]\noptimize = "general"\nweight_fp16 = true\n')
+    good.write_text(text + '\n[stacks.lite20.convert]\noptimize = "general"\n')
+    fp16 = tmp_path / "fp16.toml"
+    fp16.write_text(text + '\n[stacks.lite20.convert]\noptimize = "general"\nweight_fp16 = true\n')
     bad = tmp_path / "bad.toml"
     bad.write_text(text + '\n[stacks.lite20.convert]\nsave_type = "mindir"\n')
 
@@ -241,8 +243,13 @@ def test_check_convert_in_the_gate(stacks, converted, tmp_path):
 
     ok = check(good, "--convert")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "conversion: ok" in ok.stdout and "ms, optimize general, weight_fp16" in ok.stdout
+    assert "conversion: ok" in ok.stdout and "(ms, optimize general)" in ok.stdout
     assert "by MindSpore Lite 2.0.0: ms" in ok.stdout and "load: ok" in ok.stdout
+    # weight_fp16 folds std into garbage (test_weight_fp16_shows_its_real_effect): the gate runs
+    # what the deployment's conversion makes, sees it, and does not say OK
+    garbage = check(fp16, "--convert")
+    assert garbage.returncode == 1 and "conversion: ok" in garbage.stdout, garbage.stdout
+    assert "(ms, optimize general, weight_fp16)" in garbage.stdout and "NOT all finite" in garbage.stdout
     failed = check(bad, "--convert")
     assert failed.returncode == 1
     assert "the conversion failed: MindSpore Lite converter (mindir, optimize general)" in failed.stdout

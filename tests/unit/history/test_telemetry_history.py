@@ -104,11 +104,38 @@ def test_retention_prunes_by_age_and_only_its_own_auditors_points(store: Store, 
         # a1 keeps the points of the last two days (days 3 and 4 after T0... and day 2 at +1 h: older)
         assert done.deleted["telemetry_points"] == 3 * 4
         with store.engine.connect() as conn:
-            mine = th.newest(conn, th.TelemetryFilters(auditor_id="a1"), 100)
-            theirs = th.newest(conn, th.TelemetryFilters(auditor_id="a2"), 100)
+            mine = th.newest(conn, th.TelemetryFilters(auditors=("a1",)), 100)
+            theirs = th.newest(conn, th.TelemetryFilters(auditors=("a2",)), 100)
         assert {len(s.points) for s in mine} == {2} and {len(s.points) for s in theirs} == {5}
         done = prune(store.engine, 1, now=T0 + timedelta(days=30), auditor_id="a1")
         assert done.deleted["telemetry_series"] == 4  # none of a1's series has points left
         assert count(store, m.TelemetrySeriesRow) == 4
     finally:
         other.close()
+
+
+def test_show_narrows_to_auditors_and_writes_csv(store: Store, db_url: str) -> None:
+    """`auditor telemetry show --auditor ID --format csv`: a row per point of that auditor's
+    series only, under a header; JSON the same series with their points."""
+    import csv
+    import io
+    import json
+
+    from click.testing import CliRunner
+
+    from auditor.cli.main import cli
+
+    for minute in range(3):
+        th.store_samples(store.engine, "a1", [host_sample("box", minute, 40.0 + minute)])
+        th.store_samples(store.engine, "a2", [host_sample("box", minute, 70.0)])
+    runner = CliRunner()
+    args = ["--db", db_url, "telemetry", "show", "--metric", "temperature_c", "--auditor", "a1"]
+    done = runner.invoke(cli, [*args, "--format", "csv"])
+    assert done.exit_code == 0, done.output
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert {r["auditor_id"] for r in rows} == {"a1"} and len(rows) == 2 * 3  # NPU 0 and 1, three points
+    assert [float(r["value"]) for r in rows if r["npu"] == "0"] == [40.0, 41.0, 42.0]
+    series = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)
+    assert {s["auditor_id"] for s in series} == {"a1"} and len(series) == 2
+    both = json.loads(runner.invoke(cli, [*args[:-2], "--auditor", "a1", "--auditor", "a2", "--json"]).stdout)
+    assert {s["auditor_id"] for s in both} == {"a1", "a2"}
