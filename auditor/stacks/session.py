@@ -22,6 +22,7 @@ from typing import Any
 
 from auditor.config.tables import Config, StackConfig
 from auditor.stacks.hosts import per_host_limits
+from auditor.stacks.payload import Packages
 from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
 
 
@@ -40,9 +41,13 @@ class Reach:
     training network: ``[models.NAME] train.path``)."""
 
     @cached_property
-    def packages(self) -> list[tuple[str, str]]:
+    def packages(self) -> Packages:
+        """The worker's packages with the training networks' own folders, keeping the entry
+        modules a remote payload is derived from (a plain list would carry the worker's
+        request loop alone: no probe, collector or runtime class would reach another host)."""
+        found = worker_packages(self.modules)
         extra = {name for name, _ in self.extra_packages}
-        return [p for p in worker_packages(self.modules) if p[0] not in extra] + list(self.extra_packages)
+        return Packages([p for p in found if p[0] not in extra] + list(self.extra_packages), found.entries)
 
     def stack(self, name: str) -> StackConfig:
         return self.config.stacks[name]

@@ -76,3 +76,32 @@ def test_the_zip_names_modules_not_folders(tmp_path):
     packages = payload.Packages([("auditor.probes", str(tmp_path / "probes"))], ["auditor.probes.p"])
     names = zipfile.ZipFile(io.BytesIO(payload.build(packages).data)).namelist()
     assert sorted(names) == ["auditor/probes/p.py", "auditor/probes/q.py"]
+
+
+def test_a_reach_with_a_training_networks_folder_still_carries_every_entry(tmp_path):
+    """Reach.packages adds a model's training-network folder to the worker's packages; the
+    payload built from them still holds the collectors, probes and runtime classes (a plain
+    list there once carried the request loop alone, and every remote collector failed)."""
+    from auditor.config.load import load
+    from auditor.extend.manager import Plugins
+    from auditor.stacks.session import reach
+
+    tree(tmp_path, {"mypolicy/__init__.py": "", "mypolicy/nets.py": "def build():\n    return None\n"})
+    (tmp_path / "p.mindir").write_bytes(b"")
+    text = (Path(__file__).resolve().parents[3] / "auditor.toml").read_text()
+    text += (
+        f'\n[models.policy]\npath = "{tmp_path / "p.mindir"}"\nstacks = ["lite20"]\n'
+        f'train = {{ factory = "mypolicy.nets:build", stack = "ms20", path = "{tmp_path}" }}\n'
+    )
+    (tmp_path / "auditor.toml").write_text(text)
+    config = load(tmp_path / "auditor.toml")
+    plugins = Plugins(entry_points=False)
+    to_reach = reach(
+        config,
+        {n: r.worker_class for n, r in plugins.runtimes().items()},
+        [s.module for s in plugins.probes().values()],
+        plugins.fingerprint_collectors(),
+    )
+    names = set(payload.build(to_reach.packages).names)
+    assert {"auditor.plugins.collectors.environment", "auditor.probes.ppo_policy", "mypolicy.nets"} <= names
+    assert ("mypolicy", str(tmp_path / "mypolicy")) in to_reach.packages
