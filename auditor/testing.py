@@ -146,7 +146,7 @@ def run_cycle(
             config = load(
                 path,
                 known_probes={n: p.default_params for n, p in specs.items()},
-                runtimes={n: r.can for n, r in plugins.runtimes().items()},
+                runtimes=plugins.runtimes(),
                 probe_variants={n: p.variants for n, p in specs.items()},
             )
         except ConfigError as exc:

@@ -10,7 +10,7 @@ import click
 
 from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_USAGE
-from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, preflight
+from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, loads_mindir, preflight
 
 
 @click.command("check")
@@ -20,7 +20,7 @@ from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdi
     "stacks",
     multiple=True,
     metavar="STACK",
-    help="A stack to check against (repeatable). Default: every infer stack of the config.",
+    help="A stack to check against (repeatable). Default: every infer stack of the config that loads MindIR.",
 )
 @click.option("--load", is_flag=True, help="Also load the model on each stack and run one seeded batch.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the --load batch.")
@@ -50,10 +50,14 @@ def check_command(
             f"no stack named {', '.join(map(repr, unknown))} in {config.source} "
             f"(configured: {', '.join(config.stacks)})"
         )
-    names = list(dict.fromkeys(stacks)) or [n for n, s in config.stacks.items() if s.role == "infer"]
-    if not names:
-        fail(f"{config.source} has no infer stack: name one with --stack")
     plugins = obj.plugins()
+    names = list(dict.fromkeys(stacks)) or [
+        n
+        for n, s in config.stacks.items()
+        if s.role == "infer" and loads_mindir(config, plugins.runtimes(), n)
+    ]
+    if not names:
+        fail(f"{config.source} has no infer stack that loads MindIR: name one with --stack")
     maxima, operators = _learned(obj, config)
     try:
         report = preflight(

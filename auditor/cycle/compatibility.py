@@ -14,7 +14,6 @@ from typing import Any
 
 from auditor.cycle.jobs import ProbeJob, TrainOutcome
 from auditor.cycle.state import CycleState
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.fingerprint import collect as fingerprint
 from auditor.fingerprint.drift import diff as drift_diff
 from auditor.fingerprint.drift import drift_finding
@@ -30,6 +29,7 @@ from auditor.rules import deployed
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.rules.operator_support import learn as learn_operator
 from auditor.rules.operator_support import operator_limits
+from auditor.runtime import Failure, RuntimeSpec
 from auditor.stacks.session import StackSession
 from auditor.stacks.worker import WorkerError
 
@@ -70,7 +70,12 @@ class Compatibility:
         context = self.context()
         self.findings += run_rules([r for r in self.rules if not r.needs_artifacts], context)
         self.findings += deployed.deployed_rule_findings(
-            context.stacks, context.fingerprints, self.rules, self.known_maxima, context.operator_limits
+            context.stacks,
+            context.fingerprints,
+            self.rules,
+            self.known_maxima,
+            context.operator_limits,
+            self.runtimes,
         )
 
     def _fingerprint(self, session: StackSession) -> dict[str, Any] | None:
@@ -136,6 +141,7 @@ class Compatibility:
             exported or [],
             self.known_maxima,
             operator_limits(stacks, fingerprints, self.runtimes, self.known_operators()),
+            dict(self.runtimes),
         )
 
     # -- after export, before any load: the rules on the exported artifacts ----------------------
@@ -143,7 +149,7 @@ class Compatibility:
         self, trained: dict[str, dict[str, TrainOutcome]], plan: dict[str, dict[str, ProbeJob]]
     ) -> None:
         exported = [
-            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info)
+            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info, job.format.name)
             for stack, jobs in plan.items()
             for key, job in jobs.items()
             if (outcome := trained[stack][key]).artifact is not None
@@ -159,7 +165,8 @@ class Compatibility:
         return (session.hello or {}) if session is not None else {}
 
     def learn(self, infer: str, maximum: int, message: str) -> None:
-        """A runtime refused a MindIR and said its maximum: remember it for later runs."""
+        """A runtime refused a file and said the highest version of its format it reads:
+        remember it for later runs."""
         hello = self._hello(infer)
         package, version = hello.get("runtime_package"), hello.get("runtime_version")
         if not package or not version:
@@ -168,11 +175,9 @@ class Compatibility:
             if not any((x.package, x.version) == (package, version) for x in self.learned):
                 self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
 
-    def learn_operator(self, infer: str, error: WorkerError) -> None:
+    def learn_operator(self, infer: str, failure: Failure) -> None:
         """A runtime failed to load a node it has no kernel for: remember the operator."""
-        found = learn_operator(
-            self.state.config.stacks[infer], self._hello(infer), f"{error.message}\n{error.log}"
-        )
+        found = learn_operator(self.state.config.stacks[infer], self._hello(infer), failure)
         with self.state.lock:
             if found is not None and found not in self.learned_operators:
                 self.learned_operators.append(found)

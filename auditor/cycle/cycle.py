@@ -1,8 +1,9 @@
-"""One audit cycle: export each probe variant once on its train stack, load the MindIR on every
-infer stack paired with it, run the same inputs on both, compare, and collect findings.
+"""One audit cycle: export each probe variant once on its train stack (in each format its
+pairs' infer runtimes load: MindIR, ONNX, ...), load the export on every infer stack paired
+with it, run the same inputs on both, compare, and collect findings.
 
 This is how production moves a policy: build and export on the training stack, load the
-exported MindIR on the inference stack. Train stacks run in parallel, then infer stacks do;
+exported model on the inference stack. Train stacks run in parallel, then infer stacks do;
 a stack that fails (missing interpreter, crash, hang) turns into errors for its own pairs
 only, and the rest of the cycle completes.
 """
@@ -34,7 +35,6 @@ from auditor.cycle.suite import ProbeSuite
 from auditor.cycle.user_models import ModelSuite, model_stacks
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.history import publication
 from auditor.history.store import Store
 from auditor.results import (
@@ -50,11 +50,11 @@ from auditor.results import (
     StackReport,
 )
 from auditor.rules.engine import Rule, blocked
-from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
+from auditor.runtime import MINDIR, ArtifactFormat, Failure, RuntimeSpec
+from auditor.stacks.failures import meaning
 from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.worker import StackWorker, WorkerError
-from auditor.worker.mindir import read_info
 
 
 class Cycle:
@@ -76,16 +76,17 @@ class Cycle:
         history: Store | None = None,
         tamper: Callable[[bytes], bytes] | None = None,
     ):
-        """``comparators``: by name, as the plugins provide them; None: the built-in ones.
-        ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
+        """``runtimes`` and ``comparators``: by name, as the plugins provide them; None: the
+        built-in ones. ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
         ``history``: the store that holds earlier runs (version drift, learned MindIR limits,
         golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
         infer side loads it (tests: a perturbed artifact must be caught and localized)."""
         self.config = config
         self.probes = probes
-        self.runtimes = runtimes or {}
-        if plugins is None and (comparators is None or collectors is None or rules is None):
-            plugins = Plugins(entry_points=False)  # the built-ins, loaded once for all three
+        defaults = (runtimes, comparators, collectors, rules)
+        if plugins is None and any(d is None for d in defaults):
+            plugins = Plugins(entry_points=False)  # the built-ins, loaded once for all four
+        self.runtimes = runtimes if runtimes is not None else plugins.runtimes()
         if collectors is None or rules is None:
             assert plugins is not None
             collectors = plugins.fingerprint_collectors() if collectors is None else collectors
@@ -111,17 +112,32 @@ class Cycle:
         return self.state.artifacts
 
     # -- planning --------------------------------------------------------------------------
-    def _jobs(self, name: str) -> list[ProbeJob]:
-        """One job per variant of the probe that the config selects (all by default)."""
+    def _jobs(self, name: str, fmt: ArtifactFormat = MINDIR) -> list[ProbeJob]:
+        """One job per variant of the probe that the config selects (all by default), exported
+        in ``fmt``."""
         spec, cfg = self.probes[name], self.config.probe(name)
         return [
-            ProbeJob(spec, spec.variant_params(v, cfg.params), v) for v in spec.select_variants(cfg.variants)
+            ProbeJob(spec, spec.variant_params(v, cfg.params), v, fmt)
+            for v in spec.select_variants(cfg.variants)
         ]
+
+    def _spec(self, stack: str) -> RuntimeSpec | None:
+        return self.runtimes.get(self.config.stacks[stack].runtime)
+
+    def _format(self, pair: PairConfig) -> ArtifactFormat:
+        """What the pair's train stack exports: the format its infer runtime loads."""
+        spec = self._spec(pair.infer)
+        return spec.loads if spec is not None else MINDIR
 
     def run(self) -> CycleResult:
         started = time.time()
         pairs = self.config.pairs
-        jobs = {name: self._jobs(name) for p in pairs for name in p.probes}
+        by_format = {
+            (name, self._format(p).name): self._jobs(name, self._format(p))
+            for p in pairs
+            for name in p.probes
+        }
+        jobs = {(p.name, name): by_format[(name, self._format(p).name)] for p in pairs for name in p.probes}
         fleet = self.config.fleet
         sessions = self.state.sessions = {
             n: self.state.reach.session(n, self.state.register)
@@ -142,7 +158,7 @@ class Cycle:
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        for job in jobs[name]:
+                        for job in jobs[(p.name, name)]:
                             train_plan.setdefault(p.train, {})[job.key] = job
                 for stack, names in fleet.publish.items():
                     for name in names:
@@ -162,7 +178,7 @@ class Cycle:
                 infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        for job in jobs[name]:
+                        for job in jobs[(p.name, name)]:
                             infer_plan.setdefault(p.infer, []).append((p, job))
                 inferred = self.state.parallel(
                     {
@@ -170,7 +186,7 @@ class Cycle:
                         for s in infer_plan
                     }
                 )
-                planned = [(p, job) for p in pairs for name in p.probes for job in jobs[name]]
+                planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
                 results = [
                     self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
                     for p, job in planned
@@ -225,13 +241,13 @@ class Cycle:
                 outcome.outputs = worker.request("run", model=key, inputs=inputs).result["outputs"]
                 outcome.latency = self.state.time(worker, key, inputs, job.batch)
                 self.suite.run_classes(worker, key, job, outcome)
-                data = worker.request(
-                    "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}.mindir")
-                ).result["mindir"]
-                info = read_info(data)
-                outcome.mindir = self.state.stage(data, tmp)
-                outcome.artifact = Artifact(info.sha256, "mindir", info.size, asdict(info))
-                self.state.artifacts[info.sha256] = data
+                fmt = job.format  # the path's suffix tells the worker what to write
+                path = worker.workdir / f"{key}{fmt.suffix}"
+                data = worker.request("export", model=key, inputs=inputs, path=str(path)).result["artifact"]
+                info = fmt.read(data)
+                outcome.export = self.state.stage(data, tmp, fmt.suffix)
+                outcome.artifact = Artifact(info["sha256"], fmt.name, info["size"], info)
+                self.state.artifacts[info["sha256"]] = data
                 self.suite.train_extras(worker, key, job, outcome, tmp)
             except WorkerError as exc:
                 outcome.error = exc
@@ -290,14 +306,14 @@ class Cycle:
             outcome = InferOutcome()
             train = trained[pair.train][job.key]
             outcome.blocked = blocked(self.compat.findings, pair.name, job.spec.name, job.variant)
-            if train.mindir is None or outcome.blocked is not None:
+            if train.export is None or outcome.blocked is not None:
                 out[(pair.name, job.key)] = outcome
                 continue
             model = f"{pair.train}/{job.key}"
             try:
                 worker = session.ensure()
                 if model not in loaded:
-                    worker.request("load", model=model, path=str(train.mindir))
+                    worker.request("load", model=model, path=str(train.export))
                     loaded.add(model)
                 inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
@@ -313,7 +329,7 @@ class Cycle:
             except Exception as exc:
                 outcome.error = probe_code_error(session.stack.name, job, exc)
             out[(pair.name, job.key)] = outcome
-        mindirs = {f"{pair.train}/{job.key}": trained[pair.train][job.key].mindir for pair, job in jobs}
+        exports = {f"{pair.train}/{job.key}": trained[pair.train][job.key].export for pair, job in jobs}
         self._rerun(
             session,
             [
@@ -321,7 +337,7 @@ class Cycle:
                 for pair, job in jobs
                 if job.rerun and out[(pair.name, job.key)].outputs is not None
             ],
-            lambda worker, model, job: worker.request("load", model=model, path=str(mindirs[model])),
+            lambda worker, model, job: worker.request("load", model=model, path=str(exports[model])),
         )
         return out
 
@@ -350,8 +366,8 @@ class Cycle:
             out[key] = TrainOutcome(
                 outputs=item.outputs,
                 latency=item.latency,
-                mindir=self.state.stage(item.mindir, tmp),
-                artifact=Artifact(info.get("sha256", ""), "mindir", len(item.mindir), info),
+                export=self.state.stage(item.mindir, tmp, job.format.suffix),
+                artifact=Artifact(info.get("sha256", ""), job.format.name, len(item.mindir), info),
                 inputs=item.inputs,
                 rerun=item.rerun,
             )
@@ -418,6 +434,16 @@ class Cycle:
             thresholds={o: asdict(self.state.tolerance(job, o)) for o in job.spec.outputs},
         )
         if train.error is not None:
+            failure = meaning(self._spec(pair.train), train.error) if train.error.op == "export" else None
+            if failure is not None:  # e.g. an operator its exporter cannot write in this format
+                why = f"unsupported operator: {failure.operator}" if failure.operator else failure.status
+                return ProbeResult(
+                    status=failure.status,
+                    message=f"{why} ({pair.train} cannot export this variant to {job.format.title}: "
+                    f"{failure.words})",
+                    log=train.error.log,
+                    **base,
+                )
             return ProbeResult(
                 status=ERROR, message=f"train side: {train.error.describe()}", log=train.error.log, **base
             )
@@ -425,23 +451,22 @@ class Cycle:
             status = UNSUPPORTED if infer.blocked.kind == UNSUPPORTED else INCOMPATIBLE
             return ProbeResult(status=status, message=infer.blocked.message, **base)
         if infer.error is not None:
-            rejection = MINDIR_REJECTION.search(f"{infer.error.message}\n{infer.error.log}")
-            if rejection and infer.error.kind == "error":
-                self.compat.learn(pair.infer, int(rejection.group(1)), rejection.group(0))
+            failure = meaning(self._spec(pair.infer), infer.error)
+            if failure is not None and failure.status == INCOMPATIBLE:
+                if failure.maximum is not None:
+                    self.compat.learn(pair.infer, failure.maximum, failure.words)
                 return ProbeResult(
                     status=INCOMPATIBLE,
-                    message=self._rejection_message(
-                        pair, train, int(rejection.group(1)), int(rejection.group(2))
-                    ),
+                    message=self._rejection_message(pair, job, train, failure),
                     log=infer.error.log,
                     **base,
                 )
-            operator = unsupported_operator(infer.error)
-            if operator is not None:
-                self.compat.learn_operator(pair.infer, infer.error)
+            if failure is not None:
+                self.compat.learn_operator(pair.infer, failure)
                 return ProbeResult(
                     status=UNSUPPORTED,
-                    message=f"unsupported operator: {operator} ({pair.infer} cannot run this variant)",
+                    message=f"unsupported operator: {failure.operator} "
+                    f"({pair.infer} cannot run this variant)",
                     log=infer.error.log,
                     **base,
                 )
@@ -537,16 +562,21 @@ class Cycle:
                 )
         return checks
 
-    def _rejection_message(self, pair: PairConfig, train: TrainOutcome, supported: int, exported: int) -> str:
-        info = train.artifact.info if train.artifact else {}
-        producer = info.get("model_version") or self._hello_version(pair.train) or "?"
+    def _rejection_message(
+        self, pair: PairConfig, job: ProbeJob, train: TrainOutcome, failure: Failure
+    ) -> str:
+        fmt, info = job.format, train.artifact.info if train.artifact else {}
+        producer = fmt.producer(info) or self._hello_version(pair.train) or "?"
         runtime = self.config.stacks[pair.infer].runtime
         version = self._hello_version(pair.infer) or "?"
-        file_version = info.get("mind_ir_version", exported)
+        said = f"{pair.infer} ({runtime} {version}) cannot load the {fmt.title} exported by {pair.train}"
+        if failure.maximum is None:
+            return f"{said}: {failure.words}"
+        file_version = fmt.version(info) if fmt.version(info) is not None else failure.version
         return (
-            f"{pair.infer} ({runtime} {version}) cannot load the MindIR exported by {pair.train} "
-            f"(MindSpore {producer}): the file has MindIR version {file_version}, "
-            f"the runtime reads at most version {supported}"
+            f"{said} ({fmt.producer_name or info.get('producer_name') or 'exporter'} {producer}): "
+            f"the file has {fmt.title} "
+            f"version {file_version}, the runtime reads at most version {failure.maximum}"
         )
 
     def _hello_version(self, stack: str) -> str | None:

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 
 from auditor.config.tables import Config, PairConfig, StackConfig
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.fingerprint import collect as fingerprint
 from auditor.results import Finding, LearnedMaximum, LearnedOperator
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.rules.operator_support import learn, operator_limits
-from auditor.stacks.failures import MINDIR_REJECTION
+from auditor.runtime import MINDIR, Failure, RuntimeSpec
+from auditor.stacks.failures import meaning
 from auditor.stacks.session import reach
 from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker.mindir import MindIRInfo, TensorInfo, read_info
@@ -175,7 +175,12 @@ def preflight(
     started = time.time()
     data, info = read_model(path)
     label = file_label(path)
-    chosen = {n: config.stacks[n] for n in stacks}
+    # A stack whose runtime loads another format cannot serve this MindIR: its verdict says
+    # so, and no worker is started for it.
+    elsewhere = {
+        n: runtimes[config.stacks[n].runtime] for n in stacks if not loads_mindir(config, runtimes, n)
+    }
+    chosen = {n: config.stacks[n] for n in stacks if n not in elsewhere}
     stacks_reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, (), collectors)
     inputs = seeded_inputs(info.inputs or (), seed) if load else []
     abspath = str(Path(path).resolve())
@@ -204,6 +209,7 @@ def preflight(
                 [ExportedModel(label, MODEL_PROBE, "file", asdict(info))],
                 dict(learned_maxima or {}),
                 operator_limits(chosen, fingerprints, runtimes, learned_operators),
+                dict(runtimes),
             )
             findings = run_rules(rules, context)
             if load:
@@ -225,22 +231,32 @@ def preflight(
     verdicts, learned_max, learned_ops = [], [], []
     for name, stack in chosen.items():
         p = probed[name]
-        if p.load_error is not None:
-            text = f"{p.load_error.message}\n{p.load_error.log}"
-            m = MINDIR_REJECTION.search(text)
-            if m and p.hello.get("runtime_package") and p.hello.get("runtime_version"):
-                learned_max.append(
-                    LearnedMaximum(
-                        str(p.hello["runtime_package"]),
-                        str(p.hello["runtime_version"]),
-                        int(m.group(1)),
-                        m.group(0),
-                    )
+        failure = meaning(runtimes.get(stack.runtime), p.load_error) if p.load_error is not None else None
+        known = p.hello.get("runtime_package") and p.hello.get("runtime_version")
+        if failure is not None and failure.maximum is not None and known:
+            learned_max.append(
+                LearnedMaximum(
+                    str(p.hello["runtime_package"]),
+                    str(p.hello["runtime_version"]),
+                    failure.maximum,
+                    failure.words,
                 )
-            op = learn(stack, p.hello, text)
-            if op is not None:
-                learned_ops.append(op)
-        verdicts.append(_verdict(stack, PairConfig(label, name, (MODEL_PROBE,)).name, p, findings))
+            )
+        op = learn(stack, p.hello, failure)
+        if op is not None:
+            learned_ops.append(op)
+        verdicts.append(_verdict(stack, PairConfig(label, name, (MODEL_PROBE,)).name, p, findings, failure))
+    for name, spec in elsewhere.items():
+        verdicts.append(
+            StackVerdict(
+                name,
+                spec.name,
+                None,
+                INCOMPATIBLE,
+                f"{spec.name} loads {spec.loads.title} files, not a MindIR; not checked",
+                f"check the {spec.loads.title} export of the model against {name}",
+            )
+        )
     return CheckReport(str(path), info, verdicts, findings, time.time() - started, learned_max, learned_ops)
 
 
@@ -297,7 +313,15 @@ def _status_of(f: Finding) -> str:
     return OK
 
 
-def _verdict(stack: StackConfig, pair: str, p: _Probe, findings: list[Finding]) -> StackVerdict:
+def loads_mindir(config: Config, runtimes: Mapping[str, RuntimeSpec], stack: str) -> bool:
+    """Whether the stack's runtime loads MindIR (a runtime no plugin provides is assumed to)."""
+    spec = runtimes.get(config.stacks[stack].runtime)
+    return spec is None or spec.loads.name == MINDIR.name
+
+
+def _verdict(
+    stack: StackConfig, pair: str, p: _Probe, findings: list[Finding], failure: Failure | None
+) -> StackVerdict:
     version = p.hello.get("runtime_version")
     if p.error is not None:
         return StackVerdict(
@@ -315,14 +339,7 @@ def _verdict(stack: StackConfig, pair: str, p: _Probe, findings: list[Finding]) 
         )
         remedy = ""
     if p.load is not None and p.load.attempted and not p.load.ok:
-        load_status = ERROR
-        err = p.load_error
-        if err is not None and err.kind == "error":
-            text = f"{err.message}\n{err.log}"
-            if MINDIR_REJECTION.search(text):
-                load_status = INCOMPATIBLE
-            elif learn(stack, p.hello, text) is not None:
-                load_status = UNSUPPORTED
+        load_status = failure.status if failure is not None else ERROR
         if VERDICT_ORDER.index(load_status) > VERDICT_ORDER.index(status):
             status, reason = load_status, f"the load failed: {p.load.message}"
             remedy = remedy or "see the runtime's log above"

@@ -72,10 +72,9 @@ class ProbeSuite:
             try:
                 if b in self.state.config.latency.batches:
                     outcome.latencies.append(self.state.time(worker, key, inputs, b))
-                data = worker.request(
-                    "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}@b{b}.mindir")
-                ).result["mindir"]
-                outcome.batch_mindirs[b] = self.state.stage(data, tmp)
+                path = worker.workdir / f"{key}@b{b}{job.format.suffix}"
+                data = worker.request("export", model=key, inputs=inputs, path=str(path)).result["artifact"]
+                outcome.batch_exports[b] = self.state.stage(data, tmp, job.format.suffix)
             except WorkerError as exc:
                 outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
                 if exc.kind != "error":
@@ -85,7 +84,7 @@ class ProbeSuite:
     def infer_extras(
         self, worker: StackWorker, model: str, job: ProbeJob, train: TrainOutcome, outcome: InferOutcome
     ) -> None:
-        for b, path in sorted(train.batch_mindirs.items()):
+        for b, path in sorted(train.batch_exports.items()):
             self.state.check()
             name = latency.batch_model(model, b)
             try:
@@ -287,7 +286,8 @@ class ProbeSuite:
             inputs=job.spec.make_inputs(job.params),
             outputs=list(job.spec.outputs),
             model=f"{pair.train}/{job.key}@layers",
-            stage=lambda data: self.state.stage(data, tmp),
+            suffix=job.format.suffix,
+            stage=lambda data: self.state.stage(data, tmp, job.format.suffix),
             tolerance_for=lambda name: self.state.tolerance(job, name),
             error_types=(WorkerError,),
         )

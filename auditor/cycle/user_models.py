@@ -38,7 +38,7 @@ from auditor.results import (
     ProbeResult,
 )
 from auditor.rules.engine import ExportedModel, blocked, run_rules
-from auditor.stacks.failures import MINDIR_REJECTION, unsupported_operator
+from auditor.stacks.failures import meaning
 from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import MindIRInfo
 
@@ -273,23 +273,21 @@ class ModelSuite:
             )
         if side.error is not None:
             err = side.error
-            text = f"{err.message}\n{err.log}"
-            if err.kind == "error" and MINDIR_REJECTION.search(text):
-                m = MINDIR_REJECTION.search(text)
-                assert m is not None
-                self.compat.learn(target, int(m.group(1)), m.group(0))
+            failure = meaning(self.compat.runtimes.get(self.state.config.stacks[target].runtime), err)
+            if failure is not None and failure.status == INCOMPATIBLE:
+                if failure.maximum is not None:
+                    self.compat.learn(target, failure.maximum, failure.words)
                 return ProbeResult(
                     status=INCOMPATIBLE,
-                    message=f"{target} cannot load {model.path}: {m.group(0)}",
+                    message=f"{target} cannot load {model.path}: {failure.words}",
                     log=err.log,
                     **base,
                 )
-            op = unsupported_operator(err)
-            if op is not None:
-                self.compat.learn_operator(target, err)
+            if failure is not None:
+                self.compat.learn_operator(target, failure)
                 return ProbeResult(
                     status=UNSUPPORTED,
-                    message=f"unsupported operator: {op} ({target} cannot run {model.path})",
+                    message=f"unsupported operator: {failure.operator} ({target} cannot run {model.path})",
                     log=err.log,
                     **base,
                 )

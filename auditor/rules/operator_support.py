@@ -1,25 +1,20 @@
-"""Which MindIR operators a stack's runtime cannot run, before a load is attempted.
+"""Which operators of an artifact a stack's runtime cannot run, before a load is attempted.
 
 Two sources, merged per stack: the runtime plugin's table (``RuntimeSpec.unsupported_operators``,
 keyed by the runtime's version and device kind) and what a real load on that runtime said
-before (MindSpore Lite names the node it has no kernel for; the node's name carries the
-MindIR operator type), which the history database keeps like the learned MindIR limits.
+before (its failure patterns name the operator as the artifact's operator list does, e.g.
+MindSpore Lite's node without a kernel), which the history database keeps like the learned
+MindIR limits.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from auditor.config.tables import StackConfig
-from auditor.extend.runtime_spec import RuntimeSpec
-from auditor.results import LearnedOperator
-
-# MindSpore Lite 2.0: "schedule node return nullptr, name: Default/StandardNormal-op12, type:
-# RandomStandardNormal". The type is Lite's own schema name; the node name ends with the
-# MindIR primitive ("StandardNormal"), which is what a MindIR's operator list holds.
-_NO_KERNEL = re.compile(r"schedule node return nullptr, name: ([^,\n]*), type: (\w+)")
+from auditor.results import UNSUPPORTED, LearnedOperator
+from auditor.runtime import Failure, RuntimeSpec
 
 
 def target_of(stack: StackConfig) -> str:
@@ -27,24 +22,17 @@ def target_of(stack: StackConfig) -> str:
     return stack.device.partition(":")[0]
 
 
-def failed_operator(text: str) -> tuple[str, str] | None:
-    """(MindIR operator type, the runtime's line) from a load failure's log, if an operator
-    without a kernel is what failed."""
-    m = _NO_KERNEL.search(text)
-    if not m:
-        return None
-    node = m.group(1).strip().rpartition("/")[2]
-    op = re.sub(r"-op\d+$", "", node) or m.group(2)
-    return op, m.group(0)
-
-
-def learn(stack: StackConfig, hello: Mapping[str, Any], text: str) -> LearnedOperator | None:
-    """What a failed load on ``stack`` (whose worker said ``hello``) teaches, if anything."""
-    found = failed_operator(text)
+def learn(stack: StackConfig, hello: Mapping[str, Any], failure: Failure | None) -> LearnedOperator | None:
+    """What a failed load on ``stack`` (whose worker said ``hello``) teaches, if anything: the
+    operator it could not run, as the artifact names it."""
     package, version = hello.get("runtime_package"), hello.get("runtime_version")
-    if found is None or not package or not version:
+    if failure is None or failure.status != UNSUPPORTED or not failure.artifact_operator:
         return None
-    return LearnedOperator(str(package), str(version), target_of(stack), found[0], found[1])
+    if not package or not version:
+        return None
+    return LearnedOperator(
+        str(package), str(version), target_of(stack), failure.artifact_operator, failure.words
+    )
 
 
 def operator_limits(

@@ -15,10 +15,10 @@ from auditor.config.load import load
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.extend.manager import Plugins
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.results import LearnedOperator
 from auditor.rules.engine import ExportedModel, RuleContext, blocked
-from auditor.rules.operator_support import failed_operator, learn, operator_limits
+from auditor.rules.operator_support import learn, operator_limits
+from auditor.runtime import RuntimeSpec
 from auditor.worker.mindir import TensorInfo
 from plugins.default_rules import operator_support
 from tests.conftest import DEFAULT_CONFIG
@@ -32,7 +32,7 @@ LITE_LOG = (
 
 def config_for(path: Path) -> Config:
     plugins = Plugins(entry_points=False)
-    return load(path, runtimes={n: r.can for n, r in plugins.runtimes().items()})
+    return load(path, runtimes=plugins.runtimes())
 
 
 def test_read_model_names_the_file_and_the_problem(tmp_path: Path) -> None:
@@ -79,21 +79,31 @@ def test_seeded_inputs_follow_the_declared_signature() -> None:
 
 
 def test_the_operator_is_read_from_lite_node_name() -> None:
-    assert failed_operator(LITE_LOG) == (
-        "StandardNormal",
-        "schedule node return nullptr, name: Default/StandardNormal-op12, type: RandomStandardNormal",
+    lite = Plugins(entry_points=False).runtimes()["mindspore-lite"]
+    failure = lite.explain(LITE_LOG)
+    assert failure is not None and (failure.status, failure.operator, failure.artifact_operator) == (
+        "unsupported",
+        "RandomStandardNormal",  # Lite's own name, what its message says ...
+        "StandardNormal",  # ... and the MindIR primitive, what a MindIR's operator list holds
     )
-    assert failed_operator("Common error code") is None
+    assert failure.words == (
+        "schedule node return nullptr, name: Default/StandardNormal-op12, type: RandomStandardNormal"
+    )
+    assert lite.explain("Common error code") is None
     stack = StackConfig("lite20", "infer", "mindspore-lite", "/p", "cpu")
     hello = {"runtime_package": "mindspore-lite", "runtime_version": "2.0.0"}
-    got = learn(stack, hello, LITE_LOG)
+    got = learn(stack, hello, failure)
     assert got is not None and (got.package, got.version, got.target, got.operator) == (
         "mindspore-lite",
         "2.0.0",
         "cpu",
         "StandardNormal",
     )
-    assert learn(stack, {}, LITE_LOG) is None
+    assert learn(stack, {}, failure) is None
+    # A runtime's generic "unsupported operator: X" is a result, but teaches nothing: its name
+    # for X need not be the artifact's.
+    generic = lite.explain("RuntimeError: unsupported operator: Foo")
+    assert generic is not None and generic.operator == "Foo" and learn(stack, hello, generic) is None
 
 
 def _lite(version: str = "2.0.0", device: str = "cpu") -> tuple[dict, dict]:
