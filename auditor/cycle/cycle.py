@@ -572,7 +572,7 @@ class Cycle:
         said = f"{pair.infer} ({runtime} {version}) cannot load the {fmt.title} exported by {pair.train}"
         if failure.maximum is None:
             return f"{said}: {failure.words}"
-        file_version = fmt.version(info) if fmt.version(info) is not None else failure.version
+        file_version = failure.version if failure.version is not None else fmt.version(info)
         return (
             f"{said} ({fmt.producer_name or info.get('producer_name') or 'exporter'} {producer}): "
             f"the file has {fmt.title} "
