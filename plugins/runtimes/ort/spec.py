@@ -1,0 +1,66 @@
+"""What the auditor knows about ONNX Runtime: it loads ONNX files (the format, read without the
+onnx package by ``onnx_wire``), what its errors mean (an operator it has no kernel for, an IR
+or opset version above its own) and the highest ONNX IR version a release reads (measured,
+notes/converter_onnx B4)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from auditor.plugins.runtimes.ort import onnx_wire
+
+from auditor.results import INCOMPATIBLE, UNSUPPORTED
+from auditor.runtime import ArtifactFormat, Pattern, RuntimeSpec
+
+ONNX = ArtifactFormat(
+    "onnx",
+    "ONNX",
+    ".onnx",
+    onnx_wire.read_info,
+    version_field="ir_version",
+    # MindSpore 2.0 and 2.10 both write producer_version "1.0": the exporting release is not in the file.
+    producer_field=None,
+)
+
+# "Unsupported model IR version: 99, max supported IR version: 14" (onnxruntime 1.32.0, measured)
+MAX_IR_VERSION = {"1.32.0": 14}
+
+FAILURES = (
+    # "... INVALID_GRAPH : ... Error No Op registered for NoSuchOp with domain_version of 11"
+    Pattern(re.compile(r"No Op registered for (\w+) with domain_version of \d+"), UNSUPPORTED, operator=1),
+    # "... NOT_IMPLEMENTED : Could not find an implementation for Gemm(6) node with name '1Gemm'"
+    Pattern(re.compile(r"Could not find an implementation for (\w+)\(\d+\) node"), UNSUPPORTED, operator=1),
+    Pattern(
+        re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)"),
+        INCOMPATIBLE,
+        version=1,
+        maximum=2,
+    ),
+    # "Opset 30 is under development ... Current official support for domain ai.onnx is till opset 28."
+    Pattern(
+        re.compile(
+            r"Opset \d+ is under development.*?official support for domain [\w.]+ is till opset \d+", re.S
+        ),
+        INCOMPATIBLE,
+    ),
+)
+
+
+def reads(version: str, summary: Mapping[str, Any]) -> tuple[int, str] | None:
+    if version in MAX_IR_VERSION:
+        return MAX_IR_VERSION[version], f"onnxruntime {version} says so when it refuses a newer file"
+    return None
+
+
+ORT = RuntimeSpec(
+    "ort",
+    "load",
+    "auditor.plugins.runtimes.ort.worker:OrtRuntime",
+    "ONNX Runtime (CPU; CANN or CUDA execution provider on ascend:N / gpu:N) loading an ONNX export",
+    loads=ONNX,
+    package="onnxruntime",
+    failures=FAILURES,
+    reads=reads,
+)
