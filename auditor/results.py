@@ -19,6 +19,8 @@ UNSUPPORTED = "unsupported"
 """The inference runtime cannot load or run an operator this probe variant uses (a random op,
 say): a fact about the runtime, reported for the variant, not a failure of the probe."""
 STATUS_ORDER = (CONSISTENT, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
+FAILING_SEVERITIES = ("error", "critical")
+"""A finding of these severities makes a run's exit status 1."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,8 @@ class ProbeResult:
     """auditor.cycle.localize.Localization of a drifting variant: the first layer out of tolerance."""
     baseline: tuple[Any, ...] = ()
     """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
+    samples: int = 0
+    """How many samples (rows of the input batch) both sides ran and were compared on."""
 
 
 @dataclass(frozen=True)
@@ -159,8 +163,14 @@ class CycleResult:
         return max(statuses or {CONSISTENT}, key=STATUS_ORDER.index)
 
     @property
+    def failing_findings(self) -> list[Finding]:
+        """Findings severe enough (error, critical) that the run is not clean whatever its
+        probes say: another graph deployed, say (auditor.rules.deployed)."""
+        return [f for f in self.findings if f.severity in FAILING_SEVERITIES]
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.outcome == CONSISTENT else 1
+        return 0 if self.outcome == CONSISTENT and not self.failing_findings else 1
 
     def to_json(self) -> dict[str, Any]:
         def result_json(r: ProbeResult) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """The built-in compatibility rules (FACTS.md §3 "Compatibility rules").
 
 - mindspore-cann: MindSpore's own list of supported CANN versions (read from its installed
-  ``_check_version.py``) against major.minor of the CANN compiler's ``Version=``;
+  ``_check_version.py``) against major.minor of the compiler's ``Version=`` of the CANN the
+  stack's MindSpore would load (``cann.choice``; "probably" where that is an inference);
+- runtime-cann: a runtime that would find no CANN on any of its paths (the paths named), and a
+  MindSpore whose version check reads one CANN while the loader gives it another's libraries;
 - mindir-version: an exported artifact's format version (a MindIR's ``mind_ir_version``)
   against the highest version the inference runtime reads: learned from the runtime's own
   rejection message when it has refused a file before, else the runtime package's version
@@ -13,8 +16,9 @@
 - driver-firmware: the firmware in one of the driver's ``compatible_version_fw`` ranges, or
   the driver in one of the firmware's ``compatible_version_drv`` ranges; firmware below 6.4
   never;
-- cann-driver (inferred, unverified): the CANN innerversion code in the driver's
-  ``compatible_version`` list, or the driver's code in CANN's;
+- npu-firmware: the firmware package on disk against the firmware each NPU reports;
+- cann-driver (inferred, unverified): the innerversion code of the CANN the stacks load in the
+  driver's ``compatible_version`` list, or the driver's code in that CANN's;
 - train-infer-pairing: the two stacks of a pair on the same CANN major.minor, the same
   MindSpore / MindSpore Lite version, and the same numerics-changing environment.
 
@@ -69,14 +73,17 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
         if not isinstance(ms, dict):
             continue  # no MindSpore in this stack (a Lite stack), or no fingerprint
         cann = ctx.section(name, "cann")
-        choice = cann_choice.for_mindspore(cann, ms.get("cann_lookup"))
-        if choice is None:  # a fingerprint from before cann.packages: the toolkit's numbers
+        choice = cann_choice.for_framework(cann, "mindspore")
+        if choice is None:  # a fingerprint from before cann.choice: the toolkit's numbers
             compiler, chosen = cann.get("compiler_version"), None
             release, home = cann.get("version"), cann.get("root")
+        elif choice.package is None:
+            continue  # no CANN on MindSpore's paths: the runtime-cann rule says so, with the paths
         else:
             compiler, chosen = choice.compiler, choice.package
-            release, home = choice.release, (chosen or {}).get("home") or cann.get("root")
+            release, home = choice.release, chosen.get("home")
         supported, version = ms.get("supported_cann"), ms.get("version")
+        facts_choice = _choice_facts(choice)
         if chosen is not None and chosen.get("compiler_error"):
             yield _finding(
                 "mindspore-cann",
@@ -85,14 +92,15 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
                 f"{name}/mindspore-cann",
                 f"{name}: the CANN version file MindSpore {version} checks cannot be parsed: "
                 f"{chosen['compiler_error']}",
-                {"mindspore": version, "cann_package": chosen, "how": choice.how if choice else None},
+                {"mindspore": version, "cann_package": chosen, **facts_choice},
                 "repair or reinstall the CANN package; MindSpore reads Version= from this file",
+                inferred=bool(choice and choice.probable),
             )
             continue
         if compiler is None or not supported:
             if _on_npu(ctx, name):
                 if compiler is None:
-                    why = choice.how if choice is not None and chosen is None else None
+                    why = f"{cann_choice.describe(chosen)} has no compiler/version.info" if chosen else None
                     why = why or (cann.get("unknown") or {}).get("compiler_version") or "not found"
                     missing = f"no CANN compiler version ({why})"
                 else:
@@ -106,17 +114,29 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
                     f"{name}/mindspore-cann",
                     f"{name} runs on {ctx.stacks[name].device} but MindSpore {version} cannot be "
                     f"checked against CANN: {missing}",
-                    {"mindspore": version, "supported_cann": supported, "cann_compiler_version": compiler},
+                    {
+                        "mindspore": version,
+                        "supported_cann": supported,
+                        "cann_compiler_version": compiler,
+                        **facts_choice,
+                    },
                     "check the stack's ascend_root and that the CANN toolkit is installed there",
                 )
             continue
         mm = major_minor(compiler)
         others = choice.others if choice is not None else []
         also = "; also installed: " + ", ".join(cann_choice.describe(p) for p in others) if others else ""
+        uses = choice.uses if choice is not None else "uses"
         used = (
-            f"{cann_choice.describe(chosen)} at {home} ({choice.how})"
+            f"{cann_choice.describe(chosen)} at {home} (by {choice.basis_words()})"
             if choice is not None and chosen is not None
             else (f"CANN {release} (compiler {compiler})" if release else f"CANN compiler {compiler}")
+        )
+        skipped = choice is not None and choice.checked is None
+        reads = (
+            f"which is {mm or compiler} by its compiler's Version= (MindSpore skips its own check here)"
+            if skipped
+            else f"which MindSpore's check reads as {mm or compiler}"
         )
         facts = {
             "mindspore": version,
@@ -126,13 +146,14 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
             "cann_major_minor": mm,
             "cann_root": cann.get("root"),
             "cann_home": home,
-            "cann_package": (chosen or {}).get("name"),
-            "how": choice.how if choice is not None else None,
+            "cann_package": (chosen or {}).get("id") or (chosen or {}).get("name"),
+            **facts_choice,
             "other_cann": [
-                {k: p.get(k) for k in ("name", "home", "version", "compiler_version")} for p in others
+                {k: p.get(k) for k in ("id", "name", "home", "version", "compiler_version")} for p in others
             ],
             "checker_file": ms.get("checker_file"),
         }
+        inferred = bool(choice and choice.probable)
         if mm is not None and mm in {major_minor(s) or s for s in supported}:
             differing = [p for p in others if major_minor(p.get("compiler_version")) not in (None, mm)]
             if differing:
@@ -141,10 +162,11 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
                     "info",
                     name,
                     f"{name}/mindspore-cann",
-                    f"{name}: MindSpore {version} uses {used}, which it supports{also}",
+                    f"{name}: MindSpore {version} {uses} {used}, which it supports{also}",
                     facts,
                     "nothing to do while the stack keeps this environment; a changed ASCEND_HOME_PATH "
                     "or a removed package would switch MindSpore to another CANN",
+                    inferred=inferred,
                 )
             continue
         advice = recommended_cann(version)
@@ -153,12 +175,77 @@ def mindspore_cann(ctx: RuleContext) -> Iterable[Finding]:
             "critical" if _on_npu(ctx, name) else "warning",
             name,
             f"{name}/mindspore-cann",
-            f"{name}: MindSpore {version} supports CANN {', '.join(supported)}, but it uses {used}, "
-            f"which MindSpore's check reads as {mm or compiler}{also}",
+            f"{name}: MindSpore {version} supports CANN {', '.join(supported)}, but it {uses} {used}, "
+            f"{reads}{also}",
             facts,
             f"install a CANN that MindSpore {version} supports ({', '.join(supported)}"
             + (f"; its install guide names {advice}" if advice else "")
             + f"), or a MindSpore release that supports CANN {mm or compiler}",
+            inferred=inferred,
+        )
+
+
+def _choice_facts(choice: cann_choice.CannChoice | None) -> dict[str, Any]:
+    """What a finding says about how the stack's CANN was chosen (nothing for old fingerprints)."""
+    if choice is None:
+        return {}
+    return {
+        "how": choice.how,
+        "basis": choice.basis,
+        "probable": choice.probable,
+        "tried": list(choice.tried),
+    }
+
+
+# -- the CANN a runtime loads ------------------------------------------------------------------
+
+
+def runtime_finds_cann(ctx: RuleContext) -> Iterable[Finding]:
+    """No CANN on any of the runtime's paths (the paths named), and a MindSpore that checks one
+    CANN while the dynamic loader gives it another's libraries."""
+    for name in ctx.stacks:
+        choice = cann_choice.for_runtime(ctx, name)
+        if choice is None:
+            continue
+        installed = cann_choice.installed(ctx.section(name, "cann"))
+        on_npu = _on_npu(ctx, name)
+        facts = {
+            "framework": choice.framework,
+            "package": (choice.package or {}).get("id"),
+            **_choice_facts(choice),
+            "installed": [{k: p.get(k) for k in ("id", "name", "home", "version")} for p in installed],
+        }
+        if not choice.found:
+            if not installed and not on_npu:
+                continue  # a CPU stack on a host without CANN: nothing to say
+            yield _finding(
+                "runtime-cann",
+                "critical" if on_npu else "info",
+                name,
+                f"{name}/runtime-cann",
+                f"{name}: {choice.name} would find no CANN on any of its paths: {choice.how}",
+                facts,
+                "give the stack the environment its CANN's set_env.sh exports ([stacks.NAME] env: "
+                "ASCEND_HOME_PATH, LD_LIBRARY_PATH), or install CANN where the runtime looks",
+                inferred=choice.probable,
+            )
+            continue
+        checked, libraries = choice.checked, choice.libraries
+        if checked is None or libraries is None:
+            continue
+        key = ("version", "compiler_version")
+        if all(checked.get(k) == libraries.get(k) for k in key):
+            continue
+        yield _finding(
+            "runtime-cann",
+            "error" if on_npu else "warning",
+            name,
+            f"{name}/runtime-cann-split",
+            f"{name}: {choice.name} checks {cann_choice.describe(checked)} at {checked.get('home')} "
+            f"(${choice.source}) while the dynamic loader gives it the libraries of "
+            f"{cann_choice.describe(libraries)} at {libraries.get('home')} (LD_LIBRARY_PATH)",
+            {**facts, "checked": checked.get("id"), "libraries": libraries.get("id")},
+            "point ASCEND_HOME_PATH and LD_LIBRARY_PATH at the same CANN (source one set_env.sh)",
         )
 
 
@@ -388,14 +475,8 @@ def _show(ranges: list[tuple[str, str]]) -> str:
     return ", ".join(f"[{a}, {b}]" for a, b in ranges)
 
 
-# cann.packages name -> the section of the fingerprint holding its install-info fields.
-INSTALL_INFO = {
-    "ascend-toolkit": "toolkit",
-    "cann": "toolkit",
-    "latest": "toolkit",
-    "nnae": "nnae",
-    "nnrt": "nnrt",
-}
+# The legacy sections holding install-info fields, for fingerprints without cann.choice.
+INSTALL_SECTIONS = ("toolkit", "nnae", "nnrt")
 _CODE = re.compile(r"^V(\d+)R(\d+)C(\d+)", re.IGNORECASE)
 
 
@@ -421,19 +502,15 @@ def cann_driver(ctx: RuleContext) -> Iterable[Finding]:
     for (host, root), stacks in _host_groups(ctx).items():
         cann, driver = ctx.section(stacks[0], "cann"), ctx.section(stacks[0], "driver")
         # The package the stacks' runtimes load first (a Lite stack's nnrt, MindSpore's toolkit
-        # or nnae), then any other.
-        loaded = [INSTALL_INFO.get(str((runtime_cann(ctx, s) or {}).get("name")), "") for s in stacks]
-        package = next(
-            (
-                (k, cann[k])
-                for k in dict.fromkeys([k for k in loaded if k] + ["toolkit", "nnae", "nnrt"])
-                if isinstance(cann.get(k), dict) and cann[k].get("innerversion")
-            ),
-            None,
+        # or nnae), then the legacy sections; each speaks for itself: its own release and code.
+        choices = [cann_choice.for_runtime(ctx, s) for s in stacks]
+        loaded = [(c.package, c.probable) for c in choices if c is not None and c.package is not None]
+        legacy = [(dict(cann[k], name=k), False) for k in INSTALL_SECTIONS if isinstance(cann.get(k), dict)]
+        pkg, probable = next(
+            ((p, pr) for p, pr in [*loaded, *legacy] if p.get("innerversion")), (None, False)
         )
-        if package is None:
+        if pkg is None:
             continue
-        kind, pkg = package
         cann_code = release_code(pkg.get("innerversion"))
         driver_code = release_code(driver.get("innerversion"))
         if cann_code is None or driver_code is None:
@@ -448,12 +525,15 @@ def cann_driver(ctx: RuleContext) -> Iterable[Finding]:
             "warning",
             host,
             f"{host}:{root}/cann-driver",
-            f"CANN {cann.get('version')} ({kind} {_code_text(cann_code)}) and NPU driver "
-            f"{driver.get('version')} ({_code_text(driver_code)}) under {root} ({host}) do not list each "
-            "other as compatible (inferred rule, unverified: the compatible_version lists of both)",
+            f"CANN {pkg.get('version') or '(release unknown)'} ({pkg.get('name')} {_code_text(cann_code)}"
+            + (", probably the one the stacks load" if probable else "")
+            + f") and NPU driver {driver.get('version')} ({_code_text(driver_code)}) under {root} ({host}) "
+            "do not list each other as compatible (inferred rule, unverified: the compatible_version lists "
+            "of both)",
             {
-                "cann_version": cann.get("version"),
-                "cann_package": kind,
+                "cann_version": pkg.get("version"),
+                "cann_package": pkg.get("id") or pkg.get("name"),
+                "cann_package_probable": probable,
                 "cann_innerversion": pkg.get("innerversion"),
                 "cann_compatible_version": list(cann_list or []),
                 "driver_version": driver.get("version"),
@@ -466,6 +546,55 @@ def cann_driver(ctx: RuleContext) -> Iterable[Finding]:
             "with driver 25.0.rc1, CANN 8.0.RC3-8.1.RC1 with 24.1.rc2, CANN 8.0.RC1/RC2 with 24.1.rc1",
             inferred=True,
         )
+
+
+def npu_firmware(ctx: RuleContext) -> Iterable[Finding]:
+    """The firmware package on disk against the firmware each NPU reports (npu-smi's board
+    view): a package installed but not yet running (no reboot after an upgrade), or a card
+    that kept an older firmware. Compatibility judged from the file is then not what runs."""
+    for (host, root), stacks in _host_groups(ctx).items():
+        firmware, npu_smi = ctx.section(stacks[0], "firmware"), ctx.section(stacks[0], "npu_smi")
+        on_disk, npus = firmware.get("version"), npu_smi.get("npus")
+        if not on_disk or not isinstance(npus, dict):
+            continue
+        reported: dict[str, list[int]] = {}
+        silent: list[int] = []
+        for entry in npus.values():
+            board = entry.get("board") if isinstance(entry, dict) else None
+            running = board.get("firmware_version") if isinstance(board, dict) else None
+            if running:
+                reported.setdefault(str(running), []).append(entry.get("npu"))
+            elif isinstance(entry, dict):
+                silent.append(entry.get("npu"))
+        other = {v: ids for v, ids in reported.items() if v != on_disk}
+        if not other:
+            continue
+        said = [f"{_npu_list(ids)} report {v}" for v, ids in sorted(other.items())]
+        if silent:
+            said.append(f"{_npu_list(silent)} did not say (no board view)")
+        yield _finding(
+            "npu-firmware",
+            "warning",
+            host,
+            f"{host}:{root}/npu-firmware",
+            f"NPU firmware on disk under {root} ({host}) is {on_disk}, but " + "; ".join(said),
+            {
+                "firmware_file": firmware.get("file"),
+                "firmware_version": on_disk,
+                "reported": {v: ids for v, ids in sorted(reported.items())},
+                "no_board_view": silent,
+                "ascend_root": root,
+                "stacks": stacks,
+            },
+            "the cards do not run the installed firmware: activate it (reboot the host after the "
+            "upgrade) or install the package the cards run; driver-firmware compatibility is judged "
+            "on the file until then",
+        )
+
+
+def _npu_list(ids: list[Any]) -> str:
+    shown = ", ".join(str(i) for i in sorted(ids, key=lambda i: (not isinstance(i, int), i)))
+    return f"NPU {shown}" if len(ids) == 1 else f"NPUs {shown}"
 
 
 # -- train <-> infer pairing -------------------------------------------------------------------
@@ -482,19 +611,21 @@ def _numerics_env(ctx: RuleContext, stack: str) -> dict[str, str]:
     }
 
 
-def runtime_cann(ctx: RuleContext, stack: str) -> dict[str, Any] | None:
+def runtime_package(ctx: RuleContext, stack: str) -> dict[str, Any] | None:
     """The entry of ``cann.packages`` the stack's runtime loads (auditor.rules.cann_choice), or None."""
     choice = cann_choice.for_runtime(ctx, stack)
     return choice.package if choice is not None else None
 
 
 def _cann_side(ctx: RuleContext, stack: str) -> tuple[str | None, str | None, str | None]:
-    """(release, compiler Version=, package name) of the CANN the stack's runtime loads."""
+    """(release, compiler Version=, package as shown) of the CANN the stack's runtime loads;
+    the package is said "probably" where the choice is the auditor's inference."""
     choice = cann_choice.for_runtime(ctx, stack)
-    if choice is None:  # a fingerprint from before cann.packages
+    if choice is None:  # a fingerprint from before cann.choice
         cann = ctx.section(stack, "cann")
         return cann.get("version"), cann.get("compiler_version"), None
-    return choice.release, choice.compiler, (choice.package or {}).get("name")
+    name = (choice.package or {}).get("name")
+    return choice.release, choice.compiler, (f"{name}, probably" if name and choice.probable else name)
 
 
 def _cann_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
@@ -605,7 +736,13 @@ RULES = (
         operator_support,
         needs_artifacts=True,
     ),
+    Rule(
+        "runtime-cann",
+        "the CANN each runtime would load: none on its paths, or checked and loaded CANN differ",
+        runtime_finds_cann,
+    ),
     Rule("driver-firmware", "NPU driver and firmware compatible_version ranges", driver_firmware),
+    Rule("npu-firmware", "the firmware package on disk against the firmware each NPU reports", npu_firmware),
     Rule("cann-driver", "CANN and NPU driver innerversion codes (inferred rule)", cann_driver),
     Rule(
         "train-infer-pairing",

@@ -107,13 +107,16 @@ def generate_history(
     host: str = "generated",
     seed: int = 0,
     batch_runs: int = 500,
+    models: Sequence[str] = (),
 ) -> GeneratedHistory:
     """Append ``runs`` complete (or aborted) runs, ``interval`` apart from ``start``.
 
     At ``upgrade_at`` (a fraction of the runs; None: never) stack lite20 moves from
     MindSpore Lite 2.0.0 to 2.0.1 (a new fingerprint) and from then on pair ms20->lite20
     drifts (max_abs above atol). About ``error_rate`` of the results are worker errors and
-    ``abort_rate`` of the runs are aborted with nothing stored, like real ones.
+    ``abort_rate`` of the runs are aborted with nothing stored, like real ones. ``models``:
+    ``[models.NAME]`` results too, each served by lite20 against its golden (pair
+    ``NAME:golden->lite20``, variant ``model``). ``host`` is the runs' auditor and host.
     """
     rng = np.random.default_rng(seed)
     out = GeneratedHistory(counts=dict.fromkeys(("runs", "probe_results", "metrics", "latencies"), 0))
@@ -170,10 +173,11 @@ def generate_history(
                         "error": None,
                     }
                 )
-            for pair, kind in [] if aborted else PAIRS.items():
-                train, infer = pair.split("->")
-                for probe in probes:
-                    for variant in variants:
+            units = [*PAIRS.items(), *((f"{name}:golden->lite20", "model") for name in models)]
+            for pair, kind in [] if aborted else units:
+                train, infer = ("lite20", "lite20") if kind == "model" else pair.split("->")
+                for probe in [pair.split(":")[0]] if kind == "model" else probes:
+                    for variant in ["model"] if kind == "model" else variants:
                         status, message = "consistent", "all outputs within tolerance"
                         drifting = upgraded and pair == DRIFTING_PAIR
                         if kind == "incompatible":

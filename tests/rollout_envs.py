@@ -4,6 +4,7 @@ registers them; the environment process imports it for an id such as
 
 from __future__ import annotations
 
+import os
 import time
 
 import gymnasium
@@ -36,6 +37,9 @@ class Faulty(gymnasium.Env):
             if self.fault == "step":
                 raise RuntimeError(f"the simulator diverged at step {self.t}")
             if self.fault == "hang":
+                marker = os.environ.get("AUDITOR_TEST_HANG_MARKER")
+                if marker:  # tells a test the step is hanging now (not still starting up)
+                    open(marker, "w").close()
                 time.sleep(3600)
         if self.fault == "print":
             print(f"step {self.t}: a chatty environment writes to stdout")

@@ -1,22 +1,36 @@
 """Alerts: the lifecycle of findings over runs, and their delivery to sinks.
 
-A finding's ``key`` is stable across runs (``pair/probe/variant/kind``, ``stack/kind``, ...),
-so the same problem seen in run after run is one alert, not one per run:
+A finding's ``key`` is stable across runs (``pair/probe/variant/kind``, ``stack/kind``, a
+cause's key, ...), so the same problem seen in run after run is one alert, not one per run.
 
-- a key that appears in a complete run and has no open alert **opens** one: sinks are told;
-- while it stays open, later runs only update it (severity, message, last seen), and the
-  sinks hear of it again (**reminder**) once ``[alerts] cooldown`` has passed since they last
-  did (``cooldown = 0``: never), never on every cycle;
-- an open alert whose key is absent from a later complete run is **resolved**: sinks are told.
+**What alerts.** A finding opens an alert only when what it is about (``category``) is in
+``[alerts] on`` and its severity reaches ``[alerts] min_severity``. By default that is the
+user's own models and plugin probes, compatibility, version drift, stacks and serving-side
+latency; the built-in probes' findings (drift, invariants, NaN/Inf hazards, rollouts,
+baselines) are recorded with their run (``auditor show RUN``) without paging anyone.
+
+**Hysteresis**, so that a result on the edge does not flap:
+
+- a key seen in a complete run with no alert starts a **pending** alert; it **opens** (sinks
+  are told) once seen in ``open_after`` runs in a row. An event (a changed fingerprint or
+  served model file, seen in one run only) and a critical finding open at once;
+- while it stays open, later runs update it (severity, message, last seen), and the sinks
+  hear of it again (**reminder**) once ``cooldown`` has passed since they last did
+  (``cooldown = 0``: never);
+- an open alert whose key is absent from ``resolve_after`` covering runs in a row is
+  **resolved** (sinks are told); seen again in between, the count starts over. A pending
+  alert whose key is absent from a covering run is dropped: it never paged.
 
 Alerts belong to an auditor (``runs.auditor_id``): where several auditors share one database,
 each opens, updates and resolves only its own, keyed by (auditor, key), so an auditor that
 does not check a pair never resolves another's alert about it, and each delivers only its
 own alerts' events to its own sinks.
 
-Only a run that checked everything may resolve: an aborted run, or one whose outcome is
-``error`` (a stack could not run, so an absent finding may mean "not checked" rather than
-"fixed"), opens and updates alerts but resolves none.
+Only a run that checked a finding's subject may count towards resolving it: an aborted run,
+or one whose outcome is ``error`` (a stack could not run, so an absent finding may mean "not
+checked" rather than "fixed"), opens and updates alerts but counts for no resolution; a
+narrowed run (``audit --pair ...``, ``runs.selection``) counts only for the alerts about
+what it covered (auditor.config.selection.Scope.covers).
 
 Each event for each sink is a row in ``alert_deliveries``. A sink that fails (raises) is
 recorded with its error and tried again at the next notification round (after the next
@@ -30,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,12 +54,39 @@ from sqlalchemy.orm import Session
 
 from auditor import __version__
 from auditor.alerts.sinks import CLOSED, OPEN, OPENED, REMINDER, RESOLVED, SCHEMA, Sink, SinkType
+from auditor.config.selection import Scope
 from auditor.config.tables import SEVERITIES, AlertsConfig, SinkConfig
 from auditor.db import schema as m
 
 log = logging.getLogger(__name__)
 
 PENDING, DELIVERED, FAILED, DROPPED = "pending", "delivered", "failed", "dropped"
+"""States of a delivery."""
+
+WAITING = "pending"
+"""State of an alert whose finding has not yet been seen ``open_after`` runs in a row."""
+
+EVENTS = ("version-drift", "model-drift")
+"""Findings of something that happened once (a fingerprint, a served file that changed): seen
+in one run only, so they open at once."""
+
+STACK_KINDS = ("stack-unavailable", "worker-failure")
+
+
+def category(kind: str, details: Mapping[str, Any], builtin_probes: Collection[str]) -> str:
+    """What a finding is about, for ``[alerts] on`` (auditor.config.tables.ALERT_CATEGORIES)."""
+    if kind in STACK_KINDS:
+        return "stacks"
+    if kind in EVENTS:
+        return "version-drift"
+    if kind == "latency-regression":
+        return "latency"
+    if "rule" in details:
+        return "compatibility"
+    probe = details.get("probe")
+    if probe is not None:
+        return "probes" if probe in builtin_probes else "models"
+    return "compatibility"
 
 
 def severity_rank(severity: str) -> int:
@@ -129,9 +170,12 @@ class AlertEngine:
         clock: Callable[[], datetime] = _now,
         host: str | None = None,
         auditor_id: str | None = None,
+        builtin_probes: Collection[str] = (),
     ):
         """``auditor_id``: deliver (and count) only this auditor's alerts; None: all of them
-        (one auditor alone on its database)."""
+        (one auditor alone on its database). ``builtin_probes``: the probes shipped with the
+        auditor, whose findings are category "probes" (the others' are "models")."""
+        self.builtin_probes = frozenset(builtin_probes)
         self.engine = engine
         self.config = config
         self.sinks = dict(sinks or {})
@@ -140,59 +184,87 @@ class AlertEngine:
         self.auditor_id = auditor_id
 
     # -- deciding ---------------------------------------------------------------------------
+    def alerts_on(self, kind: str, severity: str, details: Mapping[str, Any]) -> bool:
+        """Whether a finding opens alerts: its category is in ``on``, its severity high enough."""
+        if severity_rank(severity) < severity_rank(self.config.min_severity):
+            return False
+        return category(kind, details or {}, self.builtin_probes) in self.config.on
+
     def evaluate(self, run_id: int) -> list[Event]:
         """Turn the findings of a stored run into alert state and pending deliveries, in one
         transaction. A run that is not complete changes nothing."""
         now = self.clock()
         events: list[Event] = []
+        cfg = self.config
         with Session(self.engine) as s, s.begin():
             run = s.get(m.Run, run_id)
             if run is None:
                 raise LookupError(f"run {run_id} is not in the database")
             if run.status != "complete":
                 return []
+            scope = Scope.from_json(run.selection)
             findings: dict[str, m.FindingRow] = {}
             for f in s.scalars(select(m.FindingRow).where(m.FindingRow.run_id == run_id)):
+                if not self.alerts_on(f.kind, f.severity, f.details or {}):
+                    continue
                 # the same key twice in one run: keep the most severe
                 seen = findings.get(f.key)
                 if seen is None or severity_rank(f.severity) > severity_rank(seen.severity):
                     findings[f.key] = f
-            open_alerts = {
+            live = {
                 a.key: a
                 for a in s.scalars(
-                    select(m.Alert).where(m.Alert.state == OPEN, m.Alert.auditor_id == run.auditor_id)
+                    select(m.Alert).where(
+                        m.Alert.state.in_((OPEN, WAITING)), m.Alert.auditor_id == run.auditor_id
+                    )
                 )
             }
-            cooldown = timedelta(seconds=self.config.cooldown)
+            cooldown = timedelta(seconds=cfg.cooldown)
             for key, f in findings.items():
-                alert = open_alerts.get(key)
+                alert = live.get(key)
                 if alert is None:
                     alert = m.Alert(
                         auditor_id=run.auditor_id,
                         key=key,
-                        state=OPEN,
+                        state=WAITING,
                         opened_at=now,
                         opened_run_id=run_id,
                         notifications=0,
+                        streak=0,
                     )
                     s.add(alert)
-                    kind = OPENED
-                elif (
-                    self.config.cooldown > 0
-                    and alert.last_notified_at is not None
-                    and now - alert.last_notified_at >= cooldown
-                ):
-                    kind = REMINDER
+                kind = None
+                if alert.state == WAITING:
+                    alert.streak = (alert.streak or 0) + 1
+                    at_once = f.kind in EVENTS or f.severity == "critical"
+                    if at_once or alert.streak >= cfg.open_after:
+                        alert.state, alert.streak = OPEN, 0
+                        alert.opened_at, alert.opened_run_id = now, run_id
+                        kind = OPENED
                 else:
-                    kind = None
+                    alert.streak = 0  # seen again: a resolution starts over
+                    if (
+                        cfg.cooldown > 0
+                        and alert.last_notified_at is not None
+                        and now - alert.last_notified_at >= cooldown
+                    ):
+                        kind = REMINDER
                 alert.kind, alert.severity, alert.subject = f.kind, f.severity, f.subject
                 alert.message, alert.details = f.message, dict(f.details or {})
                 alert.last_seen_at, alert.last_seen_run_id = now, run_id
                 if kind is not None:
                     events.append(self._event(s, alert, kind, run, now))
             if run.outcome != "error":
-                for key, alert in open_alerts.items():
-                    if key not in findings:
+                for key, alert in live.items():
+                    if key in findings or not (
+                        scope is None or scope.covers(alert.subject, alert.details or {})
+                    ):
+                        continue
+                    if alert.state == WAITING:
+                        s.delete(alert)  # not seen enough runs in a row to open: never paged
+                        continue
+                    alert.streak = (alert.streak or 0) + 1
+                    if alert.streak >= cfg.resolve_after:
                         alert.state, alert.resolved_at, alert.resolved_run_id = CLOSED, now, run_id
                         events.append(self._event(s, alert, RESOLVED, run, now))
         if events:
@@ -331,13 +403,22 @@ class AlertEngine:
         return counts
 
 
-def list_alerts(engine: Engine, open_only: bool = False, limit: int = 50) -> list[dict[str, Any]]:
-    """Alerts, open ones first, then newest first."""
+def list_alerts(
+    engine: Engine, open_only: bool = False, limit: int = 50, auditors: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """Alerts, open ones first, then pending ones, then newest first; ``auditors``: only theirs."""
     with Session(engine) as s:
         q = select(m.Alert)
         if open_only:
             q = q.where(m.Alert.state == OPEN)
-        q = q.order_by((m.Alert.state == OPEN).desc(), m.Alert.last_seen_at.desc(), m.Alert.id.desc())
+        if auditors:
+            q = q.where(m.Alert.auditor_id.in_(list(auditors)))
+        q = q.order_by(
+            (m.Alert.state == OPEN).desc(),
+            (m.Alert.state == WAITING).desc(),
+            m.Alert.last_seen_at.desc(),
+            m.Alert.id.desc(),
+        )
         return [alert_json(a) for a in s.scalars(q.limit(limit))]
 
 
@@ -389,4 +470,5 @@ def alert_json(a: m.Alert) -> dict[str, Any]:
         "last_seen_run_id": a.last_seen_run_id,
         "resolved_run_id": a.resolved_run_id,
         "notifications": a.notifications,
+        "streak": a.streak,
     }

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS
+from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
+from auditor.cli.selection import narrowed, selection_of, selector_options
 
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
@@ -30,30 +32,53 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     is_flag=True,
     help="Show every output and check of every result, not only of failing ones.",
 )
+@selector_options()
+@click.option(
+    "--save-outputs",
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write each side's outputs of every probe variant and model to DIR/<pair>/ "
+    "(.npz files that `auditor compare` reads).",
+)
 @click.pass_obj
-def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
-    """Run one audit cycle over every configured pair.
+def audit(
+    obj: Context, as_json: bool, no_store: bool, verbose: bool, save_outputs: Path | None, **kw: Any
+) -> None:
+    """Run one audit cycle over every configured pair and model, or the part the selectors name.
 
-    Prints a report per pair and probe (or JSON with --json) and stores the run.
+    Prints a line per probe variant and model, the failing outputs of a failing one and each
+    finding once (every table with --verbose, JSON with --json), and stores the run. With
+    selectors (--stack, --pair, --probe, --model, --host, each repeatable) only the matching
+    pairs and models run; the run is stored as narrowed and resolves no alert about what it
+    did not run.
 
     \b
     Exit status:
       0  every probe on every pair is consistent
-      1  drift, an incompatibility, or an error on some pair (see the report)
+      1  drift, an incompatibility, or an error on some pair, or a finding of
+         severity error or critical (see the report)
       2  usage or config error
     """
     from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
     from auditor.history.store import Store, StoreError
     from auditor.report.text import render_json, render_text
 
-    config = obj.config()
+    narrowing = narrowed(obj.config(), selection_of(kw))
+    config = narrowing.config
+    if narrowing.scope is not None:
+        click.echo(f"auditor: narrowed to {', '.join(narrowing.scope.pairs) or 'no pair'}", err=True)
+    if save_outputs is not None:
+        try:
+            save_outputs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(f"cannot write outputs to {save_outputs}: {exc}")
     store = None
     if not no_store:
         try:
             store = Store.open(obj.db_url(config), config.auditor_id)
         except StoreError as exc:
             fail(str(exc))
-    run = AuditRun(config, obj.plugins(), store)
+    run = AuditRun(config, obj.plugins(), store, narrowing.scope, save_outputs)
     try:
         run.begin()
     except StoreError as exc:
@@ -76,6 +101,20 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
     sys.exit(result.exit_code)
 
 
+RUN_COLUMNS = (
+    "id",
+    "started_at",
+    "finished_at",
+    "seconds",
+    "status",
+    "outcome",
+    "auditor_id",
+    "host",
+    "narrowed",
+    "note",
+)
+
+
 @click.command()
 @click.option(
     "--limit",
@@ -84,45 +123,46 @@ def audit(obj: Context, as_json: bool, no_store: bool, verbose: bool) -> None:
     type=click.IntRange(1, MAX_LIMIT),
     help="How many runs to show, newest first.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@auditor_filter
+@format_options
 @click.pass_obj
-def runs(obj: Context, limit: int, as_json: bool) -> None:
-    """List recent audit runs in the history database."""
+def runs(obj: Context, limit: int, auditors: tuple[str, ...], fmt: str, as_json: bool) -> None:
+    """List recent audit runs in the history database, newest first.
+
+    One row per run: its times, status, outcome, the auditor and host that ran it, and the
+    selectors of a narrowed run (`audit --pair ...`).
+    """
+    fmt = chosen(fmt, as_json)
     store = obj.store(read=True)
-    rows = store.runs(limit)
-    if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "id": r.id,
-                        "started_at": r.started_at.isoformat() + "Z" if r.started_at else None,
-                        "finished_at": r.finished_at.isoformat() + "Z" if r.finished_at else None,
-                        "status": r.status,
-                        "outcome": r.outcome,
-                        "host": r.host,
-                        "auditor_id": r.auditor_id,
-                        "note": r.note,
-                    }
-                    for r in rows
-                ],
-                indent=2,
+    rows = store.runs(limit, auditors)
+    if fmt == "table":
+        click.echo(f"history: {store.display_url}")
+        if not rows:
+            click.echo("no runs yet: run `auditor audit`" if not auditors else "no runs of that auditor")
+            return
+
+    def narrowed(r: Any) -> str | None:
+        selectors = (r.selection or {}).get("selectors") if isinstance(r.selection, dict) else None
+        return " ".join(f"--{k} {v}" for k, vs in selectors.items() for v in vs) if selectors else None
+
+    write_rows(
+        fmt,
+        RUN_COLUMNS,
+        (
+            (
+                r.id,
+                r.started_at,
+                r.finished_at,
+                round((r.finished_at - r.started_at).total_seconds(), 1)
+                if r.finished_at and r.started_at
+                else None,
+                r.status,
+                r.outcome,
+                r.auditor_id,
+                r.host,
+                narrowed(r),
+                r.note,
             )
-        )
-        return
-    click.echo(f"history: {store.display_url}")
-    if not rows:
-        click.echo("no runs yet: run `auditor audit`")
-    several = len({r.auditor_id for r in rows}) > 1  # a shared database: say whose
-    for r in rows:
-        took = (
-            f"{(r.finished_at - r.started_at).total_seconds():.1f} s"
-            if r.finished_at and r.started_at
-            else "-"
-        )
-        started = f"{r.started_at:%Y-%m-%d %H:%M:%S}" if r.started_at else "-".ljust(19)
-        click.echo(
-            f"  {r.id:>5}  {started}  {r.status or '-':<9} {r.outcome or '-':<13} {took:>8}"
-            + (f"  {r.auditor_id}" if several else "")
-            + (f"  {r.note}" if r.note else "")
-        )
+            for r in rows
+        ),
+    )

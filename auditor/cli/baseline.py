@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from auditor.cli.context import Context
+from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
 
 
 def _filters(f: Any) -> Any:
@@ -28,44 +29,68 @@ def baseline_group() -> None:
     """
 
 
+BASELINE_COLUMNS = (
+    "stack",
+    "host",
+    "side",
+    "source",
+    "probe",
+    "variant",
+    "run",
+    "auditor_id",
+    "created_at",
+    "outputs",
+)
+
+
 @baseline_group.command("show")
 @_filters
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@auditor_filter
+@format_options
 @click.pass_obj
 def show_command(
-    obj: Context, probe: str | None, variant: str | None, stack: str | None, as_json: bool
+    obj: Context,
+    probe: str | None,
+    variant: str | None,
+    stack: str | None,
+    auditors: tuple[str, ...],
+    fmt: str,
+    as_json: bool,
 ) -> None:
-    """List the goldens."""
+    """List the goldens (the run and auditor that kept each)."""
     from auditor.history import baselines
 
+    fmt = chosen(fmt, as_json)
     store = obj.store()
     try:
-        rows = baselines.show(store.engine, probe, variant, stack)
+        rows = baselines.show(store.engine, probe, variant, stack, auditors)
     finally:
         store.close()
-    if as_json:
+    if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    if not rows:
+    if not rows and fmt == "table":
         click.echo("no goldens yet: the first consistent result of each probe variant becomes one")
         return
-    table = [["stack", "side", "source", "probe", "variant", "run", "since", "outputs"]]
-    for r in rows:
-        table.append(
-            [
-                r["stack"] if r["host"] == "local" else f"{r['host']}/{r['stack']}",
+    write_rows(
+        fmt,
+        BASELINE_COLUMNS,
+        (
+            (
+                r["stack"],
+                r["host"],
                 r["side"],
                 r["source"] or "-",
                 r["probe"],
                 r["variant"],
-                str(r["run_id"]) if r["run_id"] is not None else "-",
-                r["created_at"][:19].replace("T", " "),
-                r["outputs_sha256"][:12],
-            ]
-        )
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row in table:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+                r["run_id"],
+                r["auditor_id"],
+                r["created_at"][:19].replace("T", " ") if fmt == "table" else r["created_at"],
+                r["outputs_sha256"][:12] if fmt == "table" else r["outputs_sha256"],
+            )
+            for r in rows
+        ),
+    )
 
 
 @baseline_group.command("reset")

@@ -2,33 +2,41 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
 from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_USAGE
+from auditor.cli.selection import check_names, narrowed, selection_of, selector_options
+from auditor.config.selection import Selection, Universe
+from auditor.config.tables import Config
 from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, loads_mindir, preflight
+from auditor.runtime import RuntimeSpec
 
 
 @click.command("check")
-@click.option("--model", "model", required=True, metavar="FILE", help="The exported .mindir to check.")
-@click.option(
-    "--stack",
-    "stacks",
-    multiple=True,
-    metavar="STACK",
-    help="A stack to check against (repeatable). Default: every infer stack of the config that loads MindIR.",
+@selector_options(
+    texts={
+        "model": "The exported .mindir to check, or a [models.NAME] (its file; by default its serving "
+        "stacks). Repeatable: each is checked.",
+        "stack": "A stack to check against (repeatable). Default: every infer stack of the config that "
+        "loads MindIR.",
+        "pair": "Check against this pair's infer stack (as if its train stack had exported the file).",
+        "probe": "Check against the infer stacks of the pairs that run this probe.",
+        "host": "Check against the infer stacks of the pairs and models with a stack on this host.",
+    }
 )
 @click.option("--load", is_flag=True, help="Also load the model on each stack and run one seeded batch.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the --load batch.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.pass_obj
-def check_command(
-    obj: Context, model: str, stacks: tuple[str, ...], load: bool, seed: int, as_json: bool
-) -> None:
+def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any) -> None:
     """Will these stacks load this MindIR? Rules only, no probes: a deployment pipeline's gate.
 
     Reads the file without any framework, fingerprints the stacks and runs every
@@ -44,43 +52,66 @@ def check_command(
       2  usage or input error (unknown stack, unreadable, truncated or non-MindIR file)
     """
     config = obj.config()
-    unknown = [s for s in stacks if s not in config.stacks]
-    if unknown:
-        fail(
-            f"no stack named {', '.join(map(repr, unknown))} in {config.source} "
-            f"(configured: {', '.join(config.stacks)})"
-        )
+    selection = selection_of(kw)
+    if not selection.models:
+        fail("name the model to check: --model FILE.mindir, or --model NAME of a [models.NAME]")
+    where = dataclasses.replace(selection, models=())
+    check_names(where, Universe.of(config))
     plugins = obj.plugins()
-    names = list(dict.fromkeys(stacks)) or [
-        n
-        for n, s in config.stacks.items()
-        if s.role == "infer" and loads_mindir(config, plugins.runtimes(), n)
-    ]
+    maxima, operators = _learned(obj, config)
+    reports, code = [], 0
+    for model in dict.fromkeys(selection.models):
+        path, names = _target(config, model, where, plugins.runtimes())
+        try:
+            report = preflight(
+                config,
+                path,
+                names,
+                plugins.fingerprint_collectors(),
+                list(plugins.rules().values()),
+                plugins.runtimes(),
+                maxima,
+                operators,
+                load=load,
+                seed=seed,
+            )
+        except ModelInputError as exc:
+            if as_json:
+                click.echo(json.dumps({"file": path, "error": str(exc), "exit_code": EXIT_USAGE}, indent=2))
+                sys.exit(EXIT_USAGE)
+            fail(str(exc))
+        reports.append(report)
+        code = max(code, report.exit_code)
+        if not as_json:
+            click.echo(render(report))
+    if as_json:
+        docs = [r.to_json() for r in reports]
+        click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, default=str))
+    sys.exit(code)
+
+
+def _target(
+    config: Config, model: str, where: Selection, runtimes: Mapping[str, RuntimeSpec]
+) -> tuple[str, list[str]]:
+    """The file to check and the stacks to check it against: the named stacks as they are;
+    the infer stacks the other selectors reach; else the model's serving stacks or every
+    infer stack (those whose runtime loads MindIR, unless named)."""
+    spec = config.models.get(model)
+    path = spec.path if spec is not None else model
+    if where.stacks and not (where.pairs or where.probes or where.hosts):
+        return path, list(dict.fromkeys(where.stacks))
+    if not where.empty:
+        reached = narrowed(config, where).config.stacks
+        names = [n for n, s in reached.items() if s.role == "infer" and loads_mindir(config, runtimes, n)]
+        if not names:
+            fail(f"{where.describe()} reach no infer stack that loads MindIR in {config.source}")
+        return path, names
+    if spec is not None:
+        return path, list(spec.stacks)
+    names = [n for n, s in config.stacks.items() if s.role == "infer" and loads_mindir(config, runtimes, n)]
     if not names:
         fail(f"{config.source} has no infer stack that loads MindIR: name one with --stack")
-    maxima, operators = _learned(obj, config)
-    try:
-        report = preflight(
-            config,
-            model,
-            names,
-            plugins.fingerprint_collectors(),
-            list(plugins.rules().values()),
-            plugins.runtimes(),
-            maxima,
-            operators,
-            load=load,
-            seed=seed,
-        )
-    except ModelInputError as exc:
-        if as_json:
-            click.echo(json.dumps({"file": model, "error": str(exc), "exit_code": EXIT_USAGE}, indent=2))
-            sys.exit(EXIT_USAGE)
-        fail(str(exc))
-    click.echo(
-        json.dumps(report.to_json(), indent=2, default=str) if as_json else render(report), nl=not as_json
-    )
-    sys.exit(report.exit_code)
+    return path, names
 
 
 def _learned(obj: Context, config):  # noqa: ANN001, ANN202 - the history's learned limits

@@ -11,7 +11,9 @@ import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_USAGE
+from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
 from auditor.fingerprint.drift import diff
+from auditor.history.queries import run_auditors
 
 
 def drift_history(store: Any, stack: str, host: str | None = None) -> list[dict[str, Any]]:
@@ -69,6 +71,9 @@ def _reject_unknown(obj: Context, store: Any, stack: str) -> None:
         )
 
 
+DRIFT_COLUMNS = ("run", "started_at", "auditor", "host", "digest", "change")
+
+
 @click.command("drift")
 @click.argument("stack")
 @click.option("--host", default=None, help="Only the stack of this host (default: every host).")
@@ -79,28 +84,47 @@ def _reject_unknown(obj: Context, store: Any, stack: str) -> None:
     type=click.IntRange(1, MAX_LIMIT),
     help="How many changes to show, newest first.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@auditor_filter
+@format_options
 @click.pass_obj
-def drift_command(obj: Context, stack: str, host: str | None, limit: int, as_json: bool) -> None:
+def drift_command(
+    obj: Context, stack: str, host: str | None, limit: int, auditors: tuple[str, ...], fmt: str, as_json: bool
+) -> None:
     """Show how STACK's fingerprint changed over time: each run where it changed, field by field.
 
-    The first entry is the stack's first fingerprint in the history database.
+    The first entry is the stack's first fingerprint in the history database. A table or CSV
+    has one row per changed field; JSON one entry per run with its changes.
     """
+    fmt = chosen(fmt, as_json)
     store = obj.store(read=True)
     _reject_unknown(obj, store, stack)
-    entries = drift_history(store, stack, host)[-limit:][::-1] if limit > 0 else []
-    if as_json:
+    entries = drift_history(store, stack, host)
+    with store.engine.connect() as conn:
+        whose = run_auditors(conn, [e["run_id"] for e in entries])
+    for e in entries:
+        e["auditor"] = whose.get(e["run_id"])
+    if auditors:
+        entries = [e for e in entries if e["auditor"] in auditors]
+    entries = entries[-limit:][::-1] if limit > 0 else []
+    if fmt == "json":
         click.echo(json.dumps({"stack": stack, "changes": entries}, indent=2))
         return
-    if not store.fingerprint_history(stack, host):
+    if fmt == "table" and not store.fingerprint_history(stack, host):
         click.echo(f"no fingerprint of stack {stack!r} in {store.display_url}: run `auditor audit` first")
         return
-    for e in entries:
-        when = e["started_at"][:19].replace("T", " ")
-        head = f"run {e['run_id']:>5}  {when}  {e['host']}  {e['digest'][:12]}"
-        if e["previous_digest"] is None:
-            click.echo(f"{head}  first fingerprint")
-            continue
-        click.echo(f"{head}  ({len(e['changes'])} change{'s' if len(e['changes']) != 1 else ''})")
-        for c in e["changes"]:
-            click.echo(f"    {c['words']}")
+
+    def rows():  # noqa: ANN202 - one row per change, the first fingerprint as one
+        for e in entries:
+            head = (
+                e["run_id"],
+                e["started_at"][:19].replace("T", " "),
+                e["auditor"],
+                e["host"],
+                e["digest"][:12],
+            )
+            if e["previous_digest"] is None:
+                yield (*head, "first fingerprint")
+            for c in e["changes"]:
+                yield (*head, c["words"])
+
+    write_rows(fmt, DRIFT_COLUMNS, rows())

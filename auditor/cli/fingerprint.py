@@ -11,8 +11,10 @@ import click
 
 from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from auditor.cli.selection import narrowed, selection_of, selector_options
 from auditor.config.tables import StackConfig
 from auditor.fingerprint import collect as fp
+from auditor.rules import cann_choice
 from auditor.stacks.worker import WorkerError
 
 EXIT_INCOMPLETE = EXIT_FINDINGS
@@ -20,11 +22,13 @@ VALUE_WIDTH = 70
 
 
 @click.command("fingerprint")
-@click.argument("stacks", nargs=-1, metavar="[STACK]...")
+@click.argument("named", nargs=-1, metavar="[STACK]...")
 @click.option("--json", "as_json", is_flag=True, help="Print the full fingerprint documents as JSON.")
+@selector_options()
 @click.pass_obj
-def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) -> None:
-    """Fingerprint stacks now (default: every configured stack) and show what was found.
+def fingerprint_command(obj: Context, named: tuple[str, ...], as_json: bool, **kw: Any) -> None:
+    """Fingerprint stacks now (default: every configured stack, or those the selectors
+    --stack, --pair, --probe, --model, --host reach) and show what was found.
 
     For each stack: host and Python, MindSpore / MindSpore Lite builds and the CANN
     versions MindSpore supports, CANN, driver, firmware, npu-smi, and the environment
@@ -38,6 +42,8 @@ def fingerprint_command(obj: Context, stacks: tuple[str, ...], as_json: bool) ->
       2  usage or config error
     """
     config = obj.config()
+    selection = selection_of(kw)
+    stacks = named + (tuple(narrowed(config, selection).config.stacks) if not selection.empty else ())
     unknown = [name for name in stacks if name not in config.stacks]
     if unknown:
         click.echo(
@@ -141,16 +147,8 @@ def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
     ]
     row("packages", ", ".join(others) or "-")
     cann = _section(doc, "cann")
-    toolkit = cann.get("toolkit") or {}
-    row(
-        "CANN",
-        _join(
-            _v(cann.get("version")),
-            cann.get("layout") and f"[{cann['layout']}]",
-            f"compiler {_v(cann.get('compiler_version'))}",
-            toolkit.get("innerversion"),
-        ),
-    )
+    for label, text in cann_choice.summary(doc, runtime.get("runtime_package") or stack.runtime):
+        row(label, text)
     nnae, nnrt = cann.get("nnae") or {}, cann.get("nnrt") or {}
     row("nnae / nnrt", f"{nnae.get('version') or '-'} / {nnrt.get('version') or '-'}")
     driver = _section(doc, "driver")
@@ -202,13 +200,21 @@ def _npu_smi(section: dict[str, Any]) -> str:
         return "not available" if section else "?"
     chips = section.get("chips") or []
     listed = ", ".join(f"{c['npu']}/{_v(c.get('chip'))} {c.get('name')} {c.get('health')}" for c in chips)
-    board = section.get("board") or {}
+    # Per NPU, grouped: "board firmware 7.3.0.1.231  compatibility OK (NPU 0, 1); no board view (NPU 2)"
+    groups: dict[str, list[str]] = {}
+    for key, npu in (section.get("npus") or {}).items():
+        board = npu.get("board") if isinstance(npu, dict) else None
+        said = "no board view"
+        if isinstance(board, dict):
+            said = f"board firmware {_v(board.get('firmware_version'))}"
+            said += f"  compatibility {_v(board.get('compatibility'))}"
+        groups.setdefault(said, []).append(str(key))
+    boards = [f"{said} (NPU {', '.join(ids)})" if len(groups) > 1 else said for said, ids in groups.items()]
     return _join(
         f"{section.get('count')} NPU(s)",
         f"driver {_v(section.get('driver_version'))}",
         listed,
-        board and f"board firmware {_v(board.get('firmware_version'))}",
-        board and f"compatibility {_v(board.get('compatibility'))}",
+        "; ".join(boards),
     )
 
 

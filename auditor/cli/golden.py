@@ -4,11 +4,15 @@ the golden ``.npz`` that later cycles compare with (docs/golden.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from auditor.cli.context import Context, fail
+from auditor.cli.selection import check_names, narrowed, selection_of, selector_options
 from auditor.compare.golden import GoldenError, read_golden, write_golden
+from auditor.config.selection import Selection, Universe
+from auditor.config.tables import Config
 from auditor.config.user_models import ModelConfig
 from auditor.cycle.preflight import ModelInputError, read_model
 from auditor.cycle.user_models import model_inputs
@@ -21,32 +25,104 @@ def golden_group() -> None:
 
 
 @golden_group.command("record")
-@click.argument("model")
-@click.option(
-    "--stack", required=True, metavar="STACK", help="The stack that runs the model (e.g. ms210-graph)."
+@click.argument("model", required=False)
+@selector_options(
+    texts={
+        "stack": "The stack that runs the model (one that loads MindIR, e.g. ms210-graph). Default: the "
+        "model's reference stack.",
+        "model": "A [models.NAME] to record (repeatable; the same as MODEL).",
+        "pair": "Record the models of this model pair (NAME:REFERENCE->STACK).",
+        "host": "Record the models served on this host.",
+        "probe": "Probes have no golden file (their goldens are kept in the history: `auditor baseline`).",
+    }
 )
 @click.option("--out", metavar="FILE", help="Where to write the .npz. Default: the model's golden path.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the inputs when MODEL is a file.")
 @click.pass_obj
-def golden_record(obj: Context, model: str, stack: str, out: str | None, seed: int) -> None:
-    """Run MODEL on STACK and write its golden .npz.
+def golden_record(obj: Context, model: str | None, out: str | None, seed: int, **kw: Any) -> None:
+    """Run MODEL on a stack and write its golden .npz.
 
     MODEL is a [models.NAME] of the config (its inputs specs are used, and its golden path
     unless --out is given), or the path of a .mindir (inputs from the file's own signature,
-    standard normal from --seed; --out is required).
+    standard normal from --seed; --out is required). --model (repeatable) and the other
+    selectors name several models of the config at once. A stack that cannot load a MindIR
+    (a train runtime) is refused before anything runs.
     """
     config = obj.config()
-    if stack not in config.stacks:
-        fail(f"no stack named {stack!r} in {config.source} (configured: {', '.join(config.stacks)})")
-    if model in config.models:
-        spec = config.models[model]
-    elif Path(model).suffix == ".mindir" or Path(model).exists():
-        spec = ModelConfig(Path(model).stem, str(model), (stack,), golden=out, seed=seed)
-    else:
-        fail(f"{model!r} is neither a [models.NAME] of {config.source} nor a .mindir file")
-    target = out or spec.golden
-    if not target:
-        fail(f"models.{spec.name} has no golden path: pass --out FILE.npz")
+    selection = selection_of(kw)
+    if selection.probes:
+        fail("golden record writes [models.NAME] goldens; a probe's goldens are kept in the history "
+             "(`auditor baseline show`)")  # fmt: skip
+    if len(selection.stacks) > 1:
+        fail(f"golden record runs on one stack; --stack names {len(selection.stacks)}")
+    stack = selection.stacks[0] if selection.stacks else None
+    check_names(Selection(stacks=selection.stacks), Universe.of(config))
+    specs = _models(config, model, selection, stack, out, seed)
+    for spec in specs:
+        target_stack = stack or spec.reference
+        if target_stack is None:
+            fail(
+                f"models.{spec.name} has no reference stack: name the stack that runs it with --stack "
+                f"({_loaders(obj, config) or 'no stack of this config loads a MindIR'})"
+            )
+        _refuse_early(obj, config, target_stack)
+        target = out or spec.golden
+        if not target:
+            fail(f"models.{spec.name} has no golden path: pass --out FILE.npz")
+    for spec in specs:
+        _record(obj, config, spec, stack or spec.reference or "", out or spec.golden or "")
+
+
+def _models(
+    config: Config, model: str | None, selection: Selection, stack: str | None, out: str | None, seed: int
+) -> list[ModelConfig]:
+    """The models to record: MODEL (a [models.NAME] or a .mindir) and those the selectors name."""
+    specs: list[ModelConfig] = []
+    if model is not None:
+        if model in config.models:
+            specs.append(config.models[model])
+        elif Path(model).suffix == ".mindir" or Path(model).exists():
+            if stack is None:
+                fail(f"name the stack that runs {model} with --stack")
+            specs.append(ModelConfig(Path(model).stem, str(model), (stack,), golden=out, seed=seed))
+        else:
+            fail(f"{model!r} is neither a [models.NAME] of {config.source} nor a .mindir file")
+    where = Selection(pairs=selection.pairs, models=selection.models, hosts=selection.hosts)
+    if not where.empty:
+        specs += [
+            m for m in narrowed(config, where).config.models.values() if m.name not in {s.name for s in specs}
+        ]
+    if not specs:
+        fail("name the model to record: MODEL, or --model NAME of a [models.NAME]")
+    if out and len(specs) > 1:
+        fail(f"--out names one file, {len(specs)} models are selected")
+    return specs
+
+
+def _loaders(obj: Context, config: Config) -> str:
+    runtimes = obj.plugins().runtimes()
+    return ", ".join(
+        n
+        for n, s in config.stacks.items()
+        if runtimes.get(s.runtime) is not None and runtimes[s.runtime].can == "load"
+    )
+
+
+def _refuse_early(obj: Context, config: Config, stack: str) -> None:
+    """A stack whose runtime cannot load a MindIR (a train runtime builds and exports) is
+    refused before any worker starts, naming the stacks that can."""
+    s = config.stacks[stack]
+    runtime = obj.plugins().runtimes().get(s.runtime)
+    if runtime is not None and runtime.can != "load":
+        others = _loaders(obj, config)
+        fail(
+            f"golden record --stack {stack}: {stack} runs {s.runtime}, a train runtime that builds and "
+            f"exports models but does not load a MindIR; record on a stack that does"
+            + (f": {others}" if others else " (this config has none: add an infer stack)")
+        )
+
+
+def _record(obj: Context, config: Config, spec: ModelConfig, stack: str, target: str) -> None:
     try:
         data, info = read_model(spec.path)
         inputs, names = model_inputs(spec, info)

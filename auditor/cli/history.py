@@ -18,8 +18,9 @@ import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
+from auditor.cli.selection import selector_options
 from auditor.common.redact import redact_url
-from auditor.history.filters import Filters, HistoryError, iso, parse_when
+from auditor.history.filters import FIELDS, STACK_FIELDS, Filters, HistoryError, iso, parse_when, parse_where
 from auditor.history.queries import (
     METRIC_COLUMNS,
     RESULT_COLUMNS,
@@ -30,6 +31,7 @@ from auditor.history.queries import (
     refresh_statistics,
     resolve_run,
     result_rows,
+    run_auditors,
     run_detail,
     trend,
 )
@@ -45,6 +47,16 @@ from auditor.results import STATUS_ORDER
 STATUSES = STATUS_ORDER
 """Every status a probe result is stored with (``unsupported`` included)."""
 
+auditor_option = click.option(
+    "--auditor",
+    "auditors",
+    multiple=True,
+    metavar="ID",
+    help="Only the runs of this auditor ([storage] auditor_id) of a shared database.",
+)
+
+FORMATS = ("table", "json", "csv")
+
 
 def _when(value: str | None, option: str) -> datetime | None:
     if value is None:
@@ -56,12 +68,12 @@ def _when(value: str | None, option: str) -> datetime | None:
 
 
 def filter_options(metric: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The filter options shared by history, trend and report (repeat one to match any value)."""
+    """The filter options shared by history and trend (repeat one to match any value): the
+    selectors every command takes (--stack, --pair, --probe, --model, --host), then the
+    history's own."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         opts = [
-            click.option("--pair", "pairs", multiple=True, metavar="TRAIN->INFER", help="Only this pair."),
-            click.option("--probe", "probes", multiple=True, metavar="NAME", help="Only this probe."),
             click.option("--variant", "variants", multiple=True, metavar="NAME", help="Only this variant."),
         ]
         if metric:
@@ -79,25 +91,20 @@ def filter_options(metric: bool = True) -> Callable[[Callable[..., Any]], Callab
                 "--output", "outputs", multiple=True, metavar="NAME", help="Only this probe output."
             ),
             click.option(
-                "--stack",
-                "stacks",
-                multiple=True,
-                metavar="NAME",
-                help="Only pairs with this stack on a side.",
-            ),
-            click.option(
-                "--host",
-                "hosts",
-                multiple=True,
-                metavar="NAME",
-                help="Only pairs with a stack on this host ([hosts] name, or 'local') on a side.",
-            ),
-            click.option(
                 "--status",
                 "statuses",
                 multiple=True,
                 type=click.Choice(STATUSES),
                 help="Only results with this status.",
+            ),
+            auditor_option,
+            click.option(
+                "--where",
+                "where",
+                multiple=True,
+                metavar="FIELD=VALUE",
+                help="Only results whose FIELD is VALUE (FIELD!=VALUE: is not, FIELD~TEXT: contains "
+                f"TEXT); fields: {', '.join([*FIELDS, *STACK_FIELDS])}.",
             ),
             click.option(
                 "--since", metavar="WHEN", help="Runs started at or after: ISO time, or 7d, 12h, 90m."
@@ -106,21 +113,34 @@ def filter_options(metric: bool = True) -> Callable[[Callable[..., Any]], Callab
         ]
         for opt in reversed(opts):
             fn = opt(fn)
-        return fn
+        return selector_options(texts=SELECTOR_HELP)(fn)
 
     return decorate
 
 
+SELECTOR_HELP = {
+    "stack": "Only pairs with this stack on a side.",
+    "host": "Only pairs with a stack on this host ([hosts] name, or 'local') on a side.",
+    "model": "Only this [models.NAME]'s results.",
+}
+
+
 def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
+    try:
+        where = tuple(parse_where(w) for w in kw.get("where", ()))
+    except HistoryError as exc:
+        raise click.BadParameter(str(exc), param_hint="--where") from None
     return Filters(
         pairs=tuple(kw.get("pairs", ())),
-        probes=tuple(kw.get("probes", ())),
+        probes=tuple(kw.get("probes", ())) + tuple(kw.get("models", ())),
         variants=tuple(kw.get("variants", ())),
         metrics=tuple(kw.get("metrics", ())),
         outputs=tuple(kw.get("outputs", ())),
         stacks=tuple(kw.get("stacks", ())),
         statuses=tuple(kw.get("statuses", ())),
         hosts=tuple(kw.get("hosts", ())),
+        auditors=tuple(kw.get("auditors", ())),
+        where=where,
         since=_when(kw.get("since"), "--since"),
         until=_when(kw.get("until"), "--until"),
         limit=limit if limit else None,
@@ -138,6 +158,7 @@ def _reject_unknown(conn: Any, f: Filters) -> None:
         ("output", f.outputs),
         ("stack", f.stacks),
         ("host", f.hosts),
+        ("auditor", f.auditors),
     ):
         if not values:
             continue
@@ -207,32 +228,58 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
 text_or_json = click.option(
     "--format",
     "fmt",
-    type=click.Choice(("text", "json")),
+    type=click.Choice(("text", "table", "json", "csv")),
     default="text",
     show_default=True,
-    help="Output format.",
+    help="Output format: text (the same as table), JSON, or CSV (one row per result or point).",
 )
+
+SHOW_COLUMNS = tuple(c for c in RESULT_COLUMNS if c != "started_at")
+"""``show --format csv``: the run's results, as ``history`` lists them."""
 
 
 @click.command("show")
 @click.argument("run", metavar="RUN")
+@auditor_option
 @text_or_json
 @click.pass_obj
-def show_command(obj: Context, run: str, fmt: str) -> None:
-    """Everything stored about one run: RUN is a run id, 'latest' or 'latest~N'.
+def show_command(obj: Context, run: str, auditors: tuple[str, ...], fmt: str) -> None:
+    """Everything stored about one run: RUN is a run id, 'latest' or 'latest~N' (of the
+    --auditor given, in a shared database).
 
     The run's status and times, each stack with its fingerprint (and what changed since
     that stack's previous run), every probe result with its metrics and latencies, the
-    findings and the exported models.
+    findings and the exported models. CSV: one row per probe result.
     """
     store = obj.store(read=True)
     with store.engine.connect() as conn:
         try:
-            detail = run_detail(conn, resolve_run(conn, run))
+            detail = run_detail(conn, resolve_run(conn, run, auditors))
         except HistoryError as exc:
             fail(str(exc), EXIT_FINDINGS if "no run" in str(exc) else EXIT_USAGE)
     if fmt == "json":
         click.echo(json.dumps(jsonable(detail.to_json()), indent=2, allow_nan=False))
+        return
+    if fmt == "csv":
+        r = detail.run
+        WRITERS["csv"](
+            sys.stdout,
+            SHOW_COLUMNS,
+            (
+                (
+                    r["id"],
+                    r.get("auditor_id"),
+                    x["pair"],
+                    x["probe"],
+                    x["variant"],
+                    x["status"],
+                    x["latency"].get("train", {}).get("p50_us"),
+                    x["latency"].get("infer", {}).get("p50_us"),
+                    x["message"],
+                )
+                for x in detail.results
+            ),
+        )
         return
     click.echo(render_run(detail))
 
@@ -300,6 +347,18 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
         elif not metric.startswith("latency.") and metric not in known_values(conn, "metric"):
             known = ", ".join(known_values(conn, "metric"))
             fail(f"no metric {metric!r} in the history (known: {known or 'none yet'})")
+        whose = run_auditors(conn, {p[0] for s in series for p in s.points}) if fmt in ("json", "csv") else {}
+    if fmt == "csv":
+        WRITERS["csv"](
+            sys.stdout,
+            TREND_COLUMNS,
+            (
+                (metric, s.pair, s.probe, s.variant, s.output, r, whose.get(r), at, v, st)
+                for s in series
+                for r, at, v, st in s.points
+            ),
+        )
+        return
     if fmt == "json":
         doc = {
             "metric": metric,
@@ -312,7 +371,7 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
                     "train": s.train,
                     "infer": s.infer,
                     "points": [
-                        {"run": r, "at": iso(at), "value": plain(v), "status": st}
+                        {"run": r, "auditor": whose.get(r), "at": iso(at), "value": plain(v), "status": st}
                         for r, at, v, st in s.points
                     ],
                 }
@@ -328,6 +387,9 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
     click.echo(render_trend(series, changes, scale, width), nl=False)
 
 
+TREND_COLUMNS = ("metric", "pair", "probe", "variant", "output", "run", "auditor", "at", "value", "status")
+
+
 # -- report ----------------------------------------------------------------------------------------
 
 
@@ -339,6 +401,7 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
 @click.option(
     "--stack", "stacks", multiple=True, metavar="NAME", help="Only pairs with this stack on a side."
 )
+@auditor_option
 @click.option("--since", metavar="WHEN", help="Start of the window (default: 30 days before its end).")
 @click.option("--until", metavar="WHEN", help="End of the window (default: just after the latest run).")
 @click.option(

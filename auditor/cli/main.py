@@ -11,6 +11,7 @@ from auditor import __version__
 from auditor.cli.audit import audit, runs
 from auditor.cli.baseline import baseline_group
 from auditor.cli.check import check_command
+from auditor.cli.compare import compare_command
 from auditor.cli.config import config_group
 from auditor.cli.context import Context
 from auditor.cli.daemon import alerts_command, daemon_command, service_group
@@ -71,6 +72,7 @@ cli.add_command(baseline_group)
 cli.add_command(hosts_group)
 cli.add_command(check_command)
 cli.add_command(golden_group)
+cli.add_command(compare_command)
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ def own_package_env() -> dict[str, str]:
     """This environment, with this package's root first on PYTHONPATH: a child started with
     ``python -m auditor.<module>`` finds the package where the parent found it, installed or
     run from a checkout, whatever its working directory."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds auditor/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return env

@@ -267,6 +267,12 @@ def _models(
             for s in named if isinstance(named, list) else [named] if isinstance(named, str) else []:
                 if isinstance(s, str) and s not in stacks:
                     p.error(f"{path}.{key}", f"no stack named {s!r} in [stacks]")
+                elif isinstance(s, str) and stacks[s].role != "infer":  # refused now, not after a start
+                    p.error(
+                        f"{path}.{key}",
+                        f"{s} runs {stacks[s].runtime}, a train runtime that does not load a MindIR; "
+                        f"name a stack that does: {', '.join(infer) or 'none in [stacks]'}",
+                    )
                 elif isinstance(s, str) and other_format(s) is not None:
                     p.error(
                         f"{path}.{key}",

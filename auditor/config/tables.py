@@ -31,7 +31,7 @@ from auditor.config.fields import (
     Text,
 )
 from auditor.config.thresholds import ProbeConfig
-from auditor.config.user_models import GENERATORS, INPUT_DTYPES, ModelConfig
+from auditor.config.user_models import GENERATORS, INPUT_DTYPES, MODEL_CHANGE_SEVERITY, ModelConfig
 
 ROLES = ("train", "infer")
 
@@ -182,6 +182,12 @@ class StackConfig:
     models: tuple[Text(nonempty=True, what="a path or glob pattern", expand=_expanded_path), ...] = ()
     """Paths or glob patterns of the MindIR files the stack serves (the deployed-model watch;
     relative to the config file)."""
+    model_drift_severity: dict[Choice(*MODEL_CHANGE_SEVERITY), Choice(*SEVERITIES)] = field(
+        default_factory=dict
+    )
+    """The severity of each kind of change of a served file (default: graph and unreadable
+    error, added info, the others warning), e.g. ``{ retrained = "info", graph = "critical" }``;
+    an error or critical finding makes the run's exit status 1."""
     source: Choice("local", "db") = "local"
     """local: driven through a worker here (or on its host); db (a train stack of another
     auditor sharing the history database): its latest complete publication stands in for it
@@ -374,6 +380,16 @@ class LatencyConfig:
     """How many previous complete runs of the same stack, probe, variant, batch make the median."""
     regression_min_runs: Int(1, 10_000) = 3
     """No judgement before this many previous runs (at most regression_window)."""
+    regression_spread: Float(0.0, 1000.0) = 3.0
+    """A regression must also exceed the median by this many run-to-run spreads: the series'
+    own (1.4826 × the median absolute deviation of its window's p50s) or the host's this run
+    (the same over every judged series' move), whichever is wider, after the whole host's
+    slowdown is divided out. A runtime whose p50 jumps between processes (MindSpore 2.10
+    PyNative: 4, 8, 12 or 16 ms on a 2-core machine) or a busy box does not trip it. 0: the
+    factor alone decides."""
+    regression_sides: tuple[Choice("train", "infer"), ...] = ("infer",)
+    """Which sides are judged: the serving side by default (what a policy server sees); the
+    train side's eager mode is noisy and is not what production runs."""
 
     @field_validator("batches")
     @classmethod
@@ -439,6 +455,14 @@ class SinkConfig:
     """The sink type's options: the table's other keys."""
 
 
+ALERT_CATEGORIES = ("models", "compatibility", "version-drift", "stacks", "latency", "probes")
+"""What a finding is about, for ``[alerts] on`` (auditor.alerts.engine.category): your own
+models and plugin probes; a stack that cannot load or run an export, and the compatibility
+rules; a changed fingerprint or served model file; a stack that could not run; a serving-side
+latency regression; the built-in probes' own results (drift, invariants, NaN/Inf hazards,
+rollouts, golden baselines)."""
+
+
 @section
 class AlertsConfig:
     """``[alerts]``: alerts from findings, sent to sinks."""
@@ -447,6 +471,24 @@ class AlertsConfig:
     """The same alert is not sent again within this time."""
     max_attempts: Int(1, 1000) = 5
     """Deliveries of one alert to one sink are tried this often."""
+    on: tuple[Choice(*ALERT_CATEGORIES), ...] = (
+        "models",
+        "compatibility",
+        "version-drift",
+        "stacks",
+        "latency",
+    )
+    """The findings that open alerts, by what they are about: models, compatibility,
+    version-drift, stacks, latency, probes (the built-in probes). Every finding is recorded with
+    its run either way (`auditor show RUN`)."""
+    min_severity: Choice(*SEVERITIES) = "warning"
+    """Findings below this severity open no alert."""
+    open_after: Int(1, 1000) = 2
+    """An alert opens once its finding was seen in this many complete runs in a row (1: at once);
+    a changed fingerprint or served file, and a critical finding, open at once."""
+    resolve_after: Int(1, 1000) = 2
+    """An open alert resolves after this many complete runs in a row that checked it without its
+    finding."""
     sinks: dict[str, SinkConfig] = field(default_factory=dict)
     """The sinks, by name: type = "log" | "jsonl" | "webhook" | "exec" | a plugin's, and options."""
 

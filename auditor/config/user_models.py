@@ -34,6 +34,19 @@ from typing import Any
 from auditor.compare.outputs import Tolerance
 from auditor.config.thresholds import ProbeConfig
 
+# The kinds of change of a deployed model file (``[stacks.X] models``; auditor.rules.deployed)
+# and the severity of each unless ``[stacks.X] model_drift_severity`` says otherwise. Another
+# graph (other operators, inputs of another shape or dtype, weights of another dtype: an
+# fp32 model replaced by an fp16 one) is an error, so the run's exit status is not 0.
+MODEL_CHANGE_SEVERITY = {
+    "added": "info",
+    "removed": "warning",
+    "retrained": "warning",
+    "re-exported": "warning",
+    "graph": "error",
+    "unreadable": "error",
+    "readable": "warning",
+}
 GENERATORS = ("normal", "uniform", "npz")
 INPUT_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from auditor.config.selection import Scope
 from auditor.config.tables import Config
 from auditor.cycle.cycle import Cycle, CycleAborted
 from auditor.history.store import Store, StoreError
@@ -54,9 +56,19 @@ class AuditRun:
     raise RunAborted after the workers are killed.
     """
 
-    def __init__(self, config: Config, plugins: Plugins, store: Store | None):
+    def __init__(
+        self,
+        config: Config,
+        plugins: Plugins,
+        store: Store | None,
+        scope: Scope | None = None,
+        save_outputs: Path | None = None,
+    ):
+        """``config``: narrowed already when ``scope`` says what the run covers (stored with
+        the run; auditor.config.selection). ``save_outputs``: a folder for each side's outputs."""
         self.config = config
         self.store = store
+        self.scope = scope
         self.cycle = Cycle(
             config,
             plugins.probes(),
@@ -64,6 +76,7 @@ class AuditRun:
             plugins.comparators(),
             plugins=plugins,
             history=store,
+            save_outputs=save_outputs,
         )
         self.run_id: int | None = None
         self._abort_reason: str | None = None
@@ -84,7 +97,8 @@ class AuditRun:
         database that cannot be opened fails before any worker starts)."""
         if self.store is not None and self.run_id is None:
             self.store.check_usable()
-            self.run_id = self.store.begin_run(self.config.source)
+            selection = self.scope.to_json() if self.scope is not None else None
+            self.run_id = self.store.begin_run(self.config.source, selection)
         return self.run_id
 
     def run(self) -> CycleResult:

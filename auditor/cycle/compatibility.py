@@ -113,7 +113,7 @@ class Compatibility:
         now = fingerprint_digest(document)
         if digest == now:
             return None
-        self.findings += deployed.model_drift(name, before, document, run_id)
+        self.findings += deployed.model_drift(name, before, document, run_id, stack.model_drift_severity)
         changes = drift_diff(deployed.without_models(before), deployed.without_models(document))
         return drift_finding(name, changes, run_id, digest, now) if changes else None
 

@@ -28,8 +28,17 @@ from auditor.compare.outputs import (
     failure_text,
 )
 from auditor.config.tables import Config, PairConfig, StackConfig
+from auditor.cycle import saved_outputs
 from auditor.cycle.compatibility import Compatibility
-from auditor.cycle.jobs import CycleAborted, InferOutcome, ProbeJob, TrainOutcome, probe_code_error
+from auditor.cycle.jobs import (
+    CheckError,
+    CycleAborted,
+    InferOutcome,
+    ProbeJob,
+    TrainOutcome,
+    comparator_checks,
+    probe_code_error,
+)
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
 from auditor.cycle.user_models import ModelSuite, model_stacks
@@ -75,12 +84,14 @@ class Cycle:
         rules: Iterable[Rule] | None = None,
         history: Store | None = None,
         tamper: Callable[[bytes], bytes] | None = None,
+        save_outputs: Path | None = None,
     ):
         """``runtimes`` and ``comparators``: by name, as the plugins provide them; None: the
         built-in ones. ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
         ``history``: the store that holds earlier runs (version drift, learned MindIR limits,
         golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
-        infer side loads it (tests: a perturbed artifact must be caught and localized)."""
+        infer side loads it (tests: a perturbed artifact must be caught and localized).
+        ``save_outputs``: a folder for each side's outputs (auditor.cycle.saved_outputs)."""
         self.config = config
         self.probes = probes
         defaults = (runtimes, comparators, collectors, rules)
@@ -98,6 +109,7 @@ class Cycle:
             reach(config, runtime_classes, [spec.module for spec in probes.values()], collectors),
             history,
             tamper,
+            save_outputs,
         )
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
         self.suite = ProbeSuite(self.state)
@@ -191,6 +203,11 @@ class Cycle:
                     self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
                     for p, job in planned
                 ]
+                if self.state.save_outputs is not None:
+                    for p, job in planned:
+                        self._save_sides(
+                            p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)]
+                        )
                 # Probe suite: localization and rollouts need both workers of each pair alive.
                 results, rollouts = self.suite.follow_up(planned, results, trained, inferred, Path(tmp))
                 results += self.models.follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
@@ -417,6 +434,31 @@ class Cycle:
             )
         return pub
 
+    def _save_sides(self, pair: PairConfig, job: ProbeJob, train: TrainOutcome, infer: InferOutcome) -> None:
+        """Each side's outputs of one probe variant, for ``auditor compare`` (``--save-outputs``)."""
+        assert self.state.save_outputs is not None
+        inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
+        for side, stack, outputs in (
+            ("train", pair.train, train.outputs),
+            ("infer", pair.infer, infer.outputs),
+        ):
+            if outputs is None:
+                continue
+            saved_outputs.write_side(
+                self.state.save_outputs,
+                pair=pair.name,
+                probe=job.spec.name,
+                variant=job.variant,
+                side=side,
+                stack=stack,
+                inputs=inputs,
+                input_names=job.spec.inputs,
+                outputs=outputs,
+                output_names=job.spec.outputs,
+                probe_version=job.spec.version,
+                dtype=job.dtype,
+            )
+
     # -- verdicts --------------------------------------------------------------------------
     def _result(
         self, pair: PairConfig, job: ProbeJob, train: TrainOutcome, infer: InferOutcome
@@ -432,6 +474,7 @@ class Cycle:
             infer_latency=infer.latency,
             artifact=train.artifact,
             thresholds={o: asdict(self.state.tolerance(job, o)) for o in job.spec.outputs},
+            samples=job.batch,
         )
         if train.error is not None:
             failure = meaning(self._spec(pair.train), train.error) if train.error.op == "export" else None
@@ -516,27 +559,7 @@ class Cycle:
     def _comparator_checks(
         self, job: ProbeJob, train: dict[str, np.ndarray], infer: dict[str, np.ndarray]
     ) -> list[MetricCheck]:
-        """The probe's comparators, each with its options for this variant and dtype."""
-        probe_cfg = self.config.probe(job.spec.name)
-        defaults = job.spec.comparator_defaults(job.params)
-        checks: list[MetricCheck] = []
-        for name in job.spec.comparators:
-            comparator = self.comparators.get(name)
-            if comparator is None:
-                raise _CheckError(
-                    f"probe {job.spec.name} uses comparator {name!r}, which no loaded plugin provides "
-                    f"(loaded: {', '.join(sorted(self.comparators)) or 'none'})"
-                )
-            options = {**defaults.get(name, {}), **probe_cfg.comparator_options(name, job.variant, job.dtype)}
-            try:
-                found = comparator.compare(train, infer, options)
-            except Exception as exc:
-                raise _CheckError(
-                    f"comparator {name} failed on probe {job.spec.name} [{job.variant}] "
-                    f"(options from probes.{job.spec.name}.comparators.{name}): {type(exc).__name__}: {exc}"
-                ) from exc
-            checks.extend(found)
-        return checks
+        return comparator_checks(job, self.comparators, self.config.probe(job.spec.name), train, infer)
 
     @staticmethod
     def _rerun_checks(names: list[str], train: TrainOutcome, infer: InferOutcome) -> list[MetricCheck]:
@@ -612,8 +635,7 @@ class Cycle:
             )
 
 
-class _CheckError(Exception):
-    """A comparator or a rerun could not produce its checks: the result is an error."""
+_CheckError = CheckError
 
 
 def stack_report(stack: StackConfig, session: StackSession, fp: dict[str, Any] | None) -> StackReport:

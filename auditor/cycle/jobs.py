@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from auditor.compare.outputs import Comparator, MetricCheck
+from auditor.config.thresholds import ProbeConfig
 from auditor.extend.probe_spec import ProbeSpec, dtype_variant_name
 from auditor.results import Artifact, Finding, Latency
 from auditor.runtime import MINDIR, ArtifactFormat
@@ -104,3 +107,38 @@ def probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:
         traceback="".join(traceback.format_exception(exc)),
         error_type=type(exc).__name__,
     )
+
+
+class CheckError(Exception):
+    """A comparator or a rerun could not produce its checks: the result is an error."""
+
+
+def comparator_checks(
+    job: ProbeJob,
+    comparators: Mapping[str, Comparator],
+    probe_cfg: ProbeConfig,
+    train: dict[str, np.ndarray],
+    infer: dict[str, np.ndarray],
+) -> list[MetricCheck]:
+    """The probe's comparators on one variant's outputs (train side as reference), each with
+    its options for this variant and dtype: the probe's own, then the config's. A cycle and
+    ``auditor compare`` judge outputs with this one function."""
+    defaults = job.spec.comparator_defaults(job.params)
+    checks: list[MetricCheck] = []
+    for name in job.spec.comparators:
+        comparator = comparators.get(name)
+        if comparator is None:
+            raise CheckError(
+                f"probe {job.spec.name} uses comparator {name!r}, which no loaded plugin provides "
+                f"(loaded: {', '.join(sorted(comparators)) or 'none'})"
+            )
+        options = {**defaults.get(name, {}), **probe_cfg.comparator_options(name, job.variant, job.dtype)}
+        try:
+            found = comparator.compare(train, infer, options)
+        except Exception as exc:
+            raise CheckError(
+                f"comparator {name} failed on probe {job.spec.name} [{job.variant}] "
+                f"(options from probes.{job.spec.name}.comparators.{name}): {type(exc).__name__}: {exc}"
+            ) from exc
+        checks.extend(found)
+    return checks

@@ -10,11 +10,16 @@ A single p50 says little on a shared machine; a step change against the same sta
 past does. A ``latency-regression`` finding is raised when a p50 exceeds
 ``regression_factor`` times the median p50 of the same series (stack, side, probe, variant,
 batch and, on the infer side, the train stack whose export it runs) over the last
-``regression_window`` complete runs, once ``regression_min_runs`` of them exist.
+``regression_window`` complete runs, once ``regression_min_runs`` of them exist, and exceeds
+that median by more than ``regression_spread`` run-to-run spreads (the series' own, or that of
+every series of its host this run), after the whole host's slowdown is divided out (so a
+runtime whose p50 jumps from process to process, or a busy machine, does not trip it). Only the
+sides of ``regression_sides`` are judged: the serving side by default.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -114,12 +119,62 @@ def history(engine: Engine, series: Series, window: int) -> list[float]:
     return list(values.values())
 
 
-def judge(p50: float, previous: Sequence[float], cfg: LatencyConfig) -> float | None:
-    """The rolling median when ``p50`` is a regression against it, else None."""
+MAD_TO_SIGMA = 1.4826
+"""The median absolute deviation times this estimates a normal spread's standard deviation."""
+
+
+def spread(values: Sequence[float]) -> float:
+    """The run-to-run spread of a window of p50s: 1.4826 × their median absolute deviation
+    (robust: one slow run does not widen it)."""
+    if len(values) < 2:
+        return 0.0
+    median = statistics.median(values)
+    return MAD_TO_SIGMA * statistics.median(abs(v - median) for v in values)
+
+
+@dataclass(frozen=True)
+class HostNoise:
+    """How the whole host moved this run, from every series judged on it: the median of their
+    log(p50 / own median) (a box that is busier now slows them all: divided out when positive)
+    and 1.4826 × the median absolute deviation of those (how far series move by themselves
+    from run to run on this host now)."""
+
+    shift: float = 0.0
+    spread: float = 0.0
+    series: int = 0
+
+    MIN_SERIES = 5
+    """Fewer series than this say nothing about the host: no shift, no pooled spread."""
+
+    @classmethod
+    def of(cls, log_ratios: Sequence[float]) -> HostNoise:
+        if len(log_ratios) < cls.MIN_SERIES:
+            return cls(series=len(log_ratios))
+        center = statistics.median(log_ratios)
+        mad = statistics.median(abs(x - center) for x in log_ratios)
+        return cls(center, MAD_TO_SIGMA * mad, len(log_ratios))
+
+
+def judge(
+    p50: float, previous: Sequence[float], cfg: LatencyConfig, host: HostNoise = HostNoise()
+) -> float | None:
+    """The rolling median when ``p50`` is a regression against it, else None. A regression is
+    above ``regression_factor`` times the median (after dividing out the host's own slowdown
+    this run) *and* more than ``regression_spread`` run-to-run spreads above it: the series'
+    own spread over its window, or the spread of every series of the host this run, whichever
+    is wider. So a p50 that moves between processes by itself, or a busy box that moves every
+    series, is not a regression; one series slower than the rest of its host is."""
     if len(previous) < cfg.regression_min_runs:
         return None
-    median = statistics.median(previous[: cfg.regression_window])
-    return median if p50 > cfg.regression_factor * median else None
+    window = list(previous[: cfg.regression_window])
+    median = statistics.median(window)
+    if median <= 0 or p50 <= 0:
+        return None
+    excess = math.log(p50 / median) - max(host.shift, 0.0)
+    if excess <= math.log(cfg.regression_factor):
+        return None
+    own = math.log1p(spread(window) / median)
+    return median if excess > cfg.regression_spread * max(own, host.spread) else None
 
 
 def regressions(
@@ -127,38 +182,55 @@ def regressions(
 ) -> list[Finding]:
     """A ``latency-regression`` finding per series whose p50 regressed (train latencies shared
     by several pairs are judged once)."""
-    found: list[Finding] = []
+    judged: list[tuple[Series, Latency, list[float]]] = []
     seen: set[Series] = set()
     for r in results:
         for series, lat in series_of(r, host_of):
-            if series in seen:
+            if series in seen or series.side not in cfg.regression_sides:
                 continue
             seen.add(series)
             previous = history(engine, series, cfg.regression_window)
-            median = judge(lat.p50_us, previous, cfg)
-            if median is None:
-                continue
-            key = f"{series.stack}/{series.probe}/{series.variant}/b{series.batch}/{series.side}"
-            key += (f"/{series.source}" if series.source else "") + "/latency-regression"
-            found.append(
-                Finding(
-                    "latency-regression",
-                    "warning",
-                    series.stack,
-                    key,
-                    f"{series.describe()}: p50 {lat.p50_us:.0f} µs is {lat.p50_us / median:.2f}× the median "
-                    f"{median:.0f} µs of the last {len(previous)} runs (limit {cfg.regression_factor:g}×)",
-                    {
-                        "probe": series.probe,
-                        "variant": series.variant,
-                        "side": series.side,
-                        "batch": series.batch,
-                        "source": series.source,
-                        "p50_us": lat.p50_us,
-                        "median_us": median,
-                        "runs": len(previous),
-                        "factor": cfg.regression_factor,
-                    },
-                )
+            if len(previous) >= cfg.regression_min_runs and lat.p50_us > 0:
+                judged.append((series, lat, previous))
+    ratios: dict[str, list[float]] = {}
+    for series, lat, previous in judged:
+        median = statistics.median(previous[: cfg.regression_window])
+        if median > 0:
+            ratios.setdefault(series.host, []).append(math.log(lat.p50_us / median))
+    noise = {host: HostNoise.of(values) for host, values in ratios.items()}
+    found: list[Finding] = []
+    for series, lat, previous in judged:
+        host = noise.get(series.host, HostNoise())
+        median = judge(lat.p50_us, previous, cfg, host)
+        if median is None:
+            continue
+        key = f"{series.stack}/{series.probe}/{series.variant}/b{series.batch}/{series.side}"
+        key += (f"/{series.source}" if series.source else "") + "/latency-regression"
+        found.append(
+            Finding(
+                "latency-regression",
+                "warning",
+                series.stack,
+                key,
+                f"{series.describe()}: p50 {lat.p50_us:.0f} µs is {lat.p50_us / median:.2f}× the median "
+                f"{median:.0f} µs of the last {len(previous)} runs (limit {cfg.regression_factor:g}× "
+                f"and {cfg.regression_spread:g} run-to-run spreads; its own spread "
+                f"{spread(previous[: cfg.regression_window]):.0f} µs, the host's "
+                f"{math.expm1(host.spread):.0%} over {host.series} series, which moved "
+                f"{math.expm1(host.shift):+.0%} together)",
+                {
+                    "probe": series.probe,
+                    "variant": series.variant,
+                    "side": series.side,
+                    "batch": series.batch,
+                    "source": series.source,
+                    "p50_us": lat.p50_us,
+                    "median_us": median,
+                    "runs": len(previous),
+                    "factor": cfg.regression_factor,
+                    "host_shift": host.shift,
+                    "host_spread": host.spread,
+                },
             )
+        )
     return found

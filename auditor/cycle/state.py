@@ -41,6 +41,9 @@ class CycleState:
     tamper: Callable[[bytes], bytes] | None = None
     """Rewrites every exported model before the infer side loads it (tests: a perturbed
     artifact must be caught and localized)."""
+    save_outputs: Path | None = None
+    """Where each side's outputs are written (``audit --save-outputs``,
+    auditor.cycle.saved_outputs); None: nowhere."""
     sessions: dict[str, StackSession] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)
     """Content-addressed bytes the store keeps with the run (exports, goldens' outputs)."""

@@ -24,6 +24,7 @@ from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
 from auditor.config.user_models import ModelConfig
+from auditor.cycle import saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
@@ -235,6 +236,30 @@ class ModelSuite:
         sides.update(self.state.parallel(todo) if todo else {})
         return [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
 
+    def _save_sides(self, plan: _Plan, target: str, names: list[str], reference: Any, served: Any) -> None:
+        """Both sides of a model result, for ``auditor compare`` (``audit --save-outputs``)."""
+        assert self.state.save_outputs is not None
+        model = plan.model
+        input_names = [spec.name for spec in model.inputs] or [t.name for t in (plan.info.inputs or ())]
+        sha = plan.info.sha256 if plan.info else None
+        for side, stack, outputs in (
+            ("reference", model.reference_label, reference),
+            ("infer", target, served),
+        ):
+            saved_outputs.write_side(
+                self.state.save_outputs,
+                pair=pair_name(model, target),
+                probe=model.name,
+                variant=VARIANT,
+                side=side,
+                stack=stack,
+                inputs=plan.inputs,
+                input_names=input_names,
+                outputs=list(outputs),
+                output_names=names,
+                model_sha256=sha,
+            )
+
     def _model_base(self, plan: _Plan, target: str) -> dict[str, Any]:
         model, info = plan.model, plan.info
         names = self._output_names(plan, 0)
@@ -247,6 +272,7 @@ class ModelSuite:
             variant=VARIANT,
             artifact=Artifact(info.sha256, "mindir", info.size, asdict(info)) if info else None,
             thresholds={o: asdict(model.tolerance_for(o)) for o in names},
+            samples=int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 0,
         )
 
     def _output_names(self, plan: _Plan, count: int) -> list[str]:
@@ -301,6 +327,8 @@ class ModelSuite:
                 **base,
             )
         names = self._output_names(plan, len(side.outputs))
+        if self.state.save_outputs is not None:
+            self._save_sides(plan, target, names, reference.outputs, side.outputs)
         dtypes = [str(np.asarray(r).dtype) for r in reference.outputs]
         base["thresholds"] = {
             o: asdict(model.tolerance_for(o, d)) for o, d in zip(names, dtypes, strict=False)

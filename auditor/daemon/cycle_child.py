@@ -75,6 +75,7 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
                 config.alerts,
                 build_sinks(config.alerts, plugins.alert_sinks()),
                 auditor_id=store.auditor_id,
+                builtin_probes=plugins.builtin_probes(),
             )
             if result.run_id is not None:
                 alerts.evaluate(result.run_id)

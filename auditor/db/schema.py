@@ -65,6 +65,8 @@ class Run(Base):
     pid: Mapped[int] = mapped_column(Integer)
     config_path: Mapped[str] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)
+    selection: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
+    """What a narrowed run covered (auditor.config.selection.Scope); NULL: the whole config."""
 
     stacks: Mapped[list[RunStack]] = relationship(back_populates="run", cascade="all, delete-orphan")
     results: Mapped[list[ProbeResultRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -235,9 +237,10 @@ class FindingRow(Base):
 
 
 class Alert(Base):
-    """The lifecycle of a finding over runs: opened when its key first appears in a complete
-    run, resolved when a later complete run no longer has it. A key that comes back after
-    being resolved opens a new alert. state: open or resolved."""
+    """The lifecycle of a finding over runs (auditor.alerts.engine): pending while its key has
+    been seen in fewer than ``open_after`` complete runs in a row, open after that, resolved
+    once ``resolve_after`` covering runs in a row no longer have it. A key that comes back
+    after being resolved opens a new alert. state: pending, open or resolved."""
 
     __tablename__ = "alerts"
     __table_args__ = (Index("ix_alerts_auditor_id_key", "auditor_id", "key"),)
@@ -260,6 +263,10 @@ class Alert(Base):
     resolved_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     last_notified_at: Mapped[datetime | None] = mapped_column(DateTime)
     notifications: Mapped[int] = mapped_column(Integer)
+    streak: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    """Consecutive covering runs that agree with the change the alert waits for: with its
+    finding while pending (opens after ``open_after``), without it while open (resolves after
+    ``resolve_after``)."""
 
     deliveries: Mapped[list[AlertDelivery]] = relationship(
         back_populates="alert", cascade="all, delete-orphan"

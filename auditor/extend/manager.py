@@ -228,6 +228,11 @@ class Plugins:
                 specs[spec.name] = spec
         return specs
 
+    def builtin_probes(self) -> frozenset[str]:
+        """The probes shipped with the auditor (``probes/``): their findings are about the
+        auditor's own probes, not the user's models ([alerts] on, category "probes")."""
+        return frozenset(n for n, spec in self.probes().items() if spec.module.startswith("auditor.probes."))
+
     @_cached
     def runtimes(self) -> dict[str, RuntimeSpec]:
         return self._named("auditor_runtimes", lambda r: r.name)

@@ -19,7 +19,8 @@ from auditor.config.tables import SecretsConfig, StackConfig
 from auditor.stacks.session import Reach
 from auditor.stacks.worker import StackWorker
 
-# npu-smi is called up to three times (info, board, chip map) after the file reads.
+# npu-smi's runs (info, a board view per NPU, the chip map) take at most this many of its
+# timeouts in all: the npu_smi collector stops there (auditor.plugins.collectors.npu_smi.CALLS).
 NPU_SMI_CALLS = 3
 SLACK = 30.0
 

@@ -55,6 +55,8 @@ NAMED: tuple[tuple[str, str], ...] = (
     ("cann.nnrt", "nnrt"),
     ("cann.layout", "CANN layout"),
     ("cann.root", "CANN root"),
+    ("cann.choice.mindspore.package", "CANN MindSpore would load"),
+    ("cann.choice.mindspore_lite.package", "CANN MindSpore Lite would load"),
     ("driver.version", "driver"),
     ("firmware.version", "firmware"),
     ("framework.mindspore.supported_cann", "MindSpore's supported CANN"),

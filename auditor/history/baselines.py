@@ -187,18 +187,28 @@ def _filtered(stmt: Any, probe: str | None, variant: str | None, stack: str | No
 
 
 def show(
-    engine: Engine, probe: str | None = None, variant: str | None = None, stack: str | None = None
+    engine: Engine,
+    probe: str | None = None,
+    variant: str | None = None,
+    stack: str | None = None,
+    auditors: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """The goldens, as plain rows, ordered by stack, probe, variant, source."""
+    """The goldens, as plain rows, ordered by stack, probe, variant, source; ``auditors``: only
+    those kept by their runs."""
     with Session(engine) as s:
         stmt = _filtered(
-            select(m.Baseline, m.Stack).join(m.Stack, m.Baseline.stack_id == m.Stack.id),
+            select(m.Baseline, m.Stack, m.Run.auditor_id)
+            .join(m.Stack, m.Baseline.stack_id == m.Stack.id)
+            .outerjoin(m.Run, m.Run.id == m.Baseline.run_id),
             probe,
             variant,
             stack,
         ).order_by(m.Stack.name, m.Baseline.probe, m.Baseline.variant, m.Baseline.source)
+        if auditors:
+            stmt = stmt.where(m.Run.auditor_id.in_(list(auditors)))
         return [
             {
+                "auditor_id": auditor,
                 "host": st.host,
                 "stack": st.name,
                 "side": b.side,
@@ -212,7 +222,7 @@ def show(
                 "inputs_sha256": b.inputs_sha256,
                 "summary": b.summary,
             }
-            for b, st in s.execute(stmt).all()
+            for b, st, auditor in s.execute(stmt).all()
         ]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, String, bindparam, or_, select
+from sqlalchemy import Select, String, bindparam, cast, or_, select
 
 from auditor.db import schema as m
 
@@ -98,6 +98,11 @@ class Filters:
     statuses: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
     """Pairs with a stack on one of these hosts (``[hosts]`` names, ``local``) on a side."""
+    auditors: tuple[str, ...] = ()
+    """Runs of these auditors (``[storage] auditor_id``) of a shared database."""
+    where: tuple[tuple[str, str, str], ...] = ()
+    """(field, operator, value) on any recorded field of a result (``FIELDS``): ``=``, ``!=``,
+    or ``~`` (the value occurs in it)."""
     since: datetime | None = None
     until: datetime | None = None
     limit: int | None = 50
@@ -110,6 +115,42 @@ def where_results(stmt: Select, f: Filters) -> Select:
 
 
 _FILTER_COLUMNS = (("pair", "pairs"), ("probe", "probes"), ("variant", "variants"), ("status", "statuses"))
+
+
+FIELDS: dict[str, Any] = {
+    "run": R.id,
+    "auditor": R.auditor_id,
+    "run_host": R.host,
+    "run_status": R.status,
+    "outcome": R.outcome,
+    "config": R.config_path,
+    "pair": P.pair,
+    "probe": P.probe,
+    "probe_version": P.probe_version,
+    "variant": P.variant,
+    "status": P.status,
+    "message": P.message,
+    "artifact": P.artifact_sha256,
+}
+"""What ``history --where FIELD=VALUE`` can filter on: every field a result is stored with
+(and its run's); ``train`` and ``infer`` (stack names) are handled apart."""
+
+STACK_FIELDS = ("train", "infer")
+
+OPERATORS = ("!=", "~", "=")
+
+
+def parse_where(text: str) -> tuple[str, str, str]:
+    """``FIELD=VALUE``, ``FIELD!=VALUE`` or ``FIELD~TEXT`` (TEXT occurs in it)."""
+    for op in OPERATORS:
+        field_name, sep, value = text.partition(op)
+        if sep and field_name.strip():
+            name = field_name.strip()
+            if name not in FIELDS and name not in STACK_FIELDS:
+                known = ", ".join([*FIELDS, *STACK_FIELDS])
+                raise HistoryError(f"--where {text!r}: no field {name!r} (fields: {known})")
+            return name, op, value.strip()
+    raise HistoryError(f"--where {text!r}: write FIELD=VALUE, FIELD!=VALUE or FIELD~TEXT")
 
 
 _STACK_FILTERS = (("stack", "stacks", "name"), ("host", "hosts", "host"))
@@ -125,6 +166,11 @@ def filter_shape(f: Filters) -> tuple[tuple[int, ...], dict[str, Any]]:
         alternatives = getattr(f, attr)
         counts.append(len(alternatives))
         values.update({f"{name}{i}": v for i, v in enumerate(alternatives)})
+    counts.append(len(f.auditors))
+    values.update({f"auditor{i}": v for i, v in enumerate(f.auditors)})
+    counts.append(tuple((name, op) for name, op, _ in f.where))  # type: ignore[arg-type]
+    for i, (_, op, value) in enumerate(f.where):
+        values[f"where{i}"] = f"%{_escaped(value)}%" if op == "~" else value
     for name in ("since", "until"):
         when = getattr(f, name)
         counts.append(when is not None)
@@ -150,12 +196,42 @@ def where_bound(stmt: Select, shape: tuple[int, ...]) -> Select:
         if counts[name]:
             ids = select(m.Stack.id).where(bound_in(getattr(m.Stack, column), name, counts[name]))
             stmt = stmt.where(or_(P.train_stack_id.in_(ids), P.infer_stack_id.in_(ids)))
+    auditors, where = shape[-4], shape[-3]
+    if auditors:  # through the result's run: the series walk selects results without runs
+        runs = select(R.id).where(bound_in(R.auditor_id, "auditor", auditors))  # type: ignore[arg-type]
+        stmt = stmt.where(P.run_id.in_(runs))
+    for i, (name, op) in enumerate(where):  # type: ignore[arg-type]
+        stmt = stmt.where(_condition(name, op, bindparam(f"where{i}", type_=String())))
     since, until = shape[-2:]
     if since:
         stmt = stmt.where(R.started_at >= bindparam("since", type_=R.started_at.type))
     if until:
         stmt = stmt.where(R.started_at < bindparam("until", type_=R.started_at.type))
     return stmt
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _condition(name: str, op: str, value: Any) -> Any:
+    if name in STACK_FIELDS:
+        column = P.train_stack_id if name == "train" else P.infer_stack_id
+        ids = select(m.Stack.id).where(_compare(m.Stack.name, op, value))
+        return (
+            column.in_(ids) if op != "!=" else column.not_in(select(m.Stack.id).where(m.Stack.name == value))
+        )
+    column = FIELDS[name]
+    if column.table is R.__table__:
+        return P.run_id.in_(select(R.id).where(_compare(column, op, value)))
+    return _compare(column, op, value)
+
+
+def _compare(column: Any, op: str, value: Any) -> Any:
+    text = cast(column, String())
+    if op == "~":
+        return text.like(value, escape="\\")
+    return text != value if op == "!=" else text == value
 
 
 def is_latency_metric(metric: str) -> bool:

@@ -49,18 +49,13 @@ LT, LI, L_FIRST = aliased(L, name="lt"), aliased(L, name="li"), aliased(L, name=
 S_TRAIN, S_INFER = aliased(m.Stack, name="s_train"), aliased(m.Stack, name="s_infer")
 
 
-RESULT_COLUMNS = (
-    "run",
-    "started_at",
-    "pair",
-    "probe",
-    "variant",
-    "status",
-    "train_p50_us",
-    "infer_p50_us",
-    "message",
-)
-METRIC_COLUMNS = ("run", "started_at", "pair", "probe", "variant", "status", "output", "metric", "value")
+KEY_COLUMNS = ("run", "started_at", "auditor", "pair", "probe", "variant", "status")
+RESULT_COLUMNS = (*KEY_COLUMNS, "train_p50_us", "infer_p50_us", "message")
+METRIC_COLUMNS = (*KEY_COLUMNS, "output", "metric", "value")
+
+
+RESULT_KEY = (R.id, R.started_at, R.auditor_id, P.pair, P.probe, P.variant, P.status)
+"""The first columns of both listings: which run (when, whose) and which result."""
 
 
 def _limit(stmt: Select, limited: bool) -> Select:
@@ -98,7 +93,7 @@ def result_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
     def build(limited: bool) -> Select:
         lt, li = LT, LI
         stmt = (
-            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, lt.p50_us, li.p50_us, P.message)
+            select(*RESULT_KEY, lt.p50_us, li.p50_us, P.message)
             .select_from(P)
             .join(R, R.id == P.run_id)
             .outerjoin(lt, and_(lt.result_id == P.id, lt.side == "train", primary_latency(lt, "train")))
@@ -118,7 +113,7 @@ def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
 
     def build(limited: bool) -> Select:
         stmt = (
-            select(R.id, R.started_at, P.pair, P.probe, P.variant, P.status, M.output, M.name, M.value)
+            select(*RESULT_KEY, M.output, M.name, M.value)
             .select_from(M)
             .join(P, P.id == M.result_id)
             .join(R, R.id == P.run_id)
@@ -146,6 +141,7 @@ def known_values(conn: Connection, column: str) -> list[str]:
         "output": M.output,
         "stack": m.Stack.name,
         "host": m.Stack.host,
+        "auditor": R.auditor_id,
     }[column]
     return sorted(conn.scalars(select(col).distinct()))
 
@@ -175,20 +171,37 @@ class RunDetail:
         } | ({"problems": self.problems} if self.problems else {})
 
 
-def resolve_run(conn: Connection, ref: str) -> int:
-    """A run id from ``N``, ``latest``, or ``latest~K`` (K runs before the latest)."""
+def resolve_run(conn: Connection, ref: str, auditors: Sequence[str] = ()) -> int:
+    """A run id from ``N``, ``latest``, or ``latest~K`` (K runs before the latest), the latest
+    of ``auditors`` when given (an id is taken as it is)."""
     ref = ref.strip()
     latest = re.fullmatch(r"latest(?:~([0-9]{1,9}))?", ref)
     if latest:
         back = int(latest.group(1) or 0)
-        run_id = conn.scalar(select(R.id).order_by(R.started_at.desc(), R.id.desc()).offset(back).limit(1))
+        q = select(R.id).order_by(R.started_at.desc(), R.id.desc())
+        if auditors:
+            q = q.where(R.auditor_id.in_(list(auditors)))
+        run_id = conn.scalar(q.offset(back).limit(1))
         if run_id is None:
-            raise HistoryError("the history database has no runs yet" if back == 0 else f"no run {ref}")
+            whose = f" of auditor {', '.join(auditors)}" if auditors else ""
+            raise HistoryError(
+                f"the history database has no runs{whose} yet" if back == 0 else f"no run {ref}{whose}"
+            )
         return int(run_id)
     # ASCII digits only ("١٢" and "²" are str.isdigit() too), and small enough for SQL.
     if not re.fullmatch(r"[0-9]{1,18}", ref):
         raise HistoryError(f"not a run: {ref!r} (give a run id, 'latest' or 'latest~N')")
     return int(ref)
+
+
+def run_auditors(conn: Connection, run_ids: Iterable[int]) -> dict[int, str]:
+    """run id -> the auditor that ran it (one statement per 500 runs)."""
+    out: dict[int, str] = {}
+    ids = sorted(set(run_ids))
+    for i in range(0, len(ids), 500):
+        q = select(R.id, R.auditor_id).where(R.id.in_(ids[i : i + 500]))
+        out.update({int(a): b for a, b in conn.execute(q)})
+    return out
 
 
 def run_detail(conn: Connection, run_id: int) -> RunDetail:
@@ -696,6 +709,7 @@ __all__ = [
     "resolve_run",
     "result_rows",
     "result_statuses",
+    "run_auditors",
     "run_detail",
     "time_span",
     "trend",

@@ -275,10 +275,11 @@ class Store:
             )
 
     # -- runs ------------------------------------------------------------------------------
-    def begin_run(self, config_path: str) -> int:
+    def begin_run(self, config_path: str, selection: dict[str, Any] | None = None) -> int:
         """Record that a cycle started; first mark runs orphaned by dead processes aborted.
-        A database that cannot be reached is a StoreError: the cycle does not start (the
-        auditor keeps no results of its own; see README "A fleet")."""
+        ``selection``: what a narrowed run covers (auditor.config.selection.Scope), None for
+        the whole config. A database that cannot be reached is a StoreError: the cycle does
+        not start (the auditor keeps no results of its own; see README "A fleet")."""
         try:
             self.reap_orphans()
             with Session(self.engine) as s, s.begin():
@@ -289,6 +290,7 @@ class Store:
                     auditor_id=self.auditor_id,
                     pid=os.getpid(),
                     config_path=config_path,
+                    selection=selection,
                 )
                 s.add(run)
                 s.flush()
@@ -430,11 +432,15 @@ class Store:
             series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()
 
-    def runs(self, limit: int = 20) -> list[m.Run]:
-        """The newest runs; one left 'running' by a process of this host that is gone reads
-        as aborted (without writing: a read-only database is read the same way)."""
+    def runs(self, limit: int = 20, auditors: Sequence[str] = ()) -> list[m.Run]:
+        """The newest runs (of ``auditors`` only, if given); one left 'running' by a process of
+        this host that is gone reads as aborted (without writing: a read-only database is read
+        the same way)."""
+        stmt = select(m.Run).order_by(m.Run.id.desc()).limit(limit)
+        if auditors:
+            stmt = stmt.where(m.Run.auditor_id.in_(list(auditors)))
         with Session(self.engine) as s:
-            rows = list(s.scalars(select(m.Run).order_by(m.Run.id.desc()).limit(limit)))
+            rows = list(s.scalars(stmt))
             s.expunge_all()
         for run in rows:
             if orphaned(run.status, run.host, run.pid):

@@ -38,8 +38,8 @@ def us(value: float | None) -> str:
 def _cells(columns: tuple[str, ...], row: tuple) -> list[str]:
     out = []
     for col, v in zip(columns, row, strict=True):
-        if col == "started_at":
-            out.append("-" if v is None else f"{v:%Y-%m-%d %H:%M:%S}")
+        if isinstance(v, datetime):
+            out.append(f"{v:%Y-%m-%d %H:%M:%S}")
         elif col.endswith("_us"):
             out.append(us(v))
         elif col == "value":
@@ -49,7 +49,17 @@ def _cells(columns: tuple[str, ...], row: tuple) -> list[str]:
     return out
 
 
-HEADINGS = {"started_at": "started (UTC)", "train_p50_us": "train p50", "infer_p50_us": "infer p50"}
+HEADINGS = {
+    "started_at": "started (UTC)",
+    "finished_at": "finished (UTC)",
+    "opened_at": "opened (UTC)",
+    "last_seen_at": "last seen (UTC)",
+    "resolved_at": "resolved (UTC)",
+    "created_at": "since (UTC)",
+    "train_p50_us": "train p50",
+    "infer_p50_us": "infer p50",
+    "auditor_id": "auditor",
+}
 
 
 def write_table(out: TextIO, columns: tuple[str, ...], rows: Iterator[tuple]) -> int:
@@ -149,10 +159,12 @@ def render_run(d: RunDetail) -> str:
         lines.append("  (none: the run stored no probe results)")
     for res in d.results:
         lat = res["latency"]
+        model = res["variant"] == "model" and ":" in res["pair"]  # [models.NAME]: NAME:REFERENCE->STACK
+        reference = res["pair"].split(":", 1)[1].split("->", 1)[0] if model else "train"
         lines.append(
             f"  {res['pair']}  {res['probe']} [{res['variant']}]  {res['status'].upper()}  "
-            f"p50 train {us(lat.get('train', {}).get('p50_us'))}, "
-            f"infer {us(lat.get('infer', {}).get('p50_us'))}"
+            f"p50 {reference} {us(lat.get('train', {}).get('p50_us'))}, "
+            f"{res['infer'] if model else 'infer'} {us(lat.get('infer', {}).get('p50_us'))}"
         )
         if res["status"] != "consistent":
             lines.append(f"    {res['message']}")

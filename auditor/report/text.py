@@ -1,15 +1,38 @@
-"""Render a cycle's result for a person (text) or a program (JSON)."""
+"""Render a cycle's result for a person (text) or a program (JSON).
+
+The default text is the compact report (auditor.report.summary): one line per probe variant
+or model, the failing outputs of a failing one, each cause once, and the outcome line;
+``verbose`` prints every output and check of every result. ``--json`` holds the full result
+and, under ``"report"``, the compact report's structure. ``outcome_line`` is the one place
+that says a run's outcome in words (the worst status and the count of every status).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import textwrap
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
 from auditor.compare.outputs import MetricCheck
 from auditor.cycle import baseline, localize, rollout
-from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult
+from auditor.report.summary import (
+    MAX_CHECKS,
+    Cause,
+    FailingCheck,
+    FailingOutput,
+    Line,
+    Summary,
+    format_number,
+    is_model,
+    reference_label,
+    result_line,
+    summarize,
+)
+from auditor.report.summary import status_counts as status_counts
+from auditor.results import CONSISTENT, STATUS_ORDER, CycleResult, Latency, ProbeResult
 
 COLUMNS = (
     ("max_abs", "max abs"),
@@ -22,19 +45,6 @@ COLUMNS = (
     ("min_atol", "min atol"),
     ("min_rtol", "min rtol"),
 )
-
-
-def format_number(value: float | None) -> str:
-    """Three significant digits for tables; "-" for a missing value, non-finite spelled out."""
-    if value is None:
-        return "-"
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
 
 
 _num = format_number
@@ -64,18 +74,15 @@ def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def _probe_block(r: ProbeResult, verbose: bool = True, said: str | None = None) -> list[str]:
-    """One result. ``said``: the message of the result above it in the same pair; a blocked
-    variant with the same reason does not repeat it (the default, non-verbose report)."""
+def _probe_block(r: ProbeResult) -> list[str]:
+    """One result with every output and check (the full report)."""
     batch = (r.train_latency or r.infer_latency).batch if (r.train_latency or r.infer_latency) else None
-    lat = f"p50 train {format_latency(r.train_latency)}, infer {format_latency(r.infer_latency)}"
+    sides = (reference_label(r), r.infer) if is_model(r) else ("train", "infer")
+    lat = f"p50 {sides[0]} {format_latency(r.train_latency)}, {sides[1]} {format_latency(r.infer_latency)}"
     if batch:
         lat += f" (batch {batch})"
     lat += _more_latencies(r)
-    head = f"  {r.probe} [{r.variant}]  {r.status.upper()}  {lat}"
-    lines = [head]
-    if not verbose and r.status == CONSISTENT:
-        return lines + _summary_lines(r)
+    lines = [f"  {r.probe} [{r.variant}]  {r.status.upper()}  {lat}"]
     if r.outputs:
         rows = [["output"] + [label for _, label in COLUMNS] + ["atol/rtol", "verdict"]]
         for c in r.outputs:
@@ -102,10 +109,11 @@ def _probe_block(r: ProbeResult, verbose: bool = True, said: str | None = None) 
                 ]
             )
         lines += _table(rows)
-    if r.status != CONSISTENT and (verbose or r.message != said):
+    if is_model(r) and r.outputs:
+        lines.append(f"    {r.samples} samples compared with {reference_label(r)}")
+    if r.status != CONSISTENT:
         lines += ["    " + line for line in r.message.splitlines()]
-    lines += localize.report_lines(r.localization) + _baseline_lines(r, verbose)
-    return lines
+    return lines + localize.report_lines(r.localization) + baseline.report_lines(r.baseline)
 
 
 SYMBOLS = {"<=": "≤", ">=": "≥"}
@@ -115,35 +123,6 @@ def _limit(k: MetricCheck) -> str:
     """The limit with its direction: "≤ 0.001" (value at most), "≥ 0.99" (at least)."""
     symbol = SYMBOLS.get(k.bound(), "")
     return f"{symbol} {_num(k.limit)}" if symbol else _num(k.limit)
-
-
-def _baseline_lines(r: ProbeResult, verbose: bool) -> list[str]:
-    """The golden-baseline lines: always in verbose, else only when a side moved."""
-    lines = baseline.report_lines(r.baseline)
-    if verbose or not lines or not lines[0].startswith("    baseline: "):
-        return lines
-    return []
-
-
-def _summary_lines(r: ProbeResult) -> list[str]:
-    """A consistent result in one line: how close it came to its tolerance. The tables are in
-    --verbose and --json; a baseline line only when a side moved against its golden."""
-    parts = []
-    if r.outputs:
-        worst = max(r.outputs, key=lambda c: c.metrics.get("max_abs", 0.0))
-        bitwise = all(c.metrics.get("bitwise_equal") == 1.0 for c in r.outputs)
-        parts.append(
-            f"{len(r.outputs)} output{'s' if len(r.outputs) > 1 else ''} "
-            + (
-                "bitwise equal"
-                if bitwise
-                else f"within tolerance (max abs {_num(worst.metrics['max_abs'])} on {worst.output})"
-            )
-        )
-    if r.checks:
-        parts.append(f"{len(r.checks)} checks ok")
-    lines = [f"    {'; '.join(parts)}"] if parts else []
-    return lines + _baseline_lines(r, verbose=False)
 
 
 def _more_latencies(r: ProbeResult) -> str:
@@ -156,9 +135,8 @@ def _more_latencies(r: ProbeResult) -> str:
     )
 
 
-def render_text(result: CycleResult, verbose: bool = False) -> str:
-    """The report a person reads. Consistent results take two lines; drift, incompatibilities
-    and errors show every output and check. ``verbose``: the full tables for every result."""
+def render_full(result: CycleResult) -> str:
+    """The full report (``--verbose``): every output and check of every result, every finding."""
     when = datetime.fromtimestamp(result.started_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     run = f"run {result.run_id}" if result.run_id is not None else "not stored"
     out = [
@@ -198,10 +176,8 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
         by_pair.setdefault(r.pair, []).append(r)
     for pair, results in by_pair.items():
         out += ["", f"{pair.replace('->', ' → ')}"]
-        said = None
         for r in results:
-            out += _probe_block(r, verbose, said)
-            said = r.message if r.status != CONSISTENT else None
+            out += _probe_block(r)
         for ro in result.rollouts:
             if ro.pair == pair:
                 out += rollout.report_lines(ro)
@@ -218,17 +194,170 @@ def render_text(result: CycleResult, verbose: bool = False) -> str:
                 out += [f"      → {f.details['action']}"]
     out += _rule_lines(result)
     out += _side_lines(result)
-    counts: dict[str, int] = {}
-    for r in result.results:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    for ro in result.rollouts:
-        counts[f"rollout {ro.status}"] = counts.get(f"rollout {ro.status}", 0) + 1
-    failures = sum(len(s.problems) for s in result.stacks.values())
-    if failures:
-        counts[f"worker failure{'s' if failures > 1 else ''}"] = failures
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
-    out += ["", f"Outcome: {result.outcome.upper()} ({summary}); exit status {result.exit_code}"]
+    out += ["", outcome_line(result.outcome, status_counts(result), result.exit_code)]
     return "\n".join(out) + "\n"
+
+
+def render_text(result: CycleResult, verbose: bool = False) -> str:
+    """The report a person reads: the compact one, or with ``verbose`` the full tables."""
+    return render_full(result) if verbose else render_summary(summarize(result))
+
+
+def render_result(r: ProbeResult, title: str, verbose: bool = False) -> str:
+    """One comparison on its own (``auditor compare``): its line and failing outputs, or with
+    ``verbose`` every output and check."""
+    if verbose:
+        lines = _probe_block(r)
+    else:
+        ln = result_line(r)
+        lines = _summary_line(ln, len(_label(ln)))
+        if r.status not in (CONSISTENT, "drift"):
+            lines += ["    " + m for m in r.message.splitlines()]
+    counts = {s: int(s == r.status) for s in STATUS_ORDER}
+    outcome = outcome_line(r.status, counts, 0 if r.status == CONSISTENT else 1)
+    return "\n".join([title, *lines, "", outcome]) + "\n"
+
+
+def outcome_line(worst: str, counts: dict[str, int], exit_code: int | None = None) -> str:
+    """The last line of a run's report: its worst status and the count of every status
+    (``Outcome: DRIFT (20 consistent, 3 drift, 0 unsupported, 0 incompatible, 0 error); exit
+    status 1``). Every report of a run's outcome says it with this function."""
+    said = ", ".join(f"{n} {status}" for status, n in counts.items())
+    tail = f"; exit status {exit_code}" if exit_code is not None else ""
+    return f"Outcome: {worst.upper()} ({said}){tail}"
+
+
+def render_summary(summary: Summary) -> str:
+    """The compact report: a screen for a failing default cycle, each cause once."""
+    out = [summary.title, ""]
+    out += _stack_lines(summary.stacks)
+    width = max((len(_label(ln)) for b in summary.blocks for ln in b.lines), default=0)
+    titles = max((len(b.title) for b in summary.blocks if b.folded), default=0)
+    for block in summary.blocks:
+        if block.folded:
+            out.append(f"{block.title:<{titles}}  {block.folded}")
+            continue
+        out.append(block.title)
+        for ln in block.lines:
+            out += _summary_line(ln, width)
+    if summary.causes:
+        out += ["", "Findings"]
+        actions: dict[str, int] = {}
+        for c in summary.causes:
+            out += _cause_lines(c, actions)
+    o = summary.outcome
+    out += ["", outcome_line(o.worst, o.counts, o.exit_code)]
+    return "\n".join(out) + "\n"
+
+
+def _stack_lines(stacks: list[dict]) -> list[str]:
+    """One line when every stack is fine, else a line per stack with what went wrong."""
+    remote = any(s["host"] != "local" for s in stacks)
+
+    def name(s: dict) -> str:
+        where = f" on {s['host']}" if remote else ""
+        return f"{s['name']}{where} ({s['version'] or s['runtime']})"
+
+    if all(s["state"] == "ok" for s in stacks):
+        return [f"Stacks (all ok): {', '.join(name(s) for s in stacks)}", ""] if stacks else []
+    out = ["Stacks"]
+    for s in stacks:
+        out.append(f"  {name(s)}  {s['state'].upper() if s['state'] != 'ok' else 'ok'}")
+        if s["problem"]:
+            out.append(f"      {s['problem']}")
+    return out + [""]
+
+
+def _label(ln: Line) -> str:
+    if ln.kind == "rollout":
+        return f"  rollout {ln.probe} [{ln.variant}]"
+    if ln.kind == "model":
+        return f"  {ln.probe}"
+    return f"  {ln.probe} [{ln.variant}]"
+
+
+def _summary_line(ln: Line, width: int) -> list[str]:
+    status = ln.status if ln.status == CONSISTENT else ln.status.upper()
+    said = " ".join(x for x in (f"[{ln.cause}]" if ln.cause is not None else "", ln.text) if x)
+    lines = [f"{_label(ln):<{width}}  {status:<12} {said}".rstrip()]
+    lines += _output_lines(ln.outputs)
+    if ln.checks:
+        lines.append(_checks_line(ln.checks))
+    return lines + [x for note in ln.notes for x in _wrapped(note, "      ", "        ", 2)]
+
+
+def _output_lines(outputs: list[FailingOutput]) -> list[str]:
+    """The failing outputs of a variant, one aligned line each: how much of it failed, by how
+    far, and the tolerance that would have passed (Polygraphy's "minimum required tolerance")."""
+    rows = []
+    for o in outputs:
+        if o.shape_mismatch:
+            rows.append([o.output, f"shape differs: {o.shape_mismatch}"])
+            continue
+        if o.nan_inf:
+            passes = f"NaN/Inf on one side only in {o.nan_inf}: no tolerance passes"
+        else:
+            passes = f"would pass at atol {_num(o.min_atol)} or rtol {_num(o.min_rtol)}"
+            if o.atol is not None and o.rtol is not None:
+                passes += f" (is {_num(o.atol)}/{_num(o.rtol)})"
+        rows.append(
+            [
+                o.output,
+                f"{o.failing}/{o.total} out ({o.share:.0%})",
+                f"max abs {_num(o.max_abs)}",
+                f"max rel {_num(o.max_rel)}",
+                passes,
+            ]
+        )
+    widths = [max((len(r[i]) for r in rows if len(r) > 2), default=0) for i in range(4)] + [0]
+
+    def line(r: list[str]) -> str:
+        if len(r) == 2:
+            return "      " + ": ".join(r)
+        return "      " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+
+    return [line(r) for r in rows]
+
+
+def _checks_line(checks: list[FailingCheck]) -> str:
+    def one(k: FailingCheck) -> str:
+        name = f"{k.metric}[{k.output}]" if k.output else k.metric
+        if k.limit is None:
+            return f"{name} {_num(k.value)}"
+        op = {"<=": ">", ">=": "<"}.get(k.bound, "vs")
+        return f"{name} {_num(k.value)} {op} {_num(k.limit)}"
+
+    shown = ", ".join(one(k) for k in checks[:MAX_CHECKS])
+    more = f", +{len(checks) - MAX_CHECKS} more" if len(checks) > MAX_CHECKS else ""
+    return f"      checks: {shown}{more}"
+
+
+WIDTH = 110
+"""Findings and remedies are wrapped to this many columns."""
+
+
+def _cause_lines(c: Cause, actions: dict[str, int]) -> list[str]:
+    """A cause in at most ``CAUSE_LINES`` lines (the rest is in --verbose and `auditor show`),
+    and its remedy unless a cause above gave the same one."""
+    head = f"  [{c.ref}] {MARKS.get(c.severity, '!')} {c.severity:<8} "
+    said = c.action in actions
+    text = c.text + (f" (→ as for [{actions[c.action or '']}])" if said else "")
+    lines = _wrapped(text, head, " " * len(head), CAUSE_LINES)
+    if c.action and c.severity != "info" and not said:
+        actions[c.action] = c.ref
+        lines += _wrapped(c.action, "      → ", "        ", CAUSE_LINES - 1)
+    return lines
+
+
+CAUSE_LINES = 3
+
+
+def _wrapped(text: str, first: str, rest: str, most: int) -> list[str]:
+    lines = textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+    if len(lines) > most:
+        lines = lines[:most]
+        lines[-1] = lines[-1][: WIDTH - 1].rstrip() + "…"
+    return lines
 
 
 RULE_KINDS = ("version-drift", "rule-error")
@@ -282,7 +411,17 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def jsonable_result(r: ProbeResult) -> dict[str, Any]:
+    """One result as strict JSON data (``auditor compare --json``)."""
+    doc = asdict(r)
+    doc["exit_code"] = 0 if r.status == CONSISTENT else 1
+    doc["report"] = asdict(result_line(r))
+    return _jsonable(doc)
+
+
 def render_json(result: CycleResult) -> str:
+    """The full result, its exit status, and the compact report's structure under "report"."""
     doc = result.to_json()
     doc["exit_code"] = result.exit_code
+    doc["report"] = summarize(result).to_json()
     return json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n"

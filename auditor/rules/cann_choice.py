@@ -1,17 +1,13 @@
-"""Which of the CANN packages installed on a host a stack's runtime actually uses.
+"""Which of a host's installed CANN packages a stack's runtime uses, as its fingerprint says.
 
-A host often holds several (a toolkit and an nnae, or a new toolkit beside an older nnrt), and
-judging the wrong one gives a wrong "compatible". The fingerprint's ``cann.packages`` lists
-them all; this module picks the one that counts:
-
-- MindSpore checks (and loads) the CANN its own ``AscendEnvChecker`` finds, as read from the
-  installed checker by the framework collector (``mindspore.cann_lookup``): 2.0 tries fixed
-  paths (``nnae/latest``, then ``ascend-toolkit/latest``, then ``latest``: the first whose
-  ``compiler/version.info`` exists); later releases read ``$ASCEND_HOME_PATH`` from the
-  stack's environment.
-- MindSpore Lite (inference) runs on nnrt where one is installed, else on the toolkit/nnae.
-
-Fixed paths name ``/usr/local/Ascend``; they are matched below the stack's ``ascend_root``.
+A host often holds several (a toolkit and an nnae, a new toolkit beside an older nnrt, a user's
+own install that ``ASCEND_HOME_PATH`` points at), and judging the wrong one gives a wrong
+"compatible". The ``cann`` collector decides it in the stack (``cann.choice``, one entry per
+installed framework: the package, the basis, what was tried; see
+``auditor.plugins.collectors._cann_lookup``); this module reads that choice for the rules and
+the CLI, so they all name the same package with the same release, and say "probably" where
+the choice is the auditor's inference rather than the framework's own lookup or an
+environment variable.
 """
 
 from __future__ import annotations
@@ -19,18 +15,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_ROOT = "/usr/local/Ascend/"
-COMPILER_FILE = "/compiler/version.info"
-# Where set_env.sh points ASCEND_HOME_PATH when a stack's environment does not say.
-TOOLKIT_ORDER = ("ascend-toolkit", "cann", "latest", "nnae")
+# The runtime's package (``runtime.runtime_package``, or a built-in runtime's name) -> the
+# framework whose choice applies (the keys of ``cann.choice`` and of the framework section).
+FRAMEWORKS = {
+    "mindspore": "mindspore",
+    "mindspore-graph": "mindspore",
+    "mindspore-lite": "mindspore_lite",
+}
+NAMES = {"mindspore": "MindSpore", "mindspore_lite": "MindSpore Lite"}
+BASES = {
+    "lookup": "its own lookup order",
+    "environment": "the environment",
+    "inference": "the auditor's inference",
+}
 
 
 @dataclass(frozen=True)
 class CannChoice:
-    """The package a stack uses (None: none it would find), how that was decided, and the others."""
+    """The package a framework would load (None: none), how that was decided, and the others."""
 
+    framework: str
     package: dict[str, Any] | None
+    basis: str
     how: str
+    probable: bool = False
+    source: str | None = None
+    tried: list[str] = field(default_factory=list)
+    checked: dict[str, Any] | None = None
+    libraries: dict[str, Any] | None = None
     others: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -41,9 +53,28 @@ class CannChoice:
     def compiler(self) -> str | None:
         return (self.package or {}).get("compiler_version")
 
+    @property
+    def found(self) -> bool:
+        """The framework's own paths (its lookup, its variable, the loader's path) lead to it."""
+        return self.package is not None and not self.probable
+
+    @property
+    def uses(self) -> str:
+        """'uses' or 'probably uses', as the basis allows."""
+        return "probably uses" if self.probable else "uses"
+
+    @property
+    def name(self) -> str:
+        return NAMES.get(self.framework, self.framework)
+
+    def basis_words(self) -> str:
+        words = BASES.get(self.basis, self.basis)
+        return f"{words} (${self.source})" if self.basis == "environment" and self.source else words
+
 
 def describe(package: dict[str, Any]) -> str:
-    """'nnae 6.3.RC1 (compiler 6.3.0.1.100)' for a person."""
+    """'nnae 6.3.RC1 (compiler 6.3.0.1.100)' for a person: the release as the package's own
+    component files say (``cann.packages``), the same everywhere."""
     words = f"{package.get('name')} {package.get('version') or '(release unknown)'}"
     if package.get("compiler_version"):
         words += f" (compiler {package['compiler_version']})"
@@ -52,84 +83,89 @@ def describe(package: dict[str, Any]) -> str:
     return words
 
 
-def _relative(path: str) -> str:
-    """'/usr/local/Ascend/nnae/latest/compiler/version.info' -> 'nnae/latest'."""
-    rel = path[len(DEFAULT_ROOT) :] if path.startswith(DEFAULT_ROOT) else path.lstrip("/")
-    return rel[: -len(COMPILER_FILE)] if rel.endswith(COMPILER_FILE) else rel
+def installed(cann: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in cann.get("packages") or [] if isinstance(p, dict)]
 
 
-def _result(package: dict[str, Any] | None, how: str, all_: list[dict[str, Any]]) -> CannChoice:
-    return CannChoice(package, how, [p for p in all_ if p is not package])
-
-
-def _first_toolkit(installed: list[dict[str, Any]]) -> dict[str, Any] | None:
-    for name in TOOLKIT_ORDER:
-        for p in installed:
-            if p.get("name") == name:
-                return p
-    return None
-
-
-def for_mindspore(cann: dict[str, Any], lookup: dict[str, Any] | None) -> CannChoice | None:
-    """The CANN MindSpore's own check reads; None when the fingerprint predates ``packages``."""
-    installed = [p for p in cann.get("packages") or [] if isinstance(p, dict)]
-    if "packages" not in cann:
+def _by_id(packages: list[dict[str, Any]], key: Any) -> dict[str, Any] | None:
+    if key is None:
         return None
-    if isinstance(lookup, dict) and lookup.get("env"):
-        variable = lookup["env"]
-        home = cann.get("env_home") or {}
-        if home.get("variable") == variable and home.get("path"):
-            match = next((p for p in installed if p.get("name") == home.get("package")), None)
-            if match is not None:
-                return _result(match, f"MindSpore reads ${variable} = {home['path']}", installed)
-            return _result(None, f"${variable} = {home['path']} is not a CANN install", installed)
-        guess = _first_toolkit(installed)
-        if guess is None:
-            return _result(None, f"${variable} is not set and no toolkit is installed", installed)
-        return _result(
-            guess,
-            f"${variable} is not set in the stack's environment; assuming {guess['home']}, where "
-            "the toolkit's set_env.sh points it",
-            installed,
-        )
-    if isinstance(lookup, dict) and lookup.get("paths"):
-        tried = []
-        for path in lookup["paths"]:
-            rel = _relative(path)
-            tried.append(rel)
-            match = next(
-                (p for p in installed if p.get("relative") == rel and p.get("compiler_present")), None
-            )
-            if match is not None:
-                return _result(
-                    match,
-                    f"MindSpore tries {', '.join(_relative(p) for p in lookup['paths'])}: "
-                    f"{rel} is the first present",
-                    installed,
-                )
-        return _result(None, f"none of {', '.join(tried)} has compiler/version.info", installed)
-    guess = _first_toolkit(installed)
-    return _result(guess, "MindSpore's lookup is unknown; assuming the toolkit", installed)
+    return next((p for p in packages if p.get("id") == key), None)
+
+
+def for_framework(cann: dict[str, Any], framework: str) -> CannChoice | None:
+    """The choice the fingerprint records for ``framework`` (``mindspore``, ``mindspore_lite``);
+    None when the fingerprint records none (the framework is not installed, or the fingerprint
+    was taken before choices were)."""
+    entry = (cann.get("choice") or {}).get(framework)
+    if not isinstance(entry, dict):
+        return None
+    packages = installed(cann)
+    package = _by_id(packages, entry.get("package"))
+    return CannChoice(
+        framework,
+        package,
+        str(entry.get("basis") or "inference"),
+        str(entry.get("how") or ""),
+        bool(entry.get("probable")),
+        entry.get("source"),
+        list(entry.get("tried") or []),
+        _by_id(packages, entry.get("checked")),
+        _by_id(packages, entry.get("libraries")),
+        [p for p in packages if p is not package],
+    )
+
+
+def framework_of(ctx: Any, stack: str) -> str | None:
+    """The framework a stack's runtime is (``mindspore``, ``mindspore_lite``), or None."""
+    package = ctx.section(stack, "runtime").get("runtime_package")
+    if package in FRAMEWORKS:
+        return FRAMEWORKS[package]
+    config = ctx.stacks.get(stack)
+    return FRAMEWORKS.get(config.runtime) if config is not None else None
 
 
 def for_runtime(ctx: Any, stack: str) -> CannChoice | None:
-    """The CANN the stack's runtime loads (None: the fingerprint predates ``packages``)."""
-    cann = ctx.section(stack, "cann")
-    if "packages" not in cann:
-        return None
-    installed = [p for p in cann.get("packages") or [] if isinstance(p, dict)]
-    config = ctx.stacks.get(stack)
-    runtime = config.runtime if config is not None else str(ctx.section(stack, "runtime").get("runtime"))
-    if runtime == "mindspore-lite":
-        nnrt = next((p for p in installed if p.get("name") == "nnrt"), None)
-        if nnrt is not None:
-            return _result(nnrt, "MindSpore Lite runs on nnrt", installed)
-        home = cann.get("env_home") or {}
-        match = next((p for p in installed if p.get("name") == home.get("package")), None)
-        if match is not None:
-            return _result(match, f"MindSpore Lite: no nnrt; ${home.get('variable')} names it", installed)
-        guess = _first_toolkit(installed)
-        return _result(guess, "MindSpore Lite: no nnrt, the toolkit", installed)
-    ms = ctx.section(stack, "framework").get("mindspore")
-    lookup = ms.get("cann_lookup") if isinstance(ms, dict) else None
-    return for_mindspore(cann, lookup)
+    """The CANN the stack's runtime would load (None: unknown; its runtime uses no CANN, or
+    its fingerprint records no choice)."""
+    framework = framework_of(ctx, stack)
+    return for_framework(ctx.section(stack, "cann"), framework) if framework else None
+
+
+def summary(document: dict[str, Any], runtime_package: str | None) -> list[tuple[str, str]]:
+    """``auditor fingerprint``'s CANN rows: the package the stack's runtime would load, its
+    release and compiler from its own files, and the basis; the legacy toolkit fields for a
+    fingerprint without a choice."""
+    cann = document.get("cann")
+    if not isinstance(cann, dict) or "error" in cann:
+        return [("CANN", "?")]
+    framework = FRAMEWORKS.get(str(runtime_package))
+    choice = for_framework(cann, framework) if framework else None
+    if choice is None:
+        toolkit = cann.get("toolkit") or {}
+        parts = [
+            cann.get("version") or "?",
+            cann.get("layout") and f"[{cann['layout']}]",
+            f"compiler {cann.get('compiler_version') or '?'}",
+            toolkit.get("innerversion"),
+        ]
+        rows = [("CANN", "  ".join(str(p) for p in parts if p))]
+    elif choice.package is None:
+        rows = [("CANN", f"none found for {choice.name}"), ("", choice.how)]
+    else:
+        p = choice.package
+        parts = [
+            f"{p.get('name')} {p.get('version') or '?'}",
+            f"compiler {p.get('compiler_version') or '-'}",
+            p.get("innerversion"),
+            f"at {p.get('home')}",
+        ]
+        rows = [
+            ("CANN", "  ".join(str(x) for x in parts if x)),
+            ("", f"{choice.name} {choice.uses} it, by {choice.basis_words()}"),
+        ]
+    shown = choice.package if choice is not None else {"home": cann.get("home")}
+    others = [describe(p) for p in installed(cann) if p is not shown and p.get("home") != shown.get("home")]
+    if others:
+        rows.append(("", "also installed: " + ", ".join(others)))
+    return rows

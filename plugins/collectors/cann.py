@@ -1,7 +1,10 @@
-"""The CANN software under the stack's ``ascend_root``: toolkit, its components, nnae, nnrt.
+"""The CANN software a stack could use: every package under its ``ascend_root`` (toolkit,
+nnae, nnrt, side-by-side releases), the ones its environment names elsewhere, and which of
+them each framework in the stack would load, on what basis (``choice``, from
+``_cann_lookup``).
 
-Layouts, tried in this order (the one ``$ASCEND_HOME_PATH`` points at first, since that is
-what MindSpore 2.10 reads):
+Layouts, tried in this order for the legacy top-level fields (the one ``$ASCEND_HOME_PATH``
+points at first, since that is what MindSpore 2.10 reads):
 
 - ``ascend-toolkit``: ``ascend-toolkit/latest/{compiler,runtime,opp,...}/version.info`` and
   ``ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info`` (up to CANN 8.3);
@@ -9,17 +12,30 @@ what MindSpore 2.10 reads):
 - ``share/info``: CANN 9.x, component files in ``<home>/share/info/<pkg>/version.info``;
 - ``latest``: the older ``<root>/latest`` layout MindSpore 2.0 also looks at.
 
-``compiler_version`` is ``Version=`` of ``compiler/version.info``: the number MindSpore
-compares (major.minor) with its supported list. Before CANN 8.2 it is an internal number
-(8.0.0 is 7.6.0.1.220), so ``version`` (the release) is kept beside it. In ``version_cfg``
-a ``[internal:release]`` value becomes ``["internal", "release"]`` (several such groups: a
-list of those; ``[]``: an empty list).
+``packages`` lists one entry per installed package: ``id`` (its path relative to
+``ascend_root``, or its absolute path when it lies elsewhere), ``name``, ``home``, ``real``
+(the resolved home: ``latest`` is a link), ``version`` (the release, read from the
+package's own component files, ``version_source`` says which; the install-info file, an
+outer label that can be stale, only when no component names it, and its value is kept as
+``install_version``), ``compiler_version`` (``Version=`` of ``compiler/version.info``: the
+number MindSpore compares, major.minor, with its supported list; before CANN 8.2 an
+internal number, 8.0.0 is 7.6.0.1.220). Every consumer (rules, CLI) takes a package's
+release from here, so the fingerprint, the rules and the CLI say the same.
+
+``choice`` maps each framework installed in the stack (``mindspore``, ``mindspore_lite``) to
+the package it would load: ``package`` (an ``id``), ``basis`` (``lookup``, ``environment`` or
+``inference``), ``source``, ``probable``, ``how``, ``tried``, ``checked``, ``libraries``.
+
+In ``version_cfg`` a ``[internal:release]`` value becomes ``["internal", "release"]``
+(several such groups: a list of those; ``[]``: an empty list).
 """
 
 import glob
 import os
 import platform
+import sys
 
+from auditor.plugins.collectors._cann_lookup import LIBRARY, choices, containing, library_home, loader_dirs
 from auditor.plugins.collectors._files import (
     Unreadable,
     ascend_path,
@@ -42,6 +58,7 @@ def collect(context):
     unknown = {}
     root = context.get("ascend_root") or "/usr/local/Ascend"
     environ = context.get("environ") or {}
+    system_root = context.get("system_root") or "/"
     doc = {
         "root": root,
         "home": None,
@@ -58,6 +75,7 @@ def collect(context):
         "install_registry": None,
         "packages": [],
         "env_home": None,
+        "choice": {},
         "unknown": unknown,
     }
     homes = find_homes(root, environ)
@@ -115,6 +133,7 @@ def collect(context):
         doc["install_registry"] = read_kv(registry)
     except Unreadable as exc:
         unknown["install_registry"] = str(exc)
+    doc["choice"] = choices(context.get("sys_path") or sys.path, doc["packages"], environ, root, system_root)
     return doc
 
 
@@ -127,74 +146,141 @@ PACKAGES = (
     ("latest", "latest", "ascend_toolkit_install.info"),
     ("nnrt", "nnrt/latest", "ascend_nnrt_install.info"),
 )
+# Releases installed side by side: <root>/<dir>/<release>/ (the ``latest`` link points at one)
+# and <root>/cann-<release>/ (the ``cann`` link points at one).
+RELEASE_DIRS = (
+    ("nnae", "nnae", "ascend_nnae_install.info"),
+    ("ascend-toolkit", "ascend-toolkit", "ascend_toolkit_install.info"),
+    ("nnrt", "nnrt", "ascend_nnrt_install.info"),
+)
+# Component files whose version_dir names the package's release, most telling first.
+RELEASE_COMPONENTS = ("compiler", "runtime", "opp")
 
 
 def packages(context, root, environ, unknown):
     """([one entry per installed CANN package], the one ``$ASCEND_HOME_PATH`` names or None).
 
-    An entry: ``name``, ``home``, ``relative`` (to ascend_root), ``version`` (the release, from
-    its install-info file or the compiler's version_dir), ``compiler_file``,
-    ``compiler_present``, ``compiler_version`` (``Version=``, what MindSpore compares) and,
-    when the compiler file exists but cannot be parsed, ``compiler_error`` (never a silent
-    "no version")."""
+    Found: the fixed places under ascend_root (PACKAGES), the releases installed beside them
+    (RELEASE_DIRS, ``cann-*``), the home ``$ASCEND_HOME_PATH`` / ``$ASCEND_TOOLKIT_HOME``
+    names, and the home of every directory on the loader's path that holds ``libascendcl.so``
+    (a CANN installed where the environment says, outside ascend_root). A directory reached
+    twice (``latest`` and the release it links to) is one entry, under the first name."""
     out = []
+    seen = set()
+
+    def add(name, home, relative, info_name):
+        real = os.path.realpath(home)
+        if real in seen or not _is_home(home):
+            return None
+        seen.add(real)
+        entry = _package(name, home, relative, info_name, context, unknown)
+        out.append(entry)
+        return entry
+
     for name, relative, info_name in PACKAGES:
-        home = os.path.join(root, relative)
-        if os.path.isdir(home):
-            out.append(_package(name, home, relative, info_name, context, unknown))
+        add(name, os.path.join(root, relative), relative, info_name)
+    for name, directory, info_name in RELEASE_DIRS:
+        for child in _listdir(os.path.join(root, directory)):
+            if child != "latest":
+                add(name, os.path.join(root, directory, child), directory + "/" + child, info_name)
+    for child in _listdir(root):
+        if child.startswith("cann-"):
+            add("cann", os.path.join(root, child), child, "ascend_toolkit_install.info")
     env_home = None
     for variable in HOME_VARIABLES:
         value = environ.get(variable)
         if not value:
             continue
-        real = os.path.realpath(value)
-        match = next((p for p in out if os.path.realpath(p["home"]) == real), None)
-        if match is None and os.path.isdir(value):
-            match = _package("env:" + variable, value, None, "ascend_toolkit_install.info", context, unknown)
-            out.append(match)
-        env_home = {"variable": variable, "path": value, "package": match["name"] if match else None}
+        home = value.rstrip("/") or value
+        match = containing(out, home) if os.path.isdir(home) else None
+        if match is None and os.path.isdir(home):
+            match = add(_guess_name(home), home, None, "ascend_toolkit_install.info")
+        env_home = {"variable": variable, "path": value, "package": match["id"] if match else None}
         break
     if env_home is None:
         unknown["env_home"] = "%s not set in the stack's environment" % " and ".join(HOME_VARIABLES)
+    for directory, _ in loader_dirs(environ, context.get("system_root") or "/"):
+        if os.path.isfile(os.path.join(directory, LIBRARY)) and containing(out, directory) is None:
+            home = library_home(directory)
+            add(_guess_name(home), home, None, "ascend_toolkit_install.info")
     return out, env_home
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _guess_name(home):
+    parts = os.path.realpath(home).split(os.sep) + home.split(os.sep)
+    for name in ("nnae", "nnrt", "ascend-toolkit"):
+        if name in parts:
+            return name
+    return "cann" if any(p.startswith("cann") for p in parts) else "latest"
 
 
 def _package(name, home, relative, info_name, context, unknown):
     layout = "share/info" if os.path.isdir(os.path.join(home, "share", "info")) else name
     compiler_file = _component_file(home, layout, "compiler")
+    key = relative or home
     entry = {
+        "id": key,
         "name": name,
         "home": home,
+        "real": os.path.realpath(home),
         "relative": relative,
         "version": None,
+        "version_source": None,
         "compiler_file": compiler_file,
         "compiler_present": os.path.lexists(compiler_file),
         "compiler_version": None,
     }
     scratch = {}
     info = _install_info(_candidates(home, info_name), "info", scratch, _machine(context))
-    compiler = {}
-    if entry["compiler_present"]:
+    if info:
+        # The install-info file is the only place naming the package's build code and the
+        # codes it works with (the cann-driver rule); its version is an outer label.
+        for name in ("version", "innerversion", "compatible_version"):
+            if info.get(name):
+                entry["install_version" if name == "version" else name] = info[name]
+    components = {}
+    for component in RELEASE_COMPONENTS:
+        path = _component_file(home, layout, component)
+        if not os.path.lexists(path):
+            continue
         try:
-            compiler = read_kv(compiler_file)
+            components[component] = read_kv(path)
         except Unreadable as exc:
-            entry["compiler_error"] = str(exc)
-            unknown["packages.%s.compiler_version" % name] = str(exc)
-        else:
-            entry["compiler_version"] = compiler.get("Version")
-            if entry["compiler_version"] is None:
-                entry["compiler_error"] = "%s: no Version= line" % compiler_file
-                unknown["packages.%s.compiler_version" % name] = entry["compiler_error"]
-    entry["version"] = (
-        (info or {}).get("version")
-        or compiler.get("version_dir")
-        or (compiler.get("Version") if layout == "share/info" else None)
-    )
+            if component == "compiler":
+                entry["compiler_error"] = str(exc)
+                unknown["packages.%s.compiler_version" % key] = str(exc)
+    compiler = components.get("compiler") or {}
+    if entry["compiler_present"] and "compiler_error" not in entry:
+        entry["compiler_version"] = compiler.get("Version")
+        if entry["compiler_version"] is None:
+            entry["compiler_error"] = "%s: no Version= line" % compiler_file
+            unknown["packages.%s.compiler_version" % key] = entry["compiler_error"]
+    for component in RELEASE_COMPONENTS:
+        if (components.get(component) or {}).get("version_dir"):
+            entry["version"] = components[component]["version_dir"]
+            entry["version_source"] = "%s/version.info version_dir" % component
+            break
+    else:
+        if layout == "share/info" and compiler.get("Version"):
+            # CANN 9.x: no version_dir, and Version= is the release itself.
+            entry["version"], entry["version_source"] = compiler["Version"], "compiler/version.info Version"
+        elif entry.get("install_version"):
+            entry["version"] = entry["install_version"]
+            entry["version_source"] = "%s (no component file names the release)" % os.path.basename(
+                info["file"]
+            )
     if entry["version"] is None:
-        unknown["packages.%s.version" % name] = (
+        unknown["packages.%s.version" % key] = (
             scratch.get("info.version")
             or scratch.get("info")
-            or ("%s: no install-info file and no version_dir" % home)
+            or ("%s: no component version_dir and no install-info file" % home)
         )
     return entry
 
@@ -231,14 +317,20 @@ def find_homes(root, environ):
     return found
 
 
+# Component directories of a CANN package (the driver's and firmware's version.info under an
+# ascend_root must not make the root itself look like a CANN home).
+COMPONENTS = ("compiler", "runtime", "opp", "toolkit", "opp_kernel", "hccl", "fwkacllib", "acllib", "atc")
+
+
 def _is_home(path):
     if not os.path.isdir(path):
         return False
     return bool(
         os.path.isdir(os.path.join(path, "share", "info"))
         or os.path.isfile(os.path.join(path, "version.cfg"))
-        or glob.glob(os.path.join(path, "*", "version.info"))
-        or glob.glob(os.path.join(path, "*-linux", "ascend_toolkit_install.info"))
+        or any(os.path.isfile(os.path.join(path, c, "version.info")) for c in COMPONENTS)
+        or glob.glob(os.path.join(path, "*-linux", "ascend_*_install.info"))
+        or glob.glob(os.path.join(path, "ascend_*_install.info"))
     )
 
 
@@ -324,16 +416,16 @@ def _version_cfg(path, unknown):
 
 
 def _release(doc):
-    """The CANN release version and where it came from: the toolkit's install info, the
-    compiler's version_dir, nnae, nnrt, or (CANN 9.x) the compiler's own Version."""
-    toolkit, compiler = doc["toolkit"] or {}, doc["components"].get("compiler") or {}
-    for value, source in (
-        (toolkit.get("version"), "toolkit"),
-        (compiler.get("version_dir"), "compiler version_dir"),
-        ((doc["nnae"] or {}).get("version"), "nnae"),
-        ((doc["nnrt"] or {}).get("version"), "nnrt"),
-        (compiler.get("Version") if doc["layout"] == "share/info" else None, "compiler Version"),
-    ):
-        if value:
-            return value, source
+    """The CANN release of the legacy top-level fields and where it came from: the package at
+    ``home`` (the toolkit), else nnae, else nnrt, each as its ``packages`` entry says (its
+    component files first), so the top level and the packages never disagree."""
+    by_real = {p["real"]: p for p in doc["packages"]}
+    candidates = []
+    if doc["home"]:
+        candidates.append(by_real.get(os.path.realpath(doc["home"])))
+    for name in ("nnae", "nnrt"):
+        candidates.append(next((p for p in doc["packages"] if p["name"] == name), None))
+    for entry in candidates:
+        if entry is not None and entry.get("version"):
+            return entry["version"], "%s: %s" % (entry["id"], entry["version_source"])
     return None, None

@@ -48,7 +48,7 @@ def collect(context):
     else:
         doc["version"] = field(values, "Version", path, unknown, "version")
         # "Innerversion" in the driver's file, "innerversion" in CANN's: accept either.
-        inner = "Innerversion" if "Innerversion" in values else "innerversion"
+        inner = "innerversion" if "innerversion" in values else "Innerversion"
         doc["innerversion"] = field(values, inner, path, unknown, "innerversion")
         doc["ascendhal_version"] = field(values, "ascendhal_version", path, unknown)
         doc["compatible_version"] = field(values, "compatible_version", path, unknown, convert=parse_codes)

@@ -18,6 +18,7 @@ import os
 import re
 import sys
 
+from auditor.plugins.collectors._cann_lookup import find_package, literal, parse_cann_lookup, parse_source
 from auditor.plugins.collectors._files import Unreadable, read_text
 
 NAME = "framework"
@@ -26,7 +27,6 @@ CHECKER = os.path.join("run_check", "_check_version.py")
 _SHA1 = re.compile(r"\[sha1\]:\s*([0-9a-fA-F]{6,40})")
 _BRANCH = re.compile(r"\[branch\]:\s*\(([^)]*)\)")
 _GIT = re.compile(r"^commit\s+([0-9a-fA-F]{6,40})\b")
-_COMPILER_FILE = "/compiler/version.info"
 _HEX = re.compile(r"^([0-9a-fA-F]{6,40})$")
 
 
@@ -41,15 +41,6 @@ def collect(context):
         ms["cann_lookup"] = _cann_lookup(checker, unknown)
     lite = _package(paths, "mindspore_lite", "mindspore_lite", unknown)
     return {"mindspore": ms, "mindspore_lite": lite, "unknown": unknown}
-
-
-def find_package(paths, name):
-    """The directory of the top-level package ``name`` first on ``paths``, or None."""
-    for entry in paths:
-        candidate = os.path.join(entry or ".", name)
-        if os.path.isfile(os.path.join(candidate, "__init__.py")):
-            return os.path.abspath(candidate)
-    return None
 
 
 def _package(paths, package, key, unknown):
@@ -77,11 +68,11 @@ def _package(paths, package, key, unknown):
 
 def parse_version(source, filename):
     """``__version__ = '2.0.0'`` from a version.py, without running it."""
-    for node in _parse(source, filename).body:
+    for node in parse_source(source, filename).body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
         ):
-            value = _literal(node.value)
+            value = literal(node.value)
             if isinstance(value, str) and value:
                 return value
     raise ValueError("%s: no __version__ = '...' assignment" % filename)
@@ -116,50 +107,9 @@ def _cann_lookup(path, unknown):
         return None
 
 
-def _checker_init(tree, filename):
-    for cls in tree.body:
-        if isinstance(cls, ast.ClassDef) and cls.name == "AscendEnvChecker":
-            for init in cls.body:
-                if isinstance(init, ast.FunctionDef) and init.name == "__init__":
-                    return init
-            raise ValueError("%s: AscendEnvChecker has no __init__" % filename)
-    raise ValueError("%s: no class AscendEnvChecker" % filename)
-
-
-def parse_cann_lookup(source, filename):
-    """Where ``AscendEnvChecker.__init__`` looks for the CANN it checks:
-    ``{"env": "ASCEND_HOME_PATH" or None, "paths": [fixed .../compiler/version.info, in order]}``.
-
-    MindSpore 2.0 tries fixed paths (nnae/latest, then ascend-toolkit/latest, then latest, the
-    first that exists wins); later releases read ``$ASCEND_HOME_PATH/compiler/version.info``.
-    Read from the installed checker, so a release that changes the order needs no table here."""
-    init = _checker_init(_parse(source, filename), filename)
-    paths, env = [], None
-    for node in sorted(
-        (n for n in ast.walk(init) if hasattr(n, "lineno")), key=lambda n: (n.lineno, n.col_offset)
-    ):
-        value = _literal(node) if type(node).__name__ in ("Str", "Constant") else None
-        if (
-            isinstance(value, str)
-            and value.startswith("/")
-            and value.endswith(_COMPILER_FILE)
-            and value != _COMPILER_FILE
-            and value not in paths
-        ):
-            paths.append(value)
-        if env is None and isinstance(node, ast.Call) and node.args:
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else None
-            arg = _literal(node.args[0]) if name in ("getenv", "get") else None
-            if isinstance(arg, str) and arg.startswith("ASCEND_") and arg.endswith(("HOME_PATH", "_HOME")):
-                env = arg
-    if not paths and env is None:
-        raise ValueError("%s: AscendEnvChecker.__init__ names no compiler/version.info" % filename)
-    return {"env": env, "paths": paths}
-
-
 def parse_supported_cann(source, filename):
     """The ``self.version = [...]`` list of ``AscendEnvChecker.__init__``, as strings."""
-    tree = _parse(source, filename)
+    tree = parse_source(source, filename)
     for cls in tree.body:
         if not (isinstance(cls, ast.ClassDef) and cls.name == "AscendEnvChecker"):
             continue
@@ -177,7 +127,7 @@ def parse_supported_cann(source, filename):
                         and isinstance(target.value, ast.Name)
                         and target.value.id == "self"
                     ):
-                        value = _literal(node.value)
+                        value = literal(node.value)
                         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
                             return list(value)
                         raise ValueError(
@@ -186,17 +136,3 @@ def parse_supported_cann(source, filename):
             raise ValueError("%s: AscendEnvChecker.__init__ sets no self.version" % filename)
         raise ValueError("%s: AscendEnvChecker has no __init__" % filename)
     raise ValueError("%s: no class AscendEnvChecker" % filename)
-
-
-def _parse(source, filename):
-    try:
-        return ast.parse(source, filename)
-    except SyntaxError as exc:
-        raise ValueError("%s: cannot parse (line %s: %s)" % (filename, exc.lineno, exc.msg)) from None
-
-
-def _literal(node):
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return None

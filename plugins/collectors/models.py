@@ -1,6 +1,7 @@
 """The model files a stack serves (``[stacks.X] models``: paths or glob patterns), read without
 any framework: path, size, sha256, MindIR identity (ir_version, producer,
-exporting MindSpore, mind_ir_version), operator list and input/output signatures.
+exporting MindSpore, mind_ir_version), operator list, input/output signatures and the
+weights' count and dtypes.
 
 Runs in the stack's worker, so the files are read where they are served. A pattern that
 matches nothing and a file that cannot be read are listed in ``unknown``; a file that is
@@ -76,6 +77,7 @@ def describe(path):
             "outputs": [_tensor(t) for t in info.outputs or ()],
             "parameter_count": info.parameter_count,
             "parameter_elements": info.parameter_elements,
+            "parameter_dtypes": list(info.parameter_dtypes or ()),
         }
     )
     return entry

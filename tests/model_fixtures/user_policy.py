@@ -2,10 +2,12 @@
 LayerNorm trunk, and two heads (discrete action logits and a tanh-squashed continuous mean).
 Built from seeded numpy weights and exported to MindIR by whatever MindSpore runs this script.
 
-    python user_policy.py OUT.mindir [--seed N] [--noise] [--batch B]
+    python user_policy.py OUT.mindir [--seed N] [--noise] [--batch B] [--fp16]
 
 ``--noise`` adds a StandardNormal draw to the continuous head (an operator MindSpore Lite 2.0
-has no CPU kernel for). Runs inside a stack (Python 3.7, numpy, MindSpore).
+has no CPU kernel for). ``--fp16`` exports the same policy computing in float16 with a float16
+input (the fp32 -> fp16 replacement the deployed-model watch must call another graph). Runs
+inside a stack (Python 3.7, numpy, MindSpore).
 """
 
 import argparse
@@ -75,11 +77,15 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise", action="store_true")
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--fp16", action="store_true")
     args = parser.parse_args()
     import mindspore as ms
 
     cell = build(args.seed, args.noise)
-    example = ms.Tensor(np.zeros((args.batch, OBS), np.float32))
+    dtype = np.float16 if args.fp16 else np.float32
+    if args.fp16:
+        cell.to_float(ms.float16)
+    example = ms.Tensor(np.zeros((args.batch, OBS), dtype))
     base = args.out[: -len(".mindir")] if args.out.endswith(".mindir") else args.out
     ms.export(cell, example, file_name=base, file_format="MINDIR")
     os.chmod(base + ".mindir", 0o644)

@@ -113,9 +113,73 @@ def test_the_workers_read_the_trees_as_this_process_does(documents) -> None:
         context = tree.context()
         environ = context.pop("environ")
         ours = runner.collect(COLLECTORS, context, environ)["fingerprint"]
-        for section in ("cann", "driver", "firmware", "npu_smi"):
+        for section in ("driver", "firmware", "npu_smi"):
             assert doc[section] == ours[section], (name, section)
+        # the choice is the stack's framework's: this process has none installed
+        assert {**doc["cann"], "choice": {}} == ours["cann"] and ours["cann"]["choice"] == {}
         assert doc["cann"]["version"] == (tree.spec.cann_version or tree.spec.nnrt_version)
+
+
+# -- which CANN each reference stack would load, read from its installed framework ---------------
+FRAMEWORK_KEY = {"ms20": "mindspore", "ms210": "mindspore", "lite20": "mindspore_lite"}
+CHOICE_TREES = ("toolkits-side-by-side", "cann-8.5", "300i-pro", "home-nondefault")
+
+
+@pytest.fixture(scope="module")
+def choices(stacks, tmp_path_factory) -> dict[tuple[str, str, str], tuple[AscendTree, dict]]:
+    """(tree, stack, environment) -> the stack's fingerprint against the tree: with the
+    environment the tree's set_env.sh exports, and with none."""
+    base = tmp_path_factory.mktemp("choices")
+    out = {}
+    for tree_name in CHOICE_TREES:
+        tree = build_tree(base, tree_name)
+        sourced = {k: v for k, v in tree.set_env().items() if k != "PATH"}
+        for name in FRAMEWORK_KEY:
+            for env_name, env in (("set_env", sourced), ("bare", {})):
+                out[tree_name, name, env_name] = tree, fingerprint_one(make_stack(name, tree, env=env))
+    return out
+
+
+@pytest.mark.parametrize("tree_name", CHOICE_TREES)
+@pytest.mark.parametrize("name", list(FRAMEWORK_KEY))
+@pytest.mark.parametrize("env_name", ["set_env", "bare"])
+def test_each_stack_names_the_cann_its_framework_would_load(choices, tree_name, name, env_name) -> None:
+    """The real ms20, ms210 and lite20 packages, parsed in their own workers: MindSpore 2.0's
+    fixed lookup order, MindSpore 2.10's ASCEND_HOME_PATH, Lite's dynamic loader."""
+    tree, doc = choices[tree_name, name, env_name]
+    (key,) = doc["cann"]["choice"]
+    assert key == FRAMEWORK_KEY[name]
+    choice = doc["cann"]["choice"][key]
+    expected = tree.expected_cann(name + ("" if env_name == "set_env" else "-bare"))
+    assert (choice["package"], choice["basis"]) == expected, choice["how"]
+    assert choice["probable"] == (choice["basis"] == "inference")
+    if name == "ms20":
+        # its installed checker's own order, mapped under the stack's ascend_root
+        assert choice["tried"][:3] == [
+            f"{tree.ascend_root}/{p}/compiler/version.info"
+            for p in ("nnae/latest", "ascend-toolkit/latest", "latest")
+        ]
+    if name == "ms210" and choice["basis"] == "environment":
+        assert choice["source"] == "ASCEND_HOME_PATH" and choice["checked"] == choice["package"]
+    if name == "lite20" and choice["basis"] == "environment":
+        assert choice["source"] == "LD_LIBRARY_PATH" and choice["checked"] is None
+
+
+def test_the_choice_reads_the_installed_checkers(choices) -> None:
+    """What the framework collector read from each installed checker is what decided."""
+    _, ms20 = choices["toolkits-side-by-side", "ms20", "set_env"]
+    _, ms210 = choices["toolkits-side-by-side", "ms210", "set_env"]
+    assert ms20["framework"]["mindspore"]["cann_lookup"] == {
+        "env": None,
+        "paths": [
+            "/usr/local/Ascend/nnae/latest/compiler/version.info",
+            "/usr/local/Ascend/ascend-toolkit/latest/compiler/version.info",
+            "/usr/local/Ascend/latest/compiler/version.info",
+        ],
+    }
+    assert ms210["framework"]["mindspore"]["cann_lookup"] == {"env": "ASCEND_HOME_PATH", "paths": []}
+    assert "AscendEnvChecker tries" in ms20["cann"]["choice"]["mindspore"]["how"]
+    assert "$ASCEND_HOME_PATH/compiler/version.info" in ms210["cann"]["choice"]["mindspore"]["how"]
 
 
 def test_a_hanging_npu_smi_does_not_hang_the_worker(stacks, tmp_path: Path) -> None:

@@ -79,6 +79,8 @@ port = 0
 
 [alerts]
 cooldown = "1h"
+on = ["probes"]         # the built-in probe's drift is what this test follows
+resolve_after = 1       # open_after stays 2: the alert opens in the second run
 
 [alerts.sinks.file]
 type = "jsonl"
@@ -301,3 +303,29 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_drift_on_the_edge_opens_no_alert_until_it_fails_n_cycles_in_a_row(stacks, tmp_path):
+    """The daemon's cycle (cycle, alerts, delivery: auditor.daemon.cycle_child.run_cycle) on a
+    result that alternates across its threshold: no alert while it alternates, one when it fails
+    ``open_after`` cycles in a row."""
+    from auditor.cli.context import Context
+    from auditor.daemon.cycle_child import run_cycle
+    from auditor.daemon.cycle_process import DONE, CycleRequest
+
+    cfg, db, jsonl = tmp_path / "auditor.toml", tmp_path / "h.db", tmp_path / "alerts.jsonl"
+
+    def cycle(tolerance: float) -> str:
+        text = config_text(tmp_path, tolerance).replace('on = ["probes"]', 'on = ["probes"]\nopen_after = 2')
+        cfg.write_text(text + "\n[rollout]\nenabled = false\n")
+        config = Context(str(cfg), None).load_config()
+        reply = run_cycle(CycleRequest(config, [], f"sqlite:///{db}"))
+        assert reply.kind == DONE and reply.result is not None, reply.message
+        return reply.result.outcome
+
+    assert [cycle(t) for t in (0.0, 1.0, 0.0, 1.0, 0.0)] == ["drift", "consistent"] * 2 + ["drift"]
+    assert alert_events(jsonl, KEY) == []  # fail, pass, fail, pass, fail: never two in a row
+    assert cycle(0.0) == "drift"
+    assert alert_events(jsonl, KEY) == [("opened", KEY)]
+    assert cycle(1.0) == "consistent"  # resolve_after = 1 in this config
+    assert alert_events(jsonl, KEY) == [("opened", KEY), ("resolved", KEY)]

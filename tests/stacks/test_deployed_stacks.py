@@ -1,7 +1,9 @@
 """The deployed-model watch on the real stacks: lite20 serves /srv-like files; each cycle
 fingerprints them in lite20's worker (Python 3.7, no framework), and replacing the file with a
-retrained one, with one exported by another MindSpore, or deleting it, gives the matching
-model-drift finding; the MindIR-version rule runs on the deployed file."""
+retrained one, with the same policy in float16, with one exported by another MindSpore, or
+deleting it, gives the matching model-drift finding at its severity (another graph: an error,
+the run's exit status 1, unless the stack's model_drift_severity says otherwise); the
+MindIR-version rule runs on the deployed file."""
 
 from __future__ import annotations
 
@@ -26,8 +28,18 @@ def exports(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return {
         "v1": export_user_policy("ms20", d / "v1.mindir", seed=0),
         "retrained": export_user_policy("ms20", d / "retrained.mindir", seed=1),
+        "fp16": export_user_policy("ms20", d / "fp16.mindir", seed=0, fp16=True),
         "ms210": export_user_policy("ms210", d / "ms210.mindir", seed=0),
     }
+
+
+def _watching(default_doc: dict, srv: Path, **lite20: object) -> dict:
+    doc = copy.deepcopy(default_doc)
+    doc.pop("pairs")
+    doc["rollout"]["enabled"] = False
+    doc["stacks"]["lite20"]["models"] = [str(srv / "*.mindir")]
+    doc["stacks"]["lite20"].update(lite20)
+    return doc
 
 
 def test_replacing_and_deleting_the_deployed_file(
@@ -35,10 +47,7 @@ def test_replacing_and_deleting_the_deployed_file(
 ) -> None:
     srv = tmp_path / "srv" / "policy"
     srv.mkdir(parents=True)
-    doc = copy.deepcopy(default_doc)
-    doc.pop("pairs")
-    doc["rollout"]["enabled"] = False
-    doc["stacks"]["lite20"]["models"] = [str(srv / "*.mindir")]
+    doc = _watching(default_doc, srv)
     plugins = Plugins(entry_points=False)
     config = parse(doc, str(tmp_path / "auditor.toml"), runtimes=plugins.runtimes())
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
@@ -74,6 +83,17 @@ def test_replacing_and_deleting_the_deployed_file(
         f"deployed model {deployed} on lite20 changed since run" in f.message and "new weights" in f.message
     )
 
+    same = cycle()
+    assert same.exit_code == 0  # a retrained file is a warning: the run stays clean
+
+    shutil.copyfile(exports["fp16"], deployed)  # fp32 -> fp16: another graph, an error
+    result = cycle()
+    (f,) = findings(result, "model-drift")
+    assert (f.details["change"], f.severity) == ("graph", "error")
+    assert "another graph from the same exporter (operators +Cast; inputs obs[8, 11] float32 -> " in f.message
+    assert "obs[8, 11] float16" in f.message
+    assert result.outcome == "consistent" and result.exit_code == 1
+
     shutil.copyfile(exports["ms210"], deployed)
     result = cycle()
     (f,) = findings(result, "model-drift")
@@ -89,3 +109,27 @@ def test_replacing_and_deleting_the_deployed_file(
     assert f.details["change"] == "removed" and f.details["after"] is None
     assert "removed (was MindSpore 2.10.0" in f.message
     store.close()
+
+
+def test_the_severity_of_a_changed_model_is_the_stacks_to_set(
+    exports: dict[str, Path], default_doc: dict, tmp_path: Path
+) -> None:
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    doc = _watching(default_doc, srv, model_drift_severity={"graph": "warning", "retrained": "critical"})
+    plugins = Plugins(entry_points=False)
+    config = parse(
+        doc, str(tmp_path / "auditor.toml"), runtimes={n: r.can for n, r in plugins.runtimes().items()}
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    deployed = srv / "policy.mindir"
+    outcomes = []
+    for source in ("v1", "retrained", "fp16"):
+        shutil.copyfile(exports[source], deployed)
+        c = Cycle(config, plugins.probes(), plugins.runtimes(), plugins=plugins, history=store)
+        result = c.run()
+        store.finish_run(store.begin_run(str(tmp_path)), result, c.artifacts)
+        drift = [(f.details["change"], f.severity) for f in result.findings if f.kind == "model-drift"]
+        outcomes.append((drift, result.exit_code))
+    store.close()
+    assert outcomes == [([], 0), ([("retrained", "critical")], 1), ([("graph", "warning")], 0)]

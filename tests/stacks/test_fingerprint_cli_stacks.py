@@ -36,8 +36,14 @@ def test_fingerprint_every_configured_stack(config) -> None:
     assert "  runtime      mindspore-graph  (mindspore 2.10.0)" in blocks["ms210-graph"]
     assert "  Lite         2.0.0  commit " in blocks["lite20"]
     assert "  MindSpore    not installed" in blocks["lite20"]
-    for block in blocks.values():
-        assert "  CANN         ?  compiler ?" in block
+    assert f"none of MindSpore's AscendEnvChecker paths exists ({root}/nnae/latest/compiler" in blocks["ms20"]
+    assert "$ASCEND_HOME_PATH is not set in the stack's environment" in blocks["ms210"]
+    assert "MindSpore Lite names no CANN path or variable" in blocks["lite20"]
+    for name, block in blocks.items():
+        # nothing installed: each runtime says what it looked for, in its own way
+        framework = "MindSpore Lite" if name == "lite20" else "MindSpore"
+        assert f"  CANN         none found for {framework}" in block
+        assert "compiler ?" not in block
         assert f"compatible_version_fw, package_version: {root}/driver/version.info: missing" in block
         assert "    npu_smi.resolved, tool_version," in block
 

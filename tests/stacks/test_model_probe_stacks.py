@@ -143,3 +143,25 @@ def test_model_results_are_in_the_history(setup: dict) -> None:
     assert out.exit_code == 0, out.output
     rows = json.loads(out.stdout)
     assert [(row["pair"], row["status"]) for row in rows] == [("b8_ref:ms210-graph->lite20", "drift")]
+
+
+def test_one_model_is_audited_alone_and_its_golden_side_is_called_golden(setup: dict) -> None:
+    """`audit --model NAME`: only that model runs, on the stacks it needs; the report calls its
+    reference "golden" and says how many samples were compared."""
+    runner = CliRunner()
+    out = runner.invoke(cli, [*setup["base"], "audit", "--model", "b8_golden"])
+    assert out.exit_code in (0, 1), out.output
+    text = out.stdout
+    assert "model b8_golden: golden → ms210-graph" in text and "model b8_golden: golden → lite20" in text
+    assert "8 samples compared with golden" in text and "b1_ref" not in text and "ms20 (" not in text
+    stored = json.loads(runner.invoke(cli, [*setup["base"], "runs", "--json", "--limit", "1"]).stdout)[0]
+    assert stored["narrowed"] == "--model b8_golden"
+
+
+def test_golden_record_on_a_train_stack_is_refused_before_any_work(setup: dict) -> None:
+    import time
+
+    started = time.monotonic()
+    out = CliRunner().invoke(cli, [*setup["base"], "golden", "record", "b8_golden", "--stack", "ms20"])
+    assert out.exit_code == 2 and time.monotonic() - started < 5
+    assert "ms20 runs mindspore, a train runtime" in out.stderr and "ms210-graph, lite20" in out.stderr

@@ -207,7 +207,7 @@ def test_report_shows_the_suite(cycles):
     from auditor.report.text import render_json, render_text
 
     _, _, (_, tampered) = cycles
-    text = render_text(tampered)
+    text = render_text(tampered, verbose=True)
     assert f"localization: first divergent: layer {PERTURBED_LAYER}" in text
     assert "rollout Pendulum-v1 · ppo_policy [fp32] · 2 episodes" in text
     assert "batch 1: train" in text and "baseline ms210-graph (ms210 export): DRIFT" in text

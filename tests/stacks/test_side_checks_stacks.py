@@ -135,7 +135,7 @@ def test_results_reach_history_reports_and_json(run):
     doc = json.loads(render_json(result))
     kinds = {f["kind"] for f in doc["findings"]}
     assert {"invariant", "nan-hazard"} <= kinds
-    text = render_text(result)
+    text = render_text(result, verbose=True)
     assert "Each stack on its own (invariants, NaN/Inf hazards)" in text
     assert "ms210 computed std = -0.60653" in text
     with store.engine.connect() as conn:

@@ -19,6 +19,8 @@ from auditor.history.store import Store
 from auditor.results import CycleResult, Finding, StackReport
 
 T0 = datetime(2026, 12, 2, 10, 0, 0)
+AT_ONCE = {"open_after": 1, "resolve_after": 1}
+"""No hysteresis: the lifecycle tests below see every change in the run it happens."""
 DRIFT = Finding("drift", "warning", "ms20->lite20", "ms20->lite20/ppo_policy/fp32/drift", "mean drifted")
 INCOMPATIBLE = Finding(
     "incompatible", "critical", "ms210->lite20", "ms210->lite20/ppo_policy/fp32/incompatible", "cannot load"
@@ -79,7 +81,7 @@ def engine_with(store: Store, clock: Clock, cooldown: float = 3600, max_attempts
     }
     return AlertEngine(
         store.engine,
-        AlertsConfig(cooldown=cooldown, max_attempts=max_attempts),
+        AlertsConfig(cooldown=cooldown, max_attempts=max_attempts, **AT_ONCE),
         configured,
         clock=clock,
         host="test-host",
@@ -266,7 +268,7 @@ def test_a_sink_that_cannot_be_created_fails_its_deliveries(store):
 
     types = {"broken": SinkType("broken", "", lambda o: [], create)}
     sinks = build_sinks(AlertsConfig(sinks={"q": SinkConfig("q", "broken")}), types)
-    engine = AlertEngine(store.engine, AlertsConfig(), sinks, clock=Clock())
+    engine = AlertEngine(store.engine, AlertsConfig(**AT_ONCE), sinks, clock=Clock())
     cycle(engine, stored_run(store, [DRIFT]))
     assert "no such queue" in sink_status(store.engine)["q"]["last_error"]
 
@@ -300,14 +302,14 @@ def test_two_auditors_never_resolve_each_others_alerts(store):
     rec_a, rec_b = Recorder(), Recorder()
     engine_a = AlertEngine(
         store.engine,
-        AlertsConfig(),
+        AlertsConfig(**AT_ONCE),
         {"r": ConfiguredSink(SinkConfig("r", "test", "info"), rec_a)},
         clock=clock,
         auditor_id="auditor-a",
     )
     engine_b = AlertEngine(
         store.engine,
-        AlertsConfig(),
+        AlertsConfig(**AT_ONCE),
         {"r": ConfiguredSink(SinkConfig("r", "test", "info"), rec_b)},
         clock=clock,
         auditor_id="auditor-b",
@@ -323,11 +325,15 @@ def test_two_auditors_never_resolve_each_others_alerts(store):
         assert [e["event"] for e in rec_b.events] == ["opened"]
         assert engine_b.open_counts()["warning"] == 1 and engine_a.open_counts()["warning"] == 0
         shown = CliRunner().invoke(cli, ["--db", store.url, "alerts"])
-        assert (
-            shown.exit_code == 0
-            and "auditor auditor-a" in shown.output
-            and "auditor auditor-b" in shown.output
+        assert shown.exit_code == 0 and "auditor " in shown.output.splitlines()[1]  # the column
+        rows = [line.split() for line in shown.output.splitlines()[2:] if DRIFT.key in line]
+        assert sorted((r[1], r[3]) for r in rows) == [("open", "auditor-b"), ("resolved", "auditor-a")]
+        only_b = CliRunner().invoke(
+            cli, ["--db", store.url, "alerts", "--auditor", "auditor-b", "--format", "csv"]
         )
+        lines = only_b.output.splitlines()
+        assert lines[0].startswith("id,state,severity,auditor_id,key") and len(lines) == 2
+        assert ",auditor-b," in lines[1] and lines[1].split(",")[1] == "open"
     finally:
         a.close()
         b.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from auditor.plugins import default_rules as dr
+from auditor.plugins.collectors import _npu_smi_views as views
 from auditor.plugins.collectors import cann as cann_collector
 from auditor.plugins.collectors import npu_smi
 from auditor.plugins.default_collectors import COLLECTORS
@@ -89,15 +90,15 @@ DUO_MAP = """\
 
 
 def test_a_300i_duo_card_is_one_npu_with_two_chips():
-    info = npu_smi.parse_info(("`npu-smi info`", DUO_INFO))
-    assert info["count"] == 1 and info["chip_count"] == 2
+    info = views.parse_table("`npu-smi info`", DUO_INFO)
+    assert len(info["npus"]) == 1 and len(info["chips"]) == 2
     assert [(c["npu"], c["chip"], c["device"]) for c in info["chips"]] == [(2, 0, 0), (2, 1, 1)]
     assert info["driver_version"] == "25.2.0"
 
 
 def test_an_a3_node_counts_cards_and_dies_and_names_the_phy_id():
-    info = npu_smi.parse_info(("`npu-smi info`", A3_INFO))
-    assert info["count"] == 2 and info["chip_count"] == 4
+    info = views.parse_table("`npu-smi info`", A3_INFO)
+    assert len(info["npus"]) == 2 and len(info["chips"]) == 4
     assert [(c["npu"], c["chip"], c["phy_id"]) for c in info["chips"]] == [
         (0, 0, 0),
         (0, 1, 1),
@@ -108,12 +109,12 @@ def test_an_a3_node_counts_cards_and_dies_and_names_the_phy_id():
 
 
 def test_chip_maps_are_read_by_their_header_and_mcu_rows_are_not_chips():
-    a3 = npu_smi.parse_chip_map(("`npu-smi info -m`", A3_MAP))
+    a3 = views.parse_chip_map("`npu-smi info -m`", A3_MAP)
     assert a3 == [
         {"npu": n, "chip": c, "logic_id": lid, "phy_id": lid, "name": "Ascend910"}
         for n, c, lid in ((0, 0, 0), (0, 1, 1), (1, 0, 2), (1, 1, 3))
     ]
-    duo = npu_smi.parse_chip_map(("`npu-smi info -m`", DUO_MAP))
+    duo = views.parse_chip_map("`npu-smi info -m`", DUO_MAP)
     assert [(m["npu"], m["chip"], m["logic_id"], m["name"]) for m in duo] == [
         (2, 0, 0, "Ascend 310P3"),
         (2, 1, 1, "Ascend 310P3"),
@@ -238,8 +239,9 @@ def test_ms20_on_an_nnae_only_host_checks_nnae(tmp_path: Path):
     write_package(root, "nnae", "6.3.RC1", "6.3.0.1.100")
     fp, found = _ms_cann(tmp_path, root, CHECKER_20)
     assert found == []
-    choice = cann_choice.for_mindspore(fp["cann"], fp["framework"]["mindspore"]["cann_lookup"])
+    choice = cann_choice.for_framework(fp["cann"], "mindspore")
     assert choice.package["name"] == "nnae" and choice.release == "6.3.RC1"
+    assert (choice.basis, choice.probable, choice.checked) == ("lookup", False, choice.package)
 
 
 def test_ms20_on_a_toolkit_only_host_checks_the_toolkit(tmp_path: Path):
@@ -259,7 +261,8 @@ def test_ms20_with_nnae_and_a_newer_toolkit_judges_nnae_and_lists_the_toolkit(tm
     assert [f.severity for f in found] == ["info"]
     assert "uses nnae 6.3.RC1" in found[0].message
     assert "also installed: ascend-toolkit 7.0.0 (compiler 7.0.0.5.242)" in found[0].message
-    assert found[0].details["facts"]["cann_package"] == "nnae"
+    assert found[0].details["facts"]["cann_package"] == "nnae/latest"
+    assert found[0].details["facts"]["basis"] == "lookup"
     # The reverse (an old nnae, a good toolkit) is incompatible: nnae wins MindSpore's lookup.
     root2 = tmp_path / "Ascend2"
     write_package(root2, "nnae", "6.0.RC1", "6.0.0.1.100")
@@ -282,12 +285,19 @@ def test_ms210_follows_ascend_home_path_from_the_stacks_environment(tmp_path: Pa
 
 
 def test_nnrt_only_has_no_compiler_for_mindspore(tmp_path: Path):
+    """MindSpore needs a toolkit or nnae; an nnrt-only host gives it no CANN on any of its paths:
+    one runtime-cann finding naming them (critical on the NPU), and no mindspore-cann one."""
     root = tmp_path / "Ascend"
     write_package(root, "nnrt", "8.0.0", None)
-    _, found = _ms_cann(tmp_path, root, CHECKER_20)
-    assert [f.severity for f in found] == ["info"] and "cannot be checked" in found[0].message
-    _, found = _ms_cann(tmp_path / "cpu", root, CHECKER_20, device="cpu")
-    assert found == []
+    fp = _fingerprint(tmp_path, root, CHECKER_20)
+    rules = [RULES["mindspore-cann"], RULES["runtime-cann"]]
+    for device, severity in (("ascend:0", "critical"), ("cpu", "info")):
+        s = {"t": stack("t", device=device, ascend_root=str(root))}
+        (f,) = run_rules(rules, context(s, {"t": fp}))
+        assert (f.details["rule"], f.severity) == ("runtime-cann", severity)
+        assert "MindSpore would find no CANN on any of its paths: none of MindSpore's" in f.message
+        assert f"{root}/nnae/latest/compiler/version.info, {root}/ascend-toolkit/latest/compiler" in f.message
+        assert "nor a toolkit or nnae (the CANN with a compiler MindSpore needs)" in f.message
 
 
 # -- toolkit and an older nnrt: each runtime's own ---------------------------------------------
@@ -327,7 +337,9 @@ def test_pairing_compares_releases_and_names_the_packages(tmp_path: Path):
         [RULES["train-infer-pairing"]], context(stacks, {"tr": train, "inf": infer}, (("tr", "inf"),))
     )
     assert [f.key for f in found] == ["tr->inf/pairing-cann"]
-    assert "CANN 8.2.RC1 (ascend-toolkit)" in found[0].message and "CANN 8.0.0 (nnrt)" in found[0].message
+    # neither environment names a CANN: both sides are the auditor's inference, and say so
+    assert "CANN 8.2.RC1 (ascend-toolkit, probably)" in found[0].message
+    assert "CANN 8.0.0 (nnrt, probably)" in found[0].message
 
 
 def test_pairing_never_sets_an_internal_number_against_a_release(tmp_path: Path):
@@ -353,4 +365,33 @@ def test_pairing_never_sets_an_internal_number_against_a_release(tmp_path: Path)
 def test_the_cann_driver_rule_reads_the_package_the_runtime_loads(tmp_path: Path):
     stacks, train, infer = _pair_docs(tmp_path, "8.0.0", "7.6.0.1.220")
     ctx = context(stacks, {"tr": train, "inf": infer}, (("tr", "inf"),))
-    assert dr.runtime_cann(ctx, "inf")["name"] == "nnrt"
+    assert dr.runtime_package(ctx, "inf")["name"] == "nnrt"
+
+
+def test_the_cann_driver_message_names_one_package_with_its_own_release_and_code(tmp_path: Path):
+    """MindSpore 2.0 loads nnae 6.3.RC1 (C13) beside a toolkit 8.2.RC1 (C22): the finding pairs
+    nnae's release with nnae's code (it paired the toolkit's release with nnae's code)."""
+    root = tmp_path / "Ascend"
+    write_package(root, "nnae", "6.3.RC1", "6.3.0.1.100", innerversion="V100R001C13SPC001B100")
+    write_package(root, "ascend-toolkit", "8.2.RC1", "8.2.0.0.201", innerversion="V100R001C22SPC001B231")
+    write(
+        root / "driver" / "version.info",
+        "Version=25.0.rc1.1\nInnerversion=V100R001C21SPC002B220\n"
+        "compatible_version=[V100R001C17],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21]\n",
+    )
+    fp = _fingerprint(tmp_path, root, CHECKER_20)
+    s = {"t": stack("t", device="ascend:0", ascend_root=str(root))}
+    (f,) = run_rules([RULES["cann-driver"]], context(s, {"t": fp}))
+    assert f.message.startswith("CANN 6.3.RC1 (nnae V100R001C13) and NPU driver 25.0.rc1.1 (V100R001C21)")
+    assert (
+        f.details["facts"]["cann_package"] == "nnae/latest"
+        and f.details["facts"]["cann_version"] == "6.3.RC1"
+    )
+    # A Lite stack with nothing in its environment: which CANN it loads is a guess, and said so.
+    lite = _fingerprint(tmp_path / "lite", root, None, lite="2.0.0")
+    s = {"t": stack("t", "infer", "mindspore-lite", device="ascend:0", ascend_root=str(root))}
+    (f,) = run_rules([RULES["cann-driver"]], context(s, {"t": lite}))
+    assert f.message.startswith(
+        "CANN 8.2.RC1 (ascend-toolkit V100R001C22, probably the one the stacks load) and"
+    )
+    assert f.details["facts"]["cann_package_probable"] is True

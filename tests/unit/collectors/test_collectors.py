@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from auditor.plugins.collectors import _files
+from auditor.plugins.collectors import _files, npu_smi
 from auditor.plugins.default_collectors import COLLECTORS
 
 from auditor.extend.manager import Plugins
@@ -59,37 +59,65 @@ def test_every_collector_reads_each_tree(tmp_path: Path, name: str) -> None:
 
     c = doc["cann"]
     assert c["layout"] == spec.layout
-    assert c["version"] == (spec.cann_version or spec.nnrt_version)
-    assert c["compiler_version"] == spec.compiler_version
+    assert c["version"] == (spec.cann_version if spec.layout else spec.nnrt_version)
+    assert c["compiler_version"] == (spec.compiler_version if spec.layout else None)
+    by_id = {p["id"]: p for p in c["packages"]}
     if spec.layout in ("ascend-toolkit", "cann"):
-        assert c["toolkit"]["version"] == spec.cann_version
-        assert c["toolkit"]["innerversion"] == spec.toolkit_innerversion
-        assert c["toolkit"]["compatible_version"] == list(spec.toolkit_compatible)
-        assert c["toolkit"]["arch"] == spec.arch
-        assert c["version_cfg"]["runtime_running_version"] == [spec.compiler_version, spec.cann_version]
+        home = "ascend-toolkit/latest" if spec.layout == "ascend-toolkit" else "cann"
+        # the package's release from its own component files, whatever its labels say
+        assert by_id[home]["version"] == spec.cann_version
+        assert by_id[home]["version_source"] == "compiler/version.info version_dir"
+        assert by_id[home]["compiler_version"] == spec.compiler_version
+        assert c["version_source"] == f"{home}: compiler/version.info version_dir"
+        assert c["version_cfg"]["runtime_running_version"][-1:] in ([spec.cann_version], ["8.0.T63"])
         assert c["components"]["runtime"]["required_package_compiler_version"] == ".".join(
             spec.compiler_version.split(".")[:2]
         )
-        assert c["install_registry"]["Install_Path"].startswith("/usr/local/Ascend/")
+        if spec.mixed_latest:  # latest/ holds links and a stale version.cfg, no install info
+            assert c["toolkit"] is None and c["version_cfg"]["runtime_running_version"][1] == "8.0.T63"
+        else:
+            assert c["toolkit"]["version"] == spec.cann_version
+            assert c["toolkit"]["innerversion"] == spec.toolkit_innerversion
+            assert c["toolkit"]["compatible_version"] == list(spec.toolkit_compatible)
+            assert c["toolkit"]["arch"] == spec.arch
+            assert by_id[home]["innerversion"] == spec.toolkit_innerversion
+            assert c["install_registry"]["Install_Path"].startswith("/usr/local/Ascend/")
     elif spec.layout == "share/info":
         assert c["toolkit"] is None and "ascend_toolkit_install.info: missing" in c["unknown"]["toolkit"]
-        assert c["version_source"] == "compiler Version"
+        assert c["version_source"] == "cann: compiler/version.info Version"
         assert set(c["components"]) == {"compiler", "runtime", "opp", "toolkit"}
     else:
         assert c["toolkit"] is None and "no CANN toolkit" in c["unknown"]["toolkit"]
+    for release in spec.beside:  # side by side, each with its own release and compiler
+        entry = by_id[f"ascend-toolkit/{release.version}"]
+        assert (entry["version"], entry["compiler_version"]) == (release.version, release.compiler)
     if spec.nnrt_version:
-        assert c["nnrt"]["version"] == spec.nnrt_version and c["version_source"] == "nnrt"
+        nnrt = by_id["nnrt/latest"]
+        assert nnrt["version"] == spec.nnrt_version and nnrt["compiler_present"] is False
+        assert nnrt["version_source"].startswith("ascend_nnrt_install.info")
         assert c["nnrt"]["innerversion"] == spec.nnrt_innerversion
+        if not spec.layout:
+            assert c["version_source"] == "nnrt/latest: " + nnrt["version_source"]
     else:
         assert c["nnrt"] is None and c["unknown"]["nnrt"] == f"{tree.ascend_root}/nnrt/latest: missing"
+    expected_ids = {
+        *(["ascend-toolkit/latest"] if spec.layout == "ascend-toolkit" else []),
+        *(["cann"] if spec.layout in ("cann", "share/info") else []),
+        *(["ascend-toolkit/" + spec.cann_version] if spec.mixed_latest else []),
+        *(f"ascend-toolkit/{r.version}" for r in spec.beside),
+        *(["nnrt/latest"] if spec.nnrt_version else []),
+    }
+    assert set(by_id) == expected_ids  # a release reached through latest or cann is listed once
 
     d, f = doc["driver"], doc["firmware"]
     assert d["version"] == spec.driver_version
-    if spec.driver_version:
+    if spec.driver_innerversion:
         assert d["innerversion"] == spec.driver_innerversion
         assert d["compatible_version"] == list(spec.driver_compatible)
         assert d["compatible_version_fw"] == [list(r) for r in spec.driver_compatible_fw]
         assert d["install_info"]["Driver_Install_Status"] == "complete"
+    elif spec.driver_version:  # a driver file of which only the Version is known
+        assert d["unknown"]["innerversion"].endswith("driver/version.info: no Innerversion= line")
     else:
         assert d["unknown"]["version"].endswith("driver/version.info: missing")
         assert d["unknown"]["install_info"].endswith("etc/ascend_install.info: missing")
@@ -104,21 +132,26 @@ def test_every_collector_reads_each_tree(tmp_path: Path, name: str) -> None:
         assert n["count"] == len(spec.npus)
         assert n["chip_count"] == len(spec.chips)
         assert n["chips"] == spec.chips
-        assert n["board"] == {
-            "software_version": spec.driver_version,
-            "firmware_version": spec.firmware_version,
-            "compatibility": spec.board_compatibility,
-            "chip_count": len(spec.npus[0].chips),
+        facts = {
+            k: {**v, "board": v["board"] and {f: v["board"][f] for f in v["board"] if f in JUDGING}}
+            for k, v in n["npus"].items()
         }
+        assert facts == spec.npu_facts()
         assert [(m["npu"], m["chip"], m["name"]) for m in n["chip_map"]] == [
             (c["npu"], c["chip"], c["name"] if spec.kind == "A3" else "Ascend " + c["name"])
             for c in spec.chips
         ]
-        if spec.kind == "A3":
+        if spec.kind == "A3" and not spec.info_file:
             assert [m["phy_id"] for m in n["chip_map"]] == [c["phy_id"] for c in spec.chips]
-        assert n["unknown"] == {}
+        expected_unknown = {f"npus.{x.npu}.board" for x in spec.npus if x.board_fails}
+        expected_unknown |= {f"chips.{c['npu']}.{c['chip']}.bus_id" for c in spec.chips if not c["bus_id"]}
+        expected_unknown |= {f"npus.{x.npu}.board.compatibility" for x in spec.npus if x.compatibility == ""}
+        assert set(n["unknown"]) == expected_unknown
     else:
         assert n["available"] is False and n["unknown"]["chips"].endswith("npu-smi: not found")
+
+
+JUDGING = ("software_version", "firmware_version", "compatibility", "chip_count")
 
 
 def test_the_consistent_tree_has_nothing_unknown_but_the_absent_packages(tmp_path: Path) -> None:
@@ -326,15 +359,64 @@ def test_a_hanging_npu_smi_is_killed_at_its_timeout(tmp_path: Path) -> None:
     assert elapsed < 4, elapsed  # one timeout, not three, and nowhere near the 3600 s hang
     assert doc["available"] is False and doc["chips"] is None
     assert doc["unknown"]["chips"] == f"`{tree.npu_smi} info`: timed out after 1 s; process group killed"
-    assert doc["unknown"]["board"].startswith("not tried: ")
+    assert doc["unknown"]["npus"] == doc["unknown"]["chips"]
+    assert doc["unknown"]["chip_map"].startswith("not tried: ")
     _assert_dead(int(tree.hang_pid_file.read_text()))
+
+
+def _board_hangs_on(tree, npu: int) -> None:
+    """The tree's npu-smi, but its board query of ``npu`` hangs in the driver."""
+    text = tree.npu_smi.read_text()
+    hang = f'  "info -t board -i {npu}") sleep 3600 &\n  echo $! > {tree.hang_pid_file}\n  wait ;;\n'
+    head, _, rest = text.partition(f'  "info -t board -i {npu}")')
+    write(tree.npu_smi, head + hang + rest.partition(";;\n")[2], 0o755)
+
+
+def test_a_board_query_that_hangs_costs_that_npu_and_what_comes_after(tmp_path: Path) -> None:
+    tree = build_tree(tmp_path, "a2-failing-card")
+    _board_hangs_on(tree, 3)
+    started = time.monotonic()
+    doc = collect(tree.context(timeout=1.0), ["auditor.plugins.collectors.npu_smi"])["npu_smi"]
+    assert time.monotonic() - started < 4
+    # the table and the boards read before the hang are kept
+    assert doc["count"] == 16 and doc["chip_count"] == 16
+    assert [doc["npus"][str(i)]["board"]["firmware_version"] for i in range(3)] == ["7.3.0.1.231"] * 3
+    hung = f"`{tree.npu_smi} info -t board -i 3`: timed out after 1 s; process group killed"
+    assert doc["unknown"]["npus.3.board"] == hung
+    for i in range(4, 16):
+        assert doc["npus"][str(i)]["board"] is None
+        assert doc["unknown"][f"npus.{i}.board"] == f"not tried: {hung}"
+    assert doc["unknown"]["chip_map"] == f"not tried: {hung}"
+    _assert_dead(int(tree.hang_pid_file.read_text()))
+
+
+def test_all_npu_smi_runs_stay_within_the_fingerprints_allowance(tmp_path: Path) -> None:
+    """Sixteen slow board queries, none timing out alone: the collector stops at CALLS
+    timeouts in all (the worker's deadline for a fingerprint allows that), and says so."""
+    tree = build_tree(tmp_path, "a2-failing-card")
+    text = tree.npu_smi.read_text()
+    write(tree.npu_smi, text.replace('case "$*" in', 'sleep 0.3\ncase "$*" in', 1), 0o755)
+    started = time.monotonic()
+    doc = collect(tree.context(timeout=0.5), ["auditor.plugins.collectors.npu_smi"])["npu_smi"]
+    elapsed = time.monotonic() - started
+    assert elapsed < npu_smi.CALLS * 0.5 + 1, elapsed
+    assert doc["count"] == 16
+    read = [k for k, v in doc["npus"].items() if v["board"] is not None]
+    assert 1 <= len(read) < 15, read  # some boards, not all
+    skipped = [k for k, v in doc["unknown"].items() if "used the 1.5 s this fingerprint allows it" in v]
+    assert "chip_map" in skipped and len(skipped) >= 2
 
 
 @pytest.mark.parametrize(
     ("mode", "reason"),
     [
         ("garbage", "info`: garbled (not UTF-8 text at byte 0) output"),
-        ("error", "info`: exit status 255: dcmi model initialized failed, because the device is used."),
+        # npu-smi exits with its code & 0xFF, its message on stdout (npucli/src/npu_smi.c)
+        (
+            "error",
+            "info`: exit status 172: dcmi model initialized failed, because the device is used. ret is -8020",
+        ),
+        ("init-failed", "info`: exit status 187: dcmi module initialize failed. ret is -8005"),
     ],
 )
 def test_a_broken_npu_smi_is_reported(tmp_path: Path, mode: str, reason: str) -> None:

@@ -167,7 +167,7 @@ def test_check_input_errors_exit_2_before_any_worker(tmp_path: Path) -> None:
     r = _invoke(tmp_path, "--model", str(tmp_path / "nope.mindir"))
     assert r.exit_code == 2 and "no such file" in r.stderr
     r = _invoke(tmp_path, "--model", str(bad), "--stack", "nosuch")
-    assert r.exit_code == 2 and "no stack named 'nosuch'" in r.stderr
+    assert r.exit_code == 2 and "--stack nosuch: no stack 'nosuch'" in r.stderr
     r = _invoke(tmp_path)
     assert r.exit_code == 2 and "--model" in r.stderr
     assert not (tmp_path / "h.db").exists()

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import gymnasium
@@ -239,13 +240,24 @@ def test_a_hanging_environment_is_killed_at_the_deadline(faulty_envs):
     assert "the environment gave no answer to 'step' within 2 s; its process was killed" in r.message
 
 
-def test_an_abort_kills_a_hanging_environment_from_another_thread(faulty_envs):
+def test_an_abort_kills_a_hanging_environment_from_another_thread(faulty_envs, tmp_path, monkeypatch):
     # As Cycle.abort() does on SIGTERM: the rollout's thread is waiting for a step that hangs.
+    # The kill waits for the environment's own word that it hangs in step (a fixed delay lost
+    # the race on a loaded machine: the kill came while the child was still starting).
+    marker = tmp_path / "hanging"
+    monkeypatch.setenv("AUDITOR_TEST_HANG_MARKER", str(marker))
+
+    def kill_when_hanging(envs: EnvProcess) -> None:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        envs.kill()
+
     with EnvProcess(request_timeout=600) as envs:
-        timer = threading.Timer(1.0, envs.kill)
-        timer.start()
+        killer = threading.Thread(target=kill_when_hanging, args=(envs,))
+        killer.start()
         r = _rollout("tests.rollout_envs:AuditorHangsInStep-v0", envs=envs)
-        timer.join()
+        killer.join()
     assert r.status == ERROR and "within" not in r.message  # not the deadline: the kill
     assert "the environment process died during 'step' (killed by SIGKILL)" in r.message
     # Killed before its first request (an abort racing the rollout's start): nothing starts.

@@ -230,9 +230,14 @@ def test_drift_command(tmp_path):
     out = runner.invoke(cli, ["--db", str(db), "drift", "ms20"])
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[0].startswith(f"run {ids[2]:>5}") and "(1 change)" in lines[0]
-    assert lines[1] == "    driver 25.0.rc1.1 -> 25.3"
-    assert "first fingerprint" in lines[-1]
+    assert lines[0].split() == ["run", "started", "(UTC)", "auditor", "host", "digest", "change"]
+    assert lines[1].split()[0] == str(ids[2]) and lines[1].endswith("driver 25.0.rc1.1 -> 25.3")
+    assert store.auditor_id in lines[1].split()
+    assert lines[-1].split()[0] == str(ids[0]) and lines[-1].endswith("first fingerprint")
+    rows = runner.invoke(cli, ["--db", str(db), "drift", "ms20", "--format", "csv"]).output.splitlines()
+    assert rows[0] == "run,started_at,auditor,host,digest,change" and len(rows) == 4
+    mine = runner.invoke(cli, ["--db", str(db), "drift", "ms20", "--auditor", "other", "--format", "csv"])
+    assert mine.output.splitlines() == [rows[0]]
     out = runner.invoke(cli, ["--db", str(db), "drift", "ms20", "--json", "--limit", "1"])
     doc = json.loads(out.output)
     assert doc["stack"] == "ms20" and [e["run_id"] for e in doc["changes"]] == [ids[2]]

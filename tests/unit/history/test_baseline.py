@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from auditor.cli.baseline import BASELINE_COLUMNS
 from auditor.cli.main import cli
 from auditor.compare.outputs import Tolerance, compare_output
 from auditor.cycle import baseline
@@ -242,8 +243,21 @@ def test_cli_show_and_reset(store, tmp_path):
     shown = runner.invoke(cli, ["--db", db, "baseline", "show"])
     assert shown.exit_code == 0, shown.output
     lines = shown.output.splitlines()
-    assert lines[0].split() == ["stack", "side", "source", "probe", "variant", "run", "since", "outputs"]
-    assert lines[1].split()[:6] == ["inf", "infer", "tr", "ppo_policy", "fp32", str(run_id)]
+    assert lines[0].split() == [
+        "stack", "host", "side", "source", "probe", "variant", "run", "auditor", "since", "(UTC)", "outputs"
+    ]  # fmt: skip
+    assert lines[1].split()[:8] == [
+        "inf",
+        "local",
+        "infer",
+        "tr",
+        "ppo_policy",
+        "fp32",
+        str(run_id),
+        store.auditor_id,
+    ]
+    csv_rows = runner.invoke(cli, ["--db", db, "baseline", "show", "--format", "csv", "--auditor", "nobody"])
+    assert csv_rows.output.splitlines() == [",".join(BASELINE_COLUMNS)]  # another auditor kept none
     as_json = json.loads(
         runner.invoke(cli, ["--db", db, "baseline", "show", "--json", "--stack", "tr"]).output
     )

@@ -125,6 +125,19 @@ def test_generated_history_shape(gen):
 # -- filters ----------------------------------------------------------------------------------------
 
 
+def _without_auditor(query):  # noqa: ANN001, ANN202
+    """The listing's rows without their auditor column (these tests predate it; the auditor
+    column and filter are tested in tests/unit/history/test_browse.py)."""
+
+    def rows(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        return ((*r[:2], *r[3:]) for r in query(*args, **kwargs))
+
+    return rows
+
+
+result_rows, metric_rows = _without_auditor(h.result_rows), _without_auditor(h.metric_rows)
+
+
 def result_ids(rows) -> list[tuple]:
     return [(r[0], r[2], r[3], r[4]) for r in rows]
 
@@ -132,7 +145,7 @@ def result_ids(rows) -> list[tuple]:
 def test_latest_results_newest_first_with_latencies(gen):
     path, store, _ = gen
     with store.engine.connect() as conn:
-        rows = list(h.result_rows(conn, h.Filters(limit=20)))
+        rows = list(result_rows(conn, h.Filters(limit=20)))
     expected = sql(
         path,
         "SELECT r.id, p.pair, p.probe, p.variant, p.status, lt.p50_us, li.p50_us FROM probe_results p "
@@ -199,7 +212,7 @@ def test_latest_results_newest_first_with_latencies(gen):
 def test_result_filters_match_hand_written_sql(gen, filters, where, args):
     path, store, _ = gen
     with store.engine.connect() as conn:
-        got = list(h.result_rows(conn, filters))
+        got = list(result_rows(conn, filters))
     limit = f" LIMIT {filters.limit}" if filters.limit else ""
     expected = sql(
         path,
@@ -216,8 +229,8 @@ def test_result_filters_match_hand_written_sql(gen, filters, where, args):
 def test_stack_filter_means_either_side(gen):
     _, store, _ = gen
     with store.engine.connect() as conn:
-        pairs = {r[2] for r in h.result_rows(conn, h.Filters(stacks=("lite20",), limit=None))}
-        train_pairs = {r[2] for r in h.result_rows(conn, h.Filters(stacks=("ms20",), limit=None))}
+        pairs = {r[2] for r in result_rows(conn, h.Filters(stacks=("lite20",), limit=None))}
+        train_pairs = {r[2] for r in result_rows(conn, h.Filters(stacks=("ms20",), limit=None))}
     assert pairs == {"ms20->lite20", "ms210->lite20"}
     assert train_pairs == {"ms20->lite20", "ms20->ms210-graph"}
 
@@ -227,7 +240,7 @@ def test_metric_rows_by_pair_metric_and_window(gen):
     since, until = info.upgrade_at - timedelta(hours=1), info.upgrade_at + timedelta(hours=1)
     f = h.Filters(pairs=(DRIFTING_PAIR,), metrics=("max_abs",), since=since, until=until, limit=None)
     with store.engine.connect() as conn:
-        got = list(h.metric_rows(conn, f))
+        got = list(metric_rows(conn, f))
     expected = sql(
         path,
         "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, mt.output, mt.name, mt.value "
@@ -251,7 +264,7 @@ def test_metric_rows_by_output_and_several_metrics(gen):
     path, store, _ = gen
     f = h.Filters(metrics=("cosine", "min_atol"), outputs=("std",), probes=("sampler",), limit=30)
     with store.engine.connect() as conn:
-        got = list(h.metric_rows(conn, f))
+        got = list(metric_rows(conn, f))
     expected = sql(
         path,
         "SELECT r.id, p.pair, mt.output, mt.name, mt.value FROM metrics mt "
@@ -303,7 +316,7 @@ def test_history_json_parses_back_to_the_query_rows(gen):
     assert code == 0, err
     doc = json.loads(out)
     with store.engine.connect() as conn:
-        rows = list(h.result_rows(conn, h.Filters(probes=("ppo_policy",), limit=40)))
+        rows = list(result_rows(conn, h.Filters(probes=("ppo_policy",), limit=40)))
     assert len(doc) == 40
     assert [list(d) for d in doc] == [list(h.RESULT_COLUMNS)] * 40
     for d, r in zip(doc, rows, strict=True):
@@ -335,7 +348,7 @@ def test_history_csv_parses_back_exactly(gen):
     )[0][0]
     assert len(table) == count
     with store.engine.connect() as conn:
-        rows = list(h.metric_rows(conn, h.Filters(pairs=(DRIFTING_PAIR,), metrics=("max_abs",), limit=None)))
+        rows = list(metric_rows(conn, h.Filters(pairs=(DRIFTING_PAIR,), metrics=("max_abs",), limit=None)))
     for t, r in zip(table, rows, strict=True):
         assert int(t["run"]) == r[0] and ts(t["started_at"]) == r[1]
         assert (t["pair"], t["probe"], t["variant"], t["status"], t["output"], t["metric"]) == r[2:8]
@@ -359,7 +372,7 @@ def test_history_table_format(gen):
     code, out, err = run_cli(path, "history", "--status", "incompatible", "--limit", "3")
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split()[:6] == ["run", "started", "(UTC)", "pair", "probe", "variant"]
+    assert lines[0].split()[:7] == ["run", "started", "(UTC)", "auditor", "pair", "probe", "variant"]
     assert len(lines) == 4
     last = info.run_ids[-1]
     for line in lines[1:]:

@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0009"  # the newest migration in migrations/versions
+HEAD = "0010"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import numpy as np
 
 from auditor.compare.outputs import MetricCheck, Tolerance, compare_output
-from auditor.report.text import render_text
-from auditor.results import CONSISTENT, DRIFT, INCOMPATIBLE, CycleResult, ProbeResult, StackReport
+from auditor.report.summary import summarize
+from auditor.report.text import outcome_line, render_json, render_text, status_counts
+from auditor.results import (
+    CONSISTENT,
+    DRIFT,
+    INCOMPATIBLE,
+    STATUS_ORDER,
+    CycleResult,
+    Finding,
+    ProbeResult,
+    StackReport,
+)
+from tests.report_fixtures import MINDIR, STANDARD_NORMAL, failing_cycle, passing_cycle
 
 REASON = "lite20 cannot load the MindIR exported by ms210: the file has MindIR version 3"
 
@@ -20,31 +35,34 @@ def _result(variant: str, status: str, message: str, infer_value: float = 1.0) -
     )
 
 
-def _cycle(*results: ProbeResult) -> CycleResult:
+def _cycle(*results: ProbeResult, findings: list[Finding] | None = None) -> CycleResult:
     stacks = {
         n: StackReport(n, r, "mindspore", "/p", "cpu", "local", None)
         for n, r in (("tr", "train"), ("inf", "infer"))
     }
-    return CycleResult(0.0, 1.0, "test.toml", stacks, list(results), [])
+    return CycleResult(0.0, 1.0, "test.toml", stacks, list(results), findings or [])
 
 
-def test_consistent_results_take_a_summary_line_and_failures_their_tables() -> None:
+def test_consistent_results_take_one_line_and_failures_one_line_per_failing_output() -> None:
     text = render_text(
         _cycle(_result("fp32", CONSISTENT, "ok"), _result("fp16", DRIFT, "mean: 4/4 out", 2.0))
     )
     fp32 = text.split("ppo_policy [fp32]")[1].split("ppo_policy [fp16]")[0]
-    assert "1 output bitwise equal; 1 checks ok" in fp32 and "max abs" not in fp32
-    fp16 = text.split("ppo_policy [fp16]")[1]
-    assert "max abs" in fp16 and "FAIL 4/4" in fp16 and "kl_max" in fp16 and "mean: 4/4 out" in fp16
+    assert "consistent" in fp32 and "bitwise equal, 1 check ok" in fp32 and "max abs" not in fp32
+    fp16 = text.split("ppo_policy [fp16]")[1].split("Outcome")[0]
+    assert "DRIFT" in fp16 and "1 of 1 output out of tolerance" in fp16
+    assert "      mean  4/4 out (100%)  max abs 1  max rel 1  would pass at atol 1 or rtol 1\n" in fp16
+    assert "kl_max" not in fp16  # a check that passed is in --verbose only
     verbose = render_text(_cycle(_result("fp32", CONSISTENT, "ok")), verbose=True)
     assert "max abs" in verbose and "kl_max" in verbose
 
 
 def test_a_reason_shared_by_blocked_variants_is_said_once() -> None:
     results = [_result(v, INCOMPATIBLE, REASON) for v in ("fp32", "fp16", "tanh-fp32")]
-    text = render_text(_cycle(*results))
+    finding = Finding(INCOMPATIBLE, "critical", "tr->inf", "tr->inf/mindir", REASON, {"rule": "mindir"})
+    text = render_text(_cycle(*results, findings=[finding]))
     assert text.count(REASON) == 1
-    assert all(f"ppo_policy [{v}]  INCOMPATIBLE" in text for v in ("fp32", "fp16", "tanh-fp32"))
+    assert "tr → inf  INCOMPATIBLE: 3 probe variants [1]" in text and "[1] ✗ critical" in text
     assert render_text(_cycle(*results), verbose=True).count(REASON) == 3
 
 
@@ -57,7 +75,8 @@ def test_check_limits_show_their_direction() -> None:
         MetricCheck("info_only", 3.0, True),
     )
     r = ProbeResult("tr->inf", "tr", "inf", "ppo_policy", "1", "fp32", DRIFT, "differs", checks=checks)
-    lines = {line.split()[0]: line for line in render_text(_cycle(r)).splitlines() if line.strip()}
+    text = render_text(_cycle(r), verbose=True)
+    lines = {line.split()[0]: line for line in text.splitlines() if line.strip()}
     assert "≤ 0.0001" in lines["kl_max"] and "FAIL" in lines["kl_max"]
     assert "≥ 0.9" in lines["agreement"] and "≥ 0.75" in lines["sign_rate"]
     assert "≤ 0" in lines["rerun_max_abs"]
@@ -68,9 +87,6 @@ def test_check_limits_show_their_direction() -> None:
 def test_a_worker_failure_is_said_in_the_report_and_the_outcome():
     import time
 
-    from auditor.report.text import render_text
-    from auditor.results import CycleResult, StackReport
-
     problem = (
         "worker process 7 of stack ms20 ended (killed by SIGKILL) "
         "during or after its 'build' request; restarted"
@@ -78,5 +94,83 @@ def test_a_worker_failure_is_said_in_the_report_and_the_outcome():
     stack = StackReport("ms20", "train", "mindspore", "p", "cpu", "local", {"runtime": {}}, None, (problem,))
     now = time.time()
     text = render_text(CycleResult(now, now, "t.toml", {"ms20": stack}, [], []))
-    assert "WORKER FAILED" in text and f"ms20: {problem}" in text
-    assert "Outcome: ERROR (1 worker failure); exit status 1" in text
+    assert "WORKER FAILED" in text and problem in text
+    assert (
+        "Outcome: ERROR (0 consistent, 0 drift, 0 unsupported, 0 incompatible, 0 error, 1 worker failure); "
+        "exit status 1"
+    ) in text
+    verbose = render_text(CycleResult(now, now, "t.toml", {"ms20": stack}, [], []), verbose=True)
+    assert "WORKER FAILED" in verbose
+
+
+# -- snapshots: the compact report of the shipped config's cycle, failing and passing ------------
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+def _snapshot(name: str, text: str) -> None:
+    """``text`` must equal the stored snapshot; AUDITOR_UPDATE_SNAPSHOTS=1 rewrites it (review the
+    diff before committing it)."""
+    path = SNAPSHOTS / name
+    if os.environ.get("AUDITOR_UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    expected = path.read_text(encoding="utf-8")
+    assert text == expected, f"{path} differs (AUDITOR_UPDATE_SNAPSHOTS=1 rewrites it)"
+
+
+def test_snapshot_of_a_failing_default_cycle_fits_a_screen_and_names_each_cause_once() -> None:
+    result = failing_cycle()
+    text = render_text(result)
+    _snapshot("failing_cycle.txt", text)
+    lines = text.splitlines()
+    assert len(lines) <= 50 and max(len(line) for line in lines) <= 160
+    for cause in (MINDIR, STANDARD_NORMAL):  # wrapped to the width: compare the words
+        assert " ".join(text.split()).count(cause) == 1
+    assert "ms210 → lite20" in text and "INCOMPATIBLE: 8 probe variants [1]" in text
+    outcome = "Outcome: INCOMPATIBLE (20 consistent, 3 drift, 1 unsupported, 8 incompatible, 0 error"
+    assert lines[-1].startswith(outcome)
+
+
+def test_snapshot_of_a_passing_cycle_is_a_line_per_pair() -> None:
+    text = render_text(passing_cycle())
+    _snapshot("passing_cycle.txt", text)
+    assert len(text.splitlines()) <= 10 and "DRIFT" not in text and "Findings" not in text
+
+
+def test_json_carries_the_compact_report_structure() -> None:
+    result = failing_cycle()
+    doc = json.loads(render_json(result))
+    report = doc["report"]
+    assert [b["pair"] for b in report["blocks"]] == [b.pair for b in summarize(result).blocks]
+    drift = next(
+        ln
+        for b in report["blocks"]
+        if b["pair"] == "ms20->lite20"
+        for ln in b["lines"]
+        if ln["variant"] == "fp16" and ln["probe"] == "ppo_policy"
+    )
+    assert [o["output"] for o in drift["outputs"]] == ["std", "logp"]
+    assert drift["outputs"][0]["failing"] == 256 and drift["outputs"][0]["min_atol"] > 0.6
+    assert report["outcome"]["counts"]["incompatible"] == 8 and report["outcome"]["worst"] == "incompatible"
+    assert [c["severity"] for c in report["causes"]][:2] == ["critical", "error"]
+    assert doc["results"] and doc["outcome"] == "incompatible"  # the full result is still there
+
+
+def test_outcome_line_names_every_status() -> None:
+    counts = status_counts(failing_cycle())
+    assert set(STATUS_ORDER) <= set(counts)
+    line = outcome_line("drift", {"consistent": 2, "drift": 1, "error": 0})
+    assert line == "Outcome: DRIFT (2 consistent, 1 drift, 0 error)"
+
+
+def test_a_model_result_names_its_golden_side_and_samples() -> None:
+    out = compare_output("logits", np.ones(64, np.float32), np.ones(64, np.float32), Tolerance())
+    r = ProbeResult(
+        "policy:golden->lite20", "lite20", "lite20", "policy", "abc", "model", CONSISTENT, "ok",
+        outputs=(out,), samples=64,
+    )  # fmt: skip
+    text = render_text(_cycle(r))
+    assert "model policy: golden → lite20" in text and "64 samples compared with golden" in text
+    assert "train" not in text.split("Outcome")[0].split("model policy")[1]
+    assert "p50 golden -" in render_text(_cycle(r), verbose=True)

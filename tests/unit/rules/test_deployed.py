@@ -112,3 +112,95 @@ def test_the_text_report_shows_model_drift() -> None:
     text = render_text(CycleResult(0.0, 1.0, "c.toml", {"lite20": stack}, [], [f]))
     assert "deployed model /srv/p.mindir on lite20 changed since run 3: removed" in text
     assert "re-record its golden" in text
+
+
+def test_another_graph_is_an_error_by_default_and_the_stack_may_say_otherwise() -> None:
+    before = doc(**{"/srv/p.mindir": entry(parameter_dtypes=["float32"])})
+    fp16 = entry(
+        sha256="b" * 64,
+        op_types=["Cast", "MatMul"],
+        inputs=[{"name": "obs", "shape": [8, 11], "dtype": "float16"}],
+        parameter_dtypes=["float16"],
+    )
+    (f,) = model_drift("lite20", before, doc(**{"/srv/p.mindir": fp16}), 7)
+    assert (f.details["change"], f.severity) == ("graph", "error")
+    assert "operators +Cast; inputs obs[8, 11] float32 -> obs[8, 11] float16; weights float32 -> float16" in (
+        f.message
+    )
+    (f,) = model_drift("lite20", before, doc(**{"/srv/p.mindir": fp16}), 7, {"graph": "warning"})
+    assert f.severity == "warning"
+    # only the weights' dtype changed: another graph too
+    halved = entry(sha256="c" * 64, parameter_dtypes=["float16"])
+    (f,) = model_drift("lite20", before, doc(**{"/srv/p.mindir": halved}), 7)
+    assert (f.details["change"], f.severity) == (
+        "graph",
+        "error",
+    ) and "weights float32 -> float16" in f.message
+    # defaults per kind, and the stack's own
+    retrained = doc(**{"/srv/p.mindir": entry(sha256="d" * 64, parameter_dtypes=["float32"])})
+    assert [x.severity for x in model_drift("lite20", before, retrained, 7)] == ["warning"]
+    assert [x.severity for x in model_drift("lite20", before, retrained, 7, {"retrained": "info"})] == [
+        "info"
+    ]
+    assert [x.severity for x in model_drift("lite20", before, doc(), 7, {"removed": "critical"})] == [
+        "critical"
+    ]
+
+
+def test_a_re_export_that_changes_the_graph_takes_the_more_severe_kind() -> None:
+    before = doc(**{"/srv/p.mindir": entry()})
+    after = doc(
+        **{"/srv/p.mindir": entry(sha256="b" * 64, model_version="2.10.0", op_types=["MatMul", "Add"])}
+    )
+    (f,) = model_drift("lite20", before, after, 7)
+    assert f.details["changes"] == ["re-exported", "graph"] and f.details["change"] == "re-exported"
+    assert f.severity == "error" and "another graph too: operators +Add" in f.message
+    (f,) = model_drift("lite20", before, after, 7, {"graph": "info"})
+    assert f.severity == "warning"  # re-exported's default is then the more severe
+
+
+def test_the_same_file_read_by_a_newer_collector_is_no_change() -> None:
+    """An entry with more fields (parameter_dtypes) but the same content is the same deployment."""
+    before = doc(**{"/srv/p.mindir": entry()})
+    after = doc(**{"/srv/p.mindir": entry(parameter_dtypes=["float32"])})
+    assert model_drift("lite20", before, after, 7) == []
+
+
+def test_model_drift_severity_is_validated_per_stack() -> None:
+    import tomllib
+
+    from auditor.config.load import parse
+    from auditor.config.tables import ConfigError
+    from tests.conftest import REPO
+
+    document = tomllib.loads((REPO / "auditor.toml").read_text())
+    document["stacks"]["lite20"]["model_drift_severity"] = {"grpah": "error", "retrained": "fatal"}
+    try:
+        parse(document, "auditor.toml")
+    except ConfigError as exc:
+        problems = exc.errors
+    else:
+        raise AssertionError("a misspelt change kind and an unknown severity were accepted")
+    assert any(p.startswith("stacks.lite20.model_drift_severity.grpah") and "graph" in p for p in problems)
+    assert (
+        "stacks.lite20.model_drift_severity.retrained: must be one of info, warning, error, critical, "
+        in ("\n".join(problems))
+    )
+    document["stacks"]["lite20"]["model_drift_severity"] = {"graph": "critical"}
+    config = parse(document, "auditor.toml")
+    assert config.stacks["lite20"].model_drift_severity == {"graph": "critical"}
+    assert config.stacks["ms20"].model_drift_severity == {}
+
+
+def test_an_error_finding_makes_the_exit_status_1() -> None:
+    from auditor.report.text import render_text
+    from auditor.results import CycleResult, StackReport
+
+    stack = StackReport("lite20", "infer", "mindspore-lite", "/p", "cpu", "local", {})
+    graph = entry(sha256="b" * 64, op_types=["MatMul", "Cast"])
+    (f,) = model_drift("lite20", doc(**{"/srv/p.mindir": entry()}), doc(**{"/srv/p.mindir": graph}), 3)
+    result = CycleResult(0.0, 1.0, "c.toml", {"lite20": stack}, [], [f])
+    assert result.outcome == "consistent" and result.failing_findings == [f] and result.exit_code == 1
+    assert "Outcome: CONSISTENT (1 error or critical finding); exit status 1" in render_text(result)
+    (w,) = model_drift("lite20", doc(**{"/srv/p.mindir": entry()}), doc(), 3)
+    assert CycleResult(0.0, 1.0, "c.toml", {"lite20": stack}, [], [w]).exit_code == 0

@@ -24,7 +24,7 @@ from auditor.rules.engine import (
     version_tuple,
 )
 from auditor.worker import fingerprint as runner
-from tests.ascend_trees import build_tree, write
+from tests.ascend_trees import TREE_NAMES, build_tree, write
 
 RULES = {r.name: r for r in dr.RULES}
 RUNTIMES = Plugins(entry_points=False).runtimes()  # the version facts of the built-in runtimes
@@ -116,7 +116,9 @@ def test_builtin_rules_are_registered_through_the_hook():
         "mindspore-cann",
         "mindir-version",
         "operator-support",
+        "runtime-cann",
         "driver-firmware",
+        "npu-firmware",
         "cann-driver",
         "train-infer-pairing",
     ]
@@ -455,7 +457,13 @@ def test_the_default_pairs_on_a_cpu_host_give_one_critical_finding():
 
 
 # -- fixture trees -> collectors (in this process) -> rules ---------------------------------------
-CHECKER = "class AscendEnvChecker:\n    def __init__(self):\n        self.version = {supported!r}\n"
+# Shaped like the installed checkers: 2.0 tries fixed paths, later releases read ASCEND_HOME_PATH.
+CHECKER = (
+    "import os\nclass AscendEnvChecker:\n    def __init__(self):\n        self.version = {supported!r}\n"
+    "        self.ascend_home_path = os.getenv('ASCEND_HOME_PATH')\n"
+    "        if self.ascend_home_path is not None:\n"
+    "            self.compiler_version = self.ascend_home_path + '/compiler/version.info'\n"
+)
 
 
 def fake_site(where: Path, mindspore: str | None, supported: list[str], lite: str | None) -> Path:
@@ -480,7 +488,8 @@ def tree_doc(
     t = build_tree(where, tree)
     site = fake_site(where / "site", mindspore, supported, lite)
     ctx = t.context(timeout=5.0) | {"sys_path": [str(site)]}
-    environ = ctx.pop("environ")
+    ctx.pop("environ")
+    environ = t.set_env()  # the stack runs with what the host's set_env.sh exports
     doc = runner.collect(COLLECTORS, ctx, environ)["fingerprint"]
     package, version = ("mindspore", mindspore) if mindspore else ("mindspore-lite", lite)
     doc["runtime"] = runtime(package, version)
@@ -488,33 +497,44 @@ def tree_doc(
 
 
 TREE_EXPECTATIONS = {
-    # tree: (MindSpore, its CANN list) -> rules that must fire on a train stack on the NPU
-    "consistent-8.2": ("2.10.0", MS210_SUPPORTED, set()),
-    "cann-8.0.0": ("2.10.0", MS210_SUPPORTED, {"mindspore-cann"}),
-    "driver-firmware-mismatch": ("2.10.0", MS210_SUPPORTED, {"driver-firmware"}),
-    "cann-8.5": ("2.10.0", MS210_SUPPORTED, set()),
-    "cann-9.1-share-info": ("2.10.0", MS210_SUPPORTED, set()),
-    "a3-8.2": ("2.10.0", MS210_SUPPORTED, set()),
-    "310p-nnrt": ("2.10.0", MS210_SUPPORTED, {"mindspore-cann"}),  # info: no toolkit compiler
-    "empty": ("2.10.0", MS210_SUPPORTED, {"mindspore-cann"}),  # info: nothing installed
+    # tree: rule -> (severity, words of its message) that must fire for a MindSpore 2.10 train
+    # stack on the NPU, run with the environment the host's set_env.sh exports; nothing else
+    "consistent-8.2": {},
+    "cann-8.0.0": {"mindspore-cann": ("critical", "uses ascend-toolkit 8.0.0 (compiler 7.6.0.1.220)")},
+    "driver-firmware-mismatch": {"driver-firmware": ("critical", "firmware 6.3.0.1.241 is older than 6.4")},
+    "cann-8.5": {},
+    "cann-9.1-share-info": {},
+    "a3-8.2": {},
+    "310p-nnrt": {"mindspore-cann": ("info", "nnrt 8.0.0 has no compiler/version.info")},
+    "empty": {"runtime-cann": ("critical", "$ASCEND_HOME_PATH is not set in the stack's environment")},
+    "310b-soc": {"mindspore-cann": ("critical", "uses ascend-toolkit 8.0.RC3 (compiler 7.5.0.1.129)")},
+    "300i-pro": {"mindspore-cann": ("critical", "uses ascend-toolkit 8.0.0 (compiler 7.6.0.1.220)")},
+    "a2-failing-card": {
+        "mindspore-cann": ("critical", "uses ascend-toolkit 8.1.RC1 (compiler 7.7.T20.0.B210)"),
+        "npu-firmware": ("warning", "is 7.5.0.1.129, but NPUs 0, 1, 2, 3, 4, 5, 6, 7, 8, 10,"),
+    },
+    "toolkits-side-by-side": {
+        "mindspore-cann": ("info", "which it supports; also installed: ascend-toolkit 8.0.0 (compiler 7.6"),
+    },
+    "home-nondefault": {},
+    "mixed-latest": {},
 }
+
+
+def test_every_tree_has_its_rule_expectations():
+    assert set(TREE_EXPECTATIONS) == set(TREE_NAMES)
 
 
 @pytest.mark.parametrize("tree", list(TREE_EXPECTATIONS))
 def test_each_tree_fires_exactly_the_rules_it_should(tmp_path, tree):
-    ms, supported, expected = TREE_EXPECTATIONS[tree]
-    doc, root = tree_doc(tmp_path, tree, ms, supported)
+    expected = TREE_EXPECTATIONS[tree]
+    doc, root = tree_doc(tmp_path, tree, "2.10.0", MS210_SUPPORTED)
     s = {"t": stack("t", device="ascend:0", ascend_root=root)}
     found = run_rules(dr.RULES, context(s, {"t": doc}))
-    assert {f.details["rule"] for f in found} == expected, [f.message for f in found]
-    by_rule = {f.details["rule"]: f for f in found}
-    if tree in ("310p-nnrt", "empty"):
-        assert by_rule["mindspore-cann"].severity == "info"
-    elif "mindspore-cann" in by_rule:
-        assert by_rule["mindspore-cann"].severity == "critical"
-        assert "ascend-toolkit 8.0.0 (compiler 7.6.0.1.220)" in by_rule["mindspore-cann"].message
-    if "driver-firmware" in by_rule:
-        assert "firmware 6.3.0.1.241 is older than 6.4" in by_rule["driver-firmware"].message
+    assert {f.details["rule"] for f in found} == set(expected), [f.message for f in found]
+    for f in found:
+        severity, words = expected[f.details["rule"]]
+        assert f.severity == severity and words in f.message, f.message
     # The same stack on CPU: nothing beyond warnings.
     s = {"t": stack("t", ascend_root=root)}
     assert all(f.severity in ("info", "warning") for f in run_rules(dr.RULES, context(s, {"t": doc})))
@@ -532,9 +552,10 @@ def test_the_cann_driver_rule_fires_on_a_mixed_tree(tmp_path):
     old, _ = tree_doc(tmp_path, "cann-8.0.0")
     doc["driver"], doc["firmware"] = old["driver"], old["firmware"]
     s = {"t": stack("t", device="ascend:0", ascend_root=root)}
-    found = run_rules(dr.RULES, context(s, {"t": doc}))
+    found = run_rules([RULES["cann-driver"]], context(s, {"t": doc}))
     assert [f.details["rule"] for f in found] == ["cann-driver"]
-    assert "V100R001C25" in found[0].message and "V100R001C19" in found[0].message
+    # the release and the code of the one package the stack loads, never one's with the other's
+    assert "CANN 8.5.0 (cann V100R001C25) and NPU driver 24.1.rc2 (V100R001C19)" in found[0].message
 
 
 @pytest.mark.parametrize(

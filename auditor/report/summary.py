@@ -1,0 +1,374 @@
+"""What the compact report says about a cycle, as plain data: one line per probe variant or
+model, the failing outputs and checks of a failing one, each finding cause once, and the
+outcome (the worst status and the count of every status). ``auditor audit`` prints it as text
+(auditor.report.text) and puts the same structure under ``"report"`` in ``--json``.
+
+A pair whose every variant is consistent, or whose every variant is stopped by one and the
+same cause, is folded into one line; ``--verbose`` prints the full tables instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from auditor.compare.outputs import MetricCheck, OutputComparison
+from auditor.config.tables import SEVERITIES
+from auditor.cycle import baseline
+from auditor.results import (
+    CONSISTENT,
+    DRIFT,
+    ERROR,
+    INCOMPATIBLE,
+    STATUS_ORDER,
+    UNSUPPORTED,
+    CycleResult,
+    Finding,
+    ProbeResult,
+    RolloutResult,
+)
+
+RESULT_KINDS = (DRIFT, ERROR, INCOMPATIBLE, UNSUPPORTED)
+"""Kinds of the findings a cycle makes of its own results (one per result that is not
+consistent): the result's line says them, so they are not listed again as causes."""
+
+ROLLOUT_KINDS = ("rollout-divergence",)
+
+MAX_CHECKS = 3
+"""Failing checks named on a failing variant's line; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class FailingOutput:
+    """One output out of tolerance: how far, how much of it, and what tolerance would pass."""
+
+    output: str
+    failing: int
+    total: int
+    max_abs: float
+    max_rel: float
+    min_atol: float
+    """The smallest atol (at the configured rtol) that would have passed."""
+    min_rtol: float
+    nan_inf: int
+    """Elements that are NaN/Inf on one side only (no tolerance passes those)."""
+    atol: float | None = None
+    rtol: float | None = None
+    shape_mismatch: str | None = None
+
+    @property
+    def share(self) -> float:
+        return self.failing / self.total if self.total else 1.0
+
+    @classmethod
+    def of(cls, c: OutputComparison, tolerance: Mapping[str, float]) -> FailingOutput:
+        m = c.metrics
+        return cls(
+            c.output,
+            c.failing,
+            c.total,
+            float(m.get("max_abs", math.nan)),
+            float(m.get("max_rel", math.nan)),
+            float(m.get("min_atol", math.nan)),
+            float(m.get("min_rtol", math.nan)),
+            int(m.get("nan_inf_mismatch", 0) or 0),
+            tolerance.get("atol"),
+            tolerance.get("rtol"),
+            c.shape_mismatch,
+        )
+
+
+@dataclass(frozen=True)
+class FailingCheck:
+    metric: str
+    output: str | None
+    value: float
+    limit: float | None
+    bound: str
+    """"<=" (the value must be at most the limit), ">=" (at least) or "" (reported only)."""
+
+    @classmethod
+    def of(cls, k: MetricCheck) -> FailingCheck:
+        return cls(k.metric, k.output, k.value, k.limit, k.bound())
+
+
+@dataclass
+class Line:
+    """One probe variant or model on one pair (or a rollout): its status and why."""
+
+    kind: str
+    """"probe", "model" or "rollout"."""
+    probe: str
+    variant: str
+    status: str
+    text: str
+    """The verdict in words: how close a consistent one came, what failed, or the reason."""
+    cause: int | None = None
+    """The number of the cause (below) that says why, when the reason is a finding's."""
+    outputs: list[FailingOutput] = field(default_factory=list)
+    checks: list[FailingCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Localization of a drift, a golden baseline that moved."""
+
+
+@dataclass
+class Block:
+    """A pair (or a model on a serving stack) and its lines; ``folded`` says the whole block
+    in one line when every line has one status and one reason."""
+
+    pair: str
+    title: str
+    lines: list[Line] = field(default_factory=list)
+    folded: str | None = None
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A finding, said once: what it is, how bad, and what to do."""
+
+    ref: int
+    kind: str
+    severity: str
+    subject: str
+    text: str
+    action: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    worst: str
+    counts: dict[str, int]
+    """Every probe-result status (zero included), then rollouts and worker failures if any."""
+    exit_code: int
+
+
+@dataclass
+class Summary:
+    title: str
+    stacks: list[dict[str, Any]]
+    blocks: list[Block]
+    causes: list[Cause]
+    outcome: Outcome
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def status_counts(result: CycleResult) -> dict[str, int]:
+    """The count of every status of the cycle's results (every status named, zero included),
+    then its rollouts', its worker failures and its error or critical findings (only when
+    there are any)."""
+    counts = dict.fromkeys(STATUS_ORDER, 0)
+    for r in result.results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    for ro in result.rollouts:
+        counts[f"rollout {ro.status}"] = counts.get(f"rollout {ro.status}", 0) + 1
+    failures = sum(len(s.problems) for s in result.stacks.values())
+    if failures:
+        counts[f"worker failure{'s' if failures > 1 else ''}"] = failures
+    severe = len(result.failing_findings)
+    if severe:  # why the exit status is 1 even where every result is consistent
+        counts[f"error or critical finding{'s' if severe > 1 else ''}"] = severe
+    return counts
+
+
+def summarize(result: CycleResult) -> Summary:
+    causes = _causes(result.findings)
+    by_message = {}
+    for f, cause in causes:
+        by_message.setdefault(f.message, cause.ref)
+        by_message.setdefault(f.message.splitlines()[0], cause.ref)
+    blocks: dict[str, Block] = {}
+    for r in result.results:
+        block = blocks.get(r.pair)
+        if block is None:
+            block = blocks[r.pair] = Block(r.pair, _title(r))
+        block.lines.append(_line(r, by_message))
+    for ro in result.rollouts:
+        block = blocks.setdefault(ro.pair, Block(ro.pair, ro.pair.replace("->", " → ")))
+        block.lines.append(_rollout_line(ro, by_message))
+    for block in blocks.values():
+        block.folded = _fold(block)
+    return Summary(
+        _header(result),
+        [_stack(s) for s in result.stacks.values()],
+        list(blocks.values()),
+        [c for _, c in causes],
+        Outcome(result.outcome, status_counts(result), result.exit_code),
+    )
+
+
+def _header(result: CycleResult) -> str:
+    when = datetime.fromtimestamp(result.started_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    run = f"run {result.run_id}" if result.run_id is not None else "not stored"
+    took = result.finished_at - result.started_at
+    return f"auditor audit · {result.config} · {run} · {when} · {took:.1f} s"
+
+
+def _stack(s: Any) -> dict[str, Any]:
+    fp = s.fingerprint or {}
+    rt = fp.get("runtime") if isinstance(fp.get("runtime"), dict) else fp  # the worker's hello
+    version = f"{rt.get('runtime_package', s.runtime)} {rt.get('runtime_version', '?')}" if fp else None
+    if s.error:
+        state, problem = "unavailable", s.error.splitlines()[0]
+    elif s.problems:
+        state, problem = "worker failed", s.problems[0].splitlines()[0]
+    else:
+        state, problem = ("ok" if fp else "not run"), None
+    return {
+        "name": s.name,
+        "role": s.role,
+        "runtime": s.runtime,
+        "version": version,
+        "python": rt.get("python") if fp else None,
+        "host": s.host,
+        "state": state,
+        "problem": problem,
+    }
+
+
+def is_model(r: ProbeResult) -> bool:
+    """A ``[models.NAME]`` result (auditor.cycle.user_models): pair ``NAME:REFERENCE->STACK``."""
+    return r.variant == "model" and r.pair.startswith(f"{r.probe}:")
+
+
+def reference_label(r: ProbeResult) -> str:
+    """The reference side of a result as a person calls it: the train stack, the model's
+    reference stack, or "golden"."""
+    return r.pair.split(":", 1)[1].split("->", 1)[0] if is_model(r) else r.train
+
+
+def _title(r: ProbeResult) -> str:
+    if is_model(r):
+        return f"model {r.probe}: {reference_label(r)} → {r.infer}"
+    return r.pair.replace("->", " → ")
+
+
+def result_line(r: ProbeResult) -> Line:
+    """One result's line on its own (``auditor compare``)."""
+    return _line(r, {})
+
+
+def _line(r: ProbeResult, causes: Mapping[str, int]) -> Line:
+    kind = "model" if is_model(r) else "probe"
+    line = Line(kind, r.probe, r.variant, r.status, "")
+    failed = [c for c in r.outputs if not c.passed]
+    failed_checks = [k for k in r.checks if not k.passed]
+    if r.status == CONSISTENT:
+        line.text = _closeness(r)
+    elif r.status == DRIFT and (failed or failed_checks):
+        parts = []
+        if failed:
+            plural = "s" if len(r.outputs) > 1 else ""
+            parts.append(f"{len(failed)} of {len(r.outputs)} output{plural} out of tolerance")
+        if failed_checks:
+            parts.append(f"{len(failed_checks)} of {len(r.checks)} checks failed")
+        line.text = ", ".join(parts)
+        line.outputs = [FailingOutput.of(c, r.thresholds.get(c.output, {})) for c in failed]
+        line.checks = [FailingCheck.of(k) for k in failed_checks]
+    else:
+        line.cause = causes.get(r.message) or causes.get(r.message.splitlines()[0] if r.message else "")
+        line.text = "" if line.cause is not None else (r.message.splitlines() or [""])[0]
+    if kind == "model" and r.outputs:
+        line.text += f" · {_samples(r)} compared with {reference_label(r)}"
+    if r.localization is not None:
+        line.notes.append(f"localized: {r.localization.message}")
+    moved = baseline.report_lines(r.baseline)
+    if moved and not moved[0].startswith("    baseline: "):
+        line.notes += [m.strip() for m in moved]
+    return line
+
+
+def _samples(r: ProbeResult) -> str:
+    n = r.samples or (r.infer_latency.batch if r.infer_latency is not None else 0)
+    return f"{n} sample{'s' if n != 1 else ''}" if n else "the outputs"
+
+
+def _closeness(r: ProbeResult) -> str:
+    """How close a consistent result came: bitwise, or its largest difference."""
+    parts = []
+    if r.outputs:
+        if all(c.metrics.get("bitwise_equal") == 1.0 for c in r.outputs):
+            parts.append("bitwise equal")
+        else:
+            worst = max(r.outputs, key=lambda c: c.metrics.get("max_abs", 0.0))
+            parts.append(f"max abs {_num(worst.metrics.get('max_abs'))} ({worst.output})")
+    if r.checks:
+        parts.append(f"{len(r.checks)} check{'s' if len(r.checks) > 1 else ''} ok")
+    return ", ".join(parts) or "within tolerance"
+
+
+def _rollout_line(ro: RolloutResult, causes: Mapping[str, int]) -> Line:
+    line = Line("rollout", ro.probe, ro.variant, ro.status, "")
+    closed = ro.summary("closed-loop")
+    episodes = f"{ro.env}, {len(ro.episodes)} episode{'s' if len(ro.episodes) != 1 else ''}"
+    if ro.status == CONSISTENT and closed:
+        line.text = f"{episodes}, max |Δaction| {_num(closed['max_action_diff'])}"
+    else:
+        line.text = f"{episodes}: {(ro.message.splitlines() or [''])[0]}"
+    return line
+
+
+def _fold(block: Block) -> str | None:
+    """One line for a block whose every line says the same: all consistent, or all stopped by
+    one cause."""
+    statuses = {ln.status for ln in block.lines}
+    probes = [ln for ln in block.lines if ln.kind != "rollout"]
+    if len(probes) < 2 or len(statuses) != 1:
+        return None
+    status = statuses.pop()
+    count = f"{len(probes)} probe variants"
+    rollout = " and the rollout" if len(probes) < len(block.lines) else ""
+    if status == CONSISTENT:
+        bitwise = sum(ln.text.startswith("bitwise equal") for ln in probes)
+        return f"consistent: {count}" + (f" ({bitwise} bitwise equal)" if bitwise else "") + rollout
+    causes = {ln.cause for ln in block.lines}
+    if len(causes) == 1 and None not in causes:
+        return f"{status.upper()}: {count}{rollout} [{causes.pop()}]"
+    return None
+
+
+def _causes(findings: Iterable[Finding]) -> list[tuple[Finding, Cause]]:
+    """Each finding cause once, the most severe first: what the rules, drift checks, side
+    checks, latency and the stacks found. A cycle's findings about its own results (one per
+    result that is not consistent) are said by the results' lines instead."""
+    listed: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for f in findings:
+        own = f.kind in RESULT_KINDS and "rule" not in f.details and "probe" in f.details
+        if own or f.kind in ROLLOUT_KINDS:
+            continue
+        if (f.kind, f.message) in seen:
+            continue
+        seen.add((f.kind, f.message))
+        listed.append(f)
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    listed.sort(key=lambda f: -rank.get(f.severity, len(SEVERITIES)))
+    return [
+        (f, Cause(i, f.kind, f.severity, f.subject, _cause_text(f), f.details.get("action")))
+        for i, f in enumerate(listed, 1)
+    ]
+
+
+def _cause_text(f: Finding) -> str:
+    if f.kind == "version-drift" and f.details.get("changes"):
+        head = f.message.splitlines()[0].partition(": ")[0]
+        return f"{head}: " + "; ".join(c["words"] for c in f.details["changes"])
+    return " ".join(f.message.split())
+
+
+def format_number(value: float | None) -> str:
+    """Three significant digits for tables; "-" for a missing value, non-finite spelled out."""
+    if value is None:
+        return "-"
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+_num = format_number

@@ -1,0 +1,139 @@
+"""Browsing a shared history: two auditors (train-zone, infer-zone) on one database, stacks on
+two hosts, a user's model; every read command's headers, --auditor filter and column, and
+--format table|json|csv; history's selectors and --where on any recorded field."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli.main import cli
+from auditor.history.store import Store
+from tests.history_fixtures import generate_history
+
+RUNS = 12
+A, B = "train-zone", "infer-zone"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("browse") / "h.db"
+    store = Store.open(f"sqlite:///{path}")
+    start = datetime(2026, 3, 1)
+    generate_history(store.engine, RUNS, start=start, host=A, models=("policy",), error_rate=0, abort_rate=0)
+    generate_history(
+        store.engine,
+        RUNS,
+        start=start + timedelta(minutes=5),
+        host=B,
+        upgrade_at=None,
+        error_rate=0,
+        abort_rate=0,
+    )
+    store.close()
+    return str(path)
+
+
+def run(db: str, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["--db", db, *args], catch_exceptions=False)
+    assert result.exit_code == 0, (args, result.output, result.stderr)
+    return result.stdout
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_history_has_the_auditor_column_in_every_format(db):
+    table = run(db, "history", "--limit", "0")
+    head = table.splitlines()[0].split()
+    assert head[:4] == ["run", "started", "(UTC)", "auditor"]
+    rows = csv_rows(run(db, "history", "--limit", "0", "--format", "csv"))
+    assert {r["auditor"] for r in rows} == {A, B}
+    doc = json.loads(run(db, "history", "--limit", "0", "--format", "json"))
+    assert len(doc) == len(rows) == len(table.splitlines()) - 1
+    assert {d["auditor"] for d in doc} == {A, B}
+
+
+@pytest.mark.parametrize(
+    ("args", "check"),
+    [
+        (("--auditor", A), lambda r: r["auditor"] == A),
+        (("--auditor", A, "--auditor", B), lambda r: r["auditor"] in (A, B)),
+        (("--pair", "ms20->lite20"), lambda r: r["pair"] == "ms20->lite20"),
+        (("--stack", "ms210-graph"), lambda r: "ms210-graph" in r["pair"]),
+        (("--probe", "ppo_policy"), lambda r: r["probe"] == "ppo_policy"),
+        (("--model", "policy"), lambda r: r["probe"] == "policy" and r["variant"] == "model"),
+        (("--host", B), lambda r: r["auditor"] == B),  # infer-zone's stacks live on its host
+        (("--status", "incompatible"), lambda r: r["status"] == "incompatible"),
+        (("--where", "status!=consistent"), lambda r: r["status"] != "consistent"),
+        (("--where", "message~MindIR version 3"), lambda r: "MindIR version 3" in r["message"]),
+        (
+            ("--where", f"auditor={B}", "--where", "infer=lite20"),
+            lambda r: r["auditor"] == B and "lite20" in r["pair"],
+        ),
+        (("--where", "variant=model"), lambda r: r["pair"] == "policy:golden->lite20"),
+        (("--where", "probe_version=1", "--pair", "ms210->lite20"), lambda r: r["pair"] == "ms210->lite20"),
+    ],
+)
+def test_each_selector_and_filter_narrows_the_rows(db, args, check):
+    every = csv_rows(run(db, "history", "--limit", "0", "--format", "csv"))
+    rows = csv_rows(run(db, "history", "--limit", "0", "--format", "csv", *args))
+    assert rows and all(check(r) for r in rows), args
+    assert len(rows) == sum(check(r) for r in every), args  # none left out either
+
+
+def test_unknown_selector_values_and_fields_are_usage_errors(db):
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["--db", db, "history", "--auditor", "nobody"])
+    assert bad.exit_code == 2 and f"no auditor 'nobody' in the history (known: {B}, {A})" in bad.stderr
+    bad = runner.invoke(cli, ["--db", db, "history", "--model", "nothing"])
+    assert bad.exit_code == 2 and "no probe 'nothing'" in bad.stderr
+    bad = runner.invoke(cli, ["--db", db, "history", "--where", "colour=red"])
+    assert bad.exit_code == 2 and "no field 'colour'" in bad.stderr and "probe_version" in bad.stderr
+
+
+def test_runs_in_every_format_and_per_auditor(db):
+    table = run(db, "runs", "--limit", "100").splitlines()
+    assert table[1].split()[:4] == ["id", "started", "(UTC)", "finished"] and "auditor" in table[1].split()
+    rows = csv_rows(run(db, "runs", "--limit", "100", "--format", "csv"))
+    assert len(rows) == 2 * RUNS and {r["auditor_id"] for r in rows} == {A, B}
+    mine = json.loads(run(db, "runs", "--limit", "100", "--auditor", B, "--json"))
+    assert len(mine) == RUNS and {r["auditor_id"] for r in mine} == {B}
+
+
+def test_show_the_latest_run_of_one_auditor(db):
+    latest_a = csv_rows(run(db, "show", "latest", "--auditor", A, "--format", "csv"))
+    assert latest_a and {r["auditor"] for r in latest_a} == {A}
+    assert any(r["pair"] == "policy:golden->lite20" for r in latest_a)
+    latest_b = json.loads(run(db, "show", "latest", "--auditor", B, "--format", "json"))
+    assert latest_b["run"]["auditor_id"] == B and latest_b["run"]["id"] != int(latest_a[0]["run"])
+    assert run(db, "show", "latest", "--auditor", B, "--format", "table").startswith(
+        f"run {latest_b['run']['id']}"
+    )
+
+
+def test_trend_per_auditor_as_csv_and_json(db):
+    rows = csv_rows(run(db, "trend", "--metric", "max_abs", "--pair", "ms20->lite20", "--format", "csv"))
+    assert {r["auditor"] for r in rows} == {A, B} and list(rows[0])[:2] == ["metric", "pair"]
+    only = json.loads(
+        run(db, "trend", "--metric", "max_abs", "--pair", "ms20->lite20", "--auditor", A, "--format", "json")
+    )
+    points = [p for s in only["series"] for p in s["points"]]
+    assert points and {p["auditor"] for p in points} == {A}
+
+
+def test_the_html_report_of_one_auditor(db, tmp_path):
+    out = run(db, "report", "--out", str(tmp_path / "a.html"), "--auditor", A, "--pair", "ms20->lite20")
+    assert "wrote" in out and (tmp_path / "a.html").stat().st_size > 0
+
+
+def test_show_names_a_models_golden_side(db):
+    text = run(db, "show", "latest", "--auditor", A)
+    line = next(x for x in text.splitlines() if "policy:golden->lite20" in x)
+    assert "p50 golden" in line and "p50 train" not in line
