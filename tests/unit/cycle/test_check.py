@@ -208,3 +208,25 @@ def test_a_stack_that_cannot_start_is_its_own_error_verdict(tmp_path: Path) -> N
     (v,) = doc["verdicts"]
     assert v["stack"] == "gone" and v["status"] == "error" and "/nonexistent/bin/python" in v["reason"]
     assert doc["model"]["sha256"] and doc["exit_code"] == 1
+
+
+def test_a_stack_that_loads_another_format_is_not_checked_against_a_mindir(tmp_path: Path) -> None:
+    from auditor.cycle.preflight import INCOMPATIBLE, preflight
+
+    plugins = Plugins(entry_points=False)
+    doc = {
+        "stacks": {
+            "ms20": {"role": "train", "runtime": "mindspore", "python": "/nonexistent/python"},
+            "ort": {"role": "infer", "runtime": "ort", "python": "/nonexistent/python"},
+        },
+        "pairs": [{"train": "ms20", "infer": "ort", "probes": ["ppo_policy"]}],
+    }
+    from auditor.config.load import parse
+
+    config = parse(doc, "t.toml", runtimes=plugins.runtimes())
+    path = tmp_path / "p.mindir"
+    path.write_bytes(model(policy_graph(), PRIMS))
+    report = preflight(config, str(path), ["ort"], [], [], plugins.runtimes())  # no worker is started
+    (verdict,) = report.verdicts
+    assert (verdict.stack, verdict.status) == ("ort", INCOMPATIBLE) and report.exit_code == 1
+    assert verdict.reason == "ort loads ONNX files, not a MindIR; not checked"
