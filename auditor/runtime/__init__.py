@@ -13,7 +13,7 @@ layout: it keeps working.
 from auditor.results import INCOMPATIBLE, UNSUPPORTED
 from auditor.runtime.failures import GENERIC, Failure, Pattern, explain
 from auditor.runtime.formats import MINDIR, ArtifactFormat
-from auditor.runtime.spec import RuntimeSpec, formats_of, readers_facts, writers_of
+from auditor.runtime.spec import RuntimeSpec, formats_of, known_maxima, readers_facts, writers_of
 
 __all__ = [
     "GENERIC",
@@ -26,6 +26,7 @@ __all__ = [
     "RuntimeSpec",
     "explain",
     "formats_of",
+    "known_maxima",
     "readers_facts",
     "writers_of",
 ]

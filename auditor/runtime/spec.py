@@ -13,6 +13,10 @@ from auditor.runtime.formats import MINDIR, ArtifactFormat
 
 CAPABILITIES = ("export", "load")
 
+Reads = Callable[[str, Mapping[str, Any]], tuple[int, str] | None]
+"""A load runtime's version facts: (release, a file's summary) -> (the highest format version
+that release reads, how that is known), or None when unknown."""
+
 
 @dataclass(frozen=True)
 class RuntimeSpec:
@@ -38,7 +42,7 @@ class RuntimeSpec:
     version facts below hold for every runtime that reports this package."""
     failures: tuple[Pattern, ...] = ()
     """Its own messages that mean a file too new for it or an operator it cannot handle."""
-    reads: Callable[[str, Mapping[str, Any]], tuple[int, str] | None] | None = None
+    reads: Reads | None = None
     """Version facts of a load runtime: (the highest version of its format that this release
     of it reads, how that is known) for a file's summary, or None when unknown."""
     writers: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
@@ -59,6 +63,19 @@ class RuntimeSpec:
         """What a failure's message and log mean, if this runtime's patterns (or the generic
         ones) know it."""
         return explain(self.failures, text)
+
+
+def known_maxima(table: Mapping[str, int], how: str) -> Reads:
+    """``reads`` of a runtime whose releases each read up to a known format version, whatever
+    the file: ``table`` maps a release to it, ``how`` says how that is known ("{version}" is the
+    release). A release not in the table: unknown (None)."""
+
+    def reads(version: str, summary: Mapping[str, Any]) -> tuple[int, str] | None:
+        if version in table:
+            return table[version], how.format(version=version)
+        return None
+
+    return reads
 
 
 def formats_of(runtimes: Mapping[str, RuntimeSpec]) -> dict[str, ArtifactFormat]:

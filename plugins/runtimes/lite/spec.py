@@ -5,13 +5,11 @@ kernel for, what it says when a node has none, and the highest MindIR version a 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from auditor.plugins.runtimes.mindspore.spec import MINDIR_REJECTION
 
 from auditor.results import UNSUPPORTED
-from auditor.runtime import MINDIR, Pattern, RuntimeSpec
+from auditor.runtime import MINDIR, Pattern, RuntimeSpec, known_maxima
 
 # Known maxima of MindSpore Lite builds (FACTS.md: measured or published).
 MAXIMA = {"2.0.0": 1, "2.2.11": 1}
@@ -41,12 +39,6 @@ NO_KERNEL = Pattern(
 "schedule node return nullptr, name: Default/StandardNormal-op12, type: RandomStandardNormal"."""
 
 
-def reads(version: str, summary: Mapping[str, Any]) -> tuple[int, str] | None:
-    if version in MAXIMA:
-        return MAXIMA[version], f"known limit of MindSpore Lite {version}"
-    return None
-
-
 LITE = RuntimeSpec(
     "mindspore-lite",
     "load",
@@ -56,5 +48,5 @@ LITE = RuntimeSpec(
     loads=MINDIR,
     package="mindspore-lite",
     failures=(MINDIR_REJECTION, NO_KERNEL),
-    reads=reads,
+    reads=known_maxima(MAXIMA, "known limit of MindSpore Lite {version}"),
 )

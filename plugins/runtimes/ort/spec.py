@@ -6,13 +6,11 @@ notes/converter_onnx B4)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from auditor.plugins.runtimes.ort import onnx_wire
 
 from auditor.results import INCOMPATIBLE, UNSUPPORTED
-from auditor.runtime import ArtifactFormat, Pattern, RuntimeSpec
+from auditor.runtime import ArtifactFormat, Pattern, RuntimeSpec, known_maxima
 
 ONNX = ArtifactFormat(
     "onnx",
@@ -48,12 +46,6 @@ FAILURES = (
 )
 
 
-def reads(version: str, summary: Mapping[str, Any]) -> tuple[int, str] | None:
-    if version in MAX_IR_VERSION:
-        return MAX_IR_VERSION[version], f"onnxruntime {version} says so when it refuses a newer file"
-    return None
-
-
 ORT = RuntimeSpec(
     "ort",
     "load",
@@ -62,5 +54,5 @@ ORT = RuntimeSpec(
     loads=ONNX,
     package="onnxruntime",
     failures=FAILURES,
-    reads=reads,
+    reads=known_maxima(MAX_IR_VERSION, "onnxruntime {version} says so when it refuses a newer file"),
 )

@@ -19,6 +19,7 @@ from auditor.runtime import (
     RuntimeSpec,
     explain,
     formats_of,
+    known_maxima,
     readers_facts,
     writers_of,
 )
@@ -132,3 +133,9 @@ def test_formats_are_collected_from_the_load_runtimes():
     extra = {**RUNTIMES, "tfl": RuntimeSpec("tfl", "load", "m:C", loads=tflite)}
     assert formats_of(extra)["tflite"] is tflite and formats_of(extra)["mindir"] is MINDIR
     assert set(formats_of(RUNTIMES)) >= {"mindir"}
+
+
+def test_known_maxima_answers_for_the_releases_in_its_table_only():
+    reads = known_maxima({"1.0.0": 3}, "measured on {version}")
+    assert reads("1.0.0", {"mind_ir_version": 9}) == (3, "measured on 1.0.0")
+    assert reads("1.0.1", {}) is None  # unknown, not guessed from a neighbour
