@@ -5,6 +5,9 @@ words (notes/converter_onnx B1-B4 measured what is asserted here)."""
 
 from __future__ import annotations
 
+import re
+import tomllib
+
 import numpy as np
 import pytest
 from sqlalchemy import select
@@ -17,6 +20,7 @@ from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT, INCOMPATIBLE, UNSUPPORTED
 from auditor.stacks.worker import WorkerError
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.stacks
 
@@ -25,11 +29,17 @@ PROBES = PLUGINS.probes()
 RUNTIMES = PLUGINS.runtimes()
 TRAIN = ("ms20", "ms210")
 SUITE = ["ppo_policy", "action_sampler", "obs_normalizer"]
-ORT = {
-    "role": "infer",
-    "runtime": "ort",
-    "python": "${AUDITOR_STACKS_DIR:-${XDG_CACHE_HOME:-~/.cache}/auditor/stacks}/ort/bin/python",
-}
+
+
+def _readme_block() -> dict:
+    """The README's "ONNX Runtime" block, which a user adds to auditor.toml: these tests run it."""
+    section = (REPO / "README.md").read_text().split("\n## ONNX Runtime\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    return tomllib.loads(block)
+
+
+README = _readme_block()
+ORT = README["stacks"]["ort"]
 
 
 def _config(default_doc, probes, train=TRAIN, batches=(), variants=None):
@@ -37,7 +47,7 @@ def _config(default_doc, probes, train=TRAIN, batches=(), variants=None):
     if variants is not None:
         doc["probes"] = {**doc["probes"], "ppo_policy": {**doc["probes"]["ppo_policy"], "variants": variants}}
     doc["stacks"] = {**default_doc["stacks"], "ort": ORT}
-    doc["pairs"] = [{"train": t, "infer": "ort", "probes": list(probes)} for t in train]
+    doc["pairs"] = [{**README["pairs"][0], "train": t, "probes": list(probes)} for t in train]
     doc["latency"] = {"warmup": 1, "iterations": 5, "batches": list(batches)}
     doc["rollout"] = {**doc.get("rollout", {}), "enabled": False}
     return parse(
@@ -58,6 +68,12 @@ def run(stacks, default_doc, tmp_path_factory):
 
 def _by(result):
     return {(r.train, r.probe, r.variant): r for r in result.results}
+
+
+def test_the_readme_block_is_the_pair_these_tests_run():
+    assert ORT["runtime"] == "ort" and ORT["role"] == "infer"
+    (pair,) = README["pairs"]
+    assert (pair["train"], pair["infer"], pair["probes"]) == ("ms20", "ort", SUITE)
 
 
 def test_both_mindspore_releases_export_onnx_that_ort_runs(run):
@@ -172,10 +188,6 @@ def test_an_operator_onnxruntime_has_no_kernel_for_is_unsupported_and_learned(st
     (r,) = result.results
     assert r.status == UNSUPPORTED and r.message == "unsupported operator: Tanx (ort cannot run this variant)"
     (learned,) = result.learned_operators
-    assert (learned.package, learned.version, learned.target, learned.operator) == (
-        "onnxruntime",
-        "1.32.0",
-        "cpu",
-        "Tanx",
-    )
+    where = (learned.package, learned.version, learned.target)
+    assert where == ("onnxruntime", "1.32.0", "cpu") and learned.operator == "Tanx"
     assert learned.message == "No Op registered for Tanx with domain_version of 11"

@@ -25,6 +25,8 @@ from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.config.tables import PairConfig
 from auditor.extend.manager import Plugins
 from auditor.rules.engine import RuleContext
+from auditor.runtime import MINDIR
+from auditor.worker.runtimes import Runtime
 from tests.conftest import DEFAULT_CONFIG, REPO
 
 GUIDE = REPO / "docs" / "plugins.md"
@@ -85,9 +87,6 @@ def test_the_examples_load_as_plugins_without_problems() -> None:
 
 
 def test_the_runtime_example_explains_its_failures_and_has_a_worker_side() -> None:
-    from auditor.runtime import MINDIR
-    from auditor.worker.runtimes import Runtime
-
     spec = _plugins_from_examples().runtimes()["lite-ascend"]
     assert spec.loads is MINDIR and spec.package == "mindspore-lite"
     found = spec.explain("build failed: no kernel for Erf on Ascend")
