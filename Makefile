@@ -28,6 +28,7 @@ bench: setup
 	.venv/bin/python bench/daemon_memory.py
 	.venv/bin/python bench/remote_hosts.py
 	.venv/bin/python bench/check_vs_cycle.py
+	.venv/bin/python bench/gate_matrix.py
 
 # Property tests at soak size: 1000 random examples per surface (config loader, CLI arguments).
 fuzz: setup

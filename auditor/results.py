@@ -18,9 +18,27 @@ CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", 
 UNSUPPORTED = "unsupported"
 """The inference runtime cannot load or run an operator this probe variant uses (a random op,
 say): a fact about the runtime, reported for the variant, not a failure of the probe."""
-STATUS_ORDER = (CONSISTENT, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
+UNCHECKED = "unchecked"
+"""Something the config asks for could not be checked (a collector that failed, a watched
+glob that could not be read, a model file that is missing, a publication missing or older
+than its limit, a plugin that did not import, a rule that raised): nothing is known about it,
+so the run cannot be called consistent. A result with this status, or a finding of this kind,
+says what was not checked and why."""
+STATUS_ORDER = (CONSISTENT, UNCHECKED, DRIFT, UNSUPPORTED, INCOMPATIBLE, ERROR)
+"""Every status, from the best to the worst: a run's outcome is the worst of its parts."""
+STATUS_SEVERITY = {
+    DRIFT: "warning",
+    UNSUPPORTED: "warning",
+    UNCHECKED: "warning",
+    INCOMPATIBLE: "critical",
+    ERROR: "error",
+}
+"""The severity of the finding a result of each status (other than consistent) gives."""
+RULE_ERROR = "rule-error"
+"""The kind of finding of a rule that raised: its checks did not run (a status of unchecked)."""
 FAILING_SEVERITIES = ("error", "critical")
-"""A finding of these severities makes a run's exit status 1."""
+"""A finding of these severities makes a run's outcome at least error (or its own status when
+its kind is one: ``finding_status``), hence its exit status 1."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +60,17 @@ class Latency:
 
     @property
     def throughput(self) -> float:
-        """Samples per second at p50."""
+        """Samples per second at the median call time (batch / p50)."""
         return self.batch / (self.p50_us / 1e6) if self.p50_us > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Samples per second the serving (infer) side runs at one batch size: batch / p50 of the
+    timed calls (auditor.cycle.latency)."""
+
+    batch: int
+    samples_per_s: float
 
 
 @dataclass(frozen=True)
@@ -92,6 +119,31 @@ class Finding:
     key: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+    cause: str = ""
+    """What went wrong, without where: the findings of one cycle that share a cause are
+    reported as one (auditor.cycle.causes), keyed by it, so that alerts follow the cause and
+    not each stack, pair or variant it shows on. Empty: the finding is a cause of its own."""
+    summary: str = ""
+    """The cause in words, without the place ("NaN masked to -10 by obs_normalizer"); the
+    reported message is "<summary> on <where it holds>"."""
+    place: tuple[str, str] = ("", "")
+    """Where this finding holds: (stack or pair, variant or "")."""
+    example: str = ""
+    """One occurrence in figures (a value, an input), shown after the places."""
+
+
+def finding_status(f: Finding) -> str | None:
+    """The status a finding gives the run it belongs to: its kind when the kind is a status (a
+    result's own finding, an unchecked one), unchecked for a rule that raised, error for any
+    other finding of severity error or critical; None for warnings and information, which the
+    report lists without changing the outcome."""
+    if f.kind in STATUS_ORDER:
+        return f.kind
+    if f.kind == RULE_ERROR:
+        return UNCHECKED
+    if f.severity in FAILING_SEVERITIES:
+        return ERROR
+    return None
 
 
 @dataclass(frozen=True)
@@ -123,6 +175,15 @@ class ProbeResult:
     """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
     samples: int = 0
     """How many samples (rows of the input batch) both sides ran and were compared on."""
+    throughput: tuple[Throughput, ...] = ()
+    """The serving side's samples/s at each batch it was timed at (its own, ``[latency]
+    batches`` and ``sweep``), smallest batch first."""
+    saturation_batch: int | None = None
+    """The smallest of those batches whose throughput reaches ``[latency] saturation`` of the
+    highest (None: fewer than two batches timed)."""
+    conversion: Artifact | None = None
+    """What the serving stack's MindSpore Lite converter made of ``artifact`` and ran in its
+    place (auditor.cycle.convert): digest, format, options, converter version, source."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +196,53 @@ class LearnedMaximum:
     max_mind_ir_version: int
     message: str = ""
     learned_at: datetime | None = None
+
+
+NPU_TELEMETRY, TELEMETRY_UNAVAILABLE = "npu-telemetry", "telemetry-unavailable"
+"""Finding kinds of NPU telemetry (auditor.cycle.telemetry): a value at or above a limit; an NPU
+or host whose views could not be read."""
+
+
+@dataclass(frozen=True)
+class ChipTelemetry:
+    """What one chip of an NPU (or its card's MCU, chip ``mcu``) reported in one sample:
+    metric -> value (auditor.worker.npu_metrics names them)."""
+
+    chip: str
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class NpuTelemetry:
+    npu: int
+    chips: tuple[ChipTelemetry, ...] = ()
+    errors: tuple[str, ...] = ()
+    """The npu-smi views that failed for this NPU, each with npu-smi's own words."""
+    unsupported: tuple[str, ...] = ()
+    """Views this device does not offer (not an error)."""
+
+
+@dataclass(frozen=True)
+class HostTelemetry:
+    """One telemetry sample of a host's NPUs (auditor.cycle.telemetry), taken through one of
+    its stacks' workers. Volatile: never part of a fingerprint."""
+
+    host: str
+    stack: str
+    at: float
+    """When the sample arrived (the auditor's clock, Unix time)."""
+    available: bool
+    reason: str | None = None
+    """Why there is no sample: no npu-smi, no NPU (``failed`` False), or npu-smi failing."""
+    failed: bool = False
+    """npu-smi is there but could not list the NPUs: nothing was checked (not "no NPUs")."""
+    npus: tuple[NpuTelemetry, ...] = ()
+    seconds: float = 0.0
+    calls: int = 0
+
+    def points(self) -> list[tuple[int, str, str, float]]:
+        """(npu, chip, metric, value) of every value of the sample."""
+        return [(n.npu, c.chip, k, v) for n in self.npus for c in n.chips for k, v in c.values.items()]
 
 
 @dataclass
@@ -153,14 +261,60 @@ class CycleResult:
     """Operators a load failed on (stored; auditor.rules.operator_support)."""
     publications: list[Any] = field(default_factory=list)
     """auditor.history.publication.PublicationSet per publishing train stack (split mode)."""
+    telemetry: list[HostTelemetry] = field(default_factory=list)
+    """One NPU telemetry sample per host (auditor.cycle.telemetry)."""
+
+    read_publications: list[Any] = field(default_factory=list)
+    """auditor.history.publication.PublicationSummary of each publication read this run for a
+    ``source = "db"`` stack (split mode: which export its pairs were compared with)."""
+
+    def _own_findings(self) -> set[str]:
+        """Keys of the findings that restate a result's or a rollout's status, or a stack's
+        failure, and of the rule findings that blocked probe variants of this run (an
+        incompatibility, an unsupported operator: the blocked results say it): counted once,
+        as those parts. Only parts that are themselves not consistent stand for a finding, so
+        no severe finding is left out of the outcome."""
+        failing = [r for r in self.results if r.status != CONSISTENT]
+        keys = {_result_key(r) for r in failing}
+        said = {(r.status, r.message) for r in failing}
+        keys |= {
+            f.key
+            for f in self.findings
+            if any((f.kind, m) in said for m in _messages(f)) or any(_blocks(f, r) for r in failing)
+        }
+        keys |= {
+            f"{r.pair}/{r.probe}/{r.variant}/rollout/{ERROR}" for r in self.rollouts if r.status == ERROR
+        }
+        broken = [n for n, s in self.stacks.items() if s.error or s.problems]
+        keys |= {f"{n}/{kind}" for n in broken for kind in ("stack-unavailable", "worker-failure")}
+        return keys
+
+    def status_counts(self) -> dict[str, int]:
+        """How many parts of the run have each status (in STATUS_ORDER, those present): every
+        probe result, every rollout, every stack that could not start or whose worker failed,
+        and every other finding that gives a status (``finding_status``)."""
+        found = [r.status for r in self.results] + [r.status for r in self.rollouts]
+        found += [ERROR for s in self.stacks.values() if s.error or s.problems]
+        own = self._own_findings()
+        found += [status for f in self.findings if f.key not in own and (status := finding_status(f))]
+        return {s: found.count(s) for s in STATUS_ORDER if s in found}
 
     @property
     def outcome(self) -> str:
-        """The worst status of the cycle: consistent < drift < incompatible < error."""
-        statuses = {r.status for r in self.results} | {r.status for r in self.rollouts}
-        if any(s.error or s.problems for s in self.stacks.values()):
-            statuses.add(ERROR)
-        return max(statuses or {CONSISTENT}, key=STATUS_ORDER.index)
+        """The worst status of the run (STATUS_ORDER): consistent only when every part is, so
+        never with a finding of severity error or critical (``finding_status``)."""
+        return max(self.status_counts() or {CONSISTENT: 1}, key=STATUS_ORDER.index)
+
+    @property
+    def unchecked(self) -> list[str]:
+        """What was not checked, and why: one line each."""
+        own = self._own_findings()
+        lines = [
+            f"{r.pair} {r.probe} [{r.variant}]: {r.message}" for r in self.results if r.status == UNCHECKED
+        ]
+        return lines + [
+            f.message for f in self.findings if f.key not in own and finding_status(f) == UNCHECKED
+        ]
 
     @property
     def failing_findings(self) -> list[Finding]:
@@ -170,7 +324,9 @@ class CycleResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.outcome == CONSISTENT and not self.failing_findings else 1
+        """0 exactly when the outcome is consistent: the outcome word and the exit status
+        always agree (a severe finding makes the outcome at least error)."""
+        return 0 if self.outcome == CONSISTENT else 1
 
     def to_json(self) -> dict[str, Any]:
         def result_json(r: ProbeResult) -> dict[str, Any]:
@@ -185,6 +341,8 @@ class CycleResult:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "outcome": self.outcome,
+            "statuses": self.status_counts(),
+            "unchecked": self.unchecked,
             "stacks": {
                 n: {**asdict(s), "fingerprint_digest": s.fingerprint_digest} for n, s in self.stacks.items()
             },
@@ -194,7 +352,32 @@ class CycleResult:
                 for r in self.rollouts
             ],
             "findings": [asdict(f) for f in self.findings],
+            "telemetry": [asdict(t) for t in self.telemetry],
         }
+
+
+def _result_key(r: ProbeResult) -> str:
+    """The key of the finding a result of another status than consistent gives."""
+    return f"{r.pair}/{r.probe}/{r.variant}/{r.status}"
+
+
+def _messages(f: Finding) -> list[str]:
+    """A finding's message and, for one merged from several places (auditor.cycle.causes),
+    each place's own message: any of them may restate a result."""
+    where = f.details.get("where") or ()
+    return [f.message] + [w.get("message", "") for w in where if isinstance(w, dict)]
+
+
+def _blocks(f: Finding, r: ProbeResult) -> bool:
+    """Whether rule finding ``f`` blocked result ``r`` (``details["blocks"]``: entries of
+    pair, probe and variant, a missing key matching everything; auditor.rules.engine)."""
+    return any(
+        isinstance(b, dict)
+        and b.get("pair", r.pair) == r.pair
+        and b.get("probe", r.probe) == r.probe
+        and b.get("variant", r.variant) == r.variant
+        for b in f.details.get("blocks") or ()
+    )
 
 
 MODES = ("closed-loop", "open-loop")

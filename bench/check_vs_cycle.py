@@ -3,8 +3,9 @@
 Exports a typical user policy (tests/model_fixtures/user_policy.py: Dense + LayerNorm trunk,
 a discrete and a continuous head) with the ms20 stack, then times, as a user would run them:
 
-- `auditor check --model policy.mindir` against the default config's infer stacks (rules only);
-- the same with `--load` (one seeded batch on each stack);
+- `auditor check --model policy.mindir --no-load` against the default config's infer stacks
+  (rules, stored results and measured tables only);
+- `auditor check --model policy.mindir` (the default: one seeded batch loaded and run on each stack);
 - `auditor audit --no-store` on the same config (the full cycle).
 
 Each command is a fresh process (interpreter start-up included). Prints the wall and CPU
@@ -84,7 +85,7 @@ def main() -> None:
         env_db = ["--db", str(folder / "h.db")]
         base = [AUDITOR, "--config", str(config), *env_db]
         rows = []
-        for label, extra in (("auditor check", []), ("auditor check --load", ["--load"])):
+        for label, extra in (("auditor check --no-load", ["--no-load"]), ("auditor check", [])):
             best, best_cpu, code = float("inf"), float("inf"), None
             for _ in range(max(1, args.repeat)):
                 seconds, cpu, code, output = timed([*base, "check", "--model", str(model), *extra])

@@ -167,10 +167,14 @@ class PairedCycle(Cycle):
         it, bare p50 just after it) in µs."""
         self._mindirs: dict[str, str] = {}
         self._timing_train = ""
+        # The cycle's parts share one CycleState: its `time` and `stage` are where a request
+        # is timed and an export is written, so the bench wraps those two on this cycle's state.
+        self._state_time, self._state_stage = self.state.time, self.state.stage
+        self.state.time, self.state.stage = self._time, self._stage
 
-    def _stage_mindir(self, data, tmp):
+    def _stage(self, data, tmp, suffix=".mindir"):
         # With [worker] parallel = 1 a train stack exports right after its own `time` request.
-        path = super()._stage_mindir(data, tmp)
+        path = self._state_stage(data, tmp, suffix)
         if self._timing_train and self._timing_train not in self._mindirs:
             copy = Path(self.tmp) / f"{self._timing_train}.mindir"
             copy.write_bytes(data)
@@ -180,18 +184,18 @@ class PairedCycle(Cycle):
     def _time(self, worker, model, inputs, batch):
         stack = worker.stack
         if not model.startswith(f"{PROBE}-{VARIANT}-") and f"/{PROBE}-{VARIANT}-" not in model:
-            return super()._time(worker, model, inputs, batch)
+            return self._state_time(worker, model, inputs, batch)
         if stack.role == "train":
-            self._timing_train = stack.name  # its export follows: _stage_mindir keeps a copy
+            self._timing_train = stack.name  # its export follows: _stage keeps a copy
         if self.stacks and stack.name not in self.stacks:
-            return super()._time(worker, model, inputs, batch)
+            return self._state_time(worker, model, inputs, batch)
         if stack.role == "train":
             key, mindir = stack.name, ""
         else:
             train = model.partition("/")[0]
             key, mindir = f"{stack.name} ({train} export)", self._mindirs.get(train, "")
         before = self.bare(key, stack, mindir)
-        lat = super()._time(worker, model, inputs, batch)
+        lat = self._state_time(worker, model, inputs, batch)
         after = self.bare(key, stack, mindir)
         self.pairs.setdefault(key, (lat.p50_us, before, after))
         return lat

@@ -11,8 +11,8 @@
   facts (``RuntimeSpec.reads``: Lite 2.0.0 and 2.2.11 read 1; MindSpore reads what it
   writes: 1.7-2.2.x -> 1, 2.3-2.4.x -> 2, 2.5 and later -> 3);
 - operator-support: an exported MindIR's operator types against those the inference runtime
-  is known not to run (the runtime plugin's ``unsupported_operators`` table, or learned from a
-  load that failed on that runtime; ``auditor.rules.operator_support``);
+  is known not to run in any graph (the runtime plugin's ``unsupported_operators`` table;
+  an operator one load failed on may run in another graph: ``auditor.rules.operator_support``);
 - driver-firmware: the firmware in one of the driver's ``compatible_version_fw`` ranges, or
   the driver in one of the firmware's ``compatible_version_drv`` ranges; firmware below 6.4
   never;
@@ -342,8 +342,8 @@ def mindir_version(ctx: RuleContext) -> Iterable[Finding]:
 
 def operator_support(ctx: RuleContext) -> Iterable[Finding]:
     """One finding per pair whose infer stack is known not to run an operator of an exported
-    model (``RuleContext.operator_limits``: the runtime plugin's table, or a load that failed
-    there before), blocking the variants that use it: the load would fail or hang."""
+    model in any graph (``RuleContext.operator_limits``: the runtime plugin's table), blocking the
+    variants that use it: the load would fail or hang."""
     for pair in ctx.pairs:
         limits = ctx.operator_limits.get(pair.infer) or {}
         if not limits:
@@ -382,6 +382,12 @@ def operator_support(ctx: RuleContext) -> Iterable[Finding]:
             f"and pass them as an input), or serve the model with a runtime that runs "
             f"{'it' if len(ops) == 1 else 'them'}",
             kind="unsupported",
+            cause=(
+                f"{pair.infer}/operator-support/{'+'.join(ops)}",
+                f"unsupported operator: {', '.join(ops)}: {pair.infer} ({runtime} {version}) cannot run "
+                + "; ".join(f"{op}: {limits[op]}" for op in ops)
+                + "; the load was not attempted",
+            ),
             blocks=[{"pair": pair.name, "probe": m.probe, "variant": m.variant} for m in models],
         )
 
@@ -674,13 +680,23 @@ def _version_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
     if trained == served:
         return None
     lite = package == "mindspore-lite"
+    # Another release of MindSpore reads the file with a warning of its own ("cross-major version
+    # compatibility is not guaranteed", 2.10 on 2.0 files) and fails on the first call of some.
+    cross = major_minor(trained) != major_minor(served)
+    why = (
+        " (MindSpore Lite is meant to match the MindSpore that exported the model)"
+        if lite
+        else f" (another release: MindSpore {served} does not guarantee it runs files of MindSpore "
+        f"{trained}; measured on 2.0 files, 2.10 loads them all and fails on the first call of some)"
+        if cross
+        else ""
+    )
     return _finding(
         "train-infer-pairing",
-        "warning" if lite else "info",
+        "warning" if lite or cross else "info",
         pair.name,
         f"{pair.name}/pairing-version",
-        f"{pair.name}: exported by MindSpore {trained}, served by {package} {served}"
-        + (" (MindSpore Lite is meant to match the MindSpore that exported the model)" if lite else ""),
+        f"{pair.name}: exported by MindSpore {trained}, served by {package} {served}" + why,
         {"train_mindspore": trained, "infer_package": package, "infer_version": served},
         f"serve with {package} {trained}, or export with MindSpore {served}",
         aspect="version",

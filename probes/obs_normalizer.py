@@ -53,6 +53,18 @@ def invariants(params):
     return [{"output": "normalized", "check": "within", "low": -clip, "high": clip}]
 
 
+def reference(params, weights, inputs):
+    """The cell's arithmetic in float64 numpy, with its constants as the cell holds them (in
+    fp16, eps = 1e-8 is 0): NaN stays NaN through the clip, ±Inf is clipped to ±clip."""
+    dtype = np.dtype(params["dtype"])
+    clip = float(np.asarray(params["clip"], dtype=dtype))
+    eps = float(np.asarray(params["eps"], dtype=dtype))
+    obs = np.asarray(inputs[0], dtype=np.float64)
+    mean, var = (weights[k].astype(np.float64) for k in ("mean", "var"))
+    z = (obs - mean) / np.sqrt(var + eps)
+    return {"normalized": np.minimum(np.maximum(z, -clip), clip)}
+
+
 def row_blocks(params):
     """How many rows each input class gets: the batch split into len(ROW_CLASSES) blocks as
     evenly as possible (a batch smaller than that leaves the last classes out)."""

@@ -120,8 +120,12 @@ ORDINARY = ("random", "sweep")
 def invariants(params):
     """std = exp(log_std) is positive whatever the input; the action stays within
     ±max_action (clipped or squashed); mean and logp are finite for ordinary inputs (at
-    fp16's edges the probe's own first layer may overflow, on any runtime)."""
+    fp16's edges the probe's own first layer may overflow, on any runtime); every hidden
+    layer, a tanh, stays within [-1, 1] (at fp16's edges its pre-activation may overflow to
+    NaN, so those inputs are left out)."""
     bound = float(params["max_action"])
+    layers = layer_names(params)
+    swept = ORDINARY + ("magnitude",) + tuple("sweep-" + n for n in layers)
     return [
         {"output": "std", "check": "positive"},
         {"output": "std", "check": "finite"},
@@ -134,7 +138,70 @@ def invariants(params):
         },
         {"output": "mean", "check": "finite", "classes": ORDINARY},
         {"output": "logp", "check": "finite", "classes": ORDINARY},
+    ] + [{"output": n, "check": "within", "low": -1.0, "high": 1.0, "classes": swept} for n in layers]
+
+
+def computed_from(params):
+    """What each output and layer is computed from: a breakage there explains one here."""
+    layers = layer_names(params)
+    graph = {"logp": ("mean", "std"), "action": ("mean",), "mean": tuple(layers[-1:])}
+    for before, after in zip(layers[:-1], layers[1:]):
+        graph[after] = (before,)
+    return graph
+
+
+def hidden_layers(params, weights):
+    """The hidden Dense layers from obs on, each followed by its tanh (the input classes
+    solve for observations that sweep each unit's pre-activation)."""
+    return [
+        ("fc%d" % i, weights["fc%d.weight" % i], weights["fc%d.bias" % i], "tanh")
+        for i in range(len(layer_sizes(params)) - 2)
     ]
+
+
+def _dense(h, weight, bias):
+    # Element by element (no BLAS): ±Inf times a weight is ±Inf, and Inf - Inf is NaN, as in IEEE.
+    return np.einsum("bi,oi->bo", h, weight.astype(np.float64)) + bias.astype(np.float64)
+
+
+def _softplus(x):
+    return np.maximum(x, 0.0) + np.log(1.0 + np.exp(-np.abs(x)))
+
+
+def reference(params, weights, inputs):
+    """The cell's forward pass in float64 numpy from the same weights and inputs (with its
+    constants as the cell holds them, in the probe's dtype): every output and hidden layer."""
+    dtype = np.dtype(params["dtype"])
+    eps = float(params["eps"])
+
+    def const(value):
+        return float(np.asarray(value, dtype=dtype))
+
+    obs, actions = [np.asarray(x, dtype=np.float64) for x in inputs]
+    out = {}
+    h = obs
+    for name, weight, bias, _ in hidden_layers(params, weights):
+        h = np.tanh(_dense(h, weight, bias))
+        out[name] = h
+    last = len(layer_sizes(params)) - 2
+    mean = _dense(h, weights["fc%d.weight" % last], weights["fc%d.bias" % last])
+    log_std = weights["log_std"].astype(np.float64)
+    std = np.exp(log_std) + np.zeros_like(mean)
+    half_log_2pi = const(0.5 * math.log(2.0 * math.pi))
+    max_action = const(params["max_action"])
+    if params["head"] == "tanh":
+        a = np.minimum(np.maximum(actions, const(-1.0 + eps)), const(1.0 - eps))
+        u = 0.5 * (np.log(1.0 + a) - np.log(1.0 - a))
+        log_det = 2.0 * (const(math.log(2.0)) - u - _softplus(-2.0 * u))
+        z = (u - mean) / std
+        logp = (-0.5 * z * z - log_std - half_log_2pi - log_det).sum(axis=-1)
+        action = max_action * np.tanh(mean)
+    else:
+        z = (actions - mean) / std
+        logp = (-0.5 * z * z - log_std - half_log_2pi).sum(axis=-1)
+        action = np.minimum(np.maximum(mean, -max_action), max_action)
+    out.update({"mean": mean, "std": std, "logp": logp, "action": action})
+    return out
 
 
 def class_inputs(name, params, inputs):

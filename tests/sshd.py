@@ -148,8 +148,12 @@ def _descends(pid: int, ancestor: int) -> bool:
     return False
 
 
-def make_sshd(base: Path, name: str, client_key: Path | None = None) -> Sshd:
-    """Write the host's keys and config under ``base/name`` and start its sshd."""
+def make_sshd(
+    base: Path, name: str, client_key: Path | None = None, session_env: dict[str, str] | None = None
+) -> Sshd:
+    """Write the host's keys and config under ``base/name`` and start its sshd.
+    ``session_env``: variables every session gets (sshd's SetEnv), e.g. a TMPDIR of its own,
+    so that what the "host" leaves behind can be counted."""
     d = base / name
     d.mkdir(parents=True, exist_ok=True)
     host_key = keygen(d / "host_ed25519", f"host-{name}")
@@ -178,6 +182,7 @@ def make_sshd(base: Path, name: str, client_key: Path | None = None) -> Sshd:
                 "MaxSessions 64",
                 "MaxStartups 64",
                 "LogLevel INFO",
+                *(f"SetEnv {k}={v}" for k, v in (session_env or {}).items()),
                 "",
             ]
         )

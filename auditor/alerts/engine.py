@@ -27,8 +27,9 @@ does not check a pair never resolves another's alert about it, and each delivers
 own alerts' events to its own sinks.
 
 Only a run that checked a finding's subject may count towards resolving it: an aborted run,
-or one whose outcome is ``error`` (a stack could not run, so an absent finding may mean "not
-checked" rather than "fixed"), opens and updates alerts but counts for no resolution; a
+or one whose outcome is ``error`` or ``unchecked`` (a stack could not run, a collector failed:
+an absent finding may mean "not checked" rather than "fixed"; ``NOT_LOOKED``), opens and
+updates alerts but counts for no resolution; a
 narrowed run (``audit --pair ...``, ``runs.selection``) counts only for the alerts about
 what it covered (auditor.config.selection.Scope.covers).
 
@@ -57,6 +58,7 @@ from auditor.alerts.sinks import CLOSED, OPEN, OPENED, REMINDER, RESOLVED, SCHEM
 from auditor.config.selection import Scope
 from auditor.config.tables import SEVERITIES, AlertsConfig, SinkConfig
 from auditor.db import schema as m
+from auditor.results import ERROR, NPU_TELEMETRY, TELEMETRY_UNAVAILABLE, UNCHECKED
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +74,18 @@ in one run only, so they open at once."""
 
 STACK_KINDS = ("stack-unavailable", "worker-failure")
 
+DEVICE_KINDS = (NPU_TELEMETRY, TELEMETRY_UNAVAILABLE)
+NOT_LOOKED = (ERROR, UNCHECKED)
+"""Outcomes of runs that may not have looked at everything they were asked to (a stack that
+could not run, a collector that failed, a publication missing): they resolve no alert."""
+
 
 def category(kind: str, details: Mapping[str, Any], builtin_probes: Collection[str]) -> str:
     """What a finding is about, for ``[alerts] on`` (auditor.config.tables.ALERT_CATEGORIES)."""
     if kind in STACK_KINDS:
         return "stacks"
+    if kind in DEVICE_KINDS:
+        return "devices"
     if kind in EVENTS:
         return "version-drift"
     if kind == "latency-regression":
@@ -254,7 +263,7 @@ class AlertEngine:
                 alert.last_seen_at, alert.last_seen_run_id = now, run_id
                 if kind is not None:
                     events.append(self._event(s, alert, kind, run, now))
-            if run.outcome != "error":
+            if run.outcome not in NOT_LOOKED:
                 for key, alert in live.items():
                     if key in findings or not (
                         scope is None or scope.covers(alert.subject, alert.details or {})

@@ -59,7 +59,7 @@ def audit(
          severity error or critical (see the report)
       2  usage or config error
     """
-    from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
+    from auditor.cycle.audit_run import AuditRun, HistoryFailed, RunAborted, RunNotStored
     from auditor.history.store import Store, StoreError
     from auditor.report.text import render_json, render_text
 
@@ -87,12 +87,16 @@ def audit(
     try:
         result = run.run()
     except RunAborted as exc:
+        if not exc.run_id:
+            stored = "nothing stored"
+        elif run.unrecorded is None:
+            stored = f"run {exc.run_id} marked aborted"
+        else:
+            stored = f"run {exc.run_id} is marked aborted by the next run once the database is back"
+        if isinstance(exc, HistoryFailed):
+            fail(f"{exc}; {stored}", EXIT_FINDINGS)
         code = 128 + (signal.SIGTERM if exc.reason == "SIGTERM" else signal.SIGINT)
-        fail(
-            f"cycle interrupted ({exc.reason}); "
-            + (f"run {exc.run_id} marked aborted" if exc.run_id else "nothing stored"),
-            code,
-        )
+        fail(f"cycle interrupted ({exc.reason}); {stored}", code)
     except RunNotStored as exc:
         fail(str(exc), EXIT_FINDINGS)
     finally:

@@ -61,7 +61,7 @@ def show_command(
     from auditor.history import baselines
 
     fmt = chosen(fmt, as_json)
-    store = obj.store()
+    store = obj.store(create=False)
     try:
         rows = baselines.show(store.engine, probe, variant, stack, auditors)
     finally:
@@ -104,7 +104,7 @@ def reset_command(obj: Context, probe: str | None, variant: str | None, stack: s
 
     if not (probe or variant or stack or yes):
         click.confirm("Reset every golden baseline?", abort=True, err=True)
-    store = obj.store()
+    store = obj.store(create=False)
     try:
         count = baselines.reset(store.engine, probe, variant, stack)
     finally:

@@ -1,4 +1,5 @@
-"""``auditor check``: preflight a MindIR against the stacks, in seconds, without a cycle."""
+"""``auditor check``: will these stacks load and run a MindIR? A deployment gate that says OK
+only on evidence, in seconds, without a cycle."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ from auditor.cli.exits import EXIT_USAGE
 from auditor.cli.selection import check_names, narrowed, selection_of, selector_options
 from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
-from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, loads_mindir, preflight
+from auditor.cycle.preflight import (
+    OK,
+    CheckReport,
+    ModelInputError,
+    StackVerdict,
+    loads_mindir,
+    preflight_many,
+)
+from auditor.history.store import Store, StoreError
 from auditor.runtime import RuntimeSpec
 
 
@@ -24,7 +33,7 @@ from auditor.runtime import RuntimeSpec
 @selector_options(
     texts={
         "model": "The exported .mindir to check, or a [models.NAME] (its file; by default its serving "
-        "stacks). Repeatable: each is checked.",
+        "stacks). Repeatable: each is checked, each stack started once for all.",
         "stack": "A stack to check against (repeatable). Default: every infer stack of the config that "
         "loads MindIR.",
         "pair": "Check against this pair's infer stack (as if its train stack had exported the file).",
@@ -32,23 +41,49 @@ from auditor.runtime import RuntimeSpec
         "host": "Check against the infer stacks of the pairs and models with a stack on this host.",
     }
 )
-@click.option("--load", is_flag=True, help="Also load the model on each stack and run one seeded batch.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the --load batch.")
+@click.option(
+    "--load/--no-load",
+    default=True,
+    show_default=True,
+    help="Load the model on each reachable stack and run one seeded batch (the evidence for OK). "
+    "--no-load: rules, stored results and measured tables only; never OK.",
+)
+@click.option(
+    "--convert",
+    is_flag=True,
+    help="Stacks with a [stacks.X.convert] first convert the model as their deployment does, "
+    "then load and run the converted model (with --no-load: convert only).",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the batch that is run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.pass_obj
-def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any) -> None:
-    """Will these stacks load this MindIR? Rules only, no probes: a deployment pipeline's gate.
+def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: bool, **kw: Any) -> None:
+    """Will these stacks load and run this MindIR? A deployment pipeline's gate.
 
-    Reads the file without any framework, fingerprints the stacks and runs every
-    compatibility rule (MindIR version and operators against the runtime, exporting
-    MindSpore against the served runtime, MindSpore/CANN, driver/firmware/CANN) as if a
-    train stack had exported the file; prints a verdict per stack with the reason and the
-    remedy. Runtime limits learned by earlier audits (history database) are used.
+    Reads the file without any framework, fingerprints the stacks, runs every compatibility
+    rule (MindIR version and operators against the runtime, exporting MindSpore against the
+    served runtime, MindSpore/CANN, driver/firmware/CANN) as if a train stack had exported
+    the file, then loads the file on each stack and runs one seeded batch. A stack is OK only
+    on evidence that its runtime runs this file: that load and run; or, for a stack that
+    cannot be reached, an earlier audit's result for this very file (by digest) on the same
+    runtime release, or the runtime's measured operator table covering every operator of the
+    file. A failure says whether the load or the first call failed, on which operator or
+    version pair, with the runtime's own log lines and the remedy. The history database is
+    read (never created): earlier results of the file, runtime limits learned by audits.
+
+    With --convert, a stack that declares its deployment's conversion ([stacks.X.convert])
+    converts the file with MindSpore Lite's converter and those options first, and what is
+    loaded and run is the converted model; a failed conversion is that stack's error in the
+    converter's words.
+
+    With several --model, each file gets its verdicts (JSON: a list of reports) and the exit
+    status is the worst.
 
     \b
     Exit status:
-      0  every stack can serve the model (notes may be printed)
-      1  a finding on some stack: incompatible, unsupported operator, warning, stack error
+      0  every stack was shown to serve the model (notes may be printed)
+      1  some stack is not OK: incompatible, unsupported operator, warning, unchecked (no
+         evidence either way, always so with --no-load), stack error
       2  usage or input error (unknown stack, unreadable, truncated or non-MindIR file)
     """
     config = obj.config()
@@ -58,35 +93,50 @@ def check_command(obj: Context, load: bool, seed: int, as_json: bool, **kw: Any)
     where = dataclasses.replace(selection, models=())
     check_names(where, Universe.of(config))
     plugins = obj.plugins()
-    maxima, operators = _learned(obj, config)
-    reports, code = [], 0
+    # The files by the stacks they are checked against: each group starts its stacks once.
+    groups: dict[tuple[str, ...], list[str]] = {}
+    order = []
     for model in dict.fromkeys(selection.models):
         path, names = _target(config, model, where, plugins.runtimes())
-        try:
-            report = preflight(
+        if convert and not any(config.stacks[n].convert is not None for n in names):
+            fail(f"--convert: none of {', '.join(names)} declares a conversion ([stacks.NAME.convert])")
+        groups.setdefault(tuple(names), []).append(path)
+        order.append(path)
+    store = _history(obj, config)
+    by_path: dict[str, CheckReport] = {}
+    try:
+        for names, paths in groups.items():
+            reports = preflight_many(
                 config,
-                path,
-                names,
+                list(dict.fromkeys(paths)),
+                list(names),
                 plugins.fingerprint_collectors(),
                 list(plugins.rules().values()),
                 plugins.runtimes(),
-                maxima,
-                operators,
                 load=load,
                 seed=seed,
+                history=store,
+                convert=convert,
             )
-        except ModelInputError as exc:
-            if as_json:
-                click.echo(json.dumps({"file": path, "error": str(exc), "exit_code": EXIT_USAGE}, indent=2))
-                sys.exit(EXIT_USAGE)
-            fail(str(exc))
-        reports.append(report)
-        code = max(code, report.exit_code)
-        if not as_json:
-            click.echo(render(report))
+            by_path.update(zip(dict.fromkeys(paths), reports, strict=True))
+    except ModelInputError as exc:
+        if as_json:
+            file = next((m for m in order if str(exc).startswith(f"{m}:")), order[0])
+            click.echo(json.dumps({"file": file, "error": str(exc), "exit_code": EXIT_USAGE}, indent=2))
+            sys.exit(EXIT_USAGE)
+        fail(str(exc))
+    finally:
+        if store is not None:
+            store.close()
+    reports = [by_path[p] for p in dict.fromkeys(order)]
+    for note in dict.fromkeys(n for r in reports for n in r.notes):
+        click.echo(f"auditor: warning: {note}", err=True)
+    code = max(r.exit_code for r in reports)
     if as_json:
         docs = [r.to_json() for r in reports]
         click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, default=str))
+    else:
+        click.echo("\n".join(render(r) for r in reports), nl=False)
     sys.exit(code)
 
 
@@ -114,28 +164,19 @@ def _target(
     return path, names
 
 
-def _learned(obj: Context, config):  # noqa: ANN001, ANN202 - the history's learned limits
-    """The runtime limits earlier audits learned, if the history database exists (a check
-    never creates one)."""
-    from auditor.history.store import Store, StoreError
-
+def _history(obj: Context, config: Config) -> Store | None:
+    """The history database, opened to be read (a check never creates nor migrates one), or
+    None when there is none or it cannot be opened (said on stderr)."""
     url = obj.db_url(config)
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
-        return {}, []
+        return None
     try:
-        store = Store(url)
+        return Store(url)
     except StoreError as exc:
-        click.echo(f"auditor: warning: history not read ({exc}); learned runtime limits unused", err=True)
-        return {}, []
-    try:
-        maxima = store.mindir_limits()
-        operators = store.operator_limits()
-        return maxima, operators
-    except Exception as exc:  # an old or foreign database: the check goes on without it
-        click.echo(f"auditor: warning: history not read ({type(exc).__name__}: {exc})", err=True)
-        return {}, []
-    finally:
-        store.close()
+        click.echo(
+            f"auditor: warning: history not read ({exc}); earlier results and learned limits unused", err=True
+        )
+        return None
 
 
 def render(report: CheckReport) -> str:
@@ -149,7 +190,8 @@ def render(report: CheckReport) -> str:
     lines.append("")
     lines.append(
         f"{len(report.verdicts) - len(bad)} of {len(report.verdicts)} stack(s) ok"
-        + (f"; not ok: {', '.join(v.stack for v in bad)}" if bad else "")
+        + (f"; not ok: {', '.join(f'{v.stack} ({v.status})' for v in bad)}" if bad else "")
+        + ("" if report.loaded else "; --no-load: nothing was loaded, so nothing is ok")
         + f" ({report.seconds:.1f} s)"
     )
     return "\n".join(lines) + "\n"
@@ -164,14 +206,27 @@ def _verdict_lines(v: StackVerdict, width: int) -> list[str]:
     for f in v.findings:
         if f.message != v.reason:
             lines.append(f"      {f.severity}: {f.message}")
+    if v.conversion is not None:
+        state = "ok" if v.conversion.ok else "FAILED"
+        lines.append(f"      conversion: {state}, {v.conversion.seconds:.2f} s: {v.conversion.message}")
     if v.load is not None and not v.load.attempted:
-        lines.append("      load: not attempted (the finding above says it would fail)")
+        lines.append(f"      load: {v.load.message}")
     elif v.load is not None:
-        state = "ok" if v.load.ok else "FAILED"
-        lines.append(f"      load: {state}, {v.load.seconds:.2f} s: {v.load.message.splitlines()[0]}")
+        if v.load.ok:
+            lines.append(f"      load: ok, {v.load.seconds:.2f} s")
+        else:
+            where = "the first call" if v.load.phase == "run" else "the load"
+            lines.append(f"      load: FAILED at {where}, {v.load.seconds:.2f} s")
         for o in v.load.outputs:
             lines.append(
                 f"        output {o['index']}: shape {o['shape']} {o['dtype']}"
                 + ("" if o["finite"] else " (NOT all finite)")
             )
+        if v.load.log_lines:
+            lines.append("      the runtime's log:" if not v.load.ok else "      the runtime warned:")
+            lines += [f"        {line}" for line in v.load.log_lines]
+    for e in v.evidence:
+        lines.append(f"      evidence: {e}")
+    for u in v.unknown:
+        lines.append(f"      not known: {u}")
     return lines

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
+import sys
 
 import click
 
 from auditor.cli.context import Context
-from auditor.common.redact import redact_url
+from auditor.cli.exits import EXIT_FINDINGS
+from auditor.common.redact import redact_text, redact_url
 
 
 @click.group("config")
@@ -17,20 +18,49 @@ def config_group() -> None:
 
 
 @config_group.command("check")
+@click.option(
+    "--hosts",
+    is_flag=True,
+    help="Also start every stack's worker on its host (interpreter, worker code, runtime import), "
+    "read the watched models there, and check each model against its reference and serving stacks.",
+)
+@click.option("--connect", is_flag=True, help="Also open the history database and check it.")
 @click.pass_obj
-def config_check(obj: Context) -> None:
-    """Validate the config file; list every problem with its key path (exit 2 if any)."""
+def config_check(obj: Context, hosts: bool, connect: bool) -> None:
+    """Validate the config file, then what it asks for: interpreters, model files, watched
+    globs, the database URL, the plugins. Every problem is listed with its key path.
+
+    \b
+    Exit status:
+      0  the config is valid and everything checked can work
+      1  valid, but something it asks for cannot work (listed)
+      2  not valid (every problem with its key path)
+    """
+    from auditor.cycle.readiness import check
+
     config = obj.config()
-    click.echo(f"{config.source}: ok ({len(config.stacks)} stacks, {len(config.pairs)} pairs)")
+    url = obj.db_url(config)
+    found = check(config, obj.plugins(), url, hosts=hosts, connect=connect)
+    state = "ok" if found.ok else f"{len(found.problems)} problem{'s' if len(found.problems) > 1 else ''}"
+    click.echo(f"{config.source}: {state} ({len(config.stacks)} stacks, {len(config.pairs)} pairs)")
     for name, s in config.stacks.items():
         if config.fleet.is_remote(name):
             click.echo(f"  stack {name}: {s.role} {s.runtime} from the history database (its publications)")
             continue
-        missing = "" if os.access(s.python, os.X_OK) else "   (interpreter not found)"
+        where = "" if s.host == "local" else f" on {s.host}"
         publishes = config.fleet.publish.get(name)
         also = f"   (publishes {', '.join(publishes)})" if publishes else ""
-        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{missing}{also}")
-    click.echo(f"  history database: {redact_url(obj.db_url(config))}")
+        started = f"   ({found.stacks[name]})" if name in found.stacks else ""
+        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{where}{started}{also}")
+    for name, model in config.models.items():
+        click.echo(f"  model {name}: {model.path}")
+    click.echo(f"  history database: {found.database or redact_url(url)}")
+    for line in found.unchecked:
+        click.echo(f"  not checked: {line}")
+    for problem in found.problems:
+        click.echo(f"  problem: {redact_text(str(problem))}", err=True)
+    if not found.ok:
+        sys.exit(EXIT_FINDINGS)
 
 
 @config_group.command("generate")

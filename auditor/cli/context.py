@@ -18,7 +18,7 @@ from auditor.common.redact import redact_text
 from auditor.config.load import parse, plugin_dirs, read_document
 from auditor.config.tables import Config, ConfigError
 from auditor.cycle.env_process import env_problem
-from auditor.extend.manager import Plugins
+from auditor.extend.manager import Plugins, one_line
 
 if TYPE_CHECKING:
     from auditor.history.store import Store
@@ -53,6 +53,7 @@ class Context:
         self.config_path = config_path
         self.db = db
         self._plugins: Plugins | None = None
+        self._said = 0
 
     def find_config(self, required: bool = True) -> str | None:
         path = self.config_path or os.environ.get("AUDITOR_CONFIG")
@@ -78,9 +79,18 @@ class Context:
                     with contextlib.suppress(ConfigError):  # reported by whoever needs the config
                         dirs = plugin_dirs(read_document(path), path)
             self._plugins = Plugins(dirs)
-            for problem in self._plugins.problems:
-                click.echo(f"auditor: warning: {problem.rstrip()}", err=True)
+            self._said = 0
+            self.say_plugin_problems()
         return self._plugins
+
+    def say_plugin_problems(self) -> None:
+        """Print the plugin problems not printed yet: loading a plugin reports its import
+        errors, asking it for its probes (when the config is read) reports a probe module's."""
+        if self._plugins is None:
+            return
+        for problem in self._plugins.problems[self._said :]:
+            click.echo(f"auditor: warning: {one_line(problem)}", err=True)
+        self._said = len(self._plugins.problems)
 
     def load_config(self) -> Config:
         """The config, or ConfigError listing every problem (the daemon's reload keeps the old
@@ -89,6 +99,8 @@ class Context:
         assert path is not None
         doc = read_document(path)
         plugins = self.plugins(plugin_dirs(doc, path))
+        plugins.probes(), plugins.runtimes(), plugins.alert_sinks()  # their problems said before parse's
+        self.say_plugin_problems()
         return parse(
             doc,
             path,
@@ -104,6 +116,7 @@ class Context:
         try:
             return self.load_config()
         except ConfigError as exc:
+            self.say_plugin_problems()  # an "unknown probe" is often a plugin that did not import
             click.echo(f"auditor: config {exc.source} is not usable:", err=True)
             for e in exc.errors:
                 click.echo(f"  {redact_text(e)}", err=True)
@@ -121,19 +134,28 @@ class Context:
             return config.db_url
         return default_db_url()
 
-    def store(self, migrate: bool = True, code: int = EXIT_USAGE, read: bool = False) -> Store:
+    def store(
+        self, migrate: bool = True, code: int = EXIT_USAGE, read: bool = False, create: bool | None = None
+    ) -> Store:
         """The history database of --db, else of the config's [storage] url (the config is
         only read then); a database that cannot be opened ends the command with ``code``.
         ``read``: a command that only reads reads what it can of a database that cannot be
-        migrated (read-only, damaged), after a warning."""
+        migrated (read-only, damaged), after a warning. ``create`` (default: a command that
+        migrates and does not only read): an SQLite file that does not exist is made; else
+        its absence ends the command and nothing is created."""
         from auditor.db import url as urls
         from auditor.history.store import Store, StoreError
 
+        if create is None:
+            create = migrate and not read
         url = self.db_url(None if self.db or urls.from_environment() else self.config())
         try:
-            return Store.open(url) if migrate else Store(url)
+            return Store.open(url, create=create) if migrate else Store(url, create=create)
         except StoreError as exc:
-            if not read or str(exc).startswith(("not a database URL", "unsupported database URL")):
+            if not read or not exc.reached:
                 fail(str(exc), code)
             click.echo(f"auditor: warning: {exc}; reading it as it is", err=True)
-            return Store(url)
+        try:
+            return Store(url, create=False)
+        except StoreError as exc:
+            fail(str(exc), code)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def alerts_command(
     fmt = chosen(fmt, as_json)
     config = None if obj.db else obj.config()
     try:
-        store = Store.open(obj.db_url(config), config.auditor_id if config is not None else "")
+        store = Store.open(obj.db_url(config), config.auditor_id if config is not None else "", create=False)
     except StoreError as exc:
         fail(str(exc))
     alerts = list_alerts(store.engine, open_only=open_only, limit=limit, auditors=auditors)
@@ -173,7 +174,7 @@ def service_print(hardening: bool, exec_path: str | None, unit_config: str, user
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("/"),
     show_default=True,
-    help="Install under this directory instead of / (for packaging).",
+    help="Install under this directory instead of / (for packaging; nothing is checked then).",
 )
 @click.option(
     "--unit-dir",
@@ -188,14 +189,79 @@ def service_print(hardening: bool, exec_path: str | None, unit_config: str, user
 def service_install(
     root: Path, unit_dir: str, no_hardening: bool, exec_path: str | None, unit_config: str, user: str
 ) -> None:
-    """Write the unit and the hardening drop-in where systemd looks, and say what to run next."""
+    """Check that the service can start as installed, then write the unit and the hardening
+    drop-in where systemd looks and say what to run next.
+
+    The checks run as the unit's user, in the unit's environment: it must be able to run
+    the auditor (--exec), read the config (--config) and everything it names (stack
+    interpreters, model files, plugin folders, ssh keys) and write the history database;
+    paths the hardening drop-in hides (/tmp, /var/tmp) or makes read-only are refused too.
+    The service user is created (a system user) when it does not exist. Anything missing is
+    listed and nothing is written (exit 1). With --root nothing is checked: run
+    `auditor service check` on the target host.
+    """
+    from auditor.daemon.install import create_user, user_exists
     from auditor.daemon.unit import install, next_steps
 
     options = _unit_options(exec_path, unit_config, user)
-    if not Path(options.exec_path).is_file():
-        click.echo(f"auditor: warning: {options.exec_path} does not exist (yet); pass --exec", err=True)
+    if root == Path("/"):
+        if os.geteuid() != 0:
+            fail(
+                "service install checks as the service user and writes /etc/systemd/system: run it as root", 1
+            )
+        if not user_exists(user):
+            why = create_user(user)
+            if why is not None:
+                fail(f"the service user {user} does not exist and could not be created: {why}", 1)
+            click.echo(f"created the system user {user} (home {STATE_HOME}, no login shell)")
+        _refuse_unless_ready(options, not no_hardening)
     try:
         written = install(options, root, unit_dir, hardening=not no_hardening)
     except OSError as exc:
         fail(f"cannot write the unit: {exc} (run as root, or use --root for a staging directory)", 1)
+    if root != Path("/"):
+        click.echo("not checked (staged under --root): run `auditor service check` on the target host")
     click.echo(next_steps(options, root, written), nl=False)
+
+
+@service_group.command("check")
+@click.option("--no-hardening", is_flag=True, help="The unit is installed without the hardening drop-in.")
+@_exec_option
+@_config_option
+@_user_option
+def service_check(no_hardening: bool, exec_path: str | None, unit_config: str, user: str) -> None:
+    """Check, as the unit's user and in its environment, everything the service needs to start
+    (what `service install` checks); exit 1 with the list of what is missing."""
+    from auditor.daemon.install import user_exists
+
+    if os.geteuid() != 0:
+        fail("service check runs its checks as the service user: run it as root", 1)
+    if not user_exists(user):
+        fail(f"the service user {user} does not exist (`auditor service install` creates it)", 1)
+    options = _unit_options(exec_path, unit_config, user)
+    _refuse_unless_ready(options, not no_hardening)
+    click.echo(
+        f"ok: user {user} can start the service ({options.exec_path} --config {options.config} daemon)"
+    )
+
+
+STATE_HOME = "/var/lib/auditor"
+
+
+def _refuse_unless_ready(options, hardening: bool) -> None:  # type: ignore[no-untyped-def]
+    """Exit 1 listing what the unit's user cannot do; return when it can do everything."""
+    from auditor.common.paths import default_db_url
+    from auditor.daemon.install import check, needs, unit_environment
+
+    if not os.access(options.config, os.R_OK):
+        fail(f"the config {options.config} cannot be read (write it first; --config names another)", 1)
+    with unit_environment(options.user):  # the config as the unit will read it
+        config = Context(options.config, None).config()
+        need = needs(options, config, default_db=config.db_url == default_db_url())
+    problems = check(need, options.user, hardening)
+    if problems:
+        click.echo(f"auditor: the service would not start: user {options.user} cannot", err=True)
+        for problem in problems:
+            click.echo(f"  - {problem}", err=True)
+        click.echo("nothing was written; fix these and run the command again", err=True)
+        sys.exit(1)

@@ -1,5 +1,6 @@
-"""``auditor golden record``: run a model on a named stack and keep its inputs and outputs as
-the golden ``.npz`` that later cycles compare with (docs/golden.md)."""
+"""``auditor golden record``: run a model on a named stack, or its training network on its train
+stack, and keep its inputs and outputs as the golden ``.npz`` that later cycles compare with
+(docs/golden.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
 from auditor.config.user_models import ModelConfig
 from auditor.cycle.preflight import ModelInputError, read_model
-from auditor.cycle.user_models import model_inputs
+from auditor.cycle.user_models import build_network, model_inputs
 from auditor.stacks.worker import WorkerError
 
 
@@ -36,11 +37,20 @@ def golden_group() -> None:
         "probe": "Probes have no golden file (their goldens are kept in the history: `auditor baseline`).",
     }
 )
+@click.option(
+    "--train",
+    "from_train",
+    is_flag=True,
+    help="Record the outputs of the model's training network ([models.NAME] train: its factory and "
+    "checkpoint, PyNative on its train stack) instead of a stack running the file.",
+)
 @click.option("--out", metavar="FILE", help="Where to write the .npz. Default: the model's golden path.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the inputs when MODEL is a file.")
 @click.pass_obj
-def golden_record(obj: Context, model: str | None, out: str | None, seed: int, **kw: Any) -> None:
-    """Run MODEL on a stack and write its golden .npz.
+def golden_record(
+    obj: Context, model: str | None, from_train: bool, out: str | None, seed: int, **kw: Any
+) -> None:
+    """Run MODEL on a stack (or its training network, --train) and write its golden .npz.
 
     MODEL is a [models.NAME] of the config (its inputs specs are used, and its golden path
     unless --out is given), or the path of a .mindir (inputs from the file's own signature,
@@ -58,19 +68,36 @@ def golden_record(obj: Context, model: str | None, out: str | None, seed: int, *
     stack = selection.stacks[0] if selection.stacks else None
     check_names(Selection(stacks=selection.stacks), Universe.of(config))
     specs = _models(config, model, selection, stack, out, seed)
+    stacks = {}
     for spec in specs:
-        target_stack = stack or spec.reference
-        if target_stack is None:
-            fail(
-                f"models.{spec.name} has no reference stack: name the stack that runs it with --stack "
-                f"({_loaders(obj, config) or 'no stack of this config loads a MindIR'})"
-            )
-        _refuse_early(obj, config, target_stack)
+        if from_train:
+            if spec.train is None:
+                fail(
+                    f"--train records a [models.NAME] whose train table names its factory; "
+                    f"{spec.name} has none"
+                )
+            if stack is not None and stack != spec.train.stack:
+                fail(f"models.{spec.name}.train builds the network on {spec.train.stack}, not on {stack}")
+            missing = spec.train.missing()
+            if missing is not None:
+                fail(f"models.{spec.name}.{missing}")
+            stacks[spec.name] = spec.train.stack
+        else:
+            target_stack = stack or spec.reference
+            if target_stack is None:
+                also = " (or --train for its training network)" if spec.train is not None else ""
+                fail(
+                    f"models.{spec.name} has no reference stack: name the stack that runs it with "
+                    f"--stack{also} "
+                    f"({_loaders(obj, config) or 'no stack of this config loads a MindIR'})"
+                )
+            _refuse_early(obj, config, target_stack)
+            stacks[spec.name] = target_stack
         target = out or spec.golden
         if not target:
             fail(f"models.{spec.name} has no golden path: pass --out FILE.npz")
     for spec in specs:
-        _record(obj, config, spec, stack or spec.reference or "", out or spec.golden or "")
+        _record(obj, config, spec, stacks[spec.name], out or spec.golden or "", from_train)
 
 
 def _models(
@@ -122,19 +149,28 @@ def _refuse_early(obj: Context, config: Config, stack: str) -> None:
         )
 
 
-def _record(obj: Context, config: Config, spec: ModelConfig, stack: str, target: str) -> None:
+def _record(
+    obj: Context, config: Config, spec: ModelConfig, stack: str, target: str, from_train: bool = False
+) -> None:
     try:
-        data, info = read_model(spec.path)
-        inputs, names = model_inputs(spec, info)
+        data, info = read_model(spec.path, config.files.limits)
+        inputs, names = model_inputs(spec, info, config.files.limits)
     except ModelInputError as exc:
         fail(str(exc))
+    network = spec.train if from_train else None
     worker = obj.plugins().reach(config).worker(stack)
+    what = network.describe() if network is not None else f"{spec.path} on {stack}"
     try:
         hello = worker.start()
-        worker.request("load", model="golden", path=str(Path(spec.path).resolve()))
+        if network is not None:
+            build_network(worker, network, "golden")
+        else:
+            worker.request("load", model="golden", path=str(Path(spec.path).resolve()))
         outputs = worker.request("run", model="golden", inputs=inputs).result["outputs"]
     except WorkerError as exc:
-        fail(f"could not run {spec.path} on {stack}: {exc.describe()}", 1)
+        fail(f"could not run {what}: {exc.describe()}", 1)
+    except OSError as exc:
+        fail(f"could not read the checkpoint of models.{spec.name}.train: {exc}")
     finally:
         worker.close()
     output_names = list(spec.output_names) or [f"output{i}" for i in range(len(outputs))]
@@ -154,6 +190,7 @@ def _record(obj: Context, config: Config, spec: ModelConfig, stack: str, target:
             model_file=str(Path(spec.path).resolve()),
             model=spec.name,
             stack=stack,
+            reference=network.factory if network is not None else "file",
             runtime=hello.get("runtime_package"),
             runtime_version=hello.get("runtime_version"),
             seed=spec.seed,
@@ -162,6 +199,7 @@ def _record(obj: Context, config: Config, spec: ModelConfig, stack: str, target:
     except (OSError, GoldenError) as exc:
         fail(f"could not write the golden {target}: {exc}")
     shapes = ", ".join(f"{n}{list(o.shape)}" for n, o in zip(output_names, outputs, strict=True))
+    by = f" by {network.factory} (PyNative)" if network is not None else ""
     click.echo(
-        f"{path}: {len(inputs)} input(s), outputs {shapes}; recorded on {stack} for {info.sha256[:12]}"
+        f"{path}: {len(inputs)} input(s), outputs {shapes}; recorded on {stack}{by} for {info.sha256[:12]}"
     )

@@ -7,6 +7,7 @@ long history writes rows as they are read, in any of the three formats.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
 from auditor.cli.selection import selector_options
 from auditor.common.redact import redact_url
+from auditor.config.tables import MAX_KEEP_DAYS, ConfigError
 from auditor.history.filters import FIELDS, STACK_FIELDS, Filters, HistoryError, iso, parse_when, parse_where
 from auditor.history.queries import (
     METRIC_COLUMNS,
@@ -341,9 +343,14 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
         changes: list[FingerprintChange] = []
         if series:
             stacks = {n for s in series for n in (s.train, s.infer) if n}
-            first = min(s.points[0][1] for s in series)
-            last = max(s.points[-1][1] for s in series)
-            changes = [c for c in fingerprint_changes(conn, sorted(stacks), since=first) if c.at <= last]
+            # A damaged start time reads as missing (auditor.db.columns): such points bound nothing.
+            times = [at for s in series for _, at, _, _ in s.points if at is not None]
+            first, last = (min(times), max(times)) if times else (None, None)
+            changes = [
+                c
+                for c in fingerprint_changes(conn, sorted(stacks), since=first)
+                if last is None or c.at is None or c.at <= last
+            ]
         elif not metric.startswith("latency.") and metric not in known_values(conn, "metric"):
             known = ", ".join(known_values(conn, "metric"))
             fail(f"no metric {metric!r} in the history (known: {known or 'none yet'})")
@@ -421,11 +428,17 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
 
     f = _filters(kw, None)
     store = obj.store(read=True)
+    limits = None  # the NPU telemetry thresholds drawn: the config's, else the built-in ones
+    if obj.find_config(required=False):
+        with contextlib.suppress(ConfigError):
+            limits = obj.load_config().telemetry.limits()
     with store.engine.connect() as conn:
         refresh_statistics(conn)
         _reject_unknown(conn, f)  # an unknown --metric is the report's ReportError
         try:
-            page, summary = render_report(conn, f, metric=metric, source=_redacted(store.url))
+            page, summary = render_report(
+                conn, f, metric=metric, source=_redacted(store.url), telemetry_limits=limits
+            )
         except ReportError as exc:
             fail(str(exc))
     path = Path(out_path)
@@ -486,15 +499,18 @@ def db_current(obj: Context, check: bool) -> None:
 @db_group.command("check")
 @click.pass_obj
 def db_check(obj: Context) -> None:
-    """Check the database: damaged pages, missing tables, unreadable timestamps or JSON,
-    read-only (exit 1 if anything is wrong). `auditor audit` refuses such a database."""
+    """Check the database: damaged pages or indexes (SQLite's whole integrity_check), missing
+    tables, unreadable timestamps or JSON, read-only (exit 1 if anything is wrong, with the
+    remedy). `auditor audit` refuses such a database."""
     from auditor.db.health import check
 
     store = obj.store(migrate=False)
-    health = check(store.engine)
+    health = check(store.engine, thorough=True)
     click.echo(f"database: {_redacted(store.url)}")
     for problem in health.problems:
         click.echo(f"  problem: {problem}")
+    if health.remedy:
+        click.echo(f"  remedy: {health.remedy}")
     if health.read_only:
         click.echo("  read-only: read commands work, `auditor audit` cannot store runs here")
     if health.ok:
@@ -507,28 +523,38 @@ def db_check(obj: Context) -> None:
 @click.pass_obj
 def db_upgrade(obj: Context) -> None:
     """Apply the pending schema migrations (the auditor also does this when it opens the database)."""
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
+
     from auditor.history.store import StoreError
 
-    store = obj.store(migrate=False)
-    before = store.current_heads()
-    pending = store.pending_revisions()
+    store = obj.store(migrate=False, create=True)
     try:
+        before = store.current_heads()
+        pending = store.pending_revisions()
         store.upgrade()
-    except StoreError as exc:
+        after = store.current_heads()
+    except StoreError as exc:  # unreachable, not a database, damaged, read-only
         fail(str(exc), EXIT_FINDINGS)
+    except (CommandError, RevisionError):
+        fail(
+            f"the database is at revision {', '.join(before)}, which this auditor does not know: "
+            "a newer auditor migrated it; upgrade the auditor",
+            EXIT_FINDINGS,
+        )
     if not pending:
         click.echo(f"already up to date at {', '.join(before)}")
         return
     click.echo(
         f"upgraded {_redacted(store.url)} from {', '.join(before) or '(empty)'} "
-        f"to {', '.join(store.current_heads())} (applied {', '.join(pending)})"
+        f"to {', '.join(after)} (applied {', '.join(pending)})"
     )
 
 
 @db_group.command("prune")
 @click.option(
     "--keep-days",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_KEEP_DAYS),
     metavar="N",
     help="Keep the runs of the last N days (default: the config's [storage] keep_days, else 90; 0: all).",
 )
@@ -566,7 +592,7 @@ def db_prune(
         keep_days = config.keep_days if config is not None else Config.keep_days
     if auditor_id is None and not all_auditors:
         auditor_id = auditor_identity(config.auditor_id if config is not None else "")
-    store = obj.store()
+    store = obj.store(create=False)
     result = prune(store.engine, keep_days, dry_run=dry_run, auditor_id=None if all_auditors else auditor_id)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))

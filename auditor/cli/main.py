@@ -16,12 +16,14 @@ from auditor.cli.config import config_group
 from auditor.cli.context import Context
 from auditor.cli.daemon import alerts_command, daemon_command, service_group
 from auditor.cli.drift import drift_command
-from auditor.cli.exits import EXIT_FINDINGS, interrupted
+from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE, interrupted
 from auditor.cli.fingerprint import fingerprint_command
 from auditor.cli.golden import golden_group
 from auditor.cli.history import db_group, history_command, report_command, show_command, trend_command
 from auditor.cli.hosts import hosts_group
 from auditor.cli.plugins import plugins_command
+from auditor.cli.publications import publications_command
+from auditor.cli.telemetry import telemetry_group
 from auditor.db.columns import unreadable
 from auditor.db.health import db_error, from_database
 from auditor.extend.manager import Plugins
@@ -72,6 +74,8 @@ cli.add_command(baseline_group)
 cli.add_command(hosts_group)
 cli.add_command(check_command)
 cli.add_command(golden_group)
+cli.add_command(publications_command)
+cli.add_command(telemetry_group)
 cli.add_command(compare_command)
 
 
@@ -80,6 +84,8 @@ def main() -> None:
     alone would say "Aborted!" with status 1); a history database that fails under a command
     is one line naming the problem; values read as missing are listed at the end."""
     from sqlalchemy.exc import SQLAlchemyError
+
+    from auditor.history.store import StoreError
 
     try:
         # Commands added by plugins (built-ins and entry points; directory plugins are loaded
@@ -96,6 +102,11 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code
+    except StoreError as exc:
+        # Commands catch what they expect; this is the net for any other way a database
+        # that cannot be reached or opened surfaces: one line, never a traceback.
+        click.echo(f"auditor: {exc}", err=True)
+        code = EXIT_USAGE if not exc.reached else EXIT_FINDINGS
     except (SQLAlchemyError, sqlite3.Error, UnicodeDecodeError) as exc:
         if isinstance(exc, UnicodeDecodeError) and not from_database(exc):
             raise

@@ -39,7 +39,7 @@ def plugins_command(obj: Context, show_all: bool, as_json: bool, check: bool) ->
     if check:
         from auditor.extend.check import check as check_stacks
 
-        report = check_stacks(plugins, obj.config().stacks, builtins=show_all)
+        report = check_stacks(plugins, obj.config(), builtins=show_all)
     if as_json:
         listed = [{**i.to_json(), "provides": gives.get(i.name, {})} for i in infos]
         doc: object = listed if report is None else {"plugins": listed, "check": report.to_json()}

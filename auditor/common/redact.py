@@ -1,5 +1,7 @@
 """Secrets out of everything the auditor shows or keeps: database URLs with their password
-hidden, and fingerprints with secret-looking environment values replaced.
+and secret query parameters (``?password=``, ``sslpassword``, ``token``...) hidden, free
+text (errors, log lines) with every credential auditor.worker.secrets recognises hidden, and
+fingerprints with secret-looking environment values replaced.
 
 The rules for environment values live in auditor.worker.secrets (the environment collector
 applies them inside the stack's worker, so secrets never leave it); ``redact_fingerprint``
@@ -18,22 +20,28 @@ from typing import Any
 from auditor.worker import secrets
 
 REDACTED = secrets.REDACTED
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]*@")
+HIDDEN = "***"
+"""What a hidden password looks like in a URL or a message (``postgresql://u:***@h/d``)."""
+_URL_PASSWORD = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://[^\s:/@]*:)[^\s@/]*@")
 
 
 def redact_url(url: str) -> str:
-    """A database (or any) URL with its password shown as ``***``."""
+    """A database (or any) URL with its password and its secret query parameters shown as
+    ``***``."""
     try:
         from sqlalchemy.engine import make_url
 
-        return make_url(url).render_as_string(hide_password=True)
+        shown = make_url(url).render_as_string(hide_password=True)
     except Exception:  # not an SQLAlchemy URL: hide what looks like a password anyway
-        return redact_text(url)
+        shown = url
+    return redact_text(shown)
 
 
 def redact_text(text: str) -> str:
-    """Text (an error message, a log line) with the password of every URL in it as ``***``."""
-    return _URL_PASSWORD.sub(r"\1***@", text)
+    """Text (an error message, a log line) with every credential in it as ``***``: the
+    password of every URL (the user is kept), secret query parameters, secret-named
+    assignments (``MS_API_TOKEN=...``, libpq's ``password=...``) and options."""
+    return secrets.redact_text(_URL_PASSWORD.sub(r"\1***@", text), HIDDEN)
 
 
 def _walk(value: Any, key: str, names: Iterable[str], values: Iterable[str]) -> Any:

@@ -1,10 +1,13 @@
 """Temporary directories that name their owner, so that nothing is left behind for long.
 
-A cycle's staging directory (``auditor-cycle-*``) and each stack worker's work directory
-(``auditor-<stack>-*``) hold an owner file: host, pid and the pid's start time. Normal exits,
-exceptions and signals remove them; a SIGKILL cannot. The next auditor that starts a cycle
-reaps every such directory whose owner process is gone, after killing any worker still
-running inside it (a worker stuck in native code does not notice that its parent died).
+A cycle's staging directory (``auditor-cycle-*``), each stack worker's work directory
+(``auditor-<stack>-*``) and the directory of a process's ssh control sockets
+(``auditor-ssh-*``, under ``socket_root()``) hold an owner file: host, pid and the pid's
+start time. Normal exits, exceptions and signals remove them; a SIGKILL (or an ``os._exit``)
+cannot. The next auditor that starts a cycle reaps every such directory whose owner process
+is gone, after killing any process still running inside it (a worker stuck in native code
+does not notice that its parent died; an ssh master connection runs in its socket
+directory).
 """
 
 from __future__ import annotations
@@ -21,6 +24,16 @@ from pathlib import Path
 
 OWNER_FILE = ".auditor-owner"
 PREFIX = "auditor-"
+SOCKET_ROOT_MAX = 48
+"""Longest temporary directory that still leaves room for a unix socket path (108 bytes, ssh
+adds a 17-character suffix while it binds) below ``<root>/auditor-ssh-XXXXXXXX/<12 chars>``."""
+
+
+def socket_root() -> str:
+    """Where directories of unix sockets go: the temporary directory when its path is short
+    enough for one, else /tmp."""
+    root = tempfile.gettempdir()
+    return root if len(root) <= SOCKET_ROOT_MAX else "/tmp"
 
 
 def start_time(pid: int) -> int | None:
@@ -124,9 +137,10 @@ def orphans(root: str | None = None) -> list[Path]:
 
 def reap(root: str | None = None) -> list[Path]:
     """Kill the processes left running in orphaned directories, then remove the directories.
-    Returns what was removed."""
+    Without ``root``: the temporary directory and ``socket_root()``. Returns what was removed."""
+    roots = [root] if root is not None else list(dict.fromkeys([tempfile.gettempdir(), socket_root()]))
     removed = []
-    for path in orphans(root):
+    for path in [p for r in roots for p in orphans(r)]:
         for pid in processes_in(path):
             with contextlib.suppress(OSError):
                 if os.getpgid(pid) == pid:
@@ -139,4 +153,14 @@ def reap(root: str | None = None) -> list[Path]:
     return removed
 
 
-__all__ = ["OWNER_FILE", "make", "orphans", "owned", "owner_alive", "pid_alive", "processes_in", "reap"]
+__all__ = [
+    "OWNER_FILE",
+    "make",
+    "orphans",
+    "owned",
+    "owner_alive",
+    "pid_alive",
+    "processes_in",
+    "reap",
+    "socket_root",
+]

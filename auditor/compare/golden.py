@@ -12,12 +12,13 @@ import io
 import json
 import os
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from auditor.worker import files
 
 FORMAT, VERSION = "auditor-golden", 1
 
@@ -68,31 +69,52 @@ def write_golden(
     return p
 
 
-def read_golden(path: str | os.PathLike[str]) -> Golden:
+def read_golden(path: str | os.PathLike[str], limits: files.Limits = files.DEFAULT_LIMITS) -> Golden:
+    """The golden at ``path``, read through auditor.worker.files (a regular file within
+    ``limits``, numeric arrays, no pickles) and checked whole before anyone uses it: the meta
+    document's types, the arrays' numbering and names. GoldenError names the file and the
+    problem."""
     p = Path(path)
     try:
-        with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise GoldenError(f"{p}: no such golden file (record one with `auditor golden record`)") from None
-    except IsADirectoryError:
-        raise GoldenError(f"{p}: is a directory, not a golden .npz") from None
-    except PermissionError:
-        raise GoldenError(f"{p}: not readable (permission denied)") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise GoldenError(f"{p}: not a golden .npz ({type(exc).__name__}: {exc})") from None
+        arrays = files.read_npz(p, limits, numeric=False)
+    except files.FileProblem as exc:
+        if exc.problem == "no such file":
+            raise GoldenError(f"{p}: no such golden file (record one with `auditor golden record`)") from None
+        problem = exc.problem.replace("not a readable .npz", "not a golden .npz", 1)
+        raise GoldenError(f"{p}: {problem}") from None
     if "meta" not in arrays:
         raise GoldenError(f"{p}: no 'meta' array: not written by `auditor golden record` (docs/golden.md)")
+    meta_array = arrays.pop("meta")
+    if meta_array.shape != () or meta_array.dtype.kind != "U":
+        raise GoldenError(
+            f"{p}: 'meta' is not one JSON text ({meta_array.dtype}, shape {list(meta_array.shape)})"
+        )
     try:
-        meta = json.loads(str(arrays["meta"][()]))
-    except (ValueError, TypeError) as exc:
+        meta = json.loads(str(meta_array[()]))
+    except (ValueError, TypeError, RecursionError) as exc:
         raise GoldenError(f"{p}: 'meta' is not JSON: {exc}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise GoldenError(f"{p}: 'meta' does not say format {FORMAT!r}")
-    if meta.get("version") != VERSION:
+    if type(meta.get("version")) is not int or meta["version"] != VERSION:
         raise GoldenError(f"{p}: golden format version {meta.get('version')!r}; this auditor reads {VERSION}")
+    _check_meta_types(meta, p)
+    for name, array in arrays.items():
+        try:
+            files.check_array(p, name, array)
+        except files.FileProblem as exc:
+            raise GoldenError(str(exc)) from None
     inputs = _numbered(arrays, "input", p)
     outputs = _numbered(arrays, "output", p)
+    extra = sorted(
+        set(arrays)
+        - {f"input_{i}" for i in range(len(inputs))}
+        - {f"output_{i}" for i in range(len(outputs))}
+    )
+    if extra:
+        raise GoldenError(
+            f"{p}: unexpected array(s) {', '.join(map(repr, extra))} "
+            "(a golden holds input_N, output_N and meta)"
+        )
     if not inputs or not outputs:
         raise GoldenError(
             f"{p}: needs input_0... and output_0... arrays ({len(inputs)} inputs, {len(outputs)} outputs)"
@@ -102,6 +124,39 @@ def read_golden(path: str | os.PathLike[str]) -> Golden:
         if names and len(names) != len(arrs):
             raise GoldenError(f"{p}: meta {what} lists {len(names)} names for {len(arrs)} arrays")
     return Golden(inputs, outputs, names_in, names_out, meta)
+
+
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "model_sha256": (str,),
+    "model_file": (str,),
+    "model": (str,),
+    "stack": (str,),
+    "runtime": (str,),
+    "runtime_version": (str,),
+    "recorded_at": (str,),
+    "seed": (int,),
+}
+
+
+def _check_meta_types(meta: dict[str, Any], p: Path) -> None:
+    """The meta keys the auditor reads must have the type it reads them as (None: absent)."""
+    for key in ("input_names", "output_names"):
+        names = meta.get(key)
+        if names is None:
+            continue
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise GoldenError(f"{p}: meta {key} must be a list of names (strings), not {_shown(names)}")
+        if len(set(names)) != len(names):
+            raise GoldenError(f"{p}: meta {key} names an array twice: {names}")
+    for key, types in _META_TYPES.items():
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
+            raise GoldenError(f"{p}: meta {key} must be a {types[0].__name__}, not {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 def _numbered(arrays: dict[str, np.ndarray], prefix: str, p: Path) -> list[np.ndarray]:

@@ -6,6 +6,12 @@ run, on both stacks, on one batch per *input class*:
 
 - ``sweep``: the varied input swept densely, in fine steps, from well below to well above the
   saturation points (a probe can aim the sweep at its own pre-activations, see below);
+- ``layer-sweep``: one batch per hidden layer the probe declares (``hidden_layers(params,
+  weights)``: the Dense layers from the varied input on, each ``(name, weight, bias,
+  activation)``), named ``sweep-<layer>``: row r drives unit r mod width of that layer to a
+  pre-activation swept from -12 to 12, with the input solved from the weights through the
+  layers before it (Gauss-Newton on the chain, as far as the layers before it can reach), so
+  that a bounded activation deep in the network is driven through its saturation too;
 - ``magnitude``: large (10 to 1e6) and tiny (1e-3 to 1e-30) magnitudes of both signs, kept
   inside the dtype's range;
 - ``fp16-edge``: the edges of fp16: ±65504, 65000, the smallest normal (6.1e-5) and
@@ -31,7 +37,13 @@ from typing import Any
 import numpy as np
 
 RANDOM = "random"
-CLASSES = ("sweep", "magnitude", "fp16-edge", "nan-inf")
+CLASSES = ("sweep", "layer-sweep", "magnitude", "fp16-edge", "nan-inf")
+LAYER_SWEEP = "layer-sweep"
+SOLVER_STEPS = 40
+POOL = 4096
+"""Seeded candidate inputs a layer sweep starts from (directions at scales 0.1 to SOLVER_LIMIT)."""
+SOLVER_LIMIT = 1e3
+"""The largest magnitude a solved input may take (well inside fp16)."""
 SWEEP = 12.0  # tanh is saturated (to fp32) beyond ~9, sigmoid/softplus transition within ±12
 LARGE = (1e1, 1e2, 1e3, 1e4, 1e6)
 TINY = (1e-3, 1e-6, 1e-12, 1e-30)
@@ -108,6 +120,132 @@ def generic(name: str, template: np.ndarray, seed: int) -> np.ndarray | None:
         return out.reshape(shape).astype(template.dtype)
 
 
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+ACTIVATIONS: dict[str, tuple[Any, Any]] = {
+    "identity": (lambda z: z, lambda z: np.ones_like(z)),
+    "tanh": (np.tanh, lambda z: 1.0 - np.tanh(z) ** 2),
+    "sigmoid": (_sigmoid, lambda z: _sigmoid(z) * (1.0 - _sigmoid(z))),
+    "relu": (lambda z: np.maximum(z, 0.0), lambda z: (z > 0).astype(np.float64)),
+    "softplus": (lambda z: np.logaddexp(z, 0.0), _sigmoid),
+}
+"""The activations a hidden layer may declare, with their derivatives."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A Dense layer of a probe: ``activation(x @ weight.T + bias)``."""
+
+    name: str
+    weight: np.ndarray
+    bias: np.ndarray
+    activation: str
+
+
+def hidden_layers(spec: Any, params: dict[str, Any]) -> list[Layer]:
+    """The probe's declared chain of Dense layers from the varied input (``hidden_layers``;
+    [] without it), checked to fit together."""
+    fn = getattr(_module(spec), "hidden_layers", None)
+    if fn is None:
+        return []
+    layers = []
+    width = None
+    for name, weight, bias, activation in fn(params, spec.make_weights(params)):
+        w = np.asarray(weight, dtype=np.float64)
+        b = np.asarray(bias, dtype=np.float64).reshape(-1)
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"probe {spec.name}: hidden layer {name} has activation {activation!r} "
+                f"(known: {', '.join(ACTIVATIONS)})"
+            )
+        if w.ndim != 2 or b.shape != (w.shape[0],) or (width is not None and w.shape[1] != width):
+            raise ValueError(f"probe {spec.name}: hidden layer {name} does not fit the layer before it")
+        width = w.shape[0]
+        layers.append(Layer(str(name), w, b, str(activation)))
+    return layers
+
+
+def _forward(layers: list[Layer], x: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Every layer's pre-activation and activation derivative for inputs ``x``."""
+    pre, slopes = [], []
+    h = x
+    with np.errstate(all="ignore"):
+        for layer in layers:
+            z = np.einsum("bi,oi->bo", h, layer.weight) + layer.bias
+            act, slope = ACTIVATIONS[layer.activation]
+            pre.append(z)
+            slopes.append(slope(z))
+            h = act(z)
+    return pre, slopes
+
+
+def solve_layer(layers: list[Layer], depth: int, rows: int, seed: int) -> np.ndarray:
+    """Inputs (rows, width of the first layer's input) that drive unit ``r mod width`` of
+    layer ``depth`` to the pre-activation ``linspace(-SWEEP, SWEEP, rows)[r]``. Each row
+    starts from the best of the chain's minimum-norm solution linearised at 0 and a seeded
+    pool of inputs at every scale (saturated layers before it have no gradient to follow), then
+    takes bounded Gauss-Newton steps through the activations, keeping its best, with the input
+    within SOLVER_LIMIT. A target the layers before it cannot reach gets the nearest found."""
+    chain = layers[: depth + 1]
+    width = chain[0].weight.shape[1]
+    units = np.arange(rows) % chain[-1].weight.shape[0]
+    targets = np.linspace(-SWEEP, SWEEP, rows)
+    pick = np.arange(rows)
+    # The chain with every activation taken as the identity: an affine map of the input.
+    lin_w, lin_b = np.eye(width), np.zeros(width)
+    for layer in chain:
+        lin_w, lin_b = layer.weight @ lin_w, layer.weight @ lin_b + layer.bias
+    a = lin_w[units]
+    x = a * ((targets - lin_b[units]) / np.maximum((a * a).sum(axis=1), 1e-12))[:, None]
+    x = np.clip(x, -SOLVER_LIMIT, SOLVER_LIMIT)
+    rng = np.random.RandomState(seed)
+    directions = rng.standard_normal((POOL, width))
+    directions /= np.sqrt((directions * directions).sum(axis=1, keepdims=True))
+    pool = directions * np.exp(rng.uniform(np.log(0.1), np.log(SOLVER_LIMIT), POOL))[:, None]
+    pool_pre = _forward(chain, pool)[0][-1][:, units]  # (POOL, rows)
+    miss = np.abs(_forward(chain, x)[0][-1][pick, units] - targets)
+    best_pool = np.abs(pool_pre - targets[None, :]).argmin(axis=0)
+    better = np.abs(pool_pre[best_pool, pick] - targets) < miss
+    x[better] = pool[best_pool[better]]
+    best, best_miss = x.copy(), np.minimum(miss, np.abs(pool_pre[best_pool, pick] - targets))
+    for _ in range(SOLVER_STEPS):
+        pre, slopes = _forward(chain, x)
+        off = targets - pre[-1][pick, units]
+        improved = np.abs(off) < best_miss
+        best[improved], best_miss[improved] = x[improved], np.abs(off[improved])
+        if np.all(best_miss < 1e-6):
+            break
+        grad = chain[-1].weight[units]
+        for layer, slope in zip(reversed(chain[:-1]), reversed(slopes[:-1]), strict=True):
+            grad = (grad * slope) @ layer.weight
+        step = grad * (off / np.maximum((grad * grad).sum(axis=1), 1e-12))[:, None]
+        size = np.sqrt((step * step).sum(axis=1))
+        bound = 1.0 + 0.5 * np.sqrt((x * x).sum(axis=1))
+        step *= np.minimum(1.0, bound / np.maximum(size, 1e-300))[:, None]
+        x = np.clip(x + np.where(np.isfinite(step), step, 0.0), -SOLVER_LIMIT, SOLVER_LIMIT)
+    return best
+
+
+def layer_batches(
+    spec: Any, params: dict[str, Any], template: list[np.ndarray], index: int, seed: int
+) -> list[ClassBatch]:
+    """One ``sweep-<layer>`` batch per declared hidden layer (auditor.compare.input_classes)."""
+    layers = hidden_layers(spec, params)
+    x = np.asarray(template[index])
+    if not layers or x.dtype.kind != "f" or x.ndim != 2 or x.shape[1] != layers[0].weight.shape[1]:
+        return []
+    out = []
+    for depth, layer in enumerate(layers):
+        solved = solve_layer(layers, depth, x.shape[0], seed + depth)
+        inputs = [np.array(t) for t in template]
+        with np.errstate(over="ignore"):
+            inputs[index] = np.ascontiguousarray(solved.astype(x.dtype))
+        out.append(ClassBatch(f"sweep-{layer.name}", inputs, hazard_rows(inputs, index)))
+    return out
+
+
 def class_names(spec: Any) -> tuple[str, ...]:
     declared = getattr(_module(spec), "INPUT_CLASSES", None)
     names = CLASSES if declared is None else tuple(declared)
@@ -120,6 +258,11 @@ def class_names(spec: Any) -> tuple[str, ...]:
     return names
 
 
+def swept(name: str) -> bool:
+    """Whether a class is a sweep at ordinary magnitudes (compared with the pair's tolerance)."""
+    return name == "sweep" or name.startswith("sweep-")
+
+
 def class_batches(spec: Any, params: dict[str, Any]) -> list[ClassBatch]:
     """The probe variant's batch of every input class it runs, in CLASSES order."""
     template = spec.make_inputs(params)
@@ -127,7 +270,13 @@ def class_batches(spec: Any, params: dict[str, Any]) -> list[ClassBatch]:
     hook = getattr(_module(spec), "class_inputs", None)
     seed = int(params.get("seed", 0)) + 17
     out = []
-    for i, name in enumerate(class_names(spec)):
+    # Seeds count the generic classes only, so that each keeps its batch whatever else runs.
+    generic_names = [n for n in class_names(spec) if n != LAYER_SWEEP]
+    for name in class_names(spec):
+        if name == LAYER_SWEEP:
+            out += layer_batches(spec, params, [np.array(x) for x in template], index, seed + 100)
+            continue
+        i = generic_names.index(name)
         inputs = hook(name, params, [np.array(x) for x in template]) if hook is not None else None
         if inputs is None:
             varied = generic(name, np.asarray(template[index]), seed + i)

@@ -58,6 +58,11 @@ def parse(c: _Errors, stacks_doc: Any, known_probes: Any = None) -> FleetConfig:
             if "publish" in s:
                 c.error(f"{path}.publish", "a stack read from the database cannot publish")
             remote.add(name)
+        elif "max_publication_age" in s:
+            c.error(
+                f"{path}.max_publication_age",
+                'only a stack read from the database (source = "db") has publications to age',
+            )
         if "publish" in s and source != "db":
             probes = s["publish"]
             if not isinstance(probes, list) or not all(isinstance(p, str) for p in probes):

@@ -41,6 +41,7 @@ from auditor.config.tables import (
     HostConfig,
     LatencyConfig,
     ModelTable,
+    ModelTrainTable,
     PairConfig,
     PluginsTable,
     ProbeTable,
@@ -50,12 +51,15 @@ from auditor.config.tables import (
     SinkConfig,
     StackConfig,
     StorageTable,
+    TelemetryConfig,
     _relative_to,
     expand,
 )
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
-from auditor.config.user_models import InputSpec, ModelConfig
+from auditor.config.user_models import InputSpec, ModelConfig, TrainNetwork
+from auditor.db import url as db_url
 from auditor.runtime import MINDIR, RuntimeSpec
+from auditor.worker.npu_metrics import METRICS
 
 # -- parse: per-key validation by the schema, then the checks that need more ------------------
 
@@ -142,6 +146,11 @@ def parse(
         cls = type(getattr(Config, name))
         simple[name] = p.check(cls, p.table(doc, name, name), name) or cls()
     storage = p.check(StorageTable, p.table(doc, "storage", "storage"), "storage") or StorageTable()
+    if storage.url:
+        try:
+            db_url.parse(storage.url)
+        except ValueError as exc:
+            p.error("storage.url", f"{exc}; an SQLite file is written sqlite:////absolute/path/history.db")
     plugins = p.check(PluginsTable, p.table(doc, "plugins", "plugins"), "plugins") or PluginsTable()
 
     stacks = _stacks(p, runtimes)
@@ -151,6 +160,7 @@ def parse(
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes, runtimes)
     _check_latency(p)
+    _check_telemetry(p, simple["telemetry"])
     _check_rollout(p, pairs, known_probes, probe_variants, env_problem)
     simple["schedule"] = _check_schedule(p, simple["schedule"])
     _check_secrets(p)
@@ -196,6 +206,10 @@ def _stacks(p: _Parse, known_runtimes: Mapping[str, RuntimeSpec] | None) -> dict
             if known_runtimes[runtime].can != needed:
                 what = "build and export probes" if role == "train" else "load exported models"
                 p.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
+        if "convert" in s and runtime != "mindspore-lite":
+            p.error(
+                f"{path}.convert", f"only a mindspore-lite stack converts models (this one runs {runtime!r})"
+            )
         if stack is not None:
             stacks[name] = stack
     return stacks
@@ -248,8 +262,12 @@ def _models(
     for name, path, raw in p.entries("models"):
         if "path" not in raw:
             p.error(f"{path}.path", "is required: the exported .mindir")
-        if ("reference" in raw) == ("golden" in raw):
-            p.error(path, "needs exactly one reference: reference = STACK, or golden = FILE.npz")
+        if sum(k in raw for k in ("reference", "golden", "train")) != 1:
+            p.error(
+                path,
+                "needs exactly one reference: reference = STACK, golden = FILE.npz, or train = "
+                '{ factory = "package.module:function", checkpoint = FILE.ckpt }',
+            )
         for i, spec in enumerate(raw.get("inputs") or []):
             if not isinstance(spec, dict):
                 continue
@@ -282,17 +300,34 @@ def _models(
         table = p.check(ModelTable, {"path": "", **raw}, path)
         if table is None:
             continue
+        train = _train_network(p, f"{path}.train", table.train, stacks)
         served = table.stacks if table.stacks is not None else infer
         targets = tuple(s for s in served if s != table.reference)
+        if table.train is not None and train is None:
+            continue
         if not targets and table.path:
             p.error(f"{path}.stacks", "no stack to compare: name the stacks that serve the model")
-        base = Tolerance(table.atol, table.rtol)
+        if table.convert is not None:
+            other = [s for s in targets if s in stacks and stacks[s].runtime != "mindspore-lite"]
+            if other:
+                p.error(
+                    f"{path}.convert",
+                    f"only mindspore-lite stacks convert models; {', '.join(other)} serve(s) it too "
+                    "(name the Lite stacks in stacks = [...])",
+                )
+        base = Tolerance(
+            table.atol if table.atol is not None else Tolerance().atol,
+            table.rtol if table.rtol is not None else Tolerance().rtol,
+        )
+        chosen = {"": table.atol is not None or table.rtol is not None}
+        chosen.update({o: t.atol is not None or t.rtol is not None for o, t in table.outputs.items()})
         out[name] = ModelConfig(
             name,
             table.path,
             targets,
             table.reference,
             table.golden,
+            train,
             tuple(
                 InputSpec(
                     i.name,
@@ -317,8 +352,40 @@ def _models(
                 )
                 for o, t in table.outputs.items()
             },
+            frozenset(o for o, v in chosen.items() if v),
+            table.convert,
         )
     return out
+
+
+def _train_network(
+    p: _Parse, path: str, table: ModelTrainTable | None, stacks: Mapping[str, StackConfig]
+) -> TrainNetwork | None:
+    """``[models.NAME] train``: its stack (default: the only train stack) must be a train stack
+    the auditor drives."""
+    if table is None:
+        return None
+    trains = [n for n, s in stacks.items() if s.role == "train" and s.source == "local"]
+    name = table.stack
+    if name is None:
+        if len(trains) != 1:
+            p.error(
+                f"{path}.stack",
+                "is required: name the train stack that builds the network"
+                + (f" (train stacks: {', '.join(trains)})" if trains else " (the config has no train stack)"),
+            )
+            return None
+        name = trains[0]
+    if name not in trains:
+        p.error(
+            f"{path}.stack",
+            f"{name!r} is not a train stack the auditor drives (train stacks: {', '.join(trains) or 'none'})",
+        )
+        return None
+    # Where its package is (train.path, the auditor's Python path, or only the stack's own
+    # environment) is the model's business at each cycle: a factory that cannot be imported is
+    # an error of that model only.
+    return TrainNetwork(name, table.factory, table.checkpoint, table.path, dict(table.kwargs))
 
 
 def _scope(scope: ScopeTable) -> ThresholdScope:
@@ -499,6 +566,20 @@ def _check_latency(p: _Parse) -> None:
         p.error(
             "latency.regression_min_runs", f"must be at most regression_window ({window}), not {min_runs}"
         )
+
+
+def _check_telemetry(p: _Parse, telemetry: TelemetryConfig) -> None:
+    """Threshold tables name known metrics, and their levels do not decrease."""
+    for metric, limits in telemetry.thresholds.items():
+        path = f"telemetry.thresholds.{metric}"
+        if metric not in METRICS:
+            p.error(path, f"unknown telemetry metric (known: {_known(METRICS)})")
+            continue
+        levels = [(n, getattr(limits, n)) for n in ("warning", "error", "critical")]
+        given = [(n, v) for n, v in levels if v is not None]
+        for (a, x), (b, y) in zip(given, given[1:], strict=False):
+            if x > y:
+                p.error(path, f"{a} ({x:g}) is above {b} ({y:g}): each level must be at least the one below")
 
 
 def _check_rollout(

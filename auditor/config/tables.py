@@ -32,6 +32,8 @@ from auditor.config.fields import (
 )
 from auditor.config.thresholds import ProbeConfig
 from auditor.config.user_models import GENERATORS, INPUT_DTYPES, MODEL_CHANGE_SEVERITY, ModelConfig
+from auditor.worker import files
+from auditor.worker.npu_metrics import DEFAULT_VIEWS, VIEWS
 
 ROLES = ("train", "infer")
 
@@ -116,6 +118,14 @@ def _expanded_path(value: str, info: ValidationInfo) -> str:
     return _relative_to(source, out) if out else out
 
 
+def _expanded_option(value: str, info: ValidationInfo) -> str:
+    """An ssh option ``Name=value`` (or ``Name value``) with $VAR and a leading ``~`` of its
+    value expanded here, as every other path of the config is: ssh would expand ``~`` with the
+    account's home, not ``$HOME``."""
+    m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*)([ =]\s*)(.*)", value, re.DOTALL)
+    return f"{m.group(1)}{m.group(2)}{expand(m.group(3))}" if m else value  # else: the pattern says why
+
+
 def section(cls: type) -> Any:
     """A config section: a frozen pydantic dataclass that rejects unknown keys and takes each
     field's description from the docstring under it."""
@@ -149,6 +159,60 @@ AbsPath = Text(nonempty=True, pattern=r"/.*", what="an absolute path", expand=_e
 
 
 Command = Text(nonempty=True, what="a command name or path", expand=_expanded)
+
+
+@section
+class ConvertTable:
+    """``[stacks.NAME.convert]`` (a MindSpore Lite stack) or ``[models.NAME.convert]``: the
+    MindSpore Lite conversion the deployment runs before it serves a model. Each cycle converts
+    the train side's export (or the model's file) with exactly these options in the serving
+    stack, records the converted artifact (digest, format, options, the converter's version)
+    and audits the converted model (auditor.cycle.convert)."""
+
+    optimize: Choice("none", "general", "ascend_oriented") = "general"
+    """The converter's graph optimization: none, general (CPU) or ascend_oriented (needs CANN on
+    the serving host)."""
+    weight_fp16: Bool = False
+    """Store float32 weights as float16 (in a .ms; no effect on a mindir)."""
+    input_shape: dict[str, tuple[Int(1, MAX_BATCH * 4096), ...]] = field(default_factory=dict)
+    """Input name -> shape to convert for (the converter ignores names that match no input)."""
+    input_data_type: Choice("float32", "int8", "uint8") = "float32"
+    """The converted model's input data type."""
+    output_data_type: Choice("float32", "int8", "uint8") = "float32"
+    """The converted model's output data type."""
+    save_type: Choice("ms", "mindir") = "ms"
+    """ms: a MindSpore Lite model (.ms, what Lite serves fastest); mindir: a converted MindIR."""
+    config_file: RelativePath | None = None
+    """A converter config file (sections such as [common_quant_param]; relative to the config
+    file), read here and handed to the converter with every conversion."""
+    served: dict[str, Text(nonempty=True)] = field(default_factory=dict)
+    """Converted files the stack serves -> the MindIR each was converted from, both paths on the
+    stack's host: each cycle converts the source again with these options and compares."""
+
+    def options(self) -> dict[str, Any]:
+        """The options as the worker's converter takes them (auditor.plugins.runtimes.lite.converter)."""
+        return {
+            "optimize": self.optimize,
+            "weight_fp16": self.weight_fp16,
+            "input_shape": {k: list(v) for k, v in self.input_shape.items()},
+            "input_data_type": self.input_data_type,
+            "output_data_type": self.output_data_type,
+            "save_type": self.save_type,
+        }
+
+    def describe(self) -> str:
+        """The options in a few words: "ms, optimize general, weight_fp16"."""
+        words = [self.save_type, f"optimize {self.optimize}"]
+        if self.weight_fp16:
+            words.append("weight_fp16")
+        if self.input_shape:
+            words.append("input_shape " + ", ".join(f"{k}={list(v)}" for k, v in self.input_shape.items()))
+        for key in ("input_data_type", "output_data_type"):
+            if getattr(self, key) != "float32":
+                words.append(f"{key} {getattr(self, key)}")
+        if self.config_file:
+            words.append(f"config {os.path.basename(self.config_file)}")
+        return ", ".join(words)
 
 
 @section
@@ -195,6 +259,13 @@ class StackConfig:
     publish: tuple[Name, ...] = ()
     """Probes whose exports this train stack publishes in the history database every cycle,
     for inference-side auditors that cannot reach it (split mode)."""
+    convert: ConvertTable | None = None
+    """A MindSpore Lite stack only: the conversion its deployment runs on every model it serves
+    (``[stacks.NAME.convert]``)."""
+    max_publication_age: Seconds(0.0, 366 * DAY, lo_open=True) | None = None
+    """With source = "db": how old its newest complete publication may be ("1h", "2d"). An
+    older one is still compared, but the run is not called consistent: it says the
+    publication is stale (unset: any age is accepted; a missing publication always counts)."""
 
 
 @section
@@ -210,8 +281,14 @@ class HostConfig:
     """The ssh port (default: ssh's own, 22 or ~/.ssh/config's)."""
     identity_file: Expanded | None = None
     """The private key ssh authenticates with (``-i``)."""
-    options: tuple[Text(pattern=r"[A-Za-z][A-Za-z0-9]*[ =].+", what="an ssh option 'Name=value'"), ...] = ()
-    """Extra ``-o`` options for ssh, e.g. ``"UserKnownHostsFile=/etc/auditor/known_hosts"``."""
+    options: tuple[
+        Text(
+            pattern=r"[A-Za-z][A-Za-z0-9]*[ =].+", what="an ssh option 'Name=value'", expand=_expanded_option
+        ),
+        ...,
+    ] = ()
+    """Extra ``-o`` options for ssh, e.g. ``"UserKnownHostsFile=/etc/auditor/known_hosts"`` ($VAR
+    and a leading ``~`` of the value are expanded)."""
     command: tuple[Text(nonempty=True), ...] = ()
     """An argv prefix that runs the rest of the argv on the host (``["kubectl", "exec", "-i",
     "pod", "--"]``, ``["docker", "exec", "-i", "box"]``)."""
@@ -256,6 +333,29 @@ class ModelInputTable:
 
 
 @section
+class ModelTrainTable:
+    """``[models.NAME] train``: how training builds the policy, so that each cycle builds it in
+    PyNative on a train stack and compares every serving stack's outputs with it."""
+
+    factory: Text(
+        nonempty=True,
+        pattern=r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+:[A-Za-z_][\w]*",
+        what="'package.module:function' (the factory inside a package, so its code can travel to the stack)",
+    )
+    """The function that builds the network (``mindspore.nn.Cell``), importable on the train stack."""
+    checkpoint: RelativePath = ""
+    """The .ckpt loaded into the network (relative to the config file); empty: the factory sets
+    the weights itself."""
+    stack: Name | None = None
+    """The train stack that builds it (default: the config's only train stack)."""
+    path: RelativePath = ""
+    """The folder holding the factory's package, when the auditor's own Python cannot import it
+    (relative to the config file); the package travels to the stack like the auditor's probes."""
+    kwargs: dict[str, Scalar] = field(default_factory=dict)
+    """Keyword arguments of the factory."""
+
+
+@section
 class ModelOutputTable:
     """``[models.NAME.outputs.O]``: one output's thresholds."""
 
@@ -272,19 +372,28 @@ class ModelTable:
     stacks: tuple[Name, ...] | None = None
     """The stacks that serve it and are compared with the reference (default: every infer stack)."""
     reference: Name | None = None
-    """A stack that runs the same file as the reference (e.g. ms210-graph); or set golden."""
+    """A stack that runs the same file as the reference (e.g. ms210-graph); or set golden or train."""
     golden: RelativePath | None = None
-    """A golden .npz of inputs and expected outputs (docs/golden.md); or set reference."""
+    """A golden .npz of inputs and expected outputs (docs/golden.md); or set reference or train."""
+    train: ModelTrainTable | None = None
+    """The training network as the reference: built by its factory in PyNative on a train stack,
+    its checkpoint loaded; or set reference or golden."""
     output_names: tuple[Name, ...] = ()
     """Names of the outputs (default: the golden's, else output0, output1, ...)."""
     seed: Int(0, MAX_SEED) = 0
     """Seed of the generated inputs."""
-    atol: Tol = 1e-5
-    rtol: Tol = 1e-5
+    atol: Tol | None = None
+    """Absolute tolerance of every output (default 1e-5; a file that computes in float16 inside
+    is judged with the float16 thresholds, 1e-3, unless this is set)."""
+    rtol: Tol | None = None
+    """Relative tolerance of every output (default 1e-5, as atol)."""
     outputs: dict[str, ModelOutputTable] = field(default_factory=dict)
     """Per-output atol/rtol."""
     inputs: tuple[ModelInputTable, ...] = ()
     """The inputs (default: the file's own input signature, normal(0, 1), batch 1)."""
+    convert: ConvertTable | None = None
+    """The MindSpore Lite conversion the serving stacks run on the file before serving it
+    (they must be mindspore-lite stacks); replaces theirs for this model."""
 
 
 @section
@@ -390,8 +499,15 @@ class LatencyConfig:
     regression_sides: tuple[Choice("train", "infer"), ...] = ("infer",)
     """Which sides are judged: the serving side by default (what a policy server sees); the
     train side's eager mode is noisy and is not what production runs."""
+    sweep: tuple[Int(1, MAX_BATCH), ...] = ()
+    """Batch sizes the serving (infer) side is timed at besides ``batches``, to find the batch
+    at which its throughput saturates (each needs one more export and load per probe variant;
+    empty: no sweep)."""
+    saturation: Float(0.0, 1.0, lo_open=True) = 0.9
+    """The saturation batch: the smallest timed batch whose throughput (samples/s) reaches this
+    share of the highest one."""
 
-    @field_validator("batches")
+    @field_validator("batches", "sweep")
     @classmethod
     def _sorted(cls, value: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(sorted(set(value)))
@@ -421,6 +537,60 @@ class RolloutConfig:
     """Drift when an episode's returns differ by more than this."""
     pairs: tuple[Name, ...] = ()
     """Pairs ("train->infer") to roll out; empty: every pair that runs the probe."""
+
+
+@section
+class LimitTable:
+    """``[telemetry.thresholds.METRIC]``: a finding (and an alert) of the highest severity whose
+    limit the value reaches (value >= limit); unset levels are not checked."""
+
+    warning: Float(-1e30, 1e30) | None = None
+    """A warning at or above this value."""
+    error: Float(-1e30, 1e30) | None = None
+    """An error at or above this value."""
+    critical: Float(-1e30, 1e30) | None = None
+    """A critical finding at or above this value."""
+
+    def severity(self, value: float) -> tuple[str, float] | None:
+        """The most severe level ``value`` reaches, with its limit; None below every limit."""
+        for level in ("critical", "error", "warning"):
+            limit = getattr(self, level)
+            if limit is not None and value >= limit:
+                return level, limit
+        return None
+
+
+DEFAULT_LIMITS = {
+    "health": LimitTable(warning=1, error=2, critical=3),
+    "temperature_c": LimitTable(warning=85),
+    "ecc_hbm_double_bit": LimitTable(error=1),
+    "ecc_ddr_double_bit": LimitTable(error=1),
+}
+"""Limits that hold unless ``[telemetry.thresholds.METRIC]`` replaces them: any health word
+worse than OK, a chip at 85 °C, any uncorrectable (double-bit) ECC error."""
+
+
+@section
+class TelemetryConfig:
+    """``[telemetry]``: NPU power, temperature, memory/HBM use, utilisation, ECC counts and health
+    of every host's NPUs, read with npu-smi through one of the host's stacks, stored as series
+    and judged against thresholds (auditor.cycle.telemetry)."""
+
+    enabled: Bool = True
+    """Sample every host's NPUs in each cycle (a host without npu-smi records nothing and says
+    so once)."""
+    interval: Seconds(0.0, DAY) = 0.0
+    """``auditor daemon``: also sample every this many seconds between cycles (0: only in
+    cycles). Thresholds are judged at each cycle on the worst value since the previous one."""
+    views: tuple[Choice(*VIEWS), ...] = DEFAULT_VIEWS
+    """The ``npu-smi info -t VIEW -i N`` views read per NPU (one call each)."""
+    thresholds: dict[str, LimitTable] = field(default_factory=dict)
+    """Limits per metric, replacing the default ones for that metric (health >= 1 warning,
+    >= 2 error, >= 3 critical; temperature_c >= 85 warning; ecc_*_double_bit >= 1 error)."""
+
+    def limits(self) -> dict[str, LimitTable]:
+        """The limits in force: the defaults, each replaced by the configured table of its metric."""
+        return {**DEFAULT_LIMITS, **self.thresholds}
 
 
 @section
@@ -455,12 +625,12 @@ class SinkConfig:
     """The sink type's options: the table's other keys."""
 
 
-ALERT_CATEGORIES = ("models", "compatibility", "version-drift", "stacks", "latency", "probes")
+ALERT_CATEGORIES = ("models", "compatibility", "version-drift", "stacks", "latency", "probes", "devices")
 """What a finding is about, for ``[alerts] on`` (auditor.alerts.engine.category): your own
 models and plugin probes; a stack that cannot load or run an export, and the compatibility
 rules; a changed fingerprint or served model file; a stack that could not run; a serving-side
 latency regression; the built-in probes' own results (drift, invariants, NaN/Inf hazards,
-rollouts, golden baselines)."""
+rollouts, golden baselines); the NPUs' telemetry against its thresholds."""
 
 
 @section
@@ -477,10 +647,11 @@ class AlertsConfig:
         "version-drift",
         "stacks",
         "latency",
+        "devices",
     )
     """The findings that open alerts, by what they are about: models, compatibility,
-    version-drift, stacks, latency, probes (the built-in probes). Every finding is recorded with
-    its run either way (`auditor show RUN`)."""
+    version-drift, stacks, latency, probes (the built-in probes), devices (NPU telemetry). Every
+    finding is recorded with its run either way (`auditor show RUN`)."""
     min_severity: Choice(*SEVERITIES) = "warning"
     """Findings below this severity open no alert."""
     open_after: Int(1, 1000) = 2
@@ -528,13 +699,33 @@ class SecretsConfig:
 
 
 @section
+class FilesConfig:
+    """``[files]``: how much of a model, golden, recorded-input or served MindIR file the
+    auditor reads, and for how long (auditor.worker.files)."""
+
+    max_size_mb: Int(1, 1024 * 1024) = files.DEFAULT_MAX_MB
+    """Largest file read, in MiB (default 2048: protobuf cannot make a MindIR larger; a larger
+    path is a mistake, stopped before it fills memory)."""
+    read_timeout: Seconds(0.0, DAY, lo_open=True) = files.DEFAULT_TIMEOUT
+    """Seconds one file may take to read (a hung network mount fails that file only)."""
+
+    @property
+    def limits(self) -> files.Limits:
+        return files.Limits(self.max_size_mb * files.MIB, self.read_timeout)
+
+
+MAX_KEEP_DAYS = 36500
+"""A century: more is a typo (and overflows a date)."""
+
+
+@section
 class StorageTable:
     """``[storage]``: the history database."""
 
     url: Expanded = ""
     """SQLAlchemy URL of the history database; empty: SQLite at
     ${XDG_STATE_HOME:-~/.local/state}/auditor/history.db."""
-    keep_days: Int(0, 36500) = 90
+    keep_days: Int(0, MAX_KEEP_DAYS) = 90
     """Runs older than this many days are deleted (0: keep forever); only this auditor's own
     runs (auditor_id) in a shared database."""
     auditor_id: Expanded = ""
@@ -562,10 +753,14 @@ class Document(BaseModel):
     """Timing of every loaded probe variant."""
     rollout: RolloutConfig = RolloutConfig()
     """Closed-loop rollouts."""
+    telemetry: TelemetryConfig = TelemetryConfig()
+    """NPU telemetry: series, thresholds, the daemon's sampling schedule."""
     plugins: PluginsTable = PluginsTable()
     """Plugin folders."""
     secrets: SecretsConfig = SecretsConfig()
     """Extra redaction patterns."""
+    files: FilesConfig = FilesConfig()
+    """Size and time limits of every file read."""
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     """The other machines stacks live on, by name."""
     stacks: dict[str, StackConfig] = Field(default_factory=dict)
@@ -589,7 +784,17 @@ class Document(BaseModel):
 SECTIONS = tuple(Document.model_fields)
 
 
-SIMPLE_SECTIONS = ("worker", "latency", "rollout", "secrets", "schedule", "prometheus", "daemon")
+SIMPLE_SECTIONS = (
+    "worker",
+    "latency",
+    "rollout",
+    "telemetry",
+    "secrets",
+    "files",
+    "schedule",
+    "prometheus",
+    "daemon",
+)
 """Sections whose table is the Config attribute of the same name as it is."""
 
 
@@ -603,6 +808,7 @@ class Config:
     worker: WorkerConfig = WorkerConfig()
     latency: LatencyConfig = LatencyConfig()
     rollout: RolloutConfig = RolloutConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     plugin_dirs: tuple[str, ...] = ()
     schedule: ScheduleConfig = ScheduleConfig()
     alerts: AlertsConfig = AlertsConfig()
@@ -611,6 +817,8 @@ class Config:
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     secrets: SecretsConfig = SecretsConfig()
+    files: FilesConfig = FilesConfig()
+    """[files]: size and time limits of every model, golden, input and served file read."""
     hosts: dict[str, HostConfig] = dataclasses.field(default_factory=dict)
     """[hosts.NAME] by name: the machines other than the auditor's own that stacks live on."""
     models: dict[str, ModelConfig] = dataclasses.field(default_factory=dict)

@@ -5,7 +5,9 @@
     path = "export/policy.mindir"       # relative to the config file
     stacks = ["lite20"]                 # where it is served (default: every infer stack)
     reference = "ms210-graph"           # a stack that runs it as the reference, or:
-    golden = "policy.golden.npz"        # inputs and expected outputs (docs/golden.md)
+    golden = "policy.golden.npz"        # inputs and expected outputs (docs/golden.md), or:
+    train = { factory = "mypolicy.nets:build_actor", checkpoint = "actor.ckpt", stack = "ms20" }
+                                        # the training network, built in PyNative on a train stack
     output_names = ["logits", "mean"]   # optional; else the golden's, else output0, output1...
     seed = 0                            # of the generated inputs
     atol = 1e-5                         # element-wise thresholds, as [probes.P]
@@ -26,13 +28,15 @@ the ``ModelConfig`` here, which the cycle, ``auditor golden`` and ``auditor chec
 from __future__ import annotations
 
 import glob
+import importlib.machinery
+import importlib.util
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.compare.outputs import Tolerance
-from auditor.config.thresholds import ProbeConfig
+from auditor.config.thresholds import DTYPE_TOLERANCES, ProbeConfig
 
 # The kinds of change of a deployed model file (``[stacks.X] models``; auditor.rules.deployed)
 # and the severity of each unless ``[stacks.X] model_drift_severity`` says otherwise. Another
@@ -68,6 +72,53 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
+class TrainNetwork:
+    """How training builds the policy: ``factory`` ("package.module:function") called with
+    ``kwargs`` in PyNative on train stack ``stack``, then ``checkpoint`` (a .ckpt) loaded into
+    it. ``path``: a folder holding the factory's package when the auditor's Python cannot
+    import it; the package travels to the stack's worker like the auditor's own probes."""
+
+    stack: str
+    factory: str
+    checkpoint: str = ""
+    path: str = ""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def module(self) -> str:
+        return self.factory.partition(":")[0]
+
+    def package(self) -> tuple[str, str] | None:
+        """(the factory's top-level package, its folder), or None when it cannot be found
+        (then the worker cannot import it, and says so for this model only)."""
+        top = self.module.partition(".")[0]
+        spec = None
+        if self.path:
+            spec = importlib.machinery.PathFinder.find_spec(top, [self.path])
+        if spec is None:
+            try:
+                spec = importlib.util.find_spec(top)
+            except (ImportError, ValueError):
+                spec = None
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        return top, os.path.realpath(list(spec.submodule_search_locations)[0])
+
+    def missing(self) -> str | None:
+        """Why the factory cannot be reached, when that is known before the stack tries: its
+        ``path`` does not hold its package. (A package found nowhere here may be installed in
+        the train stack's own environment: the stack's import says.)"""
+        top = self.module.partition(".")[0]
+        if self.path and importlib.machinery.PathFinder.find_spec(top, [self.path]) is None:
+            return f"train.path {self.path} holds no package {top!r} (the factory {self.factory})"
+        return None
+
+    def describe(self) -> str:
+        ckpt = f" with {os.path.basename(self.checkpoint)}" if self.checkpoint else ""
+        return f"the training network ({self.factory}{ckpt}, PyNative on {self.stack})"
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     name: str
     path: str
@@ -77,11 +128,17 @@ class ModelConfig:
     """A stack that runs the same file as the reference (e.g. ms210-graph), or None."""
     golden: str | None = None
     """A golden .npz (inputs and expected outputs, docs/golden.md), or None."""
+    train: TrainNetwork | None = None
+    """The training network as the reference, or None."""
     inputs: tuple[InputSpec, ...] = ()
     output_names: tuple[str, ...] = ()
     seed: int = 0
     thresholds: Tolerance = Tolerance()
     outputs: dict[str, Tolerance] = field(default_factory=dict)
+    thresholds_set: frozenset[str] = frozenset()
+    """Where the user set thresholds: "" for the model's atol/rtol, else the output names."""
+    convert: Any = None
+    """auditor.config.tables.ConvertTable: the conversion the serving stacks run on the file."""
 
     @property
     def probe_config(self) -> Any:
@@ -89,15 +146,33 @@ class ModelConfig:
         resolve them the same way (per output, then the built-in dtype defaults)."""
         return ProbeConfig(self.name, self.thresholds, dict(self.outputs))
 
-    def tolerance_for(self, output: str, dtype: str | None = None) -> Tolerance:
+    def tolerance_for(
+        self, output: str, dtype: str | None = None, computes_in: str | None = None
+    ) -> Tolerance:
         """The output's thresholds; an fp16/bf16 output gets the built-in dtype thresholds
-        (auditor.config.load.DTYPE_TOLERANCES), as a probe's fp16 variant does."""
+        (auditor.config.thresholds.DTYPE_TOLERANCES), as a probe's fp16 variant does, and so
+        does any output of a file that computes in fp16 inside (``computes_in``) unless the
+        user set thresholds for the model or that output."""
+        if computes_in in DTYPE_TOLERANCES and dtype not in DTYPE_TOLERANCES and not self.user_set(output):
+            return Tolerance(**DTYPE_TOLERANCES[computes_in])
         return self.probe_config.tolerance_for(output, None, dtype)
+
+    def user_set(self, output: str) -> bool:
+        """Did the config set thresholds for this output (or the whole model)?"""
+        return "" in self.thresholds_set or output in self.thresholds_set
 
     @property
     def reference_label(self) -> str:
-        """The reference side's name in results: the stack, or "golden"."""
+        """The reference side's name in results: the stack (the train stack for the training
+        network), or "golden"."""
+        if self.train is not None:
+            return self.train.stack
         return self.reference or "golden"
+
+    @property
+    def reference_stack(self) -> str | None:
+        """The stack whose worker gives the reference outputs (None for a golden)."""
+        return self.train.stack if self.train is not None else self.reference
 
 
 def expand_patterns(patterns: Iterable[str]) -> list[str]:

@@ -14,9 +14,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from auditor.config.selection import Scope
 from auditor.config.tables import Config
 from auditor.cycle.cycle import Cycle, CycleAborted
+from auditor.db.health import db_error
 from auditor.history.store import Store, StoreError
 from auditor.results import CycleResult
 
@@ -33,6 +36,18 @@ class RunAborted(Exception):
         self.run_id = run_id
         self.reason = reason
         super().__init__(f"cycle interrupted ({reason})")
+
+
+class HistoryFailed(RunAborted):
+    """The history database failed under the cycle (a PostgreSQL server stopped, a network
+    cut): what the cycle reads from it (drift, baselines, learned limits) and what it would
+    write are gone; the run is aborted."""
+
+    def __init__(self, run_id: int | None, said: str):
+        super().__init__(run_id, f"the history database failed during the cycle: {said}")
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class RunNotStored(Exception):
@@ -79,6 +94,9 @@ class AuditRun:
             save_outputs=save_outputs,
         )
         self.run_id: int | None = None
+        self.unrecorded: str | None = None
+        """The note of an abort that could not be written (the database was away): the run
+        stays 'running' until it is written (the daemon's next cycle) or reaped as orphaned."""
         self._abort_reason: str | None = None
         self._lock = threading.Lock()
 
@@ -115,9 +133,15 @@ class AuditRun:
                 reason = self._abort_reason or str(exc) or "abort"
             self._mark_aborted(f"interrupted by {reason}")
             raise RunAborted(self.run_id, reason) from exc
+        except (SQLAlchemyError, StoreError) as exc:
+            self.cycle.abort()
+            failed = HistoryFailed(self.run_id, db_error(exc))  # a StoreError says it in one line too
+            self._mark_aborted(failed.reason)
+            raise failed from None
         except BaseException as exc:
             self.cycle.abort()
-            self._mark_aborted(f"internal error: {type(exc).__name__}: {exc}")
+            if not self._mark_aborted(f"internal error: {type(exc).__name__}: {exc}"):
+                log.warning("run %s could not be marked aborted: the history database is away", self.run_id)
             raise
         if self.store is not None and self.run_id is not None:
             try:
@@ -128,9 +152,14 @@ class AuditRun:
             result.run_id = self.run_id
         return result
 
-    def _mark_aborted(self, note: str) -> None:
-        if self.store is not None and self.run_id is not None:
-            try:
-                self.store.abort_run(self.run_id, note)
-            except StoreError as exc:  # the database is away: the next run reaps this one
-                log.warning("%s", exc)
+    def _mark_aborted(self, note: str) -> bool:
+        """Write the run's abort; False when the database is away (``unrecorded`` keeps the
+        note for whoever can write it later; the caller says so)."""
+        if self.store is None or self.run_id is None:
+            return True
+        try:
+            self.store.abort_run(self.run_id, note)
+        except StoreError:
+            self.unrecorded = note
+            return False
+        return True

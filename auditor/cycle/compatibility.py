@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from auditor.cycle import causes
 from auditor.cycle.jobs import ProbeJob, TrainOutcome
 from auditor.cycle.state import CycleState
 from auditor.fingerprint import collect as fingerprint
@@ -27,9 +28,10 @@ from auditor.results import (
 )
 from auditor.rules import deployed
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
+from auditor.rules.operator_support import coverage, learned_failures, operator_limits, target_of
 from auditor.rules.operator_support import learn as learn_operator
-from auditor.rules.operator_support import operator_limits
-from auditor.runtime import Failure, RuntimeSpec
+from auditor.runtime import RuntimeSpec
+from auditor.stacks.failures import Diagnosis, diagnose
 from auditor.stacks.session import StackSession
 from auditor.stacks.worker import WorkerError
 
@@ -88,8 +90,9 @@ class Compatibility:
         except WorkerError:
             return None  # the start error is the stack's result
         try:
+            config = self.state.config
             return fingerprint.collect(
-                worker, session.stack, self.collectors, secrets=self.state.config.secrets
+                worker, session.stack, self.collectors, secrets=config.secrets, files=config.files
             )
         except WorkerError as exc:
             return {
@@ -140,7 +143,7 @@ class Compatibility:
             tuple(config.pairs) if pairs is None else pairs,
             exported or [],
             self.known_maxima,
-            operator_limits(stacks, fingerprints, self.runtimes, self.known_operators()),
+            operator_limits(stacks, fingerprints, self.runtimes),
             dict(self.runtimes),
         )
 
@@ -175,17 +178,36 @@ class Compatibility:
             if not any((x.package, x.version) == (package, version) for x in self.learned):
                 self.learned.append(LearnedMaximum(str(package), str(version), maximum, message))
 
-    def learn_operator(self, infer: str, failure: Failure) -> None:
-        """A runtime failed to load a node it has no kernel for: remember the operator."""
-        found = learn_operator(self.state.config.stacks[infer], self._hello(infer), failure)
+    def diagnose(
+        self, infer: str, error: WorkerError, info: dict[str, Any] | None, load_log: str = ""
+    ) -> Diagnosis:
+        """What a failed load or first call on ``infer`` means (auditor.stacks.failures), named
+        with the operator the runtime's measured table knows when its words do not; what it
+        teaches (the highest version of its format, an operator it cannot run) is remembered."""
+        hello, stack = self._hello(infer), self.state.config.stacks[infer]
+        package, version = hello.get("runtime_package"), hello.get("runtime_version")
+        spec = self.runtimes.get(stack.runtime)
+        known = coverage(
+            spec.operator_tables if spec else (), package, version, target_of(stack), info or {}
+        ).known_failures()
+        learned = learned_failures(
+            [*self.known_operators(), *self.learned_operators], package, version, target_of(stack)
+        )
+        known = {**learned, **known}
+        d = diagnose(error, spec, version, info, load_log, known, target_of(stack), package=package)
+        if d.maximum is not None:
+            self.learn(infer, d.maximum, d.words)
+        found = learn_operator(stack, hello, d)
         with self.state.lock:
             if found is not None and found not in self.learned_operators:
                 self.learned_operators.append(found)
+        return d
 
     # -- the findings, each reported once ------------------------------------------------------
     def with_rule_findings(self, findings: list[Finding]) -> list[Finding]:
         """Stack errors, then the rules' findings, then the probes' (one finding per key: a
-        variant a rule blocked is reported by the rule's finding only)."""
+        variant a rule blocked is reported by the rule's finding only), with the findings of
+        one cause merged into one that says where it holds (auditor.cycle.causes)."""
 
         def reported_by_a_rule(f: Finding) -> bool:
             probe, variant = f.details.get("probe"), f.details.get("variant")
@@ -203,4 +225,4 @@ class Compatibility:
             for f in findings
             if f.kind not in stack_kinds and f.key not in keys and not reported_by_a_rule(f)
         ]
-        return first + self.findings + rest
+        return causes.group(first + self.findings + rest)

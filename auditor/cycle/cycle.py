@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,9 @@ from auditor.compare.outputs import (
     failure_text,
 )
 from auditor.config.tables import Config, PairConfig, StackConfig
-from auditor.cycle import saved_outputs
+from auditor.cycle import saved_outputs, unchecked
 from auditor.cycle.compatibility import Compatibility
+from auditor.cycle.convert import served_results
 from auditor.cycle.jobs import (
     CheckError,
     CycleAborted,
@@ -41,6 +43,7 @@ from auditor.cycle.jobs import (
 )
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
+from auditor.cycle.telemetry import DeviceTelemetry
 from auditor.cycle.user_models import ModelSuite, model_stacks
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
@@ -51,6 +54,8 @@ from auditor.results import (
     DRIFT,
     ERROR,
     INCOMPATIBLE,
+    STATUS_SEVERITY,
+    UNCHECKED,
     UNSUPPORTED,
     Artifact,
     CycleResult,
@@ -58,9 +63,8 @@ from auditor.results import (
     ProbeResult,
     StackReport,
 )
-from auditor.rules.engine import Rule, blocked
-from auditor.runtime import MINDIR, ArtifactFormat, Failure, RuntimeSpec
-from auditor.stacks.failures import meaning
+from auditor.rules.engine import Rule, blocked, with_remedy
+from auditor.runtime import EXPORT, MINDIR, OPERATOR, ArtifactFormat, RuntimeSpec
 from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.worker import StackWorker, WorkerError
@@ -103,6 +107,8 @@ class Cycle:
             collectors = plugins.fingerprint_collectors() if collectors is None else collectors
             rules = plugins.rules().values() if rules is None else rules
         self.comparators = comparators if comparators is not None else plugins.comparators()
+        self.plugins = plugins
+        """Read again at the end of the run: a plugin that did not load leaves its checks undone."""
         runtime_classes = {n: r.worker_class for n, r in self.runtimes.items()}
         self.state = CycleState(
             config,
@@ -114,6 +120,7 @@ class Cycle:
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
         self.suite = ProbeSuite(self.state)
         self.models = ModelSuite(self.state, self.compat)
+        self.telemetry = DeviceTelemetry(self.state)
 
     def abort(self) -> None:
         """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
@@ -165,8 +172,10 @@ class Cycle:
         self._publications: dict[str, publication.Publication | None] = {}
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
+            self.state.tmp = Path(tmp)
             try:
                 self.compat.fingerprint_and_check(sessions)
+                samples = self.telemetry.sample(sessions)  # NPU telemetry, once per host
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
@@ -211,6 +220,7 @@ class Cycle:
                 # Probe suite: localization and rollouts need both workers of each pair alive.
                 results, rollouts = self.suite.follow_up(planned, results, trained, inferred, Path(tmp))
                 results += self.models.follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
+                results += self._served_conversions(sessions)  # [stacks.X.convert] served
             finally:
                 close_sessions(list(sessions.values()))
                 CONNECTIONS.close_all()
@@ -220,10 +230,13 @@ class Cycle:
             for n, s in sessions.items()
         }
         stacks.update({n: self._remote_report(n) for n in self._publications})
+        read = {n: p.summary() if p is not None else None for n, p in self._publications.items()}
         findings = self.compat.with_rule_findings(
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + self.suite.side_findings(planned, trained, inferred)
+            + self.telemetry.findings(samples)
+            + self._unchecked(stacks, read)
         )
         return CycleResult(
             started,
@@ -236,6 +249,19 @@ class Cycle:
             rollouts=rollouts,
             learned_operators=self.compat.learned_operators,
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
+            telemetry=samples,
+            read_publications=[summary for summary in read.values() if summary is not None],
+        )
+
+    def _unchecked(
+        self, stacks: dict[str, StackReport], read: dict[str, publication.PublicationSummary | None]
+    ) -> list[Finding]:
+        """What the config asked for that could not be checked (auditor.cycle.unchecked)."""
+        now = datetime.now(UTC).replace(tzinfo=None)
+        return (
+            unchecked.stack_findings(stacks)
+            + unchecked.plugin_findings(self.plugins.problems if self.plugins is not None else [])
+            + unchecked.publication_findings(self.config, read, now)
         )
 
     # -- the two sides ---------------------------------------------------------------------
@@ -317,7 +343,7 @@ class Cycle:
         trained: dict[str, dict[str, TrainOutcome]],
     ) -> dict[tuple[str, str], InferOutcome]:
         out: dict[tuple[str, str], InferOutcome] = {}
-        loaded: set[str] = set()
+        loaded: dict[str, Artifact | None] = {}  # model -> its conversion, if the stack converts
         for pair, job in jobs:
             self.state.check()
             outcome = InferOutcome()
@@ -330,8 +356,11 @@ class Cycle:
             try:
                 worker = session.ensure()
                 if model not in loaded:
-                    worker.request("load", model=model, path=str(train.export))
-                    loaded.add(model)
+                    # converted first where the stack declares its deployment's conversion
+                    done = self.state.load(worker, session.stack, model, train.export)
+                    loaded[model] = done.conversion
+                    outcome.load_log = done.log
+                outcome.conversion = loaded[model]
                 inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
                 outcome.latency = self.state.time(worker, model, inputs, job.batch)
@@ -354,8 +383,36 @@ class Cycle:
                 for pair, job in jobs
                 if job.rerun and out[(pair.name, job.key)].outputs is not None
             ],
-            lambda worker, model, job: worker.request("load", model=model, path=str(exports[model])),
+            lambda worker, model, job: self.state.load(worker, session.stack, model, exports[model]),
         )
+        return out
+
+    def _served_conversions(self, sessions: dict[str, StackSession]) -> list[ProbeResult]:
+        """Each converted file a stack serves against a fresh conversion of its source."""
+        out: list[ProbeResult] = []
+        for name, session in sessions.items():
+            table = session.stack.convert
+            if table is None or not table.served:
+                continue
+            self.state.check()
+            try:
+                worker = session.ensure()
+            except WorkerError as exc:
+                out += [
+                    ProbeResult(
+                        f"{name}:served",
+                        name,
+                        name,
+                        Path(f).name,
+                        "",
+                        "served-conversion",
+                        ERROR,
+                        exc.describe(),
+                    )
+                    for f in sorted(table.served)
+                ]
+                continue
+            out += served_results(worker, session.stack, self.compat.fingerprints.get(name))
         return out
 
     # -- split mode (auditor.history.publication) ---------------------------------------------------------
@@ -377,7 +434,7 @@ class Cycle:
                     "with these parameters"
                 )
                 message = f'{name} is read from the database (source = "db") but {why}'
-                out[key] = TrainOutcome(error=WorkerError(name, "read publication", "start", message))
+                out[key] = TrainOutcome(error=WorkerError(name, PUBLICATION_READ, "start", message))
                 continue
             info = dict(item.mindir_info)
             out[key] = TrainOutcome(
@@ -393,11 +450,8 @@ class Cycle:
 
     def _remote_report(self, name: str) -> StackReport:
         stack, pub = self.config.stacks[name], self._publications.get(name)
-        if pub is None:
-            error = f"no complete publication of stack {name} in the history database"
-            return StackReport(
-                name, stack.role, stack.runtime, stack.python, stack.device, stack.host, None, error
-            )
+        if pub is None:  # not a failure of the stack: an unchecked finding says what is missing
+            return StackReport(name, stack.role, stack.runtime, stack.python, stack.device, stack.host, None)
         return StackReport(
             name, stack.role, stack.runtime, stack.python, stack.device, pub.host, pub.fingerprint
         )
@@ -474,48 +528,38 @@ class Cycle:
             infer_latency=infer.latency,
             artifact=train.artifact,
             thresholds={o: asdict(self.state.tolerance(job, o)) for o in job.spec.outputs},
+            conversion=infer.conversion,
             samples=job.batch,
         )
         if train.error is not None:
-            failure = meaning(self._spec(pair.train), train.error) if train.error.op == "export" else None
-            if failure is not None:  # e.g. an operator its exporter cannot write in this format
-                why = f"unsupported operator: {failure.operator}" if failure.operator else failure.status
-                return ProbeResult(
-                    status=failure.status,
-                    message=f"{why} ({pair.train} cannot export this variant to {job.format.title}: "
-                    f"{failure.words})",
-                    log=train.error.log,
-                    **base,
-                )
+            if train.error.op == EXPORT and train.error.kind == "error":
+                # an operator its exporter cannot write in this format: the train runtime's forms
+                spec = self._spec(pair.train)
+                found = spec.explain(f"{train.error.message}\n{train.error.log}", EXPORT) if spec else None
+                if found is not None and found.kind == OPERATOR:
+                    return ProbeResult(
+                        status=UNSUPPORTED,
+                        message=f"unsupported operator: {found.operator} ({pair.train} cannot export this "
+                        f"variant to {job.format.title}: {found.words})",
+                        log=train.error.log,
+                        **base,
+                    )
+            # A source = "db" stack without its publication: nothing to compare, not a failure.
+            status = UNCHECKED if train.error.op == PUBLICATION_READ else ERROR
             return ProbeResult(
-                status=ERROR, message=f"train side: {train.error.describe()}", log=train.error.log, **base
+                status=status, message=f"train side: {train.error.describe()}", log=train.error.log, **base
             )
         if infer.blocked is not None:
             status = UNSUPPORTED if infer.blocked.kind == UNSUPPORTED else INCOMPATIBLE
-            return ProbeResult(status=status, message=infer.blocked.message, **base)
+            return ProbeResult(status=status, message=with_remedy(infer.blocked), **base)
         if infer.error is not None:
-            failure = meaning(self._spec(pair.infer), infer.error)
-            if failure is not None and failure.status == INCOMPATIBLE:
-                if failure.maximum is not None:
-                    self.compat.learn(pair.infer, failure.maximum, failure.words)
+            if infer.error.op not in ("load", "run"):  # a later request (timing, input classes...)
                 return ProbeResult(
-                    status=INCOMPATIBLE,
-                    message=self._rejection_message(pair, job, train, failure),
-                    log=infer.error.log,
-                    **base,
+                    status=ERROR, message=f"infer side: {infer.error.describe()}", log=infer.error.log, **base
                 )
-            if failure is not None:
-                self.compat.learn_operator(pair.infer, failure)
-                return ProbeResult(
-                    status=UNSUPPORTED,
-                    message=f"unsupported operator: {failure.operator} "
-                    f"({pair.infer} cannot run this variant)",
-                    log=infer.error.log,
-                    **base,
-                )
-            return ProbeResult(
-                status=ERROR, message=f"infer side: {infer.error.describe()}", log=infer.error.log, **base
-            )
+            info = train.artifact.info if train.artifact else None
+            d = self.compat.diagnose(pair.infer, infer.error, info, infer.load_log)
+            return ProbeResult(status=d.status, message=d.text(), log=infer.error.log, **base)
         assert train.outputs is not None and infer.outputs is not None
         names = list(job.spec.outputs)
         if len(infer.outputs) != len(train.outputs):
@@ -585,27 +629,6 @@ class Cycle:
                 )
         return checks
 
-    def _rejection_message(
-        self, pair: PairConfig, job: ProbeJob, train: TrainOutcome, failure: Failure
-    ) -> str:
-        fmt, info = job.format, train.artifact.info if train.artifact else {}
-        producer = fmt.producer(info) or self._hello_version(pair.train) or "?"
-        runtime = self.config.stacks[pair.infer].runtime
-        version = self._hello_version(pair.infer) or "?"
-        said = f"{pair.infer} ({runtime} {version}) cannot load the {fmt.title} exported by {pair.train}"
-        if failure.maximum is None:
-            return f"{said}: {failure.words}"
-        file_version = failure.version if failure.version is not None else fmt.version(info)
-        return (
-            f"{said} ({fmt.producer_name or info.get('producer_name') or 'exporter'} {producer}): "
-            f"the file has {fmt.title} "
-            f"version {file_version}, the runtime reads at most version {failure.maximum}"
-        )
-
-    def _hello_version(self, stack: str) -> str | None:
-        session = self.state.sessions.get(stack)
-        return (session.hello or {}).get("runtime_version") if session else None
-
     def _findings(self, results: list[ProbeResult], stacks: dict[str, StackReport]) -> Iterable[Finding]:
         for s in stacks.values():
             if s.error:
@@ -622,18 +645,35 @@ class Cycle:
         for r in results:
             if r.status == CONSISTENT:
                 continue
-            severity = {DRIFT: "warning", UNSUPPORTED: "warning", INCOMPATIBLE: "critical", ERROR: "error"}[
-                r.status
-            ]
             yield Finding(
                 r.status,
-                severity,
+                STATUS_SEVERITY[r.status],
                 r.pair,
                 f"{r.pair}/{r.probe}/{r.variant}/{r.status}",
                 r.message,
                 {"probe": r.probe, "variant": r.variant},
+                **(drift_cause(r) if r.status == DRIFT else {}),
             )
 
+
+def drift_cause(r: ProbeResult) -> dict[str, Any]:
+    """A drift's cause: the pair, the probe and what is out of tolerance (its outputs, else its
+    probe-wide checks), so that variants drifting in the same outputs are one finding."""
+    failing = [c.output for c in r.outputs if not c.passed]
+    failing += [c.output.partition("@")[0] for c in r.checks if not c.passed and c.output and c.output != "*"]
+    if not failing:
+        failing = [c.metric for c in r.checks if not c.passed]
+    what = list(dict.fromkeys(failing))
+    return {
+        "cause": f"{r.pair}/{r.probe}/drift/{'+'.join(what)}",
+        "summary": f"{r.probe} drifts in {', '.join(what) or 'its outputs'}",
+        "place": (r.pair, r.variant),
+        "example": f"[{r.variant}] {r.message}",
+    }
+
+
+PUBLICATION_READ = "read publication"
+"""The request a source = "db" stack's train side stands for: reading its publication."""
 
 _CheckError = CheckError
 

@@ -1,41 +1,67 @@
 """Checks of one stack's outputs on their own: what pair comparison cannot see.
 
 When both stacks compute the same impossible value, or one side cannot run at all, comparing
-train against infer says nothing. So a probe declares properties its outputs must have, and
-each stack's outputs (of the probe's own inputs and of every input class, auditor.compare.input_classes)
-are checked alone:
+train against infer says nothing. So a probe declares properties its outputs (and its exposed
+hidden layers) must have, and each stack's outputs, of the probe's own inputs and of every
+input class (auditor.compare.input_classes), are checked alone:
 
 - **invariants** (``invariants(params)`` in the probe module, a list of
-  ``{"output": O, "check": C, ...}``): ``finite``; ``positive`` (> 0, e.g. a standard
-  deviation); ``within`` with ``low``/``high`` (a tanh/sigmoid head, a clipped or squashed
-  action). Checked on the rows whose inputs are all finite; a violation is a finding naming
-  the stack, the output, the input class, the offending row, its input and the value.
-- **NaN/Inf hazards** (``NAN_PROPAGATES``: the outputs that depend on the varied input): a
-  NaN or ±Inf in the varied input must not come out finite (element-wise for an output
-  shaped like that input, else per row). When it does, a bad
-  observation silently becomes a valid-looking action in production, even if both stacks
-  agree, so it is a finding of its own. Its threshold, the share of such rows allowed to come
-  out finite (default 0), is set per probe like a comparator's options:
-  ``[probes.P.comparators.nan_hazard] max_share = 0.5`` (or ``enabled = false``), also per
-  ``dtype.D`` and ``variant.V``; ``[probes.P.comparators.invariants] enabled = false`` turns
-  the invariants off.
+  ``{"output": O, "check": C, ...}``; O is an output or a layer of ``layer_names(params)``):
+  ``finite``; ``positive`` (> 0: a standard deviation, an exp, a softplus); ``within`` with
+  ``low``/``high`` (tanh in [-1, 1], sigmoid in [0, 1], a clip); ``softmax`` (non-negative,
+  summing to 1 over the last axis, within a few ULPs of the dtype per element). An element
+  that breaks several checks of one output counts for the first declared. Where the probe
+  has a float64 reference (below) of the output, the mathematics decides: an element breaks
+  the invariant where the reference, rounded to the output's dtype, does not (an exp that
+  underflows to 0 is no finding; a std that must be > 0 whatever the observation is held to
+  it on every row). Without one, the rows whose inputs are all finite are checked.
+- **NaN/Inf hazards**: on the rows whose varied input holds NaN or ±Inf, each output of
+  ``NAN_PROPAGATES`` (and each exposed layer the reference computes) is held to the
+  mathematics: the reference's pattern of finite and non-finite values, element-wise for an
+  output shaped like that input, else per row. A NaN that comes out finite is always a
+  finding (the information is lost, whatever the reference says), and so is a NaN the
+  mathematics makes of ±Inf (Inf - Inf); ±Inf that comes out finite is one only where the
+  reference keeps it infinite (tanh(±Inf) = ±1 is arithmetic, not masking); NaN/Inf where
+  the reference is finite is one too. Without a reference, any finite
+  value out of a non-finite input is a hazard. The share of such values allowed (default 0)
+  is set per probe like a comparator's options: ``[probes.P.comparators.nan_hazard]
+  max_share = 0.5`` (or ``enabled = false``), also per ``dtype.D`` and ``variant.V``;
+  ``[probes.P.comparators.invariants] enabled = false`` turns the invariants off.
+
+The **reference** is ``reference(params, weights, inputs)`` in the probe module: the probe's
+forward pass in float64 numpy from the same seeded weights, as a dict of output and layer
+name to array (names it leaves out are judged without it).
+
+**One finding per cause.** ``computed_from(params)`` (output or layer -> the outputs and
+layers it is computed from) lets a breakage be traced to where it starts: in a row where
+something it is computed from is already broken, it is that one's consequence, not a finding
+of its own (a zero std makes the log-probability -inf; a NaN masked in the first layer makes
+every later output finite). Each finding carries its cause (probe, output, check) and its
+place (stack, variant), so the cycle reports it once for every stack and variant it holds
+on (auditor.cycle.causes).
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from auditor.results import Finding
 
-CHECKS = ("finite", "positive", "within")
+CHECKS = ("finite", "positive", "within", "softmax")
 HAZARD = "nan_hazard"
 INVARIANTS = "invariants"
+NAN_MASKED, INF_MASKED, NON_FINITE = "nan-masked", "inf-masked", "non-finite"
+INF_FINITE = "inf-finite"
+"""±Inf in, finite out, with no reference to say whether the mathematics agrees."""
+HAZARD_KINDS = (NAN_MASKED, INF_MASKED, NON_FINITE, INF_FINITE)
+SOFTMAX_ULPS = 4
+"""A softmax row may miss 1 by this many ULPs of its dtype per element."""
 
 
 @dataclass(frozen=True)
@@ -63,44 +89,88 @@ class Invariant:
             return f"{self.output} must be finite"
         if self.check == "positive":
             return f"{self.output} must be > 0"
+        if self.check == "softmax":
+            return f"{self.output} must be non-negative and sum to 1"
         return f"{self.output} must be within [{_num(self.low)}, {_num(self.high)}]"
 
+    def breach(self) -> str:
+        """What breaking it means, in words ("leaves [-1, 1]")."""
+        if self.check == "finite":
+            return "is not finite"
+        if self.check == "positive":
+            return "is not > 0"
+        if self.check == "softmax":
+            return "is not a distribution (negative, or not summing to 1)"
+        return f"leaves [{_num(self.low)}, {_num(self.high)}]"
+
     def broken(self, values: np.ndarray) -> np.ndarray:
-        """Element-wise: where the invariant does not hold (NaN never holds)."""
-        v = np.asarray(values, dtype=np.float64)
-        with np.errstate(invalid="ignore"):
+        """Element-wise: where the invariant does not hold (NaN never holds). A softmax row
+        that does not sum to 1 breaks in every element."""
+        raw = np.asarray(values)
+        v = raw.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
             if self.check == "finite":
                 return ~np.isfinite(v)
             if self.check == "positive":
                 return ~(v > 0)
+            if self.check == "softmax":
+                if v.ndim == 0:
+                    return ~(v == 1)
+                eps = float(np.finfo(raw.dtype).eps) if raw.dtype.kind == "f" else 0.0
+                off = np.abs(v.sum(axis=-1, keepdims=True) - 1.0) > SOFTMAX_ULPS * v.shape[-1] * eps
+                return ~(v >= 0) | np.broadcast_to(off, v.shape)
             return ~((v >= self.low) & (v <= self.high))
 
 
 @dataclass(frozen=True)
+class Declared:
+    """What a probe variant declares about each side's outputs on their own."""
+
+    invariants: tuple[Invariant, ...] = ()
+    propagates: tuple[str, ...] = ()
+    """The outputs a non-finite varied input must reach (``NAN_PROPAGATES``)."""
+    layers: tuple[str, ...] = ()
+    """The probe's exposed layers (``layer_names``), appended after its outputs when run."""
+    computed_from: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    reference: Callable[[dict[str, Any], dict[str, np.ndarray], list[np.ndarray]], Any] | None = None
+
+    @property
+    def checks_layers(self) -> bool:
+        """Whether each side must run the probe with its layers exposed: an invariant names a
+        layer, or the reference judges the layers' NaN/Inf."""
+        names = set(self.layers)
+        return bool(names) and (any(i.output in names for i in self.invariants) or self.reference is not None)
+
+
+@dataclass(frozen=True)
 class SideRun:
-    """One stack's outputs for one input class's batch."""
+    """One stack's outputs (then its exposed layers, if run) for one input class's batch, and
+    the float64 reference of the same inputs (None: the probe has none)."""
 
     input_class: str
     inputs: list[np.ndarray]
     outputs: list[np.ndarray]
+    reference: dict[str, np.ndarray] | None = None
 
 
 def _num(x: Any) -> str:
     return f"{float(x):.7g}" if isinstance(x, (int, float, np.floating, np.integer)) else str(x)
 
 
-def declared(spec: Any, params: dict[str, Any]) -> tuple[list[Invariant], tuple[str, ...]]:
-    """(the probe variant's invariants, the outputs a non-finite varied input must reach)."""
+def declared(spec: Any, params: dict[str, Any]) -> Declared:
+    """The probe variant's declarations (a probe that contradicts itself raises ValueError)."""
     module = importlib.import_module(spec.module)
+    layers_fn = getattr(module, "layer_names", None)
+    layers = tuple(str(n) for n in layers_fn(params)) if callable(layers_fn) else ()
+    known = tuple(spec.outputs) + layers
     fn = getattr(module, "invariants", None)
-    items = list(fn(params)) if fn is not None else []
     out = []
-    for item in items:
+    for item in list(fn(params)) if fn is not None else []:
         unknown = set(item) - {"output", "check", "low", "high", "classes"}
-        if unknown or item.get("output") not in spec.outputs:
+        if unknown or item.get("output") not in known:
             raise ValueError(
-                f"probe {spec.name}: invariant {item!r} must name one of its outputs "
-                f"({', '.join(spec.outputs)}) and only output/check/low/high/classes"
+                f"probe {spec.name}: invariant {item!r} must name one of its outputs or layers "
+                f"({', '.join(known)}) and only output/check/low/high/classes"
             )
         out.append(
             Invariant(
@@ -115,7 +185,24 @@ def declared(spec: Any, params: dict[str, Any]) -> tuple[list[Invariant], tuple[
     bad = [o for o in propagates if o not in spec.outputs]
     if bad:
         raise ValueError(f"probe {spec.name}: NAN_PROPAGATES names unknown output(s) {', '.join(bad)}")
-    return out, propagates
+    graph_fn = getattr(module, "computed_from", None)
+    graph = {str(k): tuple(str(d) for d in v) for k, v in dict(graph_fn(params) if graph_fn else {}).items()}
+    strange = sorted({n for k, v in graph.items() for n in (k, *v)} - set(known))
+    if strange:
+        raise ValueError(f"probe {spec.name}: computed_from names unknown output(s) {', '.join(strange)}")
+    reference = getattr(module, "reference", None)
+    return Declared(tuple(out), propagates, layers, graph, reference if callable(reference) else None)
+
+
+def reference_outputs(
+    declared: Declared, params: dict[str, Any], weights: dict[str, np.ndarray], inputs: list[np.ndarray]
+) -> dict[str, np.ndarray] | None:
+    """The probe's float64 reference of ``inputs`` (None without one)."""
+    if declared.reference is None:
+        return None
+    with np.errstate(all="ignore"):
+        found = declared.reference(params, weights, [np.asarray(x) for x in inputs])
+    return {str(k): np.asarray(v, dtype=np.float64) for k, v in dict(found or {}).items()}
 
 
 def _rows(values: np.ndarray, batch: int) -> np.ndarray | None:
@@ -149,183 +236,335 @@ def _json_float(v: float) -> float | str:
     return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
 
 
-def check_invariants(
+@dataclass
+class _Tally:
+    """One kind of breakage of one output on one side, over every input class."""
+
+    by_class: dict[str, int] = field(default_factory=dict)
+    first: dict[str, Any] | None = None
+    values: set[float] = field(default_factory=set)
+    low: float = math.inf
+    high: float = -math.inf
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_class.values())
+
+
+@dataclass
+class _Side:
+    """What one side's runs showed, before it is put in findings."""
+
+    tallies: dict[tuple[str, str], _Tally] = field(default_factory=dict)
+    hazards: int = 0
+    """Values that depend on a non-finite input (the denominator of the hazard share)."""
+    totals: dict[str, int] = field(default_factory=dict)
+
+
+def check_side(
     stack: str,
     probe: str,
     variant: str,
-    invariants: Iterable[Invariant],
-    output_names: Sequence[str],
-    input_names: Sequence[str],
-    runs: Sequence[SideRun],
-) -> list[Finding]:
-    """One finding per broken invariant of this stack's outputs, naming the first offender
-    and how many elements broke it in each input class."""
-    found = []
-    for inv in invariants:
-        if inv.output not in output_names:
-            continue
-        at = list(output_names).index(inv.output)
-        first: dict[str, Any] | None = None
-        counts: dict[str, int] = {}
-        total = 0
-        for run in runs:
-            if at >= len(run.outputs) or (inv.classes and run.input_class not in inv.classes):
-                continue
-            values = np.asarray(run.outputs[at])
-            batch = int(np.asarray(run.inputs[0]).shape[0]) if run.inputs and np.ndim(run.inputs[0]) else 0
-            rows = _rows(values, batch) if batch else None
-            if rows is not None:
-                mask = inv.broken(rows) & _finite_rows(run.inputs, batch)[:, None]
-            else:
-                mask = inv.broken(values.reshape(-1))
-            n = int(np.count_nonzero(mask))
-            total += int(mask.size)
-            if not n:
-                continue
-            counts[run.input_class] = n
-            if first is None:
-                where = np.argwhere(mask)[0]
-                row = int(where[0])
-                value = float((rows if rows is not None else values.reshape(-1))[tuple(where)])
-                first = {
-                    "input_class": run.input_class,
-                    "index": row,
-                    "element": int(where[1]) if rows is not None else None,
-                    "value": _json_float(value),
-                    "input": _input_row(run.inputs, input_names, row, batch) if rows is not None else {},
-                }
-        if first is None:
-            continue
-        broken = sum(counts.values())
-        classes = ", ".join(f"{c}: {n}" for c, n in counts.items())
-        found.append(
-            Finding(
-                "invariant",
-                "error",
-                stack,
-                f"{stack}/{probe}/{variant}/invariant/{inv.output}/{inv.check}",
-                f"{stack} computed {inv.output} = {_num(first['value'])} for input {first['index']} of the "
-                f"{first['input_class']} inputs of {probe} [{variant}]: {inv.describe()} "
-                f"({broken} element{'s' if broken > 1 else ''} broke it; by input class: {classes})",
-                {
-                    "stack": stack,
-                    "probe": probe,
-                    "variant": variant,
-                    "output": inv.output,
-                    "check": inv.check,
-                    "low": inv.low,
-                    "high": inv.high,
-                    **first,
-                    "count": broken,
-                    "total": total,
-                    "by_class": counts,
-                    "action": f"a property of {stack}'s runtime, whatever the other side computes: "
-                    "report it to the runtime's maintainers, or avoid the operator/dtype in production",
-                },
-            )
-        )
-    return found
-
-
-def check_hazards(
-    stack: str,
-    probe: str,
-    variant: str,
-    propagates: Sequence[str],
-    output_names: Sequence[str],
+    declared: Declared,
+    names: Sequence[str],
     input_names: Sequence[str],
     varied: int,
     runs: Sequence[SideRun],
     max_share: float = 0.0,
-) -> Finding | None:
-    """A finding when more than ``max_share`` of the NaN/Inf values of the varied input come
-    out finite in an output that depends on them. An output shaped like the varied input is
-    element-wise (a normalizer, a sampler's mean); any other output depends on the whole row
-    (a policy's mean depends on every feature of its observation)."""
-    hazard = masked = 0
-    first: dict[str, Any] | None = None
-    by_output: dict[str, int] = {}
-    kinds: dict[str, tuple[int, int]] = {}
+    invariants: bool = True,
+    hazards: bool = True,
+) -> list[Finding]:
+    """The findings of one stack's outputs of one probe variant: a broken invariant per
+    output and check, a NaN/Inf hazard per output and kind, each its cause's first place."""
+    side = _Side()
     for run in runs:
-        if varied >= len(run.inputs):
+        _check_run(side, declared, names, input_names, varied, run, invariants, hazards)
+    found: list[Finding] = []
+    by_check: dict[tuple[str, str], Invariant] = {}
+    for i in declared.invariants:
+        by_check.setdefault((i.output, i.check), i)
+    reported = sum(t.count for (_, kind), t in side.tallies.items() if kind in HAZARD_KINDS)
+    share = reported / side.hazards if side.hazards else 0.0
+    for (name, kind), tally in side.tallies.items():
+        if tally.first is None:
             continue
-        x = np.asarray(run.inputs[varied])
-        if x.dtype.kind != "f" or x.ndim == 0:
-            continue
-        x64 = x.astype(np.float64)
-        bad = ~np.isfinite(x64)
-        if not bad.any():
-            continue
-        batch = x.shape[0]
-        bad_rows = bad.reshape(batch, -1).any(axis=1)
-        nan, nan_rows = np.isnan(x64), np.isnan(x64).reshape(batch, -1).any(axis=1)
-        for name in propagates:
-            at = list(output_names).index(name) if name in output_names else len(run.outputs)
-            if at >= len(run.outputs):
-                continue
-            y = np.asarray(run.outputs[at]).astype(np.float64)
-            if y.shape == x.shape:
-                where, finite, is_nan = bad, bad & np.isfinite(y), nan
-            else:
-                rows = _rows(y, batch)
-                if rows is None:
-                    continue
-                where, finite, is_nan = bad_rows, bad_rows & np.isfinite(rows).any(axis=1), nan_rows
-            hazard += int(np.count_nonzero(where))
-            n = int(np.count_nonzero(finite))
-            for kind, mask in (("NaN", is_nan), ("Inf", ~is_nan)):
-                seen, fin = kinds.get(kind, (0, 0))
-                kinds[kind] = (
-                    seen + int(np.count_nonzero(where & mask)),
-                    fin + int(np.count_nonzero(finite & mask)),
+        if kind in HAZARD_KINDS:
+            if share > max_share:
+                found.append(
+                    _hazard_finding(
+                        stack, probe, variant, declared, name, kind, tally, side, share, max_share
+                    )
                 )
-            masked += n
-            if not n:
-                continue
-            by_output[name] = by_output.get(name, 0) + n
-            if first is None:
-                pos = tuple(np.argwhere(finite)[0])
-                row = int(pos[0])
-                shown = y[pos] if y.shape == x.shape else _rows(y, batch)[row][:8]
-                first = {
-                    "input_class": run.input_class,
-                    "index": row,
-                    "output": name,
-                    "value": _json_float(shown) if np.ndim(shown) == 0 else [_json_float(v) for v in shown],
-                    "input": _input_row(run.inputs, [input_names[0]] if input_names else [], row, batch)
-                    if varied == 0
-                    else {},
-                }
-    if not hazard or first is None:
+            continue
+        found.append(_invariant_finding(stack, probe, variant, declared, by_check[(name, kind)], tally, side))
+    return found
+
+
+def _check_run(
+    side: _Side,
+    declared: Declared,
+    names: Sequence[str],
+    input_names: Sequence[str],
+    varied: int,
+    run: SideRun,
+    check_invariants: bool,
+    check_hazards: bool,
+) -> None:
+    x = np.asarray(run.inputs[varied]) if varied < len(run.inputs) else np.zeros(0)
+    batch = int(np.asarray(run.inputs[0]).shape[0]) if run.inputs and np.ndim(run.inputs[0]) else 0
+    if x.ndim and x.shape[0] == batch:
+        batch = int(x.shape[0])
+    finite_rows = _finite_rows(run.inputs, batch) if batch else np.ones(0, bool)
+    floats = x.dtype.kind == "f" and x.ndim > 0 and batch > 0
+    x64 = x.astype(np.float64) if floats else None
+    reference = run.reference or {}
+    masks: dict[str, dict[str, np.ndarray]] = {}
+    rows_of: dict[str, np.ndarray] = {}
+    values_of: dict[str, np.ndarray] = {}
+    for at, name in enumerate(names):
+        if at >= len(run.outputs):
+            break
+        y = np.asarray(run.outputs[at])
+        rows = _rows(y, batch) if batch else None
+        grid = rows if rows is not None else y.reshape(1, -1)
+        values_of[name] = grid
+        ref = _reference_grid(reference.get(name), y, grid.shape, name)
+        side.totals[name] = side.totals.get(name, 0) + int(grid.size)
+        kinds: dict[str, np.ndarray] = {}
+        if check_invariants:
+            taken = np.zeros(grid.shape, dtype=bool)
+            for inv in declared.invariants:
+                if inv.output != name or (inv.classes and run.input_class not in inv.classes):
+                    continue
+                mask = inv.broken(grid) & ~taken
+                if ref is not None:  # the mathematics decides, on every row
+                    mask &= ~inv.broken(ref)
+                elif rows is not None:  # without it: the rows of finite inputs only
+                    mask &= finite_rows[:, None]
+                taken |= mask
+                kinds[inv.check] = kinds[inv.check] | mask if inv.check in kinds else mask
+        judged = name in declared.propagates or (name in declared.layers and ref is not None)
+        if check_hazards and floats and judged and rows is not None:
+            kinds.update(_hazards(side, x64, rows, ref))
+        masks[name] = kinds
+        rows_of[name] = (
+            np.any([m.any(axis=1) for m in kinds.values()], axis=0)
+            if kinds and rows is not None
+            else np.full(max(batch, 1), any(m.any() for m in kinds.values()))
+        )
+    inherited = _inherited(declared.computed_from, rows_of, max(batch, 1))
+    for name, kinds in masks.items():
+        for kind, mask in kinds.items():
+            own = mask & ~inherited[name][:, None] if mask.shape[0] == max(batch, 1) else mask
+            if own.any():
+                _tally(side, name, kind, own, values_of[name], run, input_names, batch, varied)
+
+
+def _reference_grid(
+    ref: np.ndarray | None, y: np.ndarray, shape: tuple[int, ...], name: str
+) -> np.ndarray | None:
+    """The reference of one output rounded to the runtime's dtype (what a correctly rounded
+    runtime returns), shaped like its grid; a reference of another shape is the probe's bug."""
+    if ref is None:
         return None
-    share = masked / hazard
-    if share <= max_share:
-        return None
-    outs = ", ".join(f"{o}: {n}" for o, n in by_output.items())
-    name = input_names[0] if input_names else "input"
+    if ref.shape != y.shape:
+        raise ValueError(f"reference gives {name} the shape {ref.shape}, the runtime {y.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = ref.astype(y.dtype) if y.dtype.kind == "f" else ref
+    return rounded.astype(np.float64).reshape(shape)
+
+
+def _hazards(side: _Side, x: np.ndarray, rows: np.ndarray, ref: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Where one output's finite/non-finite pattern on the non-finite inputs differs from the
+    mathematics: element-wise for an output shaped like the varied input, else per row."""
+    batch = x.shape[0]
+    bad, nan = ~np.isfinite(x).reshape(batch, -1), np.isnan(x).reshape(batch, -1)
+    if rows.shape != bad.shape:
+        bad = np.broadcast_to(bad.any(axis=1)[:, None], rows.shape)
+        nan = np.broadcast_to(nan.any(axis=1)[:, None], rows.shape)
+    if not bad.any():
+        return {}
+    side.hazards += int(np.count_nonzero(bad))
+    finite = np.isfinite(rows.astype(np.float64))
+    if ref is None:
+        return {NAN_MASKED: bad & nan & finite, INF_FINITE: bad & ~nan & finite}
+    # A NaN is masked whether it came in or the mathematics made it (Inf - Inf).
+    return {
+        NAN_MASKED: bad & finite & (nan | np.isnan(ref)),
+        INF_MASKED: bad & finite & ~nan & np.isinf(ref),
+        NON_FINITE: bad & ~finite & np.isfinite(ref),
+    }
+
+
+def _inherited(
+    graph: dict[str, tuple[str, ...]], rows_of: dict[str, np.ndarray], batch: int
+) -> dict[str, np.ndarray]:
+    """Per output: the rows where something it is computed from (directly or further up) is
+    already broken."""
+    memo: dict[str, np.ndarray] = {}
+
+    def broken_at(name: str, seen: frozenset[str]) -> np.ndarray:
+        """Rows where ``name`` or anything above it broke."""
+        return rows_of.get(name, np.zeros(batch, bool)) | above(name, seen)
+
+    def above(name: str, seen: frozenset[str]) -> np.ndarray:
+        if name in memo:
+            return memo[name]
+        found = np.zeros(batch, dtype=bool)
+        for source in graph.get(name, ()):
+            if source not in seen:
+                found |= broken_at(source, seen | {name})
+        memo[name] = found
+        return found
+
+    return {name: above(name, frozenset()) for name in rows_of}
+
+
+def _tally(
+    side: _Side,
+    name: str,
+    kind: str,
+    mask: np.ndarray,
+    grid: np.ndarray,
+    run: SideRun,
+    input_names: Sequence[str],
+    batch: int,
+    varied: int,
+) -> None:
+    tally = side.tallies.setdefault((name, kind), _Tally())
+    tally.by_class[run.input_class] = tally.by_class.get(run.input_class, 0) + int(np.count_nonzero(mask))
+    hit = grid.astype(np.float64)[mask]
+    if kind == NAN_MASKED:
+        tally.values.update(float(v) for v in np.unique(hit)[:4])
+        tally.low, tally.high = min(tally.low, float(hit.min())), max(tally.high, float(hit.max()))
+    if tally.first is not None:
+        return
+    row, element = (int(i) for i in np.argwhere(mask)[0])
+    per_row = grid.shape[0] == batch and batch > 0
+    value = grid[row, element]
+    names = list(input_names)
+    if kind in HAZARD_KINDS:  # the varied input is the one that matters
+        names = [input_names[varied] if varied < len(input_names) else "input"]
+        inputs = [run.inputs[varied]] if varied < len(run.inputs) else []
+    else:
+        inputs = run.inputs
+    tally.first = {
+        "input_class": run.input_class,
+        "index": row,
+        "element": element if per_row else None,
+        "value": _json_float(value),
+        "input": _input_row(inputs, names, row, batch) if per_row else {},
+    }
+
+
+def _what(probe: str, name: str, declared: Declared) -> str:
+    return f"{probe} (layer {name})" if name in declared.layers else f"{probe} ({name})"
+
+
+def _by_class(tally: _Tally) -> str:
+    return ", ".join(f"{c}: {n}" for c, n in tally.by_class.items())
+
+
+def _invariant_finding(
+    stack: str, probe: str, variant: str, declared: Declared, inv: Invariant, tally: _Tally, side: _Side
+) -> Finding:
+    first = tally.first or {}
+    n = tally.count
+    layer = "layer " if inv.output in declared.layers else ""
+    happened = (
+        f"{stack} computed {layer}{inv.output} = {_num(first['value'])} for input {first['index']} of the "
+        f"{first['input_class']} inputs"
+    )
+    counts = f"{n} element{'s' if n > 1 else ''} broke it; by input class: {_by_class(tally)}"
     return Finding(
-        "nan-hazard",
-        "warning",
+        "invariant",
+        "error",
         stack,
-        f"{stack}/{probe}/{variant}/nan-hazard",
-        f"{stack} maps NaN/Inf inputs of {probe} [{variant}] to finite outputs: {masked} of {hazard} "
-        f"values that depend on a non-finite {name} came out finite ("
-        + ", ".join(f"{k}: {f} of {n}" for k, (n, f) in kinds.items() if n)
-        + f"; by output: {outs}; share {share:.3g}, allowed {max_share:g}); e.g. input {first['index']} "
-        f"of the {first['input_class']} inputs gave {first['output']} = {first['value']}",
+        f"{stack}/{probe}/{variant}/invariant/{inv.output}/{inv.check}",
+        f"{happened} of {probe} [{variant}]: {inv.describe()} ({counts})",
         {
             "stack": stack,
             "probe": probe,
             "variant": variant,
+            "output": inv.output,
+            "layer": bool(layer),
+            "check": inv.check,
+            "low": inv.low,
+            "high": inv.high,
             **first,
-            "hazards": hazard,
-            "finite": masked,
+            "count": n,
+            "total": side.totals.get(inv.output, 0),
+            "by_class": dict(tally.by_class),
+            "action": "a property of the runtime, whatever the other side computes: report it to the "
+            "runtime's maintainers, or avoid the operator/dtype in production",
+        },
+        cause=f"{probe}/invariant/{inv.output}/{inv.check}",
+        summary=f"{probe}'s {layer}{inv.output} {inv.breach()}",
+        place=(stack, variant),
+        example=f"{happened} [{variant}] ({counts})",
+    )
+
+
+def _masked_to(tally: _Tally) -> str:
+    if len(tally.values) <= 3 and tally.low in tally.values and tally.high in tally.values:
+        return " or ".join(_num(v) for v in sorted(tally.values))
+    return f"finite values in [{_num(tally.low)}, {_num(tally.high)}]"
+
+
+def _hazard_finding(
+    stack: str,
+    probe: str,
+    variant: str,
+    declared: Declared,
+    name: str,
+    kind: str,
+    tally: _Tally,
+    side: _Side,
+    share: float,
+    max_share: float,
+) -> Finding:
+    first = tally.first or {}
+    what = _what(probe, name, declared)
+    if kind == NAN_MASKED:
+        summary = f"NaN masked to {_masked_to(tally)} by {what}"
+    elif kind == NON_FINITE:
+        summary = f"NaN/Inf out of {what} where the float64 reference is finite"
+    elif kind == INF_MASKED:
+        summary = f"±Inf made finite by {what} where the float64 reference is not"
+    else:
+        summary = f"±Inf turned finite by {what} (no float64 reference to judge it)"
+    n = tally.count
+    happened = (
+        f"{stack} gave {name} = {_num(first['value'])} for input {first['index']} "
+        f"of the {first['input_class']} inputs"
+    )
+    counts = f"{n} value{'s' if n > 1 else ''}; by input class: {_by_class(tally)}"
+    return Finding(
+        "nan-hazard",
+        "warning",
+        stack,
+        f"{stack}/{probe}/{variant}/nan-hazard/{kind}/{name}",
+        f"{summary} on {stack} [{variant}]: {happened} ({counts}; share of the values that depend on a "
+        f"non-finite input {share:.3g}, allowed {max_share:g})",
+        {
+            "stack": stack,
+            "probe": probe,
+            "variant": variant,
+            "output": name,
+            "layer": name in declared.layers,
+            "hazard": kind,
+            **first,
+            "count": n,
+            "hazards": side.hazards,
             "share": share,
             "max_share": max_share,
-            "by_output": by_output,
-            "by_kind": {k: {"values": n, "finite": f} for k, (n, f) in kinds.items()},
+            "by_class": dict(tally.by_class),
             "action": "a bad observation would become a valid-looking action in production: check inputs "
             "for NaN/Inf before the model, or relax [probes.P.comparators.nan_hazard] max_share if this "
-            "masking is intended",
+            "is intended",
         },
+        cause=f"{probe}/nan-hazard/{kind}/{name}",
+        summary=summary,
+        place=(stack, variant),
+        example=f"{happened} [{variant}] ({counts})",
     )

@@ -79,6 +79,11 @@ class TrainOutcome:
     suite_errors: list[str] = field(default_factory=list)
     classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
     """Input class -> (its batch, the outputs) (auditor.compare.input_classes)."""
+    layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    """Input class ("random": the probe's own inputs) -> the exposed layers' outputs, from
+    the probe built with its layers exposed (auditor.cycle.suite, for the side checks)."""
+    layers_export: Path | None = None
+    """That model's export (in the job's format), for the infer sides."""
 
 
 @dataclass
@@ -89,11 +94,16 @@ class InferOutcome:
     rerun: list[np.ndarray] | WorkerError | None = None
     blocked: Finding | None = None
     """A rule's finding that made loading pointless (the load was not attempted)."""
+    load_log: str = ""
+    """The runtime's log of the load (its warnings belong to a first call's failure)."""
+    conversion: Artifact | None = None
+    """What the stack's converter made of the export and ran (``[stacks.X.convert]``)."""
     # probe suite (auditor.cycle.suite): other batch sizes
     latencies: list[Latency] = field(default_factory=list)
     batch_models: dict[int, str] = field(default_factory=dict)
     suite_errors: list[str] = field(default_factory=list)
     classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
+    layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
 
 def probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:

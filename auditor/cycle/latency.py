@@ -1,10 +1,18 @@
-"""Latency at several batch sizes, and regressions against a stack's own history.
+"""Latency and throughput at several batch sizes, and regressions against a stack's own history.
 
 The worker's ``time`` request measures around the runtime call only, after a warm-up
 (auditor/worker/runtimes.py). Besides the probe's own batch, the cycle times every batch of
 ``[latency] batches`` (batch 1 is what a policy server sees per request; a large batch is
 throughput): the train stack times its built cell at that batch, and exports a MindIR with
-that input shape for the infer stack (an exported MindIR has a fixed input shape).
+that input shape for the infer stack (an exported MindIR has a fixed input shape). The
+batches of ``[latency] sweep`` are timed on the serving side only.
+
+Throughput is the serving side's samples per second at each batch it was timed at, batch /
+p50 (``throughput``); over three or more batches it flattens out where the runtime stops
+gaining from larger batches: the saturation batch is the smallest batch whose throughput
+reaches ``[latency] saturation`` (0.9) of the highest (``saturation_batch``). Both are stored
+with the result (metrics ``throughput`` per output ``b<batch>``, ``saturation_batch``) and
+trended like any metric.
 
 A single p50 says little on a shared machine; a step change against the same stack's recent
 past does. A ``latency-regression`` finding is raised when a p50 exceeds
@@ -14,7 +22,9 @@ batch and, on the infer side, the train stack whose export it runs) over the las
 that median by more than ``regression_spread`` run-to-run spreads (the series' own, or that of
 every series of its host this run), after the whole host's slowdown is divided out (so a
 runtime whose p50 jumps from process to process, or a busy machine, does not trip it). Only the
-sides of ``regression_sides`` are judged: the serving side by default.
+sides of ``regression_sides`` are judged: the serving side by default. On the serving side a
+regression is the same measurement as a throughput drop by the same factor, so one finding
+says both (its details carry the samples/s then and now): one cause, one alert.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from sqlalchemy.orm import Session, aliased
 
 from auditor.config.tables import LatencyConfig
 from auditor.db import schema as m
-from auditor.results import Finding, Latency
+from auditor.results import Finding, Latency, Throughput
 
 
 def extra_batches(batches: Sequence[int], own_batch: int, params: dict[str, Any]) -> list[int]:
@@ -43,6 +53,23 @@ def extra_batches(batches: Sequence[int], own_batch: int, params: dict[str, Any]
 
 def batch_params(params: dict[str, Any], batch: int) -> dict[str, Any]:
     return {**params, "batch": int(batch)}
+
+
+def throughput(latencies: Iterable[Latency | None]) -> tuple[Throughput, ...]:
+    """Samples/s at each batch timed (the first latency of a batch counts), smallest first."""
+    seen: dict[int, Throughput] = {}
+    for lat in latencies:
+        if lat is not None and lat.p50_us > 0 and lat.batch not in seen:
+            seen[lat.batch] = Throughput(lat.batch, lat.throughput)
+    return tuple(seen[b] for b in sorted(seen))
+
+
+def saturation_batch(points: Sequence[Throughput], share: float) -> int | None:
+    """The smallest batch whose samples/s reach ``share`` of the highest; None below two batches."""
+    if len(points) < 2:
+        return None
+    peak = max(t.samples_per_s for t in points)
+    return min(t.batch for t in points if t.samples_per_s >= share * peak)
 
 
 def batch_model(model: str, batch: int) -> str:
@@ -206,31 +233,30 @@ def regressions(
             continue
         key = f"{series.stack}/{series.probe}/{series.variant}/b{series.batch}/{series.side}"
         key += (f"/{series.source}" if series.source else "") + "/latency-regression"
-        found.append(
-            Finding(
-                "latency-regression",
-                "warning",
-                series.stack,
-                key,
-                f"{series.describe()}: p50 {lat.p50_us:.0f} µs is {lat.p50_us / median:.2f}× the median "
-                f"{median:.0f} µs of the last {len(previous)} runs (limit {cfg.regression_factor:g}× "
-                f"and {cfg.regression_spread:g} run-to-run spreads; its own spread "
-                f"{spread(previous[: cfg.regression_window]):.0f} µs, the host's "
-                f"{math.expm1(host.spread):.0%} over {host.series} series, which moved "
-                f"{math.expm1(host.shift):+.0%} together)",
-                {
-                    "probe": series.probe,
-                    "variant": series.variant,
-                    "side": series.side,
-                    "batch": series.batch,
-                    "source": series.source,
-                    "p50_us": lat.p50_us,
-                    "median_us": median,
-                    "runs": len(previous),
-                    "factor": cfg.regression_factor,
-                    "host_shift": host.shift,
-                    "host_spread": host.spread,
-                },
-            )
+        message = (
+            f"{series.describe()}: p50 {lat.p50_us:.0f} µs is {lat.p50_us / median:.2f}× the median "
+            f"{median:.0f} µs of the last {len(previous)} runs (limit {cfg.regression_factor:g}× "
+            f"and {cfg.regression_spread:g} run-to-run spreads; its own spread "
+            f"{spread(previous[: cfg.regression_window]):.0f} µs, the host's "
+            f"{math.expm1(host.spread):.0%} over {host.series} series, which moved "
+            f"{math.expm1(host.shift):+.0%} together)"
         )
+        details = {
+            "probe": series.probe,
+            "variant": series.variant,
+            "side": series.side,
+            "batch": series.batch,
+            "source": series.source,
+            "p50_us": lat.p50_us,
+            "median_us": median,
+            "runs": len(previous),
+            "factor": cfg.regression_factor,
+            "host_shift": host.shift,
+            "host_spread": host.spread,
+        }
+        if series.side == "infer":  # the serving side: the same figure as samples per second
+            now, before = lat.batch / (lat.p50_us / 1e6), lat.batch / (median / 1e6)
+            message += f"; throughput {now:,.0f} samples/s, down from {before:,.0f}"
+            details |= {"throughput": now, "median_throughput": before}
+        found.append(Finding("latency-regression", "warning", series.stack, key, message, details))
     return found

@@ -18,17 +18,30 @@ from typing import Any, Protocol
 import numpy as np
 
 from auditor.compare.outputs import Tolerance
-from auditor.config.tables import Config
+from auditor.config.tables import Config, ConvertTable, StackConfig
+from auditor.cycle import convert
 from auditor.cycle.jobs import CycleAborted, ProbeJob
 from auditor.history.store import Store
-from auditor.results import Latency
+from auditor.results import Artifact, Latency
 from auditor.stacks.session import Reach, StackSession
+from auditor.stacks.worker import WorkerError
+from auditor.worker import files
 
 
 class Killable(Protocol):
     """A child an abort must take down: a stack worker, the rollout's environment process."""
 
     def kill(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A model loaded in a stack's worker as the stack serves it."""
+
+    conversion: Artifact | None
+    """What the stack's converter made of the file and was loaded (None: the file itself)."""
+    log: str
+    """The runtime's log of the load (its warnings belong to a first call's failure)."""
 
 
 @dataclass
@@ -47,6 +60,8 @@ class CycleState:
     sessions: dict[str, StackSession] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)
     """Content-addressed bytes the store keeps with the run (exports, goldens' outputs)."""
+    tmp: Path | None = None
+    """The cycle's own temporary directory (staged exports and conversions)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _aborted: threading.Event = field(default_factory=threading.Event)
     _children: list[Killable] = field(default_factory=list)
@@ -96,6 +111,29 @@ class CycleState:
 
     def tolerance(self, job: ProbeJob, output: str) -> Tolerance:
         return self.config.probe(job.spec.name).tolerance_for(output, job.variant, job.dtype)
+
+    def load(
+        self,
+        worker: Any,
+        stack: StackConfig,
+        model: str,
+        path: Path,
+        table: ConvertTable | None = None,
+    ) -> Loaded:
+        """Load ``path`` in the stack's worker as the stack serves it: converted first with
+        ``table`` (default: the stack's ``[stacks.X.convert]``), the conversion recorded and
+        returned (auditor.cycle.convert) with the load's log. Raises WorkerError, a failed
+        conversion included."""
+        table = table if table is not None else stack.convert
+        if table is None:
+            return Loaded(None, worker.request("load", model=model, path=str(path)).log)
+        assert self.tmp is not None, "the cycle's temporary directory is set before any load"
+        try:
+            source = files.read_bytes(path, self.config.files.limits)
+        except files.FileProblem as exc:
+            raise WorkerError(stack.name, "convert", "error", str(exc)) from None
+        done = convert.convert(worker, stack, table, source, model, self.tmp, self.artifacts)
+        return Loaded(done.artifact, worker.request("load", model=model, path=str(done.path)).log)
 
     def stage(self, data: bytes, tmp: Path, suffix: str = ".mindir") -> Path:
         """Write an export for the infer side to load (after ``tamper``, when a test set one)."""

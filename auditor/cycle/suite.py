@@ -39,20 +39,40 @@ from auditor.history.baselines import Key, inputs_digest, load_goldens
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
 from auditor.stacks.worker import StackWorker, WorkerError
 
+TAPS = "@taps"
+"""The suffix of a probe's model built with its hidden layers exposed (the side checks')."""
+
 
 class ProbeSuite:
     """The probe suite's parts of one cycle, on the cycle's shared state."""
 
     def __init__(self, state: CycleState):
         self.state = state
+        self._batches: dict[str, list[input_classes.ClassBatch]] = {}
+
+    def class_batches(self, job: ProbeJob) -> list[input_classes.ClassBatch]:
+        """The job's input-class batches, made once per cycle (every side runs the same ones;
+        the layer sweeps are solved from the weights)."""
+        with self.state.lock:
+            made = self._batches.get(job.key)
+        if made is None:
+            made = input_classes.class_batches(job.spec, job.params)
+            with self.state.lock:
+                made = self._batches.setdefault(job.key, made)
+        return made
 
     def batches(self, job: ProbeJob) -> list[int]:
         """The batch sizes a job is exported at besides its own: the configured latency
-        batches, and batch 1 for the rollout's step-by-step calls."""
-        batches = list(self.state.config.latency.batches)
+        batches, the serving side's throughput sweep, and batch 1 for the rollout's
+        step-by-step calls."""
+        batches = list(self.state.config.latency.batches) + list(self.state.config.latency.sweep)
         if self.rollout_job(job):
             batches.append(1)
         return latency.extra_batches(batches, job.batch, job.params)
+
+    def timed_on_serving_side(self, batch: int) -> bool:
+        cfg = self.state.config.latency
+        return batch in cfg.batches or batch in cfg.sweep
 
     def rollout_job(self, job: ProbeJob) -> bool:
         r = self.state.config.rollout
@@ -62,6 +82,8 @@ class ProbeSuite:
     def train_extras(
         self, worker: StackWorker, key: str, job: ProbeJob, outcome: TrainOutcome, tmp: Path
     ) -> None:
+        if not self._train_layers(worker, key, job, outcome, tmp):
+            return  # the worker is gone, and the built model with it
         for b in self.batches(job):
             self.state.check()
             try:
@@ -84,13 +106,16 @@ class ProbeSuite:
     def infer_extras(
         self, worker: StackWorker, model: str, job: ProbeJob, train: TrainOutcome, outcome: InferOutcome
     ) -> None:
+        if not self._infer_layers(worker, model, job, train, outcome):
+            return
         for b, path in sorted(train.batch_exports.items()):
             self.state.check()
             name = latency.batch_model(model, b)
             try:
-                worker.request("load", model=name, path=str(path))
+                # the served model at this batch: converted like the probe's own, if the stack converts
+                self.state.load(worker, worker.stack, name, path)
                 outcome.batch_models[b] = name
-                if b in self.state.config.latency.batches:
+                if self.timed_on_serving_side(b):
                     inputs = job.spec.make_inputs(latency.batch_params(job.params, b))
                     outcome.latencies.append(self.state.time(worker, name, inputs, b))
             except WorkerError as exc:
@@ -98,13 +123,82 @@ class ProbeSuite:
                 if exc.kind != "error":
                     return
 
+    # -- hidden layers: both sides run the probe with its layers exposed ----------------------
+    def _train_layers(
+        self, worker: StackWorker, key: str, job: ProbeJob, outcome: TrainOutcome, tmp: Path
+    ) -> bool:
+        """When the probe checks its hidden layers (an invariant names one, or its float64
+        reference judges their NaN/Inf), build it with its layers exposed, run it on its own
+        inputs and every input class, and export it for the infer sides. False: the worker died."""
+        try:
+            declared = invariants.declared(job.spec, job.params)
+        except Exception:
+            return True  # the side checks report the probe's broken declarations
+        if not declared.checks_layers:
+            return True
+        model = f"{key}{TAPS}"
+        inputs = job.spec.make_inputs(job.params)
+        try:
+            worker.request(
+                "build",
+                model=model,
+                probe={"module": job.spec.module, "params": job.params, "expose_layers": True},
+                weights=job.spec.make_weights(job.params),
+            )
+            self._run_layers(worker, model, job, inputs, outcome, len(declared.layers))
+            path = worker.workdir / f"{model}{job.format.suffix}"
+            data = worker.request("export", model=model, inputs=inputs, path=str(path)).result["artifact"]
+            outcome.layers_export = self.state.stage(data, tmp, job.format.suffix)
+        except WorkerError as exc:
+            outcome.suite_errors.append(f"hidden layers: {exc.describe()}")
+            return exc.kind == "error"
+        return True
+
+    def _infer_layers(
+        self, worker: StackWorker, model: str, job: ProbeJob, train: TrainOutcome, outcome: InferOutcome
+    ) -> bool:
+        """Load the train side's layers-exposed export and run it like the probe itself."""
+        if train.layers_export is None:
+            return True
+        name = f"{model}{TAPS}"
+        try:
+            worker.request("load", model=name, path=str(train.layers_export))
+            inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
+            count = len(invariants.declared(job.spec, job.params).layers)
+            self._run_layers(worker, name, job, inputs, outcome, count)
+        except WorkerError as exc:
+            outcome.suite_errors.append(f"hidden layers: {exc.describe()}")
+            return exc.kind == "error"
+        return True
+
+    def _run_layers(
+        self,
+        worker: StackWorker,
+        model: str,
+        job: ProbeJob,
+        inputs: list[np.ndarray],
+        outcome: TrainOutcome | InferOutcome,
+        count: int,
+    ) -> None:
+        """outcome.layers[class] = the layers' outputs (they follow the probe's own outputs)."""
+        runs = [(input_classes.RANDOM, inputs)] + [(c, b.inputs) for c, (b, _) in outcome.classes.items()]
+        for name, x in runs:
+            self.state.check()
+            out = worker.request("run", model=model, inputs=x).result["outputs"]
+            if len(out) != len(job.spec.outputs) + count:
+                outcome.suite_errors.append(
+                    f"hidden layers: {len(out)} outputs, expected {len(job.spec.outputs)} and {count} layers"
+                )
+                return
+            outcome.layers[name] = list(out[len(job.spec.outputs) :])
+
     # -- input classes: both sides, right after the probe's own run ----------------------------
     def run_classes(
         self, worker: StackWorker, model: str, job: ProbeJob, outcome: TrainOutcome | InferOutcome
     ) -> None:
         """Run the model on every input class's batch; outcome.classes[name] = outputs."""
         try:
-            batches = input_classes.class_batches(job.spec, job.params)
+            batches = self.class_batches(job)
         except Exception as exc:  # a probe's class_inputs hook or INPUT_CLASSES is broken
             outcome.suite_errors.append(f"input classes: the probe cannot make them: {exc}")
             return
@@ -150,7 +244,7 @@ class ProbeSuite:
                     continue
                 m = c.metrics
                 diff = f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}"
-                if cls == "sweep":
+                if input_classes.swept(cls):
                     words = "" if c.passed else f"{c.failing}/{c.total} elements out of tolerance ({diff})"
                     checks.append(MetricCheck("class_failing", float(c.failing), c.passed, 0.0, where, words))
                     continue
@@ -170,7 +264,8 @@ class ProbeSuite:
         inferred: dict[str, dict[tuple[str, str], InferOutcome]],
     ) -> list[Finding]:
         """Invariants and NaN/Inf hazards of every stack's outputs, each side alone (a stack
-        shared by several pairs is checked once per probe variant)."""
+        shared by several pairs is checked once per probe variant). Each finding names its
+        cause and place; the cycle reports a cause once (auditor.cycle.causes)."""
         found: dict[str, Finding] = {}
         for pair, job in planned:
             train = trained.get(pair.train, {}).get(job.key)
@@ -186,9 +281,36 @@ class ProbeSuite:
         spec = job.spec
         cfg = self.state.config.probe(spec.name)
         try:
-            declared, propagates = invariants.declared(spec, job.params)
-            inputs = spec.make_inputs(job.params)
+            declared = invariants.declared(spec, job.params)
             index = input_classes.varied_index(spec)
+            weights = spec.make_weights(job.params)
+            batches = [(input_classes.RANDOM, spec.make_inputs(job.params), list(outcome.outputs or []))] + [
+                (name, batch.inputs, list(outputs)) for name, (batch, outputs) in outcome.classes.items()
+            ]
+            runs = [
+                invariants.SideRun(
+                    name,
+                    inputs,
+                    outputs + list(outcome.layers.get(name, [])),
+                    invariants.reference_outputs(declared, job.params, weights, inputs),
+                )
+                for name, inputs, outputs in batches
+            ]
+            inv_opts = cfg.comparator_options(invariants.INVARIANTS, job.variant, job.dtype)
+            hazard_opts = cfg.comparator_options(invariants.HAZARD, job.variant, job.dtype)
+            return invariants.check_side(
+                stack,
+                spec.name,
+                job.variant,
+                declared,
+                list(spec.outputs) + list(declared.layers),
+                list(spec.inputs),
+                index,
+                runs,
+                float(hazard_opts.get("max_share", 0.0)),
+                invariants=bool(inv_opts.get("enabled", True)),
+                hazards=bool(hazard_opts.get("enabled", True)),
+            )
         except Exception as exc:
             return [
                 Finding(
@@ -196,37 +318,11 @@ class ProbeSuite:
                     "error",
                     stack,
                     f"{stack}/{spec.name}/{job.variant}/invariants",
-                    f"probe {spec.name} [{job.variant}]: its invariants cannot be checked: {exc}",
+                    f"probe {spec.name} [{job.variant}]: its invariants cannot be checked: "
+                    f"{type(exc).__name__}: {exc}",
                     {"probe": spec.name, "variant": job.variant},
                 )
             ]
-        runs = [invariants.SideRun(input_classes.RANDOM, inputs, list(outcome.outputs))] + [
-            invariants.SideRun(name, batch.inputs, list(outputs))
-            for name, (batch, outputs) in outcome.classes.items()
-        ]
-        names = list(spec.outputs)
-        out: list[Finding] = []
-        inv_opts = cfg.comparator_options(invariants.INVARIANTS, job.variant, job.dtype)
-        if inv_opts.get("enabled", True):
-            out += invariants.check_invariants(
-                stack, spec.name, job.variant, declared, names, list(spec.inputs), runs
-            )
-        hazard_opts = cfg.comparator_options(invariants.HAZARD, job.variant, job.dtype)
-        if propagates and hazard_opts.get("enabled", True):
-            hazard = invariants.check_hazards(
-                stack,
-                spec.name,
-                job.variant,
-                propagates,
-                names,
-                [spec.inputs[index]],
-                index,
-                runs,
-                float(hazard_opts.get("max_share", 0.0)),
-            )
-            if hazard is not None:
-                out.append(hazard)
-        return out
 
     # -- follow-up phase: both workers of each pair alive ------------------------------------
     def follow_up(
@@ -244,9 +340,12 @@ class ProbeSuite:
             self.state.check()
             train = trained[pair.train][job.key]
             infer = inferred[pair.infer][(pair.name, job.key)]
+            served = latency.throughput([infer.latency, *infer.latencies])
             updates: dict[str, Any] = {
                 "train_latencies": tuple(train.latencies),
                 "infer_latencies": tuple(infer.latencies),
+                "throughput": served,
+                "saturation_batch": latency.saturation_batch(served, self.state.config.latency.saturation),
             }
             errors = [f"{pair.train} {e}" for e in train.suite_errors] + [
                 f"{pair.infer} {e}" for e in infer.suite_errors
@@ -257,7 +356,14 @@ class ProbeSuite:
             # (split mode, auditor.history.publication) has none here.
             both = pair.train in self.state.sessions and pair.infer in self.state.sessions
             if both and r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
-                updates["localization"] = self._localize(pair, job, tmp)
+                if self.state.config.stacks[pair.infer].convert is None:
+                    updates["localization"] = self._localize(pair, job, tmp)
+                else:  # the layers are exported unconverted: they would not show the conversion's effect
+                    updates["localization"] = localize.Localization(
+                        None,
+                        f"localization not run: {pair.infer} serves a conversion "
+                        f"([stacks.{pair.infer}.convert]), the layers are exported unconverted",
+                    )
             if goldens is not None and (train.outputs is not None or infer.outputs is not None):
                 updates["baseline"] = self._baseline(pair, job, r, train, infer, goldens)
             r = replace(r, **updates)

@@ -14,6 +14,7 @@ naming the file and the problem.
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,11 @@ import numpy as np
 from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
-from auditor.config.user_models import ModelConfig
-from auditor.cycle import saved_outputs
+from auditor.config.thresholds import DTYPE_TOLERANCES
+from auditor.config.user_models import ModelConfig, TrainNetwork
+from auditor.cycle import latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
+from auditor.cycle.jobs import CycleAborted
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
 from auditor.results import (
@@ -33,22 +36,26 @@ from auditor.results import (
     DRIFT,
     ERROR,
     INCOMPATIBLE,
+    UNCHECKED,
     UNSUPPORTED,
     Artifact,
     Finding,
     ProbeResult,
 )
-from auditor.rules.engine import ExportedModel, blocked, run_rules
-from auditor.stacks.failures import meaning
+from auditor.rules.engine import ExportedModel, blocked, run_rules, with_remedy
 from auditor.stacks.worker import WorkerError
+from auditor.worker import files
 from auditor.worker.mindir import MindIRInfo
 
 VARIANT = "model"
 
 
-def model_inputs(model: ModelConfig, info: MindIRInfo) -> tuple[list[np.ndarray], list[str]]:
+def model_inputs(
+    model: ModelConfig, info: MindIRInfo, limits: files.Limits = files.DEFAULT_LIMITS
+) -> tuple[list[np.ndarray], list[str]]:
     """The inputs of one run and their names, from the model's specs (else from the file's own
-    signature); ModelInputError says which input and what is wrong."""
+    signature; recorded ones read within ``limits``); ModelInputError says which input and
+    what is wrong."""
     declared = list(info.inputs or ())
     where = f"models.{model.name}"
     if not model.inputs:
@@ -85,30 +92,34 @@ def model_inputs(model: ModelConfig, info: MindIRInfo) -> tuple[list[np.ndarray]
         elif spec.generator == "uniform":
             x = rng.uniform(spec.low, spec.high, size=spec.shape)
         else:
-            x = _recorded(spec.npz, spec.key or spec.name, spec.shape, label, npz)
+            x = _recorded(spec.npz, spec.key or spec.name, spec.shape, label, npz, limits)
         out.append(np.ascontiguousarray(np.asarray(x).astype(dtype)))
     return out, [s.name for s in model.inputs]
 
 
 def _recorded(
-    path: str, key: str, shape: tuple[int, ...], label: str, cache: dict[str, dict[str, np.ndarray]]
+    path: str,
+    key: str,
+    shape: tuple[int, ...],
+    label: str,
+    cache: dict[str, dict[str, np.ndarray]],
+    limits: files.Limits,
 ) -> np.ndarray:
     if path not in cache:
         try:
-            with np.load(path, allow_pickle=False) as z:
-                cache[path] = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise ModelInputError(f"{label}: {path}: no such file") from None
-        except Exception as exc:  # numpy raises OSError, ValueError, BadZipFile, EOFError...
-            raise ModelInputError(
-                f"{label}: {path}: not a readable .npz ({type(exc).__name__}: {exc})"
-            ) from None
+            cache[path] = files.read_npz(path, limits, numeric=False)
+        except files.FileProblem as exc:
+            raise ModelInputError(f"{label}: {exc}") from None
     arrays = cache[path]
     if key not in arrays:
         raise ModelInputError(
             f"{label}: {path} has no array {key!r} (it has: {', '.join(sorted(arrays)) or 'none'})"
         )
     x = arrays[key]
+    try:
+        files.check_array(path, key, x)
+    except files.FileProblem as exc:
+        raise ModelInputError(f"{label}: {exc}") from None
     if tuple(x.shape) != tuple(shape):
         raise ModelInputError(
             f"{label}: {path}[{key!r}] has shape {list(x.shape)}, the spec says {list(shape)}"
@@ -122,6 +133,8 @@ class _Side:
     latency: Any = None
     error: WorkerError | None = None
     blocked: Finding | None = None
+    load_log: str = ""
+    conversion: Artifact | None = None
 
 
 @dataclass
@@ -135,13 +148,30 @@ class _Plan:
 
 
 def model_stacks(config: Config) -> set[str]:
-    """Every stack a model probe runs on (serving stacks and reference stacks)."""
+    """Every stack a model probe runs on (serving stacks, reference stacks, the train stacks
+    that build training networks)."""
     names: set[str] = set()
     for m in config.models.values():
         names.update(m.stacks)
-        if m.reference:
-            names.add(m.reference)
+        if m.reference_stack:
+            names.add(m.reference_stack)
     return names
+
+
+def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
+    """Have the train stack's worker build the training network and load its checkpoint, kept
+    as ``model_id`` (auditor.worker.train_network); a remote worker is sent the checkpoint.
+    Raises WorkerError (the factory's or the checkpoint's failure), OSError (the checkpoint
+    cannot be read here)."""
+    checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
+    return worker.request(
+        "network",
+        model=model_id,
+        factory=network.factory,
+        kwargs=dict(network.kwargs),
+        checkpoint=checkpoint,
+        checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
+    ).result
 
 
 def pair_name(model: ModelConfig, target: str) -> str:
@@ -157,14 +187,26 @@ class ModelSuite:
 
     def _plan_model(self, model: ModelConfig) -> _Plan:
         plan = _Plan(model)
+        limits = self.state.config.files.limits  # every file read through auditor.worker.files
         try:
-            plan.data, plan.info = read_model(model.path)
+            plan.data, plan.info = read_model(model.path, limits)
+            missing = model.train.missing() if model.train is not None else None
+            if missing is not None:
+                raise ModelInputError(f"models.{model.name}.{missing}")
+            if (
+                model.train is not None
+                and model.train.checkpoint
+                and not Path(model.train.checkpoint).is_file()
+            ):
+                raise ModelInputError(
+                    f"models.{model.name}.train.checkpoint: {model.train.checkpoint}: no such file"
+                )
             if model.golden:
-                plan.golden = read_golden(model.golden)
+                plan.golden = read_golden(model.golden, limits)
                 plan.inputs = plan.golden.inputs
                 _check_golden_inputs(model, plan.info, plan.golden)
             else:
-                plan.inputs, _ = model_inputs(model, plan.info)
+                plan.inputs, _ = model_inputs(model, plan.info, limits)
         except (ModelInputError, GoldenError) as exc:
             plan.error = str(exc)
         return plan
@@ -173,7 +215,18 @@ class ModelSuite:
         results: list[ProbeResult] = []
         for model in self.state.config.models.values():
             self.state.check()
-            results += self._run_model(self._plan_model(model), sessions)
+            plan = self._plan_model(model)
+            try:
+                results += self._run_model(plan, sessions)
+            except CycleAborted:
+                raise
+            except Exception as exc:  # a case no check foresaw fails this model, not the cycle
+                said = f"the auditor failed on {model.path}: {type(exc).__name__}: {exc}"
+                log = traceback.format_exc()
+                results += [
+                    ProbeResult(status=ERROR, message=said, log=log, **self._model_base(plan, t))
+                    for t in model.stacks
+                ]
         return results
 
     def _model_rules(self, plan: _Plan) -> list[Finding]:
@@ -198,8 +251,8 @@ class ModelSuite:
 
     def _run_model(self, plan: _Plan, sessions: dict[str, Any]) -> list[ProbeResult]:
         model = plan.model
-        if plan.error is not None:
-            return [self._model_failed(model, t, plan, plan.error) for t in model.stacks]
+        if plan.error is not None:  # nothing was run: the model is unchecked, and the result says why
+            return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in model.stacks]
         assert plan.info is not None
         findings = self._model_rules(plan)
         self.compat.findings += findings
@@ -208,11 +261,15 @@ class ModelSuite:
         path = str(Path(model.path).resolve())
         batch = int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 1
 
-        def run_on(stack: str) -> _Side:
+        def run_on(stack: str, serving: bool = True) -> _Side:
             side = _Side()
             try:
                 worker = sessions[stack].ensure()
-                worker.request("load", model=model_id, path=path)
+                if serving:  # converted first: the model's [models.N.convert], else the stack's
+                    done = self.state.load(worker, sessions[stack].stack, model_id, Path(path), model.convert)
+                    side.conversion, side.load_log = done.conversion, done.log
+                else:
+                    side.load_log = worker.request("load", model=model_id, path=path).log
                 side.outputs = worker.request("run", model=model_id, inputs=plan.inputs).result["outputs"]
                 side.latency = self.state.time(worker, model_id, plan.inputs, batch)
             except WorkerError as exc:
@@ -220,8 +277,10 @@ class ModelSuite:
             return side
 
         reference = _Side()
-        if model.reference:
-            reference = run_on(model.reference)
+        if model.train is not None:
+            reference = self._train_network(model, sessions, plan.inputs, batch)
+        elif model.reference:
+            reference = run_on(model.reference, serving=False)
         else:
             assert plan.golden is not None
             reference.outputs = plan.golden.outputs
@@ -235,6 +294,25 @@ class ModelSuite:
                 todo[t] = lambda t=t: run_on(t)
         sides.update(self.state.parallel(todo) if todo else {})
         return [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+
+    def _train_network(
+        self, model: ModelConfig, sessions: dict[str, Any], inputs: list[np.ndarray], batch: int
+    ) -> _Side:
+        """The reference outputs of the training network: the user's factory builds it in
+        PyNative on the train stack, its checkpoint loaded, and it runs the same inputs."""
+        assert model.train is not None
+        network, side = model.train, _Side()
+        model_id = f"network/{model.name}"
+        try:
+            worker = sessions[network.stack].ensure()
+            build_network(worker, network, model_id)
+            side.outputs = worker.request("run", model=model_id, inputs=inputs).result["outputs"]
+            side.latency = self.state.time(worker, model_id, inputs, batch)
+        except WorkerError as exc:
+            side.error = exc
+        except OSError as exc:  # the checkpoint went away since the plan
+            side.error = WorkerError(network.stack, "network", "error", f"{network.checkpoint}: {exc}")
+        return side
 
     def _save_sides(self, plan: _Plan, target: str, names: list[str], reference: Any, served: Any) -> None:
         """Both sides of a model result, for ``auditor compare`` (``audit --save-outputs``)."""
@@ -265,13 +343,13 @@ class ModelSuite:
         names = self._output_names(plan, 0)
         return dict(
             pair=pair_name(model, target),
-            train=model.reference or target,
+            train=model.reference_stack or target,
             infer=target,
             probe=model.name,
             probe_version=info.sha256[:12] if info else "unreadable",
             variant=VARIANT,
             artifact=Artifact(info.sha256, "mindir", info.size, asdict(info)) if info else None,
-            thresholds={o: asdict(model.tolerance_for(o)) for o in names},
+            thresholds={o: asdict(model.tolerance_for(o, None, computes_in(info))) for o in names},
             samples=int(plan.inputs[0].shape[0]) if plan.inputs and plan.inputs[0].ndim else 0,
         )
 
@@ -279,45 +357,36 @@ class ModelSuite:
         names = list(plan.model.output_names or (plan.golden.output_names if plan.golden else ()))
         return names + [f"output{i}" for i in range(len(names), count)]
 
-    def _model_failed(self, model: ModelConfig, target: str, plan: _Plan, message: str) -> ProbeResult:
-        return ProbeResult(status=ERROR, message=message, **self._model_base(plan, target))
+    def _model_failed(
+        self, model: ModelConfig, target: str, plan: _Plan, message: str, status: str = ERROR
+    ) -> ProbeResult:
+        return ProbeResult(status=status, message=message, **self._model_base(plan, target))
 
     def _model_result(self, plan: _Plan, target: str, reference: _Side, side: _Side) -> ProbeResult:
         model = plan.model
         base = self._model_base(plan, target)
         base["train_latency"] = reference.latency
         base["infer_latency"] = side.latency
+        base["throughput"] = latency.throughput([side.latency])
+        base["conversion"] = side.conversion
         if side.blocked is not None:
             status = UNSUPPORTED if side.blocked.kind == UNSUPPORTED else INCOMPATIBLE
-            return ProbeResult(status=status, message=side.blocked.message, **base)
+            return ProbeResult(status=status, message=with_remedy(side.blocked), **base)
         if reference.error is not None:
+            which = model.train.describe() if model.train is not None else f"stack {model.reference}"
             return ProbeResult(
                 status=ERROR,
-                message=f"reference stack {model.reference}: {reference.error.describe()}",
+                message=f"reference {which}: {reference.error.describe()}",
                 log=reference.error.log,
                 **base,
             )
         if side.error is not None:
             err = side.error
-            failure = meaning(self.compat.runtimes.get(self.state.config.stacks[target].runtime), err)
-            if failure is not None and failure.status == INCOMPATIBLE:
-                if failure.maximum is not None:
-                    self.compat.learn(target, failure.maximum, failure.words)
-                return ProbeResult(
-                    status=INCOMPATIBLE,
-                    message=f"{target} cannot load {model.path}: {failure.words}",
-                    log=err.log,
-                    **base,
-                )
-            if failure is not None:
-                self.compat.learn_operator(target, failure)
-                return ProbeResult(
-                    status=UNSUPPORTED,
-                    message=f"unsupported operator: {failure.operator} ({target} cannot run {model.path})",
-                    log=err.log,
-                    **base,
-                )
-            return ProbeResult(status=ERROR, message=f"{target}: {err.describe()}", log=err.log, **base)
+            if err.op not in ("load", "run"):  # timing after the outputs came
+                return ProbeResult(status=ERROR, message=f"{target}: {err.describe()}", log=err.log, **base)
+            info = asdict(plan.info) if plan.info is not None else None
+            d = self.compat.diagnose(target, err, info, side.load_log)
+            return ProbeResult(status=d.status, message=f"{model.path}: {d.text()}", log=err.log, **base)
         assert reference.outputs is not None and side.outputs is not None
         if len(reference.outputs) != len(side.outputs):
             return ProbeResult(
@@ -330,20 +399,20 @@ class ModelSuite:
         if self.state.save_outputs is not None:
             self._save_sides(plan, target, names, reference.outputs, side.outputs)
         dtypes = [str(np.asarray(r).dtype) for r in reference.outputs]
-        base["thresholds"] = {
-            o: asdict(model.tolerance_for(o, d)) for o, d in zip(names, dtypes, strict=False)
-        }
+        inside = computes_in(plan.info)
+        tolerances = {n: model.tolerance_for(n, d, inside) for n, d in zip(names, dtypes, strict=False)}
+        base["thresholds"] = {o: asdict(t) for o, t in tolerances.items()}
         comparisons = tuple(
-            compare_output(n, np.asarray(r), np.asarray(g), model.tolerance_for(n, d))
-            for n, r, g, d in zip(names, reference.outputs, side.outputs, dtypes, strict=False)
+            compare_output(n, np.asarray(r), np.asarray(g), tolerances[n])
+            for n, r, g in zip(names, reference.outputs, side.outputs, strict=False)
         )
-        stale = ""
+        stale = fp16_note(model, plan.info, comparisons, dtypes)
         if (
             plan.golden is not None
             and plan.info is not None
             and plan.golden.model_sha256 not in (None, plan.info.sha256)
         ):
-            stale = (
+            stale += (
                 f" (the golden was recorded for another file, sha256 {str(plan.golden.model_sha256)[:12]}; "
                 f"this one is {plan.info.sha256[:12]}: re-record it if the model was retrained on purpose)"
             )
@@ -358,6 +427,40 @@ class ModelSuite:
         return ProbeResult(
             status=CONSISTENT, message="all outputs within tolerance" + stale, outputs=comparisons, **base
         )
+
+
+def computes_in(info: MindIRInfo | None) -> str | None:
+    """ "float16" when the file computes in fp16 inside (its layers' outputs are fp16, whatever
+    its inputs' and outputs' dtype), else None."""
+    return "float16" if info is not None and "float16" in (info.compute_dtypes or ()) else None
+
+
+def fp16_note(
+    model: ModelConfig, info: MindIRInfo | None, comparisons: tuple[Any, ...], dtypes: list[str]
+) -> str:
+    """What a result says of a file that computes in fp16 inside: that it does, which
+    thresholds judged its wider outputs, and the tolerance that would pass each of them."""
+    if computes_in(info) is None or info is None:
+        return ""
+    wide = [
+        (c, d)
+        for c, d in zip(comparisons, dtypes, strict=False)
+        if d not in DTYPE_TOLERANCES and not c.shape_mismatch
+    ]
+    ops = ", ".join((info.float16_ops or ())[:6])
+    text = f" (the file computes in float16 inside: {ops} in float16"
+    if not wide:
+        return text + ")"
+    judged = [
+        f"{c.output} ({d}) with {'your thresholds' if model.user_set(c.output) else 'the float16 thresholds'}"
+        + (
+            f", passes at atol {c.metrics['min_atol']:.3g} or rtol {c.metrics['min_rtol']:.3g}"
+            if c.passed
+            else ""
+        )
+        for c, d in wide
+    ]
+    return text + "; judged " + "; ".join(judged) + ")"
 
 
 def _check_golden_inputs(model: ModelConfig, info: MindIRInfo, golden: Golden) -> None:

@@ -15,14 +15,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.logs import setup_logging
 from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
+from auditor.cycle.jobs import CycleAborted
+from auditor.cycle.telemetry import Sampling
 from auditor.daemon.cycle_process import (
     ABORTED,
     DONE,
     FAILED,
     SKIPPED,
+    TELEMETRY,
     CycleReply,
     CycleRequest,
     counts_text,
@@ -30,15 +35,24 @@ from auditor.daemon.cycle_process import (
     read_frame,
     write_frame,
 )
+from auditor.db.health import db_error
 from auditor.extend.manager import Plugins
+from auditor.history.publication import summary_of
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
+from auditor.history.telemetry import store_samples
+from auditor.stacks.transport import CONNECTIONS
+
+HISTORY_ERRORS = (SQLAlchemyError, StoreError)
+"""What a history database that went away raises: said in one line (db_error), not a traceback."""
 
 
 # -- the child's side -----------------------------------------------------------------------------
 def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run: None) -> CycleReply:
     """The cycle itself, in the child: what ``auditor daemon`` used to run in its own thread.
     ``on_run`` gets the AuditRun as soon as it exists (the abort watcher needs it)."""
+    if request.kind == TELEMETRY:
+        return run_telemetry(request, on_run)
     config = request.config
     started = time.time()
     try:
@@ -51,6 +65,9 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
     on_run(run)
     try:
         try:
+            for earlier, note in request.unrecorded.items():  # before begin() reaps them as orphans
+                store.abort_run(earlier, note)
+                log.info("run %s marked aborted now that the history database is back", earlier)
             run_id = run.begin()
         except StoreError as exc:
             log.error("cannot record a new run, cycle skipped: %s", exc)
@@ -59,8 +76,18 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
         try:
             result = run.run()
         except (RunAborted, RunNotStored) as exc:
-            log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
-            return CycleReply(ABORTED, run_id, str(exc), started=started, finished=time.time())
+            if run.unrecorded is None:
+                log.warning("cycle of run %s did not complete: %s; run marked aborted", run_id, exc)
+            else:
+                log.warning(
+                    "cycle of run %s did not complete: %s; the run is marked aborted when the "
+                    "history database is back",
+                    run_id,
+                    exc,
+                )
+            return CycleReply(
+                ABORTED, run_id, str(exc), started=started, finished=time.time(), unrecorded=run.unrecorded
+            )
         log.info(
             "cycle done: run %s %s in %.1f s (%s)",
             run_id,
@@ -68,6 +95,12 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             result.finished_at - result.started_at,
             counts_text(result),
         )
+        for pub in result.publications:  # split mode: what this side published, what it read
+            log.info("published %s", summary_of(pub, run_id=result.run_id).describe())
+        for read in result.read_publications:
+            log.info("compared with %s", read.describe())
+        for line in result.unchecked:
+            log.warning("not checked: %s", line.splitlines()[0])
         open_alerts = None
         try:
             alerts = AlertEngine(
@@ -81,10 +114,19 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
                 alerts.evaluate(result.run_id)
             alerts.deliver(should_stop=lambda: run.aborted)
             open_alerts = alerts.open_counts()
+        except HISTORY_ERRORS as exc:  # the database went away after the run was stored
+            log.error(
+                "alerts of run %s not processed (the history database: %s); deliveries still pending "
+                "are retried by the next cycle",
+                run_id,
+                db_error(exc),
+            )
         except Exception:
             log.exception("alerts of run %s could not be processed; pending ones are retried later", run_id)
         try:
             done = apply_retention(store, config.keep_days)
+        except HISTORY_ERRORS as exc:
+            log.error("retention not applied (%s); tried again after the next cycle", db_error(exc))
         except Exception:
             log.exception("retention failed; the history is kept as it is until the next cycle")
         else:
@@ -98,6 +140,30 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             started=started,
             finished=time.time(),
         )
+    finally:
+        store.close()
+
+
+def run_telemetry(request: CycleRequest, on_run: Callable[[Any], None] = lambda run: None) -> CycleReply:
+    """One NPU telemetry sample of every host, stored without a run (``[telemetry] interval``)."""
+    started = time.time()
+    try:
+        store = Store.open(request.db_url, request.config.auditor_id)
+    except StoreError as exc:
+        log.error("cannot open the history, telemetry sample skipped: %s", exc)
+        return CycleReply(SKIPPED, message="history database unavailable", started=started)
+    try:
+        sampling = Sampling(Plugins(request.plugin_dirs).reach(request.config))
+        on_run(sampling)
+        try:
+            samples = sampling.run()
+        except CycleAborted as exc:
+            return CycleReply(ABORTED, message=str(exc), started=started, finished=time.time())
+        try:
+            store_samples(store.engine, store.auditor_id, samples)
+        except Exception as exc:  # the database went away: the gauges still get the sample
+            log.error("NPU telemetry not stored: %s", db_error(exc))
+        return CycleReply(DONE, telemetry=samples, started=started, finished=time.time())
     finally:
         store.close()
 
@@ -145,12 +211,17 @@ def main() -> int:
     except Exception as exc:
         log.exception("the audit cycle failed unexpectedly; the daemon carries on")
         reply = CycleReply(FAILED, message=f"{type(exc).__name__}: {exc}")
-    write_frame(out, reply)
-    out.close()
-    # No interpreter shutdown: the abort watcher may be blocked in a read of stdin, and
-    # finalizing under it aborts the process. The workers are closed, the store too.
-    logging.shutdown()
-    os._exit(0)
+    try:
+        write_frame(out, reply)
+        out.close()
+    finally:
+        # No interpreter shutdown: the abort watcher may be blocked in a read of stdin, and
+        # finalizing under it aborts the process. The workers are closed, the store too;
+        # what atexit would have done is done here: the ssh masters and their socket
+        # directory (auditor-ssh-*) go.
+        CONNECTIONS.shutdown()
+        logging.shutdown()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ process (about 9 MB a cycle, measured by bench/daemon_memory.py), so the daemon 
 cycle in a child, ``python -m auditor.daemon.cycle_child``, that exits with it:
 
 - the daemon writes the cycle's request to the child's stdin (one pickled frame: the config
-  as loaded or reloaded, the plugin directories, the database URL, the log level), then,
+  as loaded or reloaded, the plugin directories, the database URL, the log level, the aborts
+  earlier children could not write while the database was away), then,
   should it stop, a line ``abort <reason>``; the end of its stdin (the daemon gone) aborts too;
 - the child logs to the daemon's stderr (the same journal), runs the cycle, evaluates and
   delivers the alerts, applies retention, and writes one pickled ``CycleReply`` frame on
@@ -28,15 +29,14 @@ import struct
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from auditor.common.child_process import close_pipes, describe_status, kill_group, own_package_env, wait_exit
-from auditor.results import STATUS_ORDER
 
 if TYPE_CHECKING:
     from auditor.config.tables import Config
-    from auditor.results import CycleResult
+    from auditor.results import CycleResult, HostTelemetry
 
 log = logging.getLogger("auditor.daemon")
 
@@ -44,6 +44,7 @@ MODULE = "auditor.daemon.cycle_child"
 _HEAD = struct.Struct(">Q")
 
 DONE, ABORTED, SKIPPED, FAILED = "done", "aborted", "skipped", "failed"
+CYCLE, TELEMETRY = "cycle", "telemetry"
 
 
 @dataclass
@@ -52,6 +53,12 @@ class CycleRequest:
     plugin_dirs: list[str]
     db_url: str
     log_level: int = logging.INFO
+    kind: str = CYCLE
+    """cycle: an audit cycle; telemetry: one NPU telemetry sample of every host, stored
+    without a run (the daemon's ``[telemetry] interval``; auditor.cycle.telemetry)."""
+    unrecorded: dict[int, str] = field(default_factory=dict)
+    """Aborts of earlier cycles that could not be written (the database was away), run id to
+    note: the child writes them before it begins its own run."""
 
 
 @dataclass
@@ -67,6 +74,10 @@ class CycleReply:
     """Open alerts by severity after this cycle's alerts; None when they could not be read."""
     started: float = 0.0
     finished: float = 0.0
+    telemetry: list[HostTelemetry] = field(default_factory=list)
+    """A telemetry request's samples (a cycle's are in its result)."""
+    unrecorded: str | None = None
+    """Aborted, but the database was away: the note the run is to be marked aborted with."""
 
 
 def write_frame(stream: BinaryIO, obj: Any) -> None:
@@ -164,8 +175,7 @@ class ChildCycle:
 
 def counts_text(result: CycleResult) -> str:
     """ "3 consistent, 1 drift, stack(s) unavailable: ms20": a cycle in a few words."""
-    statuses = [r.status for r in result.results]
-    parts = [f"{statuses.count(s)} {s}" for s in STATUS_ORDER if s in statuses]
+    parts = [f"{n} {s}" for s, n in result.status_counts().items()]
     broken = [n for n, s in result.stacks.items() if s.error]
     if broken:
         parts.append(f"stack(s) unavailable: {', '.join(broken)}")

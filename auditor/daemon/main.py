@@ -3,7 +3,10 @@
 - **Schedule**: APScheduler 3 runs the cycle job on ``[schedule]`` (an interval or a cron
   expression, optional jitter), one at a time: a single-thread executor, ``max_instances=1``,
   ``coalesce`` (runs missed while one was running or the host slept collapse into one) and a
-  misfire grace time. ``run_on_start`` starts a cycle immediately.
+  misfire grace time. ``run_on_start`` starts a cycle immediately. With ``[telemetry]
+  interval``, a second job samples every host's NPUs between cycles (in the same executor:
+  never while a cycle runs, which samples them itself), stores the points and updates the
+  gauges; a host without NPUs is said once in the log, not at every sample.
 - **Each cycle runs in a child process** (``auditor.daemon.cycle_process``) that exits with it, so the
   daemon between cycles holds what it held at start: the cycle's imports, caches and native
   pages go with the child. The daemon hands it the config it loaded (or reloaded), reads
@@ -42,10 +45,21 @@ from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.paths import state_dir as default_state_dir
 from auditor.config.schedule import describe_schedule, make_trigger, schedule_timezone
 from auditor.config.tables import Config, ConfigError
-from auditor.daemon.cycle_process import ABORTED, DONE, FAILED, ChildCycle, CycleRequest, counts_text
+from auditor.daemon.cycle_process import (
+    ABORTED,
+    CYCLE,
+    DONE,
+    FAILED,
+    TELEMETRY,
+    ChildCycle,
+    CycleRequest,
+    counts_text,
+)
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.daemon.sd_notify import Notifier
+from auditor.history.migrate import open_store
 from auditor.history.store import Store, StoreError
+from auditor.results import HostTelemetry
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -55,6 +69,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("auditor.daemon")
 
 JOB_ID = "audit-cycle"
+TELEMETRY_JOB_ID = "npu-telemetry"
 ABORT_GRACE = 20.0  # seconds for an aborted cycle to kill its workers and record the abort
 
 
@@ -128,12 +143,18 @@ class Daemon:
         self._idle.set()
         self._stopping = False
         self._last_status = "no cycle yet"
+        self._unrecorded: dict[tuple[str, int], str] = {}
+        """(database URL, run id) to the note of aborts a cycle child could not write (the
+        database was away): the next child writes them."""
         self._wake_r: int | None = None
+        self._telemetry_notes: dict[str, str | None] = {}
+        """Per host, why its NPUs were not read last time (None: they were): said once."""
 
     # -- start-up ---------------------------------------------------------------------------
     def _open(self, config: Config) -> _Setup:
         url = self.context.db_url(config)
-        store = Store.open(url, config.auditor_id)
+        # Migrated by a child that exits: Alembic, loaded for it, stays out of the daemon.
+        store = open_store(url, config.auditor_id)
         engine = AlertEngine(
             store.engine,
             config.alerts,
@@ -217,8 +238,26 @@ class Daemon:
         if schedule.run_on_start:
             kwargs["next_run_time"] = datetime.now(schedule_timezone(schedule))
         scheduler.add_job(self._job, make_trigger(schedule), id=JOB_ID, name="audit cycle", **kwargs)
+        self._schedule_telemetry(scheduler, self._config)
         scheduler.start()
         self._scheduler = scheduler
+
+    def _schedule_telemetry(self, scheduler: BackgroundScheduler, config: Config) -> None:
+        """Add, change or remove the NPU telemetry job as ``[telemetry] interval`` says."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        telemetry = config.telemetry
+        job = scheduler.get_job(TELEMETRY_JOB_ID)
+        if telemetry.enabled and telemetry.interval > 0:
+            trigger = IntervalTrigger(seconds=telemetry.interval)
+            if job is None:
+                scheduler.add_job(
+                    self._job, trigger, args=[TELEMETRY], id=TELEMETRY_JOB_ID, name="NPU telemetry"
+                )
+            else:
+                scheduler.reschedule_job(TELEMETRY_JOB_ID, trigger=trigger)
+        elif job is not None:
+            scheduler.remove_job(TELEMETRY_JOB_ID)
 
     def _next_text(self) -> str:
         job = self._scheduler.get_job(JOB_ID) if self._scheduler else None
@@ -295,6 +334,8 @@ class Daemon:
         if config.schedule != old.schedule and self._scheduler is not None:
             self._scheduler.reschedule_job(JOB_ID, trigger=make_trigger(config.schedule))
             log.info("schedule is now %s; %s", describe_schedule(config.schedule), self._next_text())
+        if config.telemetry != old.telemetry and self._scheduler is not None:
+            self._schedule_telemetry(self._scheduler, config)
         log.info("config %s reloaded; it applies from the next cycle", config.source)
         return True
 
@@ -355,14 +396,21 @@ class Daemon:
             self._setup.store.close()
 
     # -- one cycle (in the scheduler's thread, run by a child process) ----------------------
-    def _job(self) -> None:
+    def _job(self, kind: str = CYCLE) -> None:
         with self._state:
             if self._stopping or self._setup is None:
                 return
             setup = self._setup
+            url = setup.store.url
+            unrecorded = {run_id: note for (u, run_id), note in self._unrecorded.items() if u == url}
             run = ChildCycle(
                 CycleRequest(
-                    setup.config, self.plugins.dirs, setup.store.url, logging.getLogger().getEffectiveLevel()
+                    setup.config,
+                    self.plugins.dirs,
+                    url,
+                    logging.getLogger().getEffectiveLevel(),
+                    kind,
+                    unrecorded if kind == CYCLE else {},
                 )
             )
             self._current = run
@@ -383,11 +431,25 @@ class Daemon:
         alerts and retention itself) and turn its reply into status and metrics here."""
         reply = run.run()
         when = time.strftime("%H:%M:%S")
+        if run.request.kind == TELEMETRY:
+            if reply.kind == DONE:
+                self.exporter.record_telemetry(reply.telemetry)
+                self._say_telemetry(reply.telemetry)
+            elif reply.kind == FAILED:
+                log.error("the NPU telemetry sample failed: %s", reply.message)
+            return  # the status line is about cycles
+        url = run.request.db_url
+        if reply.kind in (DONE, ABORTED) and reply.run_id is not None:  # begun: earlier aborts written
+            for run_id in run.request.unrecorded:
+                self._unrecorded.pop((url, run_id), None)
+        if reply.kind == ABORTED and reply.unrecorded is not None and reply.run_id is not None:
+            self._unrecorded[(url, reply.run_id)] = reply.unrecorded
         if reply.kind == DONE and reply.result is not None:
             result = reply.result
             if reply.open_alerts is not None:
                 self.exporter.record_alerts(reply.open_alerts)
             self.exporter.record_cycle(result)
+            self._say_telemetry(result.telemetry)
             open_alerts = sum((reply.open_alerts or {}).values())
             self._last_status = (
                 f"last cycle: run {reply.run_id} {result.outcome} at {when} "
@@ -402,6 +464,21 @@ class Daemon:
         else:
             self._last_status = f"last cycle skipped: {reply.message}"
         self.notifier.status(self._last_status)
+
+    def _say_telemetry(self, samples: list[HostTelemetry]) -> None:
+        """Log a host whose NPUs could not be read, once until that changes: a host without
+        NPUs would otherwise say so at every sample."""
+        for s in samples:
+            note = None if s.available else s.reason
+            if self._telemetry_notes.get(s.host, None) == note and s.host in self._telemetry_notes:
+                continue
+            self._telemetry_notes[s.host] = note
+            if note is None:
+                log.info("host %s: NPU telemetry of %d NPU(s) read through %s", s.host, len(s.npus), s.stack)
+            elif s.failed:
+                log.warning("host %s: NPU telemetry not read: %s", s.host, note)
+            else:
+                log.info("host %s: no NPUs (%s): no telemetry recorded", s.host, note)
 
 
 def _url_host(host: str) -> str:

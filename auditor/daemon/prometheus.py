@@ -12,6 +12,9 @@ Metrics (all gauges unless said otherwise):
   consistent / drift / incompatible / error;
 - ``auditor_latency_seconds{stack,pair,probe,variant,quantile}``: per-call latency measured
   inside the stack's worker, quantile 0.5 / 0.9 / 0.99;
+- ``auditor_throughput_samples_per_second{stack,pair,probe,variant,batch}``: the serving
+  (infer) stack's samples/s at each batch it was timed at, and
+  ``auditor_saturation_batch{stack,pair,probe,variant}`` where a ``[latency] sweep`` found one;
 - ``auditor_open_alerts{severity}``: open alerts by severity;
 - ``auditor_last_run_timestamp_seconds``, ``auditor_last_run_duration_seconds``,
   ``auditor_last_run_id``, ``auditor_last_run_outcome{auditor_last_run_outcome}`` (state set
@@ -19,7 +22,14 @@ Metrics (all gauges unless said otherwise):
 - ``auditor_stack_info{stack,role,runtime,host,runtime_package,runtime_version,mindspore,
   mindspore_lite,cann,driver}``: the stack's runtime as its worker reported it, and the
   versions found in each stack's fingerprint (empty when unknown);
-- ``auditor_build_info{version}``.
+- ``auditor_build_info{version}``;
+- NPU telemetry, the latest sample of each host (a cycle's or the daemon's ``[telemetry]
+  interval``): ``auditor_npu_<metric>{host,npu,chip}`` per metric of
+  auditor.worker.npu_metrics (``auditor_npu_power_watts``, ``auditor_npu_temperature_celsius``,
+  ``auditor_npu_hbm_usage_percent``, ``auditor_npu_aicore_utilization_percent``,
+  ``auditor_npu_ecc_hbm_double_bit_errors``, ``auditor_npu_health``, ...; chip ``mcu``: the
+  card's MCU), ``auditor_npu_telemetry_up{host,npu}`` (0: a view failed for that NPU) and
+  ``auditor_npu_telemetry_timestamp_seconds{host}``. A host without NPUs has none.
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.config.tables import SEVERITIES
-from auditor.results import STATUS_ORDER, CycleResult, StackReport
+from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry, StackReport
+from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -55,6 +66,8 @@ class Snapshot:
     last_run_duration: float | None = None
     last_run_outcome: str | None = None
     runs_total: dict[str, int] = field(default_factory=dict)
+    telemetry: dict[str, HostTelemetry] = field(default_factory=dict)
+    """The latest NPU telemetry sample of each host."""
 
 
 class MetricsExporter:
@@ -88,10 +101,17 @@ class MetricsExporter:
             values.update(changes)
             self._snapshot = Snapshot(**values)
 
+    def record_telemetry(self, samples: Iterable[HostTelemetry]) -> None:
+        """NPU telemetry samples: each replaces its host's previous one."""
+        latest = dict(self._snapshot.telemetry)
+        latest.update({s.host: s for s in samples})
+        self._replace(telemetry=latest)
+
     def record_cycle(self, result: CycleResult) -> None:
         """A complete, stored cycle: its measurements replace the previous cycle's."""
         runs = dict(self._snapshot.runs_total)
         runs["complete"] = runs.get("complete", 0) + 1
+        self.record_telemetry(result.telemetry)
         self._replace(
             cycle=result,
             last_run_id=result.run_id,
@@ -156,6 +176,7 @@ class _Collector:
         build.add_metric([__version__], {})
         yield build
         yield from _cycle_metrics(snap.cycle)
+        yield from _telemetry_metrics(snap.telemetry.values())
         alerts = GaugeMetricFamily("auditor_open_alerts", "Open alerts by severity.", labels=["severity"])
         for severity in (*SEVERITIES, *sorted(set(snap.open_alerts) - set(SEVERITIES))):
             alerts.add_metric([severity], snap.open_alerts.get(severity, 0))
@@ -210,6 +231,17 @@ def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
         "Per-call latency measured inside the stack's worker, by quantile, in the last complete cycle.",
         labels=["stack", "pair", "probe", "variant", "quantile"],
     )
+    served = GaugeMetricFamily(
+        "auditor_throughput_samples_per_second",
+        "Samples per second of the serving (infer) stack at each batch size timed (batch / p50), "
+        "in the last complete cycle.",
+        labels=["stack", "pair", "probe", "variant", "batch"],
+    )
+    saturation = GaugeMetricFamily(
+        "auditor_saturation_batch",
+        "The smallest timed batch whose throughput reaches [latency] saturation of the highest.",
+        labels=["stack", "pair", "probe", "variant"],
+    )
     stacks = InfoMetricFamily(
         "auditor_stack",
         "Versions found in each stack's fingerprint (empty: unknown).",
@@ -228,12 +260,57 @@ def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
                     continue
                 for q, us in (("0.5", lat.p50_us), ("0.9", lat.p90_us), ("0.99", lat.p99_us)):
                     latency.add_metric([stack, r.pair, r.probe, r.variant, q], us / 1e6)
+            for t in r.throughput:
+                served.add_metric([r.infer, *labels, str(t.batch)], t.samples_per_s)
+            if r.saturation_batch is not None:
+                saturation.add_metric([r.infer, *labels], float(r.saturation_batch))
         for name, s in cycle.stacks.items():
             stacks.add_metric([name, s.role, s.runtime, s.host], stack_versions(s))
     yield divergence
     yield status
     yield latency
+    yield served
+    if saturation.samples:
+        yield saturation
     yield stacks
+
+
+def _telemetry_metrics(samples: Iterable[HostTelemetry]) -> Iterable[Metric]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    families: dict[str, Any] = {}
+    up = GaugeMetricFamily(
+        "auditor_npu_telemetry_up",
+        "1 when every npu-smi view of the NPU was read in the host's latest sample, 0 when one failed.",
+        labels=["host", "npu"],
+    )
+    stamp = GaugeMetricFamily(
+        "auditor_npu_telemetry_timestamp_seconds",
+        "When the host's latest NPU telemetry sample arrived (Unix time).",
+        labels=["host"],
+    )
+    for s in sorted(samples, key=lambda s: s.host):
+        if not s.available:
+            continue
+        stamp.add_metric([s.host], s.at)
+        for n in s.npus:
+            up.add_metric([s.host, str(n.npu)], 0.0 if n.errors else 1.0)
+            for c in n.chips:
+                for metric, value in sorted(c.values.items()):
+                    if metric not in families:
+                        unit, name, what = METRICS[metric]
+                        legend = f" ({HEALTH_LEGEND})" if metric == "health" else f" ({unit})" if unit else ""
+                        families[metric] = GaugeMetricFamily(
+                            name,
+                            f"NPU {what}{legend}, the host's latest telemetry sample (chip mcu: the MCU).",
+                            labels=["host", "npu", "chip"],
+                        )
+                    families[metric].add_metric([s.host, str(n.npu), c.chip], value)
+    if stamp.samples:
+        yield stamp
+        yield up
+    for metric in sorted(families):
+        yield families[metric]
 
 
 def stack_versions(stack: StackReport) -> dict[str, str]:

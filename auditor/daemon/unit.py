@@ -188,15 +188,19 @@ def next_steps(options: UnitOptions, root: Path, written: list[Path]) -> str:
     lines = ["Written:"] + [f"  {p}" for p in written]
     if root != Path("/"):
         lines.append(f"(under --root {root}: package these files; run the steps below on the target host)")
+    checked = root == Path("/")
     lines += [
         "",
         "Next:",
-        "  1. the service user, if it does not exist yet:",
-        f"       useradd --system --home-dir /var/lib/auditor --shell /usr/sbin/nologin {options.user}",
-        f"  2. the config the unit reads: {options.config}",
-        "       (stack interpreters by absolute path; `auditor --config ... config check` validates it)",
-        "  3. systemctl daemon-reload && systemctl enable --now auditor",
-        "  4. journalctl -u auditor -f; systemctl status auditor shows the last cycle's outcome",
+        (
+            f"  1. checked: user {options.user} can run {options.exec_path}, read {options.config} and "
+            "what it names, and write the history database (`auditor service check` again after changes)"
+            if checked
+            else f"  1. on the target host: auditor service check --user {options.user} --config "
+            f"{options.config}"
+        ),
+        "  2. systemctl daemon-reload && systemctl enable --now auditor",
+        "  3. journalctl -u auditor -f; systemctl status auditor shows the last cycle's outcome",
         "     systemctl reload auditor re-reads the config",
     ]
     return "\n".join(lines) + "\n"

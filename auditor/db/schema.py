@@ -143,6 +143,9 @@ class ProbeResultRow(Base):
     message: Mapped[str] = mapped_column(Text)
     artifact_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
     thresholds: Mapped[dict] = mapped_column(JSON)
+    converted_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
+    """The model the serving stack's converter made of the artifact and ran instead (the
+    artifact's info holds the options and the converter's version)."""
 
     run: Mapped[Run] = relationship(back_populates="results")
     metrics: Mapped[list[MetricRow]] = relationship(back_populates="result", cascade="all, delete-orphan")
@@ -218,6 +221,39 @@ class LatencyRow(Base):
     mean_us: Mapped[float] = mapped_column(Float)
 
     result: Mapped[ProbeResultRow] = relationship(back_populates="latencies")
+
+
+class TelemetrySeriesRow(Base):
+    """One NPU telemetry series: a metric of one chip of one NPU of a host, sampled by one
+    auditor (auditor.history.telemetry). Not tied to runs: the daemon also samples between
+    cycles; retention deletes points by age."""
+
+    __tablename__ = "telemetry_series"
+    __table_args__ = (UniqueConstraint("auditor_id", "host", "npu", "chip", "metric"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    auditor_id: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    npu: Mapped[int] = mapped_column(Integer)
+    chip: Mapped[str] = mapped_column(String(16))
+    metric: Mapped[str] = mapped_column(String(64))
+
+
+class TelemetryPoint(Base):
+    """One value of a telemetry series at one time (naive UTC)."""
+
+    __tablename__ = "telemetry_points"
+    __table_args__ = (
+        # a series' newest points and a series over a time range: one walk of this index each,
+        # which holds the values too: the table's pages (a sample's series side by side) are
+        # never read, so a walk costs the same on a history larger than the page cache
+        Index("ix_telemetry_points_series_id_at_value", "series_id", "at", "value"),
+        # everything since a time (the worst value since the previous run): the newest entries only
+        Index("ix_telemetry_points_at_series_id_value", "at", "series_id", "value"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("telemetry_series.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(DateTime)
+    value: Mapped[float] = mapped_column(Float)
 
 
 class FindingRow(Base):

@@ -3,50 +3,27 @@
 A probe's ``build_cell``, a collector and a runtime's worker class run inside the stacks'
 workers, on the stack's own interpreter (Python 3.7 for MindSpore 2.0 / Lite 2.0). A module
 that parses on 3.11 but not on 3.7 only fails there, in the middle of a cycle; ``check``
-imports each of them in every configured stack's interpreter, the way the worker does (the
-plugin's package registered without running its ``__init__``), and reports the file and line.
+imports each of them in every configured stack's worker, started the way a cycle starts it
+(on the stack's host, with the payload a cycle sends: the plugin's package registered without
+running its ``__init__``), and reports the file and line.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor.config.tables import Config
 from auditor.extend.probe_spec import ProbeSpec, single_file_problem
-from auditor.stacks.worker import worker_packages
-from auditor.worker.bootstrap import REGISTER
+from auditor.stacks.session import reach
+from auditor.stacks.worker import WorkerError
 
 if TYPE_CHECKING:
-    from auditor.config.tables import StackConfig
     from auditor.extend.manager import Plugins
 
 KINDS = ("probes", "runtimes", "collectors", "rules", "comparators", "sinks", "commands")
-
-# Run with the stack's interpreter (Python 3.7 compatible): register the packages as the
-# worker's bootstrap does, import each module, report what failed and where.
-CHECK_SOURCE = (
-    REGISTER
-    + r"""
-import importlib, traceback
-out = []
-for name in spec["modules"]:
-    entry = {"module": name, "error": None, "file": None, "line": None}
-    try:
-        importlib.import_module(name)
-    except SyntaxError as exc:
-        entry.update(error="SyntaxError: %s" % exc.msg, file=exc.filename, line=exc.lineno)
-    except BaseException as exc:
-        frames = traceback.extract_tb(sys.exc_info()[2])
-        if frames:
-            entry.update(file=frames[-1].filename, line=frames[-1].lineno)
-        entry["error"] = "%s: %s" % (type(exc).__name__, exc)
-    out.append(entry)
-sys.stdout.write("\n" + json.dumps({"python": sys.version.split()[0], "results": out}) + "\n")
-"""
-)
 
 
 def contributions(plugins: Plugins) -> dict[str, dict[str, list[str]]]:
@@ -145,12 +122,10 @@ class CheckReport:
         }
 
 
-def check(
-    plugins: Plugins, stacks: dict[str, StackConfig], timeout: float = 120.0, builtins: bool = False
-) -> CheckReport:
-    """Import the stack side of every plugin in every stack's interpreter (one short process
-    per stack, no runtime started) and report each module that fails, with file and line."""
-
+def check(plugins: Plugins, config: Config, builtins: bool = False) -> CheckReport:
+    """Import the stack side of every plugin in every stack's worker, started the way a cycle
+    starts it (``Reach``: on the stack's host, over its transport, with the payload a cycle
+    would send), and report each module that fails, with file and line."""
     per_plugin = stack_modules(plugins, builtins)
     report = CheckReport()
     importable: list[str] = []
@@ -165,45 +140,50 @@ def check(
                 importable.append(module)
     if not importable:
         return report
-    payload = json.dumps({"packages": worker_packages(importable), "modules": importable})
-    for name, stack in stacks.items():
-        if stack.host not in ("", "local"):
-            report.stack_errors[name] = f"host {stack.host}: only local stacks are checked"
-            continue
+    stacks = {n: s for n, s in config.stacks.items() if not config.fleet.is_remote(n)}
+    to_reach = reach(config, {n: r.worker_class for n, r in plugins.runtimes().items()}, importable)
+    found: dict[str, list[ModuleCheck]] = {}
+
+    def one(name: str) -> None:
         try:
-            proc = subprocess.run(
-                [stack.python, "-c", CHECK_SOURCE, payload],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=_stack_env(stack),
+            with to_reach.worker(name) as worker:
+                python = str(worker.start().get("python", ""))
+                answer = worker.request("import", modules=importable).result
+        except WorkerError as exc:
+            report.stack_errors[name] = exc.describe()
+            return
+        found[name] = [
+            ModuleCheck(
+                owner[r["module"]],
+                r["module"],
+                name,
+                python,
+                r["error"],
+                _local(r["file"], to_reach.packages),
+                r["line"],
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            report.stack_errors[name] = f"cannot run {stack.python}: {exc}"
-            continue
-        try:
-            answer = json.loads(proc.stdout.strip().splitlines()[-1])
-        except (IndexError, ValueError):
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            report.stack_errors[name] = f"{stack.python} exited {proc.returncode}: " + " | ".join(tail)
-            continue
-        for r in answer["results"]:
-            report.checks.append(
-                ModuleCheck(
-                    owner[r["module"]], r["module"], name, answer["python"], r["error"], r["file"], r["line"]
-                )
-            )
+            for r in answer.get("results", [])
+        ]
+
+    size, tasks = to_reach.parallel({n: (lambda n=n: one(n)) for n in stacks})
+    with ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="plugins-check") as pool:
+        for future in [pool.submit(task) for task in tasks.values()]:
+            future.result()
+    for name in stacks:  # in the config's order, whatever order the workers finished in
+        report.checks += found.get(name, [])
     return report
 
 
-def _stack_env(stack: StackConfig) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env.pop("PYTHONHOME", None)
-    env.update(stack.env)
-    return env
+def _local(path: str | None, packages: list[tuple[str, str]]) -> str | None:
+    """A file a worker on another host reported, as the file of this machine it came from
+    (the payload unpacks package ``a.b`` into ``.../lib/a/b/``)."""
+    if not path:
+        return path
+    for name, directory in sorted(packages, key=lambda p: -len(p[0])):
+        marker = "/lib/" + name.replace(".", "/") + "/"
+        if marker in path and not Path(path).is_relative_to(directory):
+            return str(Path(directory) / path.split(marker, 1)[1])
+    return path
 
 
 def relative(path: str | None) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable
@@ -268,6 +269,14 @@ class Plugins:
             [spec.module for spec in self.probes().values()],
             self.fingerprint_collectors(),
         )
+
+
+def one_line(problem: str) -> str:
+    """A plugin problem in one line: its message, and where the plugin's code raised when a
+    traceback follows it (the whole traceback is for whoever reads ``problems``)."""
+    head, _, rest = problem.strip().partition("\n")
+    frames = re.findall(r'File "([^"]+)", line (\d+)', rest)
+    return head + (f" (at {frames[-1][0]}:{frames[-1][1]})" if frames else "")
 
 
 def _import_from(name: str, path: Path) -> ModuleType:

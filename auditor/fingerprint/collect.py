@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from auditor.common.redact import redact_fingerprint
-from auditor.config.tables import SecretsConfig, StackConfig
+from auditor.config.tables import FilesConfig, SecretsConfig, StackConfig
 from auditor.stacks.session import Reach
 from auditor.stacks.worker import StackWorker
 
@@ -25,9 +25,12 @@ NPU_SMI_CALLS = 3
 SLACK = 30.0
 
 
-def context_for(stack: StackConfig, secrets: SecretsConfig | None = None) -> dict[str, Any]:
+def context_for(
+    stack: StackConfig, secrets: SecretsConfig | None = None, files: FilesConfig | None = None
+) -> dict[str, Any]:
     """The collectors' context for a stack (the worker adds its own environment)."""
     secrets = secrets or SecretsConfig()
+    limits = (files or FilesConfig()).limits
     return {
         "ascend_root": stack.ascend_root,
         "system_root": stack.system_root,
@@ -36,6 +39,9 @@ def context_for(stack: StackConfig, secrets: SecretsConfig | None = None) -> dic
         "redact_names": list(secrets.names),
         "redact_values": list(secrets.values),
         "models": list(stack.models),
+        # How much of a served file the models collector reads, and for how long ([files]).
+        "file_max_bytes": limits.max_bytes,
+        "file_timeout": limits.timeout,
     }
 
 
@@ -50,6 +56,7 @@ def collect(
     collectors: Sequence[str],
     timeout: float | None = None,
     secrets: SecretsConfig | None = None,
+    files: FilesConfig | None = None,
 ) -> dict[str, Any]:
     """The fingerprint document of a started worker's stack, secrets redacted (``[secrets]``
     adds patterns) before anyone stores, logs, compares or sends it.
@@ -62,7 +69,7 @@ def collect(
         "fingerprint",
         timeout=deadline_for(stack, timeout if timeout is not None else worker.request_timeout),
         collectors=list(collectors),
-        context=context_for(stack, secrets),
+        context=context_for(stack, secrets, files),
     )
     document = dict(reply.result.get("fingerprint") or {})
     if not stack.models and document.get("models", {}).get("files") == {}:
@@ -93,7 +100,8 @@ def fingerprint_stack(reach: Reach, name: str, collectors: Sequence[str]) -> dic
     stop it. Raises WorkerError."""
     with reach.worker(name) as worker:
         worker.start()
-        return collect(worker, reach.stack(name), collectors, secrets=reach.config.secrets)
+        config = reach.config
+        return collect(worker, reach.stack(name), collectors, secrets=config.secrets, files=config.files)
 
 
 def unknowns(document: dict[str, Any]) -> dict[str, dict[str, str]]:

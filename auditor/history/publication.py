@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,71 @@ class PublicationSet:
     items: list[PublishedItem] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class PublicationSummary:
+    """A publication without its artifacts: what a person needs to tell which export a pair
+    was compared with, and how old it is (printed by both sides, listed by ``auditor
+    publications``)."""
+
+    id: int | None
+    stack: str
+    host: str
+    auditor_id: str
+    run_id: int | None
+    completed_at: datetime | None
+    """UTC, naive (as stored); None for a set being published in this run, or never completed."""
+    items: tuple[tuple[str, str, str], ...] = ()
+    """(probe, variant, sha256 of the MindIR) of each probe variant."""
+
+    def age_seconds(self, now: datetime | None = None) -> float | None:
+        if self.completed_at is None:
+            return None
+        now = now or datetime.now(UTC).replace(tzinfo=None)
+        return max(0.0, (now - self.completed_at).total_seconds())
+
+    def describe(self, now: datetime | None = None) -> str:
+        """``publication 12 of ms20 by train-zone (run 40, 2026-05-01 10:00:00 UTC, 5 min old):
+        3 exports``."""
+        when = []
+        if self.run_id is not None:
+            when.append(f"run {self.run_id}")
+        if self.completed_at is not None:
+            when.append(f"{self.completed_at:%Y-%m-%d %H:%M:%S} UTC")
+            when.append(f"{age_words(self.age_seconds(now) or 0.0)} old")
+        head = (
+            f"publication {self.id} of {self.stack}"
+            if self.id is not None
+            else f"publication of {self.stack}"
+        )
+        by = f" by {self.auditor_id}" if self.auditor_id else ""
+        return (
+            f"{head}{by} ({', '.join(when)}): {len(self.items)} export{'s' if len(self.items) != 1 else ''}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "stack": self.stack,
+            "host": self.host,
+            "auditor_id": self.auditor_id,
+            "run_id": self.run_id,
+            "completed_at": self.completed_at.isoformat() + "Z" if self.completed_at else None,
+            "age_seconds": self.age_seconds(),
+            "items": [{"probe": p, "variant": v, "mindir_sha256": sha} for p, v, sha in self.items],
+        }
+
+
+def age_words(seconds: float) -> str:
+    """A duration for a person: ``45 s``, ``12 min``, ``5.2 h``, ``3.1 d``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
 @dataclass
 class Publication(PublicationSet):
     """A complete publication read back from the database."""
@@ -75,6 +140,21 @@ class Publication(PublicationSet):
             f"publication {self.id} of stack {self.stack} by auditor {self.auditor_id} "
             f"(run {self.run_id}, {self.completed_at:%Y-%m-%d %H:%M:%S} UTC)"
         )
+
+    def summary(self) -> PublicationSummary:
+        return summary_of(self, self.id, self.auditor_id, self.run_id, self.completed_at)
+
+
+def summary_of(
+    pub: PublicationSet,
+    id: int | None = None,  # noqa: A002 - the row's id
+    auditor_id: str = "",
+    run_id: int | None = None,
+    completed_at: datetime | None = None,
+) -> PublicationSummary:
+    """The summary of a set (one being published in this run has no id and no time yet)."""
+    items = tuple((i.probe, i.variant, str(i.mindir_info.get("sha256") or _sha(i.mindir))) for i in pub.items)
+    return PublicationSummary(id, pub.stack, pub.host, auditor_id, run_id, completed_at, items)
 
 
 def _sha(data: bytes) -> str:
@@ -200,4 +280,44 @@ def latest(engine: Engine, stack: str) -> Publication | None:
         return pub
 
 
-__all__ = ["Publication", "PublicationSet", "PublishedItem", "latest", "write"]
+def listing(
+    engine: Engine, stacks: tuple[str, ...] = (), limit: int = 20, complete: bool = False
+) -> list[PublicationSummary]:
+    """The newest ``limit`` publications (0: all), of ``stacks`` when given, newest first, with
+    their items; ``complete``: only those an infer side would read. Two statements."""
+    with Session(engine) as s:
+        query = select(m.Publication).order_by(m.Publication.created_at.desc(), m.Publication.id.desc())
+        if stacks:
+            query = query.where(m.Publication.stack.in_(stacks))
+        if complete:
+            query = query.where(m.Publication.completed_at.is_not(None))
+        if limit:
+            query = query.limit(limit)
+        rows = list(s.scalars(query))
+        items: dict[int, list[tuple[str, str, str]]] = {}
+        if rows:
+            for it in s.scalars(
+                select(m.PublicationItem)
+                .where(m.PublicationItem.publication_id.in_([r.id for r in rows]))
+                .order_by(m.PublicationItem.id)
+            ):
+                items.setdefault(it.publication_id, []).append((it.probe, it.variant, it.mindir_sha256))
+        return [
+            PublicationSummary(
+                r.id, r.stack, r.host, r.auditor_id, r.run_id, r.completed_at, tuple(items.get(r.id, ()))
+            )
+            for r in rows
+        ]
+
+
+__all__ = [
+    "Publication",
+    "PublicationSet",
+    "PublicationSummary",
+    "PublishedItem",
+    "age_words",
+    "latest",
+    "listing",
+    "summary_of",
+    "write",
+]

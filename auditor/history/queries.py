@@ -289,6 +289,7 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
                 "status": row["status"],
                 "message": row["message"],
                 "artifact_sha256": row["artifact_sha256"],
+                "converted_sha256": row.get("converted_sha256"),
                 "thresholds": row["thresholds"],
                 "latency": {},
                 "latencies": [],
@@ -323,7 +324,10 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
             {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
             for a in conn.execute(
                 select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
-                .where(A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id)))
+                .where(
+                    A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id))
+                    | A.sha256.in_(select(P.converted_sha256).where(P.run_id == run_id))
+                )
                 .order_by(A.sha256)
             )
         ]
@@ -648,6 +652,76 @@ def latest_fingerprints(conn: Connection) -> list[dict[str, Any]]:
         .order_by(S.role.desc(), S.name, S.host)
     ).mappings()
     return [dict(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class ServedResult:
+    """One stored result of a file (by digest) on a serving stack: what an earlier audit saw
+    that stack's runtime do with exactly this file."""
+
+    run_id: int
+    started_at: datetime
+    stack: str
+    host: str
+    device: str
+    runtime: str
+    runtime_package: str | None
+    runtime_version: str | None
+    pair: str
+    status: str
+    message: str
+    converted: bool = False
+    """The stack served the file as its deployment's conversion made it ([stacks.X.convert])."""
+
+
+def served_results(conn: Connection, sha256: str, limit: int = 50) -> list[ServedResult]:
+    """The newest stored results of the file ``sha256`` on the stacks that loaded it (the infer
+    side of its pairs), with each stack's runtime as fingerprinted in that run; complete runs
+    only, newest first. One statement."""
+    rs = aliased(m.RunStack, name="rs_infer")
+    rows = conn.execute(
+        select(
+            P.run_id,
+            R.started_at,
+            S_INFER.name,
+            S_INFER.host,
+            S_INFER.device,
+            S_INFER.runtime,
+            P.pair,
+            P.status,
+            P.message,
+            m.Fingerprint.document,
+            P.converted_sha256,
+        )
+        .join(R, R.id == P.run_id)
+        .join(S_INFER, S_INFER.id == P.infer_stack_id)
+        .outerjoin(rs, and_(rs.run_id == P.run_id, rs.stack_id == P.infer_stack_id))
+        .outerjoin(m.Fingerprint, m.Fingerprint.digest == rs.fingerprint_digest)
+        .where(P.artifact_sha256 == sha256, R.status == "complete")
+        .order_by(R.started_at.desc(), P.id.desc())
+        .limit(limit)
+    )
+    out = []
+    for run_id, at, stack, host, device, runtime, pair, status, message, document, converted in rows:
+        rt = (document or {}).get("runtime") if isinstance(document, dict) else None
+        rt = rt if isinstance(rt, dict) else {}
+        out.append(
+            ServedResult(
+                run_id,
+                at,
+                stack,
+                host,
+                device,
+                runtime,
+                rt.get("runtime_package"),
+                rt.get("runtime_version"),
+                pair,
+                status,
+                message or "",
+                converted is not None,
+            )
+        )
+    return out
 
 
 def time_span(conn: Connection) -> tuple[datetime | None, datetime | None, int]:

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, Table, and_, delete, exists, func, select, update
 
 from auditor.db import schema as m
-from auditor.history import series
+from auditor.history import series, telemetry
 from auditor.history.filters import utcnow
 from auditor.history.queries import refresh_statistics
 
@@ -163,6 +163,8 @@ def _prune(conn: Connection, result: PruneResult) -> None:
         _delete_unreferenced(conn, model.__table__, result)
     if doomed:
         result.deleted["series"] = series.prune(conn)
+    # NPU telemetry belongs to no run (the daemon samples between cycles too): pruned by age.
+    result.deleted.update(telemetry.prune(conn, result.cutoff, result.auditor_id))
 
 
 def _dependents(table: Table) -> Iterator[tuple[Table, Column, str]]:

@@ -30,7 +30,7 @@ from auditor.db import health as db_health
 from auditor.db import schema as m
 from auditor.db import url as db_url
 from auditor.db.rows import add_once, stack_row
-from auditor.history import baselines, publication, series
+from auditor.history import baselines, publication, series, telemetry
 from auditor.results import (
     MODES,
     CycleResult,
@@ -71,7 +71,32 @@ def shipped_head() -> str | None:
 
 
 class StoreError(Exception):
-    """The history database cannot be opened or written."""
+    """The history database cannot be opened or written. ``reached``: False when it could not
+    be reached at all (not a URL, no such file, no driver, no server answering), so there is
+    nothing to read either."""
+
+    def __init__(self, message: str, reached: bool = True):
+        super().__init__(message)
+        self.reached = reached
+
+
+def _unreached(exc: BaseException) -> bool:
+    """Whether a database error says the server was not reached or refused the login."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return any(
+        words in text
+        for words in (
+            "connection failed",
+            "could not connect",
+            "connection refused",
+            "could not translate host name",
+            "password authentication failed",
+            "no password supplied",
+            "does not exist",
+            "timeout expired",
+            "unable to open database file",
+        )
+    )
 
 
 def _now() -> datetime:
@@ -114,7 +139,10 @@ over every Store it opened (the daemon opens a new one on reload while a cycle m
 
 
 class Store:
-    def __init__(self, url: str, auditor_id: str = ""):
+    def __init__(self, url: str, auditor_id: str = "", create: bool = True):
+        """``create``: an SQLite file that does not exist yet is made (with its directory) on
+        first use; without it (a read or a check) its absence is a StoreError and nothing is
+        created, so a typo'd path never leaves directories behind."""
         self.url = url
         self.display_url = db_url.redact(url)
         """The URL with its password hidden: the only form of it that is ever printed."""
@@ -123,7 +151,7 @@ class Store:
         try:
             parsed = db_url.parse(url)
         except ValueError as exc:
-            raise StoreError(str(exc)) from None
+            raise StoreError(str(exc), reached=False) from None
         options: dict = {}
         uri = str(parsed.query.get("uri", "")).lower() in ("true", "1")  # file:...?mode=ro
         if (
@@ -134,6 +162,12 @@ class Store:
             path = Path(parsed.database).expanduser()
             parsed = parsed.set(database=str(path))
             self._sqlite_path = path
+            if not create and not path.exists():
+                raise StoreError(
+                    f"no history database at {path}: nothing was recorded there (check --db, "
+                    f"${db_url.ENV} or [storage] url; `auditor audit` creates it)",
+                    reached=False,
+                )
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -145,19 +179,21 @@ class Store:
             self.engine: Engine = create_engine(parsed, **options)
         except Exception as exc:  # noqa: BLE001 - unknown dialect, missing driver, bad arguments
             message = db_url.driver_missing(parsed, exc)
-            raise StoreError(message or f"unsupported database URL {self.display_url!r}: {exc}") from None
+            raise StoreError(
+                message or f"unsupported database URL {self.display_url!r}: {exc}", reached=False
+            ) from None
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
 
     @classmethod
-    def open(cls, url: str, auditor_id: str = "") -> Store:
+    def open(cls, url: str, auditor_id: str = "", create: bool = True) -> Store:
         """Open the database and bring its schema up to date."""
-        store = cls(url, auditor_id)
-        if not store._at_shipped_head():
+        store = cls(url, auditor_id, create)
+        if not store.at_shipped_head():
             store.upgrade()
         return store
 
-    def _at_shipped_head(self) -> bool:
+    def at_shipped_head(self) -> bool:
         """Whether the database is at the newest shipped revision (one query, no Alembic)."""
         head = shipped_head()
         if head is None:
@@ -186,7 +222,8 @@ class Store:
                 command.upgrade(cfg, revision)
         except (SQLAlchemyError, UnicodeDecodeError) as exc:
             raise StoreError(
-                f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}"
+                f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}",
+                reached=not _unreached(exc),
             ) from None
         except CommandError as exc:
             # Typically a revision this auditor does not know: a newer auditor wrote the database.
@@ -236,7 +273,8 @@ class Store:
                 return tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
         except SQLAlchemyError as exc:
             raise StoreError(
-                f"cannot read the schema revision of {self.display_url}: {db_health.db_error(exc)}"
+                f"cannot read the schema revision of {self.display_url}: {db_health.db_error(exc)}",
+                reached=not _unreached(exc),
             ) from None
 
     def head_revisions(self) -> tuple[str, ...]:
@@ -266,12 +304,12 @@ class Store:
         """Raise StoreError with one message if a cycle's results could not be stored here
         (damaged file, missing tables, unreadable rows, read-only): checked before a cycle
         spends minutes on the stacks."""
-        health = db_health.check(self.engine)
+        health = db_health.check(self.engine, budget=db_health.CYCLE_BUDGET)
         if not health.ok:
+            remedy = health.remedy or "use another --db, or restore or repair this one"
             raise StoreError(
-                f"the history database {self.url} cannot be used: {health.summary()}; "
-                "no cycle was run (`auditor db check` lists the problems; use another --db, "
-                "or restore or repair this one)"
+                f"the history database {self.display_url} cannot be used: {health.summary()}; "
+                f"no cycle was run, nothing was written ({remedy}; `auditor db check` lists the problems)"
             )
 
     # -- runs ------------------------------------------------------------------------------
@@ -296,7 +334,9 @@ class Store:
                 s.flush()
                 run_id = run.id
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot record a new run in {self.display_url}: {exc}") from None
+            raise StoreError(
+                f"cannot record a new run in {self.display_url}: {db_health.db_error(exc)}"
+            ) from None
         _OPEN_RUNS.add((self.url, run_id))
         return run_id
 
@@ -310,7 +350,9 @@ class Store:
         except SQLAlchemyError as exc:
             # Left 'running'; the next begin_run of this process (or, after it ended, of any
             # auditor on this host) marks it aborted once the database is back.
-            raise StoreError(f"cannot mark run {run_id} aborted in {self.display_url}: {exc}") from None
+            raise StoreError(
+                f"cannot mark run {run_id} aborted in {self.display_url}: {db_health.db_error(exc)}"
+            ) from None
 
     def reap_orphans(self) -> int:
         """Mark aborted the runs left 'running' on this host by processes that are gone, and
@@ -337,7 +379,9 @@ class Store:
         try:
             self._write_results(run_id, result, artifacts)
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not store run {run_id} in {self.display_url}: {exc}") from exc
+            raise StoreError(
+                f"could not store run {run_id} in {self.display_url}: {db_health.db_error(exc)}"
+            ) from exc
         _OPEN_RUNS.discard((self.url, run_id))
 
     def _write_results(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
@@ -370,17 +414,18 @@ class Store:
                     )
                 )
             for r in result.results:
-                if r.artifact is not None:
-                    add_once(
-                        s,
-                        m.Artifact,
-                        sha256=r.artifact.sha256,
-                        kind=r.artifact.kind,
-                        size=r.artifact.size,
-                        created_at=_now(),
-                        info=r.artifact.info,
-                        data=artifacts.get(r.artifact.sha256),
-                    )
+                for artifact in (r.artifact, r.conversion):
+                    if artifact is not None:
+                        add_once(
+                            s,
+                            m.Artifact,
+                            sha256=artifact.sha256,
+                            kind=artifact.kind,
+                            size=artifact.size,
+                            created_at=_now(),
+                            info=artifact.info,
+                            data=artifacts.get(artifact.sha256),
+                        )
                 row = m.ProbeResultRow(
                     run_id=run_id,
                     pair=r.pair,
@@ -393,11 +438,19 @@ class Store:
                     message=r.message,
                     artifact_sha256=r.artifact.sha256 if r.artifact else None,
                     thresholds=r.thresholds,
+                    converted_sha256=r.conversion.sha256 if r.conversion else None,
                 )
                 row.metrics = m.MetricRow.many(
                     [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]
                     # A comparator's figure, in the same long format; "*": about the probe as a whole.
                     + [(c.output or "*", c.metric, c.value) for c in r.checks]
+                    # The serving side's samples/s per batch, and where they saturate.
+                    + [(f"b{t.batch}", "throughput", t.samples_per_s) for t in r.throughput]
+                    + (
+                        [("sweep", "saturation_batch", float(r.saturation_batch))]
+                        if r.saturation_batch
+                        else []
+                    )
                 )
                 row.latencies = [
                     _latency_row(side, stack_ids[stack], lat)
@@ -428,6 +481,7 @@ class Store:
             self._write_mindir_limits(s, run_id, result.learned_maxima)
             self._write_operator_limits(s, run_id, result.learned_operators)
             publication.write(s, run_id, run.auditor_id, result.publications, _now())
+            telemetry.record(s, run.auditor_id, result.telemetry)
             s.flush()
             series.record_run(s, run_id)
             run.status, run.outcome, run.finished_at = "complete", result.outcome, _now()

@@ -5,7 +5,12 @@ embedded as data URIs, the style is inline, every text from the database is esca
 pair, probe and variant the page plots a divergence metric and both sides' p50 latency over
 time above a strip of run statuses, with the runs in which a stack's fingerprint changed
 drawn as vertical lines labelled with what changed; then the open alerts and the latest
-fingerprint of every stack side by side, differing values highlighted.
+fingerprint of every stack side by side, differing values highlighted. Before those, the
+serving side's throughput (samples/s per batch size, and the saturation batch of a sweep)
+over time per pair, probe and variant. Then the NPU telemetry
+of every host (auditor.history.telemetry): power, temperature, utilisation, memory and HBM use,
+ECC errors and health per NPU over the window, with the threshold levels drawn, and the
+latest values of each NPU in a table.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, inspect
 
 from auditor.alerts.engine import list_alerts
+from auditor.config.tables import DEFAULT_LIMITS, LimitTable
 from auditor.db import schema as m
 from auditor.history.filters import Filters, HistoryError, iso, utcnow
 from auditor.history.queries import (
@@ -35,7 +41,9 @@ from auditor.history.queries import (
     time_span,
     trend,
 )
+from auditor.history.telemetry import TelemetryFilters, TelemetrySeries, between
 from auditor.report.text import format_number as num
+from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
 
 DEFAULT_WINDOW = timedelta(days=30)
 """What is read when --since is not given; the plots' time axis then fits the runs found in it."""
@@ -47,7 +55,15 @@ MAX_DRAWN / 2 consecutive slices (spikes stay visible). Only the drawing is thin
 and summaries use every value."""
 MARKERS_UP_TO = 400
 """Points per line up to which each point is also drawn as a dot."""
-STATUS_COLORS = {"consistent": "#2ca02c", "drift": "#ff7f0e", "incompatible": "#d62728", "error": "#9467bd"}
+STATUS_COLORS = {
+    "consistent": "#2ca02c",
+    "unchecked": "#7f7f7f",
+    "drift": "#ff7f0e",
+    "unsupported": "#8c564b",
+    "incompatible": "#d62728",
+    "error": "#9467bd",
+}
+"""One colour per status of auditor.results.STATUS_ORDER, in that order (a test holds them together)."""
 SIDE_COLORS = {"train": "#1f77b4", "infer": "#17becf"}
 OUTPUT_COLORS = ("#1f77b4", "#e377c2", "#8c564b", "#bcbd22", "#7f7f7f", "#17becf")
 CHANGE_COLOR = "#d62728"
@@ -73,8 +89,10 @@ def render_report(
     metric: str = "max_abs",
     source: str = "",
     now: datetime | None = None,
+    telemetry_limits: dict[str, LimitTable] | None = None,
 ) -> tuple[str, str]:
-    """The page, and a one-line summary of what it covers."""
+    """The page, and a one-line summary of what it covers. ``telemetry_limits``: the NPU
+    telemetry thresholds drawn on its plots (default: the built-in ones)."""
     first, last, n_runs = time_span(conn)
     if not n_runs or last is None:
         raise ReportError("the history database has no runs yet: run `auditor audit` first")
@@ -97,6 +115,27 @@ def render_report(
     alerts, alert_note = _open_alerts(conn)
     side = side_findings(conn, since, until)
     fingerprints = latest_fingerprints(conn)
+    served = trend(conn, "throughput", f)
+    saturation = {s.key[:3]: s for s in trend(conn, "saturation_batch", f)}
+    served_figures = [
+        (
+            key,
+            plot_throughput(
+                key,
+                series,
+                saturation.get(key),
+                *fitted_axis([p[1] for s in series for p in s.points], since, until),
+            ),
+            series,
+            saturation.get(key),
+        )
+        for key, series in _by_group(served).items()
+    ]
+    npu_series = telemetry(conn, since, until, filters.hosts)
+    limits = DEFAULT_LIMITS if telemetry_limits is None else telemetry_limits
+    npu_figures = [
+        (host, plot_telemetry(host, series, limits), series) for host, series in _by_host(npu_series).items()
+    ]
 
     axis = fitted_axis([at for pts in statuses.values() for _, at, _ in pts], since, until)
     figures = []
@@ -113,6 +152,7 @@ def render_report(
         f"{len(groups)} pair/probe/variant plot(s), {run_count} run(s) from {since:%Y-%m-%d %H:%M} "
         f"to {until:%Y-%m-%d %H:%M} UTC, {len(changes)} fingerprint change(s), "
         + (f"{len(alerts)} open alert(s)" if alerts is not None else "no alert data")
+        + (f", NPU telemetry of {len(npu_figures)} host(s)" if npu_figures else "")
     )
     page = _page(
         source=source,
@@ -128,6 +168,8 @@ def render_report(
         alert_note=alert_note,
         fingerprints=fingerprints,
         side=side,
+        npu_figures=npu_figures,
+        served_figures=served_figures,
     )
     return page, summary
 
@@ -389,6 +431,8 @@ def _page(
     alert_note: str,
     fingerprints: list[dict[str, Any]],
     side: list[dict[str, Any]] | None = None,
+    npu_figures: list[tuple[str, bytes, list[TelemetrySeries]]] | None = None,
+    served_figures: list[tuple[tuple[str, str, str], bytes, list[Series], Series | None]] | None = None,
 ) -> str:
     first, last, n_runs = history
     parts = [
@@ -480,6 +524,28 @@ def _page(
             f"<figcaption>{_e(caption)}</figcaption></figure>"
         )
 
+    # throughput
+    parts.append("<h2>Throughput on the serving side</h2>")
+    if not served_figures:
+        parts.append('<p class="muted">No throughput measured in this window.</p>')
+    else:
+        parts.append(
+            '<p class="muted">Samples per second of the infer stack at each batch size it was timed at '
+            "(batch / p50 call time); with a <code>[latency] sweep</code>, the saturation batch: the "
+            "smallest batch reaching <code>[latency] saturation</code> of the highest throughput.</p>"
+        )
+    for (pair, probe, variant), png, series, sat in served_figures or ():
+        data = base64.b64encode(png).decode("ascii")
+        latest = ", ".join(f"batch {s.output[1:]}: {num(s.points[-1][2])}/s" for s in series if s.points)
+        if sat is not None and sat.points:
+            latest += f"; saturation batch {num(sat.points[-1][2])}"
+        parts.append(
+            f"<h3>{_e(pair)} · {_e(probe)} [{_e(variant)}] · throughput</h3>"
+            f'<figure class="plot"><img src="data:image/png;base64,{data}" '
+            f'alt="throughput of {_e(pair)} {_e(probe)} [{_e(variant)}] over time" width="960">'
+            f"<figcaption>latest: {_e(latest)}</figcaption></figure>"
+        )
+
     # alerts
     parts.append("<h2>Open alerts</h2>")
     if alerts is None:
@@ -512,6 +578,24 @@ def _page(
         ]
         parts.append(_table(["severity", "kind", "stack", "message"], rows))
 
+    # NPU telemetry
+    parts.append("<h2>NPU telemetry</h2>")
+    if not npu_figures:
+        parts.append(
+            '<p class="muted">No NPU telemetry in this window '
+            "(hosts without npu-smi or NPUs record none).</p>"
+        )
+    for host, png, series in npu_figures or ():
+        data = base64.b64encode(png).decode("ascii")
+        parts.append(
+            f"<h3>host {_e(host)}</h3>"
+            f'<figure class="plot"><img src="data:image/png;base64,{data}" '
+            f'alt="NPU telemetry of host {_e(host)} over time" width="960">'
+            f"<figcaption>{len(series)} series; dashed lines: the threshold levels (warning, error, "
+            f"critical)</figcaption></figure>"
+        )
+        parts.append(_telemetry_table(series))
+
     # fingerprints
     parts.append("<h2>Latest fingerprints</h2>")
     if not fingerprints:
@@ -520,6 +604,180 @@ def _page(
         parts.append(_fingerprint_table(fingerprints))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+# -- throughput -------------------------------------------------------------------------------------
+
+
+def _by_group(series: list[Series]) -> dict[tuple[str, str, str], list[Series]]:
+    out: dict[tuple[str, str, str], list[Series]] = {}
+    for s in sorted(series, key=lambda s: (s.key[:3], _batch(s.output))):
+        out.setdefault(s.key[:3], []).append(s)
+    return out
+
+
+def _batch(output: str) -> int:
+    return int(output[1:]) if output[1:].isdigit() else 0
+
+
+def plot_throughput(
+    key: tuple[str, str, str],
+    series: list[Series],
+    saturation: Series | None,
+    since: datetime,
+    until: datetime,
+) -> bytes:
+    """A PNG: samples/s per batch size over time (log scale), the saturation batch below when
+    a sweep measured one."""
+    import matplotlib.dates as mdates
+    from matplotlib.figure import Figure
+
+    rows = 2 if saturation is not None and saturation.points else 1
+    fig = Figure(figsize=(10, 2.6 + 1.2 * (rows - 1)), dpi=96, layout="constrained")
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": [3, 1][:rows]})[
+        :, 0
+    ]
+    pair, probe, variant = key
+    fig.suptitle(f"{pair} · {probe} [{variant}] · throughput of the serving side", fontsize=11)
+    for i, s in enumerate(series):
+        xs, ys = thin([p[1] for p in s.points], [p[2] for p in s.points])
+        axes[0].plot(
+            xs,
+            ys,
+            color=NPU_COLORS[i % len(NPU_COLORS)],
+            label=f"batch {s.output[1:]}",
+            **_line_style(len(xs)),
+        )
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("samples/s")
+    axes[0].grid(True, alpha=0.3, which="both")
+    axes[0].legend(loc="upper left", fontsize=7, ncol=6)
+    if rows == 2:
+        assert saturation is not None
+        xs = [p[1] for p in saturation.points]
+        axes[1].step(xs, [p[2] for p in saturation.points], where="post", color="#333")
+        axes[1].set_yscale("log", base=2)
+        axes[1].set_ylabel("saturation\nbatch", fontsize=8)
+        axes[1].grid(True, alpha=0.3)
+    locator = mdates.AutoDateLocator()
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    axes[-1].set_xlim(since, until)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+# -- NPU telemetry ----------------------------------------------------------------------------------
+
+NPU_PANELS = (
+    ("power (W)", ("power_w",)),
+    ("temperature (°C)", ("temperature_c", "hbm_temperature_c")),
+    ("utilisation (%)", ("aicore_pct", "aicpu_pct")),
+    ("memory in use (%)", ("hbm_usage_pct", "memory_usage_pct")),
+    ("ECC errors", ("ecc_hbm_single_bit", "ecc_hbm_double_bit", "ecc_ddr_single_bit", "ecc_ddr_double_bit")),
+    ("health", ("health",)),
+)
+LEVEL_COLORS = {"warning": "#ff7f0e", "error": "#d62728", "critical": "#7f0000"}
+NPU_COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)  # matplotlib's tab10: eight NPUs, eight colours
+STYLES = ("-", "--", ":", "-.")
+TABLE_METRICS = (
+    "power_w",
+    "temperature_c",
+    "aicore_pct",
+    "aicpu_pct",
+    "hbm_usage_pct",
+    "memory_usage_pct",
+    "ecc_hbm_double_bit",
+    "health",
+)
+
+
+def telemetry(
+    conn: Connection, since: datetime, until: datetime, hosts: tuple[str, ...] = ()
+) -> list[TelemetrySeries]:
+    """Every NPU telemetry point of the window (none when the database predates telemetry)."""
+    if not inspect(conn).has_table("telemetry_points"):
+        return []
+    return between(conn, TelemetryFilters(hosts=hosts, since=since, until=until))
+
+
+def _by_host(series: list[TelemetrySeries]) -> dict[str, list[TelemetrySeries]]:
+    out: dict[str, list[TelemetrySeries]] = {}
+    for s in series:
+        out.setdefault(s.host, []).append(s)
+    return out
+
+
+def plot_telemetry(host: str, series: list[TelemetrySeries], limits: dict[str, LimitTable]) -> bytes:
+    """A PNG: one panel per group of metrics that has values (power, temperature, utilisation,
+    memory, ECC, health), a colour per NPU (and chip), a line style per metric, the threshold
+    levels of the panel's metrics as dashed horizontal lines."""
+    import matplotlib.dates as mdates
+    from matplotlib.figure import Figure
+
+    panels = [(title, metrics) for title, metrics in NPU_PANELS if any(s.metric in metrics for s in series)]
+    fig = Figure(figsize=(10, 1.9 * max(1, len(panels)) + 0.6), dpi=96, layout="constrained")
+    axes = fig.subplots(max(1, len(panels)), 1, sharex=True, squeeze=False)[:, 0]
+    fig.suptitle(f"NPU telemetry · host {host}", fontsize=12, fontweight="bold")
+    labels = sorted({s.label for s in series}, key=lambda x: (len(x), x))
+    colors = {label: NPU_COLORS[i % len(NPU_COLORS)] for i, label in enumerate(labels)}
+    for ax, (title, metrics) in zip(axes, panels, strict=False):
+        for s in series:
+            if s.metric not in metrics:
+                continue
+            xs, ys = thin([p[0] for p in s.points], [p[1] for p in s.points])
+            style = _line_style(len(xs)) | {"ls": STYLES[metrics.index(s.metric) % len(STYLES)]}
+            name = s.label if len(metrics) == 1 else f"{s.label} {s.metric}"
+            ax.plot(xs, ys, color=colors[s.label], label=name, **style)
+        for metric in metrics:
+            limit = limits.get(metric)
+            for level in ("warning", "error", "critical"):
+                bound = getattr(limit, level) if limit is not None else None
+                if bound is not None and any(s.metric == metric for s in series):
+                    ax.axhline(bound, color=LEVEL_COLORS[level], lw=1, ls="--", alpha=0.8)
+        ax.set_ylabel(title if title != "health" else f"health\n({HEALTH_LEGEND})", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper left", fontsize=7, ncol=4)
+    locator = mdates.AutoDateLocator()
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _telemetry_table(series: list[TelemetrySeries]) -> str:
+    """The latest value of each NPU (and chip) for the main metrics."""
+    latest: dict[str, dict[str, tuple[datetime, float]]] = {}
+    for s in series:
+        if s.points:
+            latest.setdefault(s.label, {})[s.metric] = s.points[-1]
+    shown = [k for k in TABLE_METRICS if any(k in v for v in latest.values())]
+    rows = []
+    for label in sorted(latest, key=lambda x: (len(x), x)):
+        values = latest[label]
+        when = max(at for at, _ in values.values())
+        cells = []
+        for k in shown:
+            point = values.get(k)
+            cells.append(f'<td class="num">{_e("-" if point is None else f"{point[1]:g}")}</td>')
+        rows.append([f"<td>{_e(label)}</td><td>{_e(f'{when:%Y-%m-%d %H:%M:%S}')}</td>", "".join(cells)])
+    head = ["NPU", "latest (UTC)"] + [
+        f"{_e(k)} ({_e(METRICS[k][0])})" if METRICS[k][0] else _e(k) for k in shown
+    ]
+    return _table(head, rows)
 
 
 def _flatten(doc: Any, path: str = "") -> dict[str, Any]:

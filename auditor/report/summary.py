@@ -18,6 +18,7 @@ from typing import Any
 from auditor.compare.outputs import MetricCheck, OutputComparison
 from auditor.config.tables import SEVERITIES
 from auditor.cycle import baseline
+from auditor.history.publication import summary_of
 from auditor.results import (
     CONSISTENT,
     DRIFT,
@@ -27,6 +28,7 @@ from auditor.results import (
     UNSUPPORTED,
     CycleResult,
     Finding,
+    HostTelemetry,
     ProbeResult,
     RolloutResult,
 )
@@ -152,26 +154,23 @@ class Summary:
     blocks: list[Block]
     causes: list[Cause]
     outcome: Outcome
+    devices: list[str] = field(default_factory=list)
+    """A line per host about its NPU telemetry (a host without NPUs says so here, once)."""
+    unchecked: list[str] = field(default_factory=list)
+    """What the run could not check, and why (auditor.results.CycleResult.unchecked)."""
+    publications: list[str] = field(default_factory=list)
+    """Split mode: what the run published and which publication it read (``publication_lines``)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def status_counts(result: CycleResult) -> dict[str, int]:
-    """The count of every status of the cycle's results (every status named, zero included),
-    then its rollouts', its worker failures and its error or critical findings (only when
-    there are any)."""
+    """The count of every status (each named, zero included) over every part of the run: its
+    results and rollouts, its stacks that could not start or whose worker failed, and its
+    findings that give a status (auditor.results.CycleResult.status_counts)."""
     counts = dict.fromkeys(STATUS_ORDER, 0)
-    for r in result.results:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    for ro in result.rollouts:
-        counts[f"rollout {ro.status}"] = counts.get(f"rollout {ro.status}", 0) + 1
-    failures = sum(len(s.problems) for s in result.stacks.values())
-    if failures:
-        counts[f"worker failure{'s' if failures > 1 else ''}"] = failures
-    severe = len(result.failing_findings)
-    if severe:  # why the exit status is 1 even where every result is consistent
-        counts[f"error or critical finding{'s' if severe > 1 else ''}"] = severe
+    counts.update(result.status_counts())
     return counts
 
 
@@ -179,8 +178,11 @@ def summarize(result: CycleResult) -> Summary:
     causes = _causes(result.findings)
     by_message = {}
     for f, cause in causes:
-        by_message.setdefault(f.message, cause.ref)
-        by_message.setdefault(f.message.splitlines()[0], cause.ref)
+        # A finding of several places (auditor.cycle.causes) keeps each place's own message.
+        for message in [f.message] + [w.get("message", "") for w in f.details.get("where", ())]:
+            if message:
+                by_message.setdefault(message, cause.ref)
+                by_message.setdefault(message.splitlines()[0], cause.ref)
     blocks: dict[str, Block] = {}
     for r in result.results:
         block = blocks.get(r.pair)
@@ -198,7 +200,41 @@ def summarize(result: CycleResult) -> Summary:
         list(blocks.values()),
         [c for _, c in causes],
         Outcome(result.outcome, status_counts(result), result.exit_code),
+        [host_telemetry_line(t) for t in result.telemetry],
+        result.unchecked,
+        publication_lines(result),
     )
+
+
+def publication_lines(result: CycleResult) -> list[str]:
+    """Split mode: what this run published (stacks, each export's MindIR digest, when) and
+    which publication each ``source = "db"`` stack's pairs were compared with, and its age."""
+    out = []
+    when = datetime.fromtimestamp(result.finished_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    for pub in result.publications:
+        s = summary_of(pub, run_id=result.run_id)
+        out.append(
+            f"  published {s.stack}: {len(s.items)} export{'s' if len(s.items) != 1 else ''} at {when}"
+        )
+        out += [f"      {probe} [{variant}]  MindIR sha256 {sha[:16]}" for probe, variant, sha in s.items]
+        if not s.items:
+            out.append("      nothing: every export of this stack failed (see its results)")
+    now = datetime.fromtimestamp(result.started_at, UTC).replace(tzinfo=None)
+    for s in result.read_publications:
+        out.append(f"  read {s.stack}: {s.describe(now)}")
+        out += [f"      {probe} [{variant}]  MindIR sha256 {sha[:16]}" for probe, variant, sha in s.items]
+    return ["", "Publications (split mode)", *out] if out else []
+
+
+def not_checked_lines(unchecked: list[str]) -> list[str]:
+    """The "Not checked" block: each thing the run could not check, with why."""
+    if not unchecked:
+        return []
+    out = ["", "Not checked (the run cannot be called consistent)"]
+    for line in unchecked:
+        first, *rest = line.splitlines()
+        out += [f"  ? {first}"] + [f"      {more}" for more in rest[:3]]
+    return out
 
 
 def _header(result: CycleResult) -> str:
@@ -279,7 +315,51 @@ def _line(r: ProbeResult, causes: Mapping[str, int]) -> Line:
     moved = baseline.report_lines(r.baseline)
     if moved and not moved[0].startswith("    baseline: "):
         line.notes += [m.strip() for m in moved]
+    line.notes += conversion_words(r)  # what the serving stack really ran
     return line
+
+
+def conversion_words(r: ProbeResult) -> list[str]:
+    """What the serving stack ran when it converts (auditor.cycle.convert): the converter's
+    output, options and version, and what the converter ignored without a word."""
+    c = r.conversion
+    if c is None:
+        return []
+    info = c.info
+    opts = info.get("options") or {}
+    words = [
+        f"{info.get('format', '?')} {c.size} bytes sha256 {c.sha256[:12]}",
+        f"optimize {opts.get('optimize')}",
+    ]
+    if opts.get("weight_fp16"):
+        words.append("weight_fp16")
+    if info.get("config_file"):
+        words.append(f"config {info['config_file']}")
+    version = (info.get("converter") or {}).get("version") or "?"
+    out = [f"served as converted by MindSpore Lite {version}: " + ", ".join(words)]
+    if info.get("ignored_input_shape"):
+        names = ", ".join(info["ignored_input_shape"])
+        out.append(f"! input_shape names no input of the model, the converter ignored it: {names}")
+    if info.get("unknown_config_sections"):
+        names = ", ".join(f"[{n}]" for n in info["unknown_config_sections"])
+        out.append(f"! the converter does not know these config sections and ignored them: {names}")
+    return out
+
+
+def host_telemetry_line(t: HostTelemetry) -> str:
+    """One host's NPU telemetry in a line: how many NPUs were read and through which stack, the
+    hottest chip, the NPUs whose views failed; or why nothing was read."""
+    if not t.available:
+        what = "NOT READ" if t.failed else "no NPUs, nothing recorded"
+        return f"host {t.host}: {what}: {t.reason}"
+    hot = [c.values["temperature_c"] for n in t.npus for c in n.chips if "temperature_c" in c.values]
+    failing = [n.npu for n in t.npus if n.errors]
+    words = f"{len(t.npus)} NPU(s) read through {t.stack} ({t.calls} npu-smi calls, {t.seconds:.2f} s)"
+    if hot:
+        words += f", hottest {max(hot):g} °C"
+    if failing:
+        words += f"; views failed on NPU {', '.join(map(str, failing))}"
+    return f"host {t.host}: {words}"
 
 
 def _samples(r: ProbeResult) -> str:

@@ -257,6 +257,10 @@ def sparkline(values: list[float], scale: Callable[[float], float], width: int) 
     return "".join(SPARKS[min(len(SPARKS) - 1, int(t * (len(SPARKS) - 1) + 0.5))] for t in top), where
 
 
+def _minute(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M}" if at is not None else "(time unknown)  "
+
+
 def render_trend(
     series: list[Series], changes: list[FingerprintChange], scale: str = "auto", width: int = 60
 ) -> str:
@@ -265,12 +269,19 @@ def render_trend(
         values = [p[2] for p in s.points]
         fn = _scale(values, scale)
         stacks = {s.train, s.infer}
-        mine = [c for c in changes if c.stack in stacks and s.points[0][1] <= c.at <= s.points[-1][1]]
+        # A damaged start time reads as None (auditor.db.columns): shown as such, bounds nothing.
+        times = [p[1] for p in s.points if p[1] is not None]
+        first, last = (times[0], times[-1]) if times else (None, None)
+        mine = [
+            c
+            for c in changes
+            if c.stack in stacks and first is not None and c.at is not None and first <= c.at <= last
+        ]
         finite = sorted(v for v in values if math.isfinite(v))
         what = "side" if s.metric.startswith("latency.") else "output"
         lines.append(f"{s.metric} · {s.pair} · {s.probe} [{s.variant}] · {what} {s.output}")
         lines.append(
-            f"  {len(values)} points, {s.points[0][1]:%Y-%m-%d %H:%M} → {s.points[-1][1]:%Y-%m-%d %H:%M} UTC"
+            f"  {len(values)} points, {_minute(first)} → {_minute(last)} UTC"
             + (
                 f" · min {num(finite[0])} · median {num(statistics.median(finite))} · max {num(finite[-1])}"
                 if finite
@@ -283,21 +294,22 @@ def render_trend(
         if mine:
             marks = [" "] * len(spark)
             for c in mine:
-                i = next((k for k, p in enumerate(s.points) if p[1] >= c.at), len(s.points) - 1)
+                i = next(
+                    (k for k, p in enumerate(s.points) if p[1] is not None and p[1] >= c.at),
+                    len(s.points) - 1,
+                )
                 marks[where[i]] = CHANGE_MARK
             lines.append(f"  {''.join(marks).rstrip()}")
         lines.append("")
         pending = list(mine)
         bar_width = 30
         for run_id, at, value, status in s.points:
-            while pending and pending[0].at <= at:
+            while pending and at is not None and pending[0].at <= at:
                 c = pending.pop(0)
                 lines.append(f"  {CHANGE_MARK} run {c.run_id}: {c.summary()}")
             frac = fn(value)
             bar = "█" * int(frac * bar_width) if math.isfinite(value) or value == math.inf else ""
             tag = "" if status == "consistent" else f"  {status}"
-            lines.append(
-                f"  {at:%Y-%m-%d %H:%M}  {run_id:>6}  {num(value):>9}  {bar:<{bar_width}}{tag}".rstrip()
-            )
+            lines.append(f"  {_minute(at)}  {run_id:>6}  {num(value):>9}  {bar:<{bar_width}}{tag}".rstrip())
         lines.append("")
     return "\n".join(lines) + "\n"

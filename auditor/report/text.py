@@ -18,6 +18,7 @@ from typing import Any
 
 from auditor.compare.outputs import MetricCheck
 from auditor.cycle import baseline, localize, rollout
+from auditor.history.publication import summary_of
 from auditor.report.summary import (
     MAX_CHECKS,
     Cause,
@@ -25,14 +26,28 @@ from auditor.report.summary import (
     FailingOutput,
     Line,
     Summary,
+    conversion_words,
     format_number,
+    host_telemetry_line,
     is_model,
+    not_checked_lines,
+    publication_lines,
     reference_label,
     result_line,
     summarize,
 )
 from auditor.report.summary import status_counts as status_counts
-from auditor.results import CONSISTENT, STATUS_ORDER, CycleResult, Latency, ProbeResult
+from auditor.results import (
+    CONSISTENT,
+    NPU_TELEMETRY,
+    STATUS_ORDER,
+    TELEMETRY_UNAVAILABLE,
+    CycleResult,
+    Finding,
+    HostTelemetry,
+    Latency,
+    ProbeResult,
+)
 
 COLUMNS = (
     ("max_abs", "max abs"),
@@ -82,6 +97,8 @@ def _probe_block(r: ProbeResult) -> list[str]:
     if batch:
         lat += f" (batch {batch})"
     lat += _more_latencies(r)
+    if r.throughput:
+        lat += f"; {_throughput(r)}"
     lines = [f"  {r.probe} [{r.variant}]  {r.status.upper()}  {lat}"]
     if r.outputs:
         rows = [["output"] + [label for _, label in COLUMNS] + ["atol/rtol", "verdict"]]
@@ -113,6 +130,7 @@ def _probe_block(r: ProbeResult) -> list[str]:
         lines.append(f"    {r.samples} samples compared with {reference_label(r)}")
     if r.status != CONSISTENT:
         lines += ["    " + line for line in r.message.splitlines()]
+    lines += ["    " + words for words in conversion_words(r)]
     return lines + localize.report_lines(r.localization) + baseline.report_lines(r.baseline)
 
 
@@ -123,6 +141,25 @@ def _limit(k: MetricCheck) -> str:
     """The limit with its direction: "≤ 0.001" (value at most), "≥ 0.99" (at least)."""
     symbol = SYMBOLS.get(k.bound(), "")
     return f"{symbol} {_num(k.limit)}" if symbol else _num(k.limit)
+
+
+def format_rate(samples_per_s: float) -> str:
+    """Samples per second, short: 812/s, 12.3k/s, 4.1M/s."""
+    for factor, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if samples_per_s >= factor:
+            return f"{samples_per_s / factor:.3g}{unit}/s"
+    return f"{samples_per_s:.3g}/s"
+
+
+def _throughput(r: ProbeResult) -> str:
+    """ "served 12.3k/s at batch 1 … 1.9M/s at batch 256, saturating at batch 64" """
+    first, last = r.throughput[0], r.throughput[-1]
+    words = f"served {format_rate(first.samples_per_s)} at batch {first.batch}"
+    if last.batch != first.batch:
+        words += f" … {format_rate(last.samples_per_s)} at batch {last.batch}"
+    if r.saturation_batch is not None:
+        words += f", saturating at batch {r.saturation_batch}"
+    return words
 
 
 def _more_latencies(r: ProbeResult) -> str:
@@ -194,6 +231,8 @@ def render_full(result: CycleResult) -> str:
                 out += [f"      → {f.details['action']}"]
     out += _rule_lines(result)
     out += _side_lines(result)
+    out += telemetry_lines(result.telemetry, result.findings, verbose=True)
+    out += publication_lines(result) + not_checked_lines(result.unchecked)
     out += ["", outcome_line(result.outcome, status_counts(result), result.exit_code)]
     return "\n".join(out) + "\n"
 
@@ -240,11 +279,14 @@ def render_summary(summary: Summary) -> str:
         out.append(block.title)
         for ln in block.lines:
             out += _summary_line(ln, width)
+    if summary.devices:
+        out += ["", "NPU telemetry"] + [f"  {line}" for line in summary.devices]
     if summary.causes:
         out += ["", "Findings"]
         actions: dict[str, int] = {}
         for c in summary.causes:
             out += _cause_lines(c, actions)
+    out += summary.publications + not_checked_lines(summary.unchecked)
     o = summary.outcome
     out += ["", outcome_line(o.worst, o.counts, o.exit_code)]
     return "\n".join(out) + "\n"
@@ -400,6 +442,48 @@ def _side_lines(result: CycleResult) -> list[str]:
     return out
 
 
+TELEMETRY_KINDS = (NPU_TELEMETRY, TELEMETRY_UNAVAILABLE)
+TELEMETRY_COLUMNS = (
+    ("power_w", "{:g} W"),
+    ("temperature_c", "{:g} °C"),
+    ("aicore_pct", "AI Core {:g}%"),
+    ("aicpu_pct", "AI CPU {:g}%"),
+    ("hbm_usage_pct", "HBM {:g}%"),
+    ("memory_usage_pct", "DDR {:g}%"),
+    ("ecc_hbm_double_bit", "ECC2 {:g}"),
+)
+HEALTH_WORDS = {0: "OK", 1: "Warning", 2: "Alarm", 3: "Critical"}
+
+
+def telemetry_lines(samples: list[HostTelemetry], findings: list[Finding], verbose: bool) -> list[str]:
+    """One line per host (a host without NPUs says so, once), each NPU's latest values when
+    ``verbose``, and the threshold findings."""
+    if not samples:
+        return []
+    out = ["", "NPU telemetry"]
+    for t in samples:
+        out.append(f"  {host_telemetry_line(t)}")
+        if not t.available:
+            continue
+        if not verbose:
+            continue
+        rows = []
+        for n in t.npus:
+            for c in n.chips:
+                v = c.values
+                cells = [fmt.format(v[k]) for k, fmt in TELEMETRY_COLUMNS if k in v]
+                if "health" in v:
+                    cells.append(HEALTH_WORDS.get(int(v["health"]), f"health {v['health']:g}"))
+                rows.append([f"npu{n.npu}" + ("" if c.chip == "0" else f".{c.chip}"), *cells])
+        width = max((len(r) for r in rows), default=0)
+        out += _table([r + [""] * (width - len(r)) for r in rows], "    ") if rows else []
+        out += [f"    npu{n.npu}  {len(n.errors)} view(s) failed: {n.errors[0]}" for n in t.npus if n.errors]
+    for f in findings:
+        if f.kind in TELEMETRY_KINDS:
+            out.append(f"  {MARKS.get(f.severity, '!')} {f.severity:<8} {f.message}")
+    return out
+
+
 def _jsonable(value: Any) -> Any:
     """Strict JSON: non-finite floats become the strings "inf", "-inf", "nan"."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -422,6 +506,8 @@ def jsonable_result(r: ProbeResult) -> dict[str, Any]:
 def render_json(result: CycleResult) -> str:
     """The full result, its exit status, and the compact report's structure under "report"."""
     doc = result.to_json()
+    doc["published"] = [summary_of(p, run_id=result.run_id).to_json() for p in result.publications]
+    doc["read_publications"] = [s.to_json() for s in result.read_publications]
     doc["exit_code"] = result.exit_code
     doc["report"] = summarize(result).to_json()
     return json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n"

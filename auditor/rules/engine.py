@@ -54,8 +54,8 @@ class RuleContext:
     exported: list[ExportedModel] = field(default_factory=list)
     learned_maxima: dict[tuple[str, str], LearnedMaximum] = field(default_factory=dict)
     operator_limits: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Stack name -> operator the stack's runtime cannot run -> where that is known from (the
-    runtime plugin's table, or a load that failed on it; ``auditor.rules.operator_support``)."""
+    """Stack name -> operator the stack's runtime cannot run in any graph -> where that is known
+    from (the runtime plugin's table; ``auditor.rules.operator_support``)."""
     runtimes: dict[str, RuntimeSpec] = field(default_factory=dict)
     """The runtime plugins' specs by name: the format each infer runtime loads, version facts."""
 
@@ -95,6 +95,12 @@ class Rule:
     needs_artifacts: bool = False
 
 
+def with_remedy(f: Finding) -> str:
+    """A finding's message and what to do about it, as a blocked probe's result says it."""
+    action = f.details.get("action")
+    return f"{f.message}; remedy: {action}" if action else f.message
+
+
 def finding(
     rule: str,
     severity: str,
@@ -104,9 +110,13 @@ def finding(
     facts: dict[str, Any],
     action: str,
     kind: str | None = None,
+    cause: tuple[str, str] | None = None,
     **details: Any,
 ) -> Finding:
-    """A rule's finding in the shape every rule uses: facts and action in ``details``."""
+    """A rule's finding in the shape every rule uses: facts and action in ``details``.
+    ``cause``: (the cause, its summary in words) when the same cause shows on several
+    subjects (an infer runtime without an operator, whichever stack exported the model): the
+    cycle reports it once, "<summary> on <subjects>" (auditor.cycle.causes)."""
     if severity not in SEVERITIES:
         raise ValueError(f"rule {rule}: severity must be one of {', '.join(SEVERITIES)}, not {severity!r}")
     return Finding(
@@ -116,6 +126,7 @@ def finding(
         key,
         message,
         {"rule": rule, "facts": facts, "action": action, **details},
+        *((cause[0], cause[1], (subject, "")) if cause else ()),
     )
 
 

@@ -1,6 +1,7 @@
 """What the auditor knows about a runtime without loading it: its name, which side of a pair it
 serves, the class a stack worker instantiates for it, the artifact formats it writes or reads,
-what its failures mean and what its versions mean for the files it reads."""
+the forms of its failures, what its versions mean for the files it reads and its measured
+operator tables."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.runtime.failures import Failure, Pattern, explain
+from auditor.runtime.failures import Form, Found, find
 from auditor.runtime.formats import MINDIR, ArtifactFormat
+from auditor.runtime.operator_table import OperatorTable
 
 CAPABILITIES = ("export", "load")
 
@@ -40,8 +42,20 @@ class RuntimeSpec:
     package: str = ""
     """The distribution its worker reports as ``runtime_package`` ("mindspore-lite"): the
     version facts below hold for every runtime that reports this package."""
-    failures: tuple[Pattern, ...] = ()
-    """Its own messages that mean a file too new for it or an operator it cannot handle."""
+    failures: tuple[Form, ...] = ()
+    """The forms of its own messages and log lines (``auditor.runtime.failures``): a file too
+    new for it, an operator it cannot load, run or export, a graph it cannot take, a file it
+    cannot parse, and its words that name no cause. Read before the generic forms."""
+    paired_release: bool = False
+    """The runtime is meant to serve files exported by the MindSpore release of its own version
+    (MindSpore, MindSpore Lite): a file of another release that fails is incompatible, whatever
+    the runtime's words."""
+    operator_tables: tuple[OperatorTable, ...] = ()
+    """What the operator sweep measured (``scripts/operator_sweep.py``, shipped as one JSON file
+    per runtime and read with ``auditor.runtime.operator_table.read_tables``): per runtime release,
+    device kind and exporting MindSpore release, each operator's status in a minimal graph. Read
+    by the deployment gate (``auditor check``) and to name the operator of a failed load; it
+    blocks no load (an operator that fails alone may run inside a larger graph)."""
     reads: Reads | None = None
     """Version facts of a load runtime: (the highest version of its format that this release
     of it reads, how that is known) for a file's summary, or None when unknown."""
@@ -59,10 +73,10 @@ class RuntimeSpec:
         if isinstance(self.exports, str) or not all(isinstance(f, str) for f in self.exports):
             raise ValueError(f"runtime {self.name}: exports must be a tuple of format names")
 
-    def explain(self, text: str) -> Failure | None:
-        """What a failure's message and log mean, if this runtime's patterns (or the generic
-        ones) know it."""
-        return explain(self.failures, text)
+    def explain(self, text: str, phase: str | None = None) -> Found | None:
+        """The first of this runtime's forms (then the generic ones) written at ``phase`` (a
+        request: "load", "run", "export"; None for any) that names a cause in ``text``."""
+        return find(self.failures, text, phase)
 
 
 def known_maxima(table: Mapping[str, int], how: str) -> Reads:

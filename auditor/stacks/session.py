@@ -13,6 +13,7 @@ remembered: it would only fail the same way again.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,18 +35,27 @@ class Reach:
     config: Config
     runtime_classes: Mapping[str, str] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
+    extra_packages: tuple[tuple[str, str], ...] = ()
+    """(package, folder) pairs found elsewhere than on the auditor's Python path (a model's
+    training network: ``[models.NAME] train.path``)."""
 
     @cached_property
     def packages(self) -> list[tuple[str, str]]:
-        return worker_packages(self.modules)
+        extra = {name for name, _ in self.extra_packages}
+        return [p for p in worker_packages(self.modules) if p[0] not in extra] + list(self.extra_packages)
 
     def stack(self, name: str) -> StackConfig:
         return self.config.stacks[name]
 
-    def worker(self, name: str, request_timeout: float | None = None) -> StackWorker:
+    def worker(
+        self, name: str, request_timeout: float | None = None, env: Mapping[str, str] | None = None
+    ) -> StackWorker:
         """The worker of stack ``name``, not started yet (``start()``, or use it as a context
-        manager)."""
+        manager). ``env``: variables set on top of the stack's own (a verbose log level for
+        one diagnostic load)."""
         stack = self.config.stacks[name]
+        if env:
+            stack = dataclasses.replace(stack, env={**stack.env, **env})
         return StackWorker(
             stack,
             self.config.worker.start_timeout,
@@ -53,6 +63,7 @@ class Reach:
             self.packages,
             self.runtime_classes.get(stack.runtime),
             host=self.config.hosts.get(stack.host),
+            file_limits=self.config.files.limits,
         )
 
     def session(self, name: str, register: Callable[[StackWorker], None] | None = None) -> StackSession:
@@ -71,10 +82,18 @@ def reach(
     probe_modules: Iterable[str] = (),
     collectors: Iterable[str] = (),
 ) -> Reach:
-    """A Reach whose workers carry the probes' and collectors' modules and every runtime's
-    worker class (what a cycle needs; fewer modules make a smaller remote payload)."""
+    """A Reach whose workers carry the probes' and collectors' modules, every runtime's worker
+    class and the packages of the models' training networks (what a cycle needs; fewer modules
+    make a smaller remote payload)."""
     modules = [*probe_modules, *(c.partition(":")[0] for c in runtime_classes.values()), *collectors]
-    return Reach(config, dict(runtime_classes), tuple(dict.fromkeys(modules)))
+    extra = []
+    for model in config.models.values():
+        if model.train is not None:
+            modules.append(model.train.module)
+            package = model.train.package()
+            if package is not None:
+                extra.append(package)
+    return Reach(config, dict(runtime_classes), tuple(dict.fromkeys(modules)), tuple(dict.fromkeys(extra)))
 
 
 class StackSession:

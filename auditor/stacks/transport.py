@@ -7,13 +7,17 @@ question), a ``ConnectTimeout``, and connection sharing: the first worker for a 
 a master connection (``ssh -M -N -f``) whose socket lives in a private directory (mode
 0700) of this process; every later worker for that host is a session on it. Masters are
 closed at the end of a cycle (``close_all``), and by themselves after ``PERSIST`` seconds
-of idleness if the auditor dies.
+of idleness if the auditor dies. The directory (``auditor-ssh-*``) names its owner
+(auditor.common.tempdirs) and is removed by ``shutdown`` (at exit, and by the daemon's cycle
+child before its ``os._exit``); one left by a killed process is reaped, with the master
+running in it, by the next cycle.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import os
 import re
 import shlex
@@ -25,6 +29,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from auditor.common import tempdirs
 from auditor.config.tables import HostConfig
 
 PERSIST = 60
@@ -181,8 +186,9 @@ class Connections:
         with self._lock:
             if self._dir is None or not os.path.isdir(self._dir):
                 # Short and private: a unix socket path has ~100 bytes, and whoever can reach
-                # the socket can run commands as us on the host.
-                self._dir = tempfile.mkdtemp(prefix="auditor-ssh-", dir="/tmp")
+                # the socket can run commands as us on the host. It names its owner, so that
+                # the next cycle reaps it if this process is killed.
+                self._dir = str(tempdirs.make("auditor-ssh-", tempdirs.socket_root()))
                 os.chmod(self._dir, 0o700)
             return self._dir
 
@@ -191,7 +197,10 @@ class Connections:
             return self._host_locks.setdefault(name, threading.Lock())
 
     def control_path(self, host: HostConfig) -> str:
-        return os.path.join(self._control_dir(), re.sub(r"[^A-Za-z0-9._-]", "_", host.name)[:40])
+        # Short: the name's first letters and a digest of it (names may share a prefix).
+        digest = hashlib.sha256(host.name.encode()).hexdigest()[:5]
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", host.name)[:6]
+        return os.path.join(self._control_dir(), f"{name}-{digest}")
 
     def ensure(self, host: HostConfig) -> str | None:
         """The control socket of a live master connection to ``host`` (opened if needed), or
@@ -241,7 +250,9 @@ class Connections:
             host.ssh or "",
         ]
         # -f puts the master in the background once it is connected; it keeps stderr, so
-        # stderr goes to a file, not to a pipe whose end would never come.
+        # stderr goes to a file, not to a pipe whose end would never come. It runs in the
+        # socket's directory (ssh -f keeps its working directory): a reaper that finds the
+        # directory orphaned finds the master by it.
         with tempfile.TemporaryFile() as err:
             try:
                 done = subprocess.run(
@@ -251,6 +262,7 @@ class Connections:
                     stderr=err,
                     timeout=host.connect_timeout + 30,
                     start_new_session=True,
+                    cwd=os.path.dirname(control),
                 )
                 status: int | None = done.returncode
             except subprocess.TimeoutExpired:

@@ -31,9 +31,10 @@ from auditor.config.tables import HostConfig, StackConfig
 from auditor.stacks import payload as worker_payload
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.transport import CONNECTIONS, HostError, explain, remote_argv
-from auditor.worker import protocol
+from auditor.worker import files, protocol
 from auditor.worker.bootstrap import SOURCE
 from auditor.worker.fingerprint import WORKER_SET_ENV
+from auditor.worker.remote_boot import LAUNCH as REMOTE_LAUNCH
 from auditor.worker.remote_boot import SOURCE as REMOTE_SOURCE
 
 PACKAGE_DIR = Path(auditor.__file__).resolve().parent
@@ -49,8 +50,9 @@ def _package_dir(name: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
-def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """The packages a worker may import, as (module name, directory), parents first.
+def worker_packages(modules: Iterable[str] = ()) -> worker_payload.Packages:
+    """The packages a worker may import, as (module name, directory), parents first, and
+    ``modules`` as the entries a remote payload's files are found from (stacks/payload.py).
 
     Always the worker package, the built-in probes, plugins and fingerprint collectors; for
     each module given that lives elsewhere (a plugin's probe or collector, a test's), its
@@ -58,6 +60,7 @@ def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
     so only the modules themselves must be Python 3.7 compatible. A module outside any
     package is skipped: the worker will report it as not importable when it is needed.
     """
+    modules = list(modules)
     plugins_dir = _package_dir("auditor.plugins")
     packages = [
         ("auditor", str(PACKAGE_DIR)),
@@ -79,7 +82,7 @@ def worker_packages(modules: Iterable[str] = ()) -> list[tuple[str, str]]:
             # fails for the probe or collector that needs it, with ImportError, and only for it.
             continue
         packages.append((top, str(Path(list(spec.submodule_search_locations)[0]).resolve())))
-    return packages
+    return worker_payload.Packages(packages, modules)
 
 
 class WorkerError(Exception):
@@ -136,10 +139,13 @@ class StackWorker:
         packages: list[tuple[str, str]] | None = None,
         runtime_class: str | None = None,
         host: HostConfig | None = None,
+        file_limits: files.Limits = files.DEFAULT_LIMITS,
     ):
-        """``host``: the stack's ``[hosts.NAME]`` (None for a stack on this machine)."""
+        """``host``: the stack's ``[hosts.NAME]`` (None for a stack on this machine);
+        ``file_limits``: how a model file sent to a remote worker is read (``[files]``)."""
         self.stack = stack
         self.host = host
+        self.file_limits = file_limits
         self.runtime_class = runtime_class
         self.packages = packages if packages is not None else worker_packages()
         self.start_timeout = start_timeout
@@ -240,16 +246,17 @@ class StackWorker:
         env = {"GLOG_v": "2", "GLOG_logtostderr": "1", **self.stack.env}
         # What the auditor added is not the stack's environment: the fingerprint leaves it out.
         env[WORKER_SET_ENV] = ",".join(k for k in ("GLOG_v", "GLOG_logtostderr") if k not in self.stack.env)
+        # The environment (secrets included) goes on stdin, never on the command line: there
+        # `ps` would show it to every user of both machines (auditor.worker.remote_boot).
         words = [
             "env",
             "-u",
             "PYTHONPATH",
             "-u",
             "PYTHONHOME",
-            *(f"{k}={v}" for k, v in env.items()),
             self.stack.python,
             "-c",
-            REMOTE_SOURCE,
+            REMOTE_LAUNCH,
             json.dumps(spec),
         ]
         argv = remote_argv(self.host, words, control)
@@ -264,10 +271,13 @@ class StackWorker:
         self._reader.start()
         sent = threading.Event()
 
+        frames = (json.dumps(env).encode("utf-8"), REMOTE_SOURCE.encode("utf-8"), code.data)
+
         def send() -> None:
             assert self.proc is not None and self.proc.stdin is not None
             with contextlib.suppress(OSError, ValueError):
-                self.proc.stdin.write(len(code.data).to_bytes(8, "big") + code.data)
+                for data in frames:
+                    self.proc.stdin.write(len(data).to_bytes(8, "big") + data)
                 self.proc.stdin.flush()
                 sent.set()
 
@@ -394,7 +404,10 @@ class StackWorker:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         if op == "load" and self.is_remote and "mindir" not in payload:
             # The MindIR is a file on this machine; the worker writes it into its directory.
-            payload["mindir"] = Path(payload["path"]).read_bytes()
+            try:
+                payload["mindir"] = files.read_bytes(payload["path"], self.file_limits)
+            except files.FileProblem as exc:
+                raise WorkerError(self.stack.name, op, "error", str(exc)) from None
         try:
             self.proc.stdin.write(protocol.encode(dict(payload, op=op)))
             self.proc.stdin.flush()

@@ -8,14 +8,16 @@ Lite's real load error, for example) is returned with the answer, and the audito
 read it if the worker dies or hangs mid-request.
 """
 
+import importlib
 import os
+import re
 import sys
 import time
 import traceback
 
 import numpy as np
 
-from auditor.worker import fingerprint, protocol
+from auditor.worker import fingerprint, protocol, train_network
 from auditor.worker.runtimes import RuntimeFailure, make_runtime
 
 LOG_LIMIT = 64 * 1024
@@ -62,6 +64,9 @@ class Worker(object):
         if op == "echo":
             # Sends the payload back untouched: checks the protocol against this interpreter's numpy.
             return {"value": request.get("value")}
+        if op == "import":
+            # auditor plugins --check: does each module of a plugin's stack side import here?
+            return {"results": [import_check(name) for name in request.get("modules") or []]}
         if op == "fingerprint":
             # Reads files and runs npu-smi only: needs no runtime.
             return fingerprint.collect(request.get("collectors") or [], request.get("context") or {})
@@ -83,6 +88,26 @@ class Worker(object):
                     f.write(request["mindir"])
             self.runtime.load(request["model"], path)
             return {}
+        if op == "network":
+            # A model probe's reference: the user's training network, built by its factory.
+            checkpoint = request.get("checkpoint") or ""
+            if request.get("checkpoint_data") is not None:
+                # A worker on another host: the checkpoint travels with the request.
+                checkpoint = os.path.join(
+                    self.spec["workdir"], os.path.basename(checkpoint) or "network.ckpt"
+                )
+                with open(checkpoint, "wb") as f:
+                    f.write(request["checkpoint_data"])
+            return train_network.build(
+                self.runtime, request["model"], request["factory"], request.get("kwargs") or {}, checkpoint
+            )
+        if op == "convert":
+            return self.convert(request)
+        if op == "signature":
+            signature = getattr(self.runtime, "signature", None)
+            if signature is None:
+                raise RuntimeFailure("the %s runtime does not list a model's inputs" % self.spec["runtime"])
+            return {"inputs": signature(request["model"])}
         if op == "run":
             return {"outputs": self.runtime.run(request["model"], request["inputs"])}
         if op == "time":
@@ -95,6 +120,28 @@ class Worker(object):
                 )
             }
         raise RuntimeFailure("unknown request %r" % (op,))
+
+    def convert(self, request):
+        """The runtime's model converter (MindSpore Lite's) on the MindIR sent with the request
+        (``mindir``) or on a file of this host (``path``), with ``options`` and the converter
+        config file's text (``config``)."""
+        convert = getattr(self.runtime, "convert", None)
+        if convert is None:
+            raise RuntimeFailure("the %s runtime has no model converter" % self.spec["runtime"])
+        # "-out": the converter appends .ms or .mindir, unless the name already ends with it
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", request["model"])
+        base = os.path.join(self.workdir, "convert-%s-out" % name)
+        source = request.get("path")
+        if request.get("mindir") is not None:
+            source = base + ".source.mindir"
+            with open(source, "wb") as f:
+                f.write(request["mindir"])
+        config = None
+        if request.get("config") is not None:
+            config = base + ".cfg"
+            with open(config, "w") as f:
+                f.write(request["config"])
+        return convert(source, base, request.get("options") or {}, config)
 
     def hello(self):
         if self.runtime is None:
@@ -114,6 +161,23 @@ class Worker(object):
             "workdir": self.spec.get("workdir"),
             "remote": self.spec.get("remote"),
         }
+
+
+def import_check(name):
+    """Import module ``name``; what failed, with the file and line where it failed."""
+    entry = {"module": name, "error": None, "file": None, "line": None}
+    try:
+        importlib.import_module(name)
+    except SyntaxError as exc:
+        entry.update(error="SyntaxError: %s" % exc.msg, file=exc.filename, line=exc.lineno)
+    except BaseException as exc:  # a plugin's import may raise anything
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        frames = traceback.extract_tb(sys.exc_info()[2])
+        if frames:
+            entry.update(file=frames[-1].filename, line=frames[-1].lineno)
+        entry["error"] = "%s: %s" % (type(exc).__name__, exc)
+    return entry
 
 
 def serve(spec):

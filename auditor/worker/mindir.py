@@ -18,7 +18,9 @@ Field numbers used (mind_ir.proto):
   ModelProto     1 ir_version, 2 producer_name, 3 producer_version, 5 model_version,
                  7 graph, 8 functions, 10 little_endian, 12 primitives, 13 mind_ir_version
   GraphProto     1 node, 2 name, 3 parameter, 5 input, 6 output
-  NodeProto      4 op_type ("REF::<primitive name>" since MindSpore 2.0, else the type itself)
+  NodeProto      4 op_type ("REF::<primitive name>" since MindSpore 2.0, else the type itself),
+                 5 attribute (the one named "shape" holds the node's output tensor: its dtype)
+  AttributeProto 1 name, 12 tensors
   PrimitiveProto 1 name, 2 op_type
   ValueInfoProto 1 name, 2 tensor
   TensorProto    1 dims, 2 data_type, 7 name, 9 raw_data, 12 external_data
@@ -38,6 +40,7 @@ from auditor.worker.wire import (
     packed_ints,
     signed,
     text,
+    varint,
 )
 
 _STRING_FIELDS = {1: "ir_version", 2: "producer_name", 3: "producer_version", 5: "model_version"}
@@ -105,6 +108,12 @@ class MindIRInfo:
     inputs: tuple[TensorInfo, ...] | None = None
     outputs: tuple[TensorInfo, ...] | None = None
     """The graph's declared outputs that are tensors (a tuple output declares none)."""
+    compute_dtypes: tuple[str, ...] | None = None
+    """The float dtypes the graph's computing nodes produce (casts, loads, constants and tuples
+    left out): ("float16",) for a network that casts to fp16 before its layers, whatever
+    dtype its inputs and outputs have."""
+    float16_ops: tuple[str, ...] | None = None
+    """The operator types that compute in float16 (empty when none does)."""
     graph_note: str = ""
 
     def describe(self) -> str:
@@ -161,6 +170,26 @@ class _Graph:
     parameters: list[TensorInfo]
     inputs: list[TensorInfo]
     outputs: list[TensorInfo] = field(default_factory=list)
+    node_dtypes: list[tuple[str, str]] = field(default_factory=list)
+    """(op_type as written, the dtype of its output) of every node that declares one."""
+
+
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+_NOT_COMPUTING = frozenset(
+    {"Cast", "Load", "Constant", "MakeTuple", "TupleGetItem", "Depend", "UpdateState", "Return", "make_tuple"}
+)
+"""Nodes that move or relabel values: a network "computes in fp16" when its other nodes do."""
+
+
+def _node_dtype(attribute: memoryview, budget: Budget) -> str | None:
+    """The dtype of a node's "shape" attribute (its output tensor), None for other attributes."""
+    name, dtype = "", None
+    for n, _, v in fields(attribute, 0, len(attribute), budget):
+        if n == 1:
+            name = text(v, "attribute name")
+        elif n == 12 and dtype is None:
+            dtype = _tensor(message(v, "attribute tensor"), budget).dtype
+    return dtype if name == "shape" else None
 
 
 def _graph(chunk: memoryview, budget: Budget, with_io: bool) -> _Graph:
@@ -170,9 +199,15 @@ def _graph(chunk: memoryview, budget: Budget, with_io: bool) -> _Graph:
             g.name = text(value, "graph name")
         elif number == 1:
             node = message(value, "graph node")
+            op_type, dtype = None, None
             for n, _, v in fields(node, 0, len(node), budget):
                 if n == 4:
-                    g.op_types.append(text(v, "node op_type"))
+                    op_type = text(v, "node op_type")
+                    g.op_types.append(op_type)
+                elif n == 5 and dtype is None and isinstance(v, memoryview):
+                    dtype = _node_dtype(v, budget)
+            if op_type is not None and dtype is not None:
+                g.node_dtypes.append((op_type, dtype))
         elif number == 3:
             g.parameters.append(_tensor(message(value, "graph parameter"), budget))
         elif number == 5 and with_io:
@@ -274,6 +309,39 @@ def read_info(data: bytes) -> MindIRInfo:
     return MindIRInfo(digest, len(data), True, **found, **summary)  # type: ignore[arg-type]
 
 
+def canonical_sha256(data: bytes) -> str | None:
+    """A digest of a MindIR that does not depend on the order of its top-level ``primitives``
+    (field 12): MindSpore Lite's converter writes them in a different order each time (the same
+    conversion twice gives other bytes, measured). None when ``data`` is not a MindIR's wire
+    format."""
+    view = memoryview(data)
+    parts: list[bytes] = []
+    primitives: list[bytes] = []
+    try:
+        pos = 0
+        for number, wire, _value in fields(view, 0, len(view), Budget(MAX_FIELDS)):
+            start, pos = pos, _next_field(view, pos)
+            (primitives if number == 12 and wire == 2 else parts).append(bytes(view[start:pos]))
+    except WireError:
+        return None
+    h = hashlib.sha256()
+    for chunk in parts + sorted(primitives):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _next_field(data: memoryview, pos: int) -> int:
+    """Where the top-level field starting at ``pos`` ends (already checked by ``fields``)."""
+    key, pos = varint(data, pos, len(data))
+    wire = key & 7
+    if wire == 0:
+        return varint(data, pos, len(data))[1]
+    if wire in (1, 5):
+        return pos + (8 if wire == 1 else 4)
+    length, pos = varint(data, pos, len(data))
+    return pos + length
+
+
 def _summary(
     graph: memoryview,
     functions: list[memoryview],
@@ -298,6 +366,11 @@ def _summary(
     distinct = sorted({_resolve(t, refs) for t in op_types})
     if len(distinct) > MAX_OP_TYPES:
         raise BudgetExceeded(f"more than {MAX_OP_TYPES} distinct operator types")
+    computing = [
+        (op, dtype)
+        for op, dtype in ((_resolve(t, refs), d) for t, d in main.node_dtypes)
+        if op not in _NOT_COMPUTING and dtype in _FLOATS
+    ]
     counts = [_elements(p.shape) for p in main.parameters]
     return {
         "op_types": tuple(distinct),
@@ -308,4 +381,6 @@ def _summary(
         "parameters": tuple(main.parameters),
         "inputs": tuple(main.inputs),
         "outputs": tuple(main.outputs),
+        "compute_dtypes": tuple(sorted({d for _, d in computing})),
+        "float16_ops": tuple(sorted({op for op, d in computing if d == "float16"})),
     }

@@ -1,8 +1,19 @@
-"""The first lines a stack interpreter runs on another host (passed with ``-c``).
+"""The first lines a stack interpreter runs on another host.
 
-Nothing is installed there: the auditor sends the worker code as one zip on stdin, ahead
-of the protocol stream (8-byte big-endian length, then the bytes, checked against the
-digest in the spec). This code
+Nothing is installed there, and nothing secret travels on a command line (where ``ps``
+shows it to every user of both machines for the worker's whole life). The command line is
+``env -u PYTHONPATH -u PYTHONHOME PYTHON -c LAUNCH SPEC`` (the spec: runtime, device,
+package names, the payload's digest). Everything else comes on stdin, ahead of the protocol
+stream, each as an 8-byte big-endian length and the bytes:
+
+1. the stack's environment (``[stacks.X] env``, JSON): ``LAUNCH`` reads it and the next
+   frame, then ``exec``s the interpreter again with that environment, so that what is read
+   only at process start (``LD_LIBRARY_PATH``, ``PYTHON*``) takes effect, and ``SOURCE`` on
+   its command line;
+2. ``SOURCE`` itself;
+3. the worker code as one zip, checked against the digest in the spec.
+
+``SOURCE``
 
 - removes the temporary directories that crashed workers of this user left behind
   (``auditor-w-<pid>-*`` whose pid is gone), then makes its own, mode 0700;
@@ -16,6 +27,28 @@ digest in the spec). This code
 
 Python 3.7 compatible, standard library only.
 """
+
+LAUNCH = r"""
+import json, os, struct, sys
+def read_exact(n):
+    chunks = []
+    while n:
+        chunk = os.read(0, min(n, 1 << 20))
+        if not chunk:
+            sys.stderr.write("auditor worker: connection closed while receiving the environment\n")
+            sys.exit(3)
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+def frame():
+    return read_exact(struct.unpack(">Q", read_exact(8))[0])
+env = dict(os.environ)
+env.update(json.loads(frame().decode("utf-8")))
+source = frame().decode("utf-8")
+os.execve(sys.executable, [sys.executable, "-c", source, sys.argv[1]], env)
+"""
+"""Run with ``-c``: take the environment and ``SOURCE`` from stdin (reading exactly their
+frames, so the zip after them stays in the pipe for ``SOURCE``), then become ``SOURCE``."""
 
 SOURCE = r"""
 import hashlib, io, json, os, select, shutil, signal, struct, sys, tempfile, types, zipfile

@@ -9,14 +9,30 @@ import re
 
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "KEY", "CREDENTIAL")
 REDACTED = "<redacted>"
-_URL_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]*@")
+_WORD = "(?:token|secret|password|passwd|auth|key|credential)"
+# Bounded repeats and a start that cannot be inside a word: linear time on any text.
+_URL_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)[^/@\s:]+:[^/@\s]*@")
 _LEADING_USERINFO = re.compile(r"^[^/@\s:=]+:[^/@\s]+@(?=[^\s@]+$)")
-_SECRET_PARAM = re.compile(
-    r"(?i)([?&;][^=&;?\s]*(?:token|secret|password|passwd|auth|key|credential)[^=&;?\s]*=)[^&;\s]*"
+# "?password=x", "&sslpassword=x", ";token=x": a URL's query parameters (libpq takes any of its
+# connection keywords there, password and sslpassword included).
+# A value never ends with the punctuation of the sentence around it ("...?password=x: refused").
+_VALUE = r"(?:[^&;\s]*[^&;\s:,.)'\"])?"
+_SECRET_PARAM = re.compile(r"(?i)([?&;][^=&;?\s]{0,63}" + _WORD + r"[^=&;?\s]{0,63}=)" + _VALUE)
+# "MS_API_TOKEN=x", "password = 'x'" in text (an env assignment, a libpq keyword/value string).
+_SECRET_ASSIGN = re.compile(
+    r"(?i)(?<![\w.?&;/-])((?:[a-z_][a-z0-9_]{0,63})?"
+    + _WORD
+    + r"[a-z0-9_]{0,63}[ \t]*=[ \t]*)(\"[^\"]*\"|'[^']*'|[^\s\"',;&)]*[^\s\"',;&):.])"
+)
+# "'MS_API_TOKEN': 'x'", "\"password\": \"x\"" (a mapping printed as Python or JSON).
+_SECRET_ITEM = re.compile(
+    r"(?i)(([\"'])[a-z0-9_.-]{0,63}"
+    + _WORD
+    + r"[a-z0-9_.-]{0,63}\2[ \t]*:[ \t]*)(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
 )
 # "--password=x", "--api-key x", "-auth-token=x" inside an option string (e.g. MS_*_OPTIONS).
 _SECRET_OPTION = re.compile(
-    r"(?i)((?:^|\s)--?[a-z0-9_.-]*(?:token|secret|password|passwd|auth|key|credential)[a-z0-9_.-]*)"
+    r"(?i)((?:^|\s)--?[a-z0-9_.-]{0,63}" + _WORD + r"[a-z0-9_.-]{0,63})"
     r"(=|\s+)(?!-)(\"[^\"]*\"|'[^']*'|\S+)"
 )
 
@@ -38,6 +54,20 @@ def redact_value(value, patterns=()):
     for pattern in patterns:
         value = re.sub(pattern, REDACTED, value)
     return value
+
+
+def redact_text(text, marker=REDACTED, patterns=()):
+    """Free text (a message, a log line, an error from a driver) with every credential this
+    module recognises replaced by ``marker``: a URL's password and secret query parameters,
+    secret-named assignments and mapping items, secret command-line options."""
+    text = _URL_USERINFO.sub(lambda m: m.group(0).rsplit(":", 1)[0] + ":" + marker + "@", text)
+    text = _SECRET_PARAM.sub(lambda m: m.group(1) + marker, text)
+    text = _SECRET_ASSIGN.sub(lambda m: m.group(1) + marker, text)
+    text = _SECRET_ITEM.sub(lambda m: m.group(1) + m.group(2) + marker + m.group(2), text)
+    text = _SECRET_OPTION.sub(lambda m: m.group(1) + m.group(2) + marker, text)
+    for pattern in patterns:
+        text = re.sub(pattern, marker, text)
+    return text
 
 
 def redact(name, value, names=(), values=()):

@@ -13,15 +13,19 @@ section is empty (and left out of the stack's fingerprint by the auditor).
 import glob
 import os
 
+from auditor.worker import files
 from auditor.worker.mindir import read_info
 
 NAME = "models"
-MAX_BYTES = 512 * 1024 * 1024
 
 
 def collect(context):
     patterns = list(context.get("models") or [])
-    files, unknown = {}, {}
+    limits = files.Limits(
+        int(context.get("file_max_bytes") or files.DEFAULT_LIMITS.max_bytes),
+        float(context.get("file_timeout") or files.DEFAULT_LIMITS.timeout),
+    )
+    found, unknown = {}, {}
     for pattern in patterns:
         if glob.has_magic(pattern):
             matched = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
@@ -30,32 +34,23 @@ def collect(context):
         else:
             matched = [pattern]
         for path in matched:
-            if path in files:
+            if path in found:
                 continue
-            entry = describe(path)
+            entry = describe(path, limits)
             if "error" in entry:
                 unknown[path] = entry["error"]
             else:
-                files[path] = entry
-    return {"patterns": patterns, "files": files, "unknown": unknown}
+                found[path] = entry
+    return {"patterns": patterns, "files": found, "unknown": unknown}
 
 
-def describe(path):
-    """One file's entry, or ``{"error": why}``."""
+def describe(path, limits=files.DEFAULT_LIMITS):
+    """One file's entry, or ``{"error": why}`` (auditor.worker.files: not a regular file,
+    larger than ``[files] max_size_mb``, unreadable, or not read within its deadline)."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            return {"error": "%s: %d bytes, more than the %d this collector reads" % (path, size, MAX_BYTES)}
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return {"error": "%s: no such file" % path}
-    except IsADirectoryError:
-        return {"error": "%s: is a directory" % path}
-    except PermissionError:
-        return {"error": "%s: not readable (permission denied)" % path}
-    except OSError as exc:
-        return {"error": "%s: %s" % (path, exc.strerror or exc)}
+        data = files.read_bytes(path, limits)
+    except files.FileProblem as exc:
+        return {"error": str(exc)}
     info = read_info(data)
     entry = {
         "size": info.size,

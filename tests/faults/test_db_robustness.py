@@ -73,6 +73,21 @@ def corrupt_page(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def corrupt_index(path: Path) -> None:
+    """A key of the runs' start-time index rewritten in place: every page is sound (SQLite's
+    quick_check says ok), but the index no longer matches its table."""
+    conn = sqlite3.connect(path)
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'ix_runs_started_at'").fetchone()[0]
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    at = data.index(b"2026-01-01 00:15", (root - 1) * page, root * page)
+    data[at : at + 4] = b"2099"
+    path.write_bytes(bytes(data))
+    with contextlib.closing(sqlite3.connect(path)) as check:
+        assert check.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+
+
 def dropped_table(path: Path) -> None:
     _sql(path, "PRAGMA foreign_keys=OFF", "DROP TABLE findings")
 
@@ -96,6 +111,7 @@ def _sql(path: Path, *statements: str) -> None:
 DAMAGES = {
     "not-sqlite": (not_sqlite, "file is not a database"),
     "corrupt-page": (corrupt_page, "damaged"),
+    "corrupt-index": (corrupt_index, "an index is damaged (SQLite integrity_check: row 2 missing from index"),
     "dropped-table": (dropped_table, "table missing: findings"),
     "bad-timestamp": (bad_timestamp, "unreadable timestamp in started_at"),
     "bad-json": (bad_json, "unreadable JSON in document"),
@@ -139,6 +155,31 @@ def test_audit_refuses_a_damaged_database_before_any_worker_starts(base_db, tmp_
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert words in err
     assert not (tmp_path / "cycle-started").exists()
+
+
+@pytest.mark.parametrize(
+    ("damage", "remedy"), [("corrupt-index", "'REINDEX'"), ("corrupt-page", "restore"), ("bad-json", "")]
+)
+def test_db_check_names_the_damage_and_the_remedy_and_the_audit_writes_nothing(
+    base_db, tmp_path, config, damage, remedy
+):
+    db = tmp_path / "h.db"
+    shutil.copy(base_db, db)
+    DAMAGES[damage][0](db)
+    before = db.read_bytes()
+    code, out, err = run_main("--db", str(db), "db", "check")
+    assert code == 1 and "Traceback" not in err and DAMAGES[damage][1] in out, (out, err)
+    assert remedy in out if remedy else "remedy" not in out
+    code, _, err = run_main("--config", str(config), "--db", str(db), "audit")
+    assert code == 2 and "nothing was written" in err and (remedy in err), err
+    # Not a page changed (opening it may switch the header's journal mode to WAL), no WAL written.
+    assert db.read_bytes()[100:] == before[100:]
+    wal = db.with_name(db.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    if damage == "corrupt-index":  # the remedy works
+        subprocess.run(["sqlite3", str(db), "REINDEX"], check=True)
+        code, out, _ = run_main("--db", str(db), "db", "check")
+        assert code == 0 and out.rstrip().endswith("ok"), out
 
 
 def test_audit_on_a_healthy_database_does_start_the_cycle(base_db, tmp_path, config):

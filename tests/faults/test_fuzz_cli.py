@@ -91,6 +91,11 @@ COMMANDS = st.one_of(
         st.just([]),
     ),
     st.tuples(st.just(["runs"]), st.just([]), st.lists(st.tuples(st.just("--limit"), INTS), max_size=1)),
+    st.tuples(
+        st.just(["db", "prune", "--dry-run"]),
+        st.just([]),
+        st.lists(st.tuples(st.just("--keep-days"), INTS), max_size=1),
+    ),
     st.tuples(st.just(["alerts"]), st.just([]), st.lists(st.tuples(st.just("--limit"), INTS), max_size=1)),
     st.tuples(
         st.just(["drift"]),

@@ -5,6 +5,7 @@ once, and what happens when the database is not there."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import textwrap
@@ -259,6 +260,36 @@ def test_a_half_published_set_is_never_consumed(db_url):
         assert pub is not None and pub.items[0].mindir == b"complete"
     finally:
         store.close()
+
+
+def test_the_publications_command_lists_what_is_in_the_database(db_url):
+    """`auditor publications`: newest first, each with its stack, auditor, run, age and the
+    digest of every export; an incomplete one is marked; --stack, --complete and --json."""
+    store = Store.open(db_url, "trainer")
+    try:
+        first = _published(store, b"mindir-one")
+        _published(store, b"mindir-two", stack="ms210")
+        half = _published(store, b"half", complete=False)
+    finally:
+        store.close()
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["--db", db_url, "publications"])
+    assert listed.exit_code == 0, listed.output + listed.stderr
+    lines = listed.stdout.splitlines()
+    assert (
+        lines[1].startswith("  publication ")
+        and "of ms20 by trainer" in lines[1]
+        and "INCOMPLETE" in lines[1]
+    )
+    assert f"of ms20 by trainer (run {first}, " in listed.stdout and " old): 1 export" in listed.stdout
+    one = hashlib.sha256(b"mindir-one").hexdigest()
+    assert f"      ppo_policy [fp32]  MindIR sha256 {one[:16]}" in lines
+    doc = json.loads(runner.invoke(cli, ["--db", db_url, "publications", "--stack", "ms20", "--json"]).stdout)
+    assert [(p["run_id"], p["completed_at"] is None) for p in doc] == [(half, True), (first, False)]
+    assert doc[1]["items"] == [{"probe": "ppo_policy", "variant": "fp32", "mindir_sha256": one}]
+    assert doc[1]["age_seconds"] >= 0
+    complete = json.loads(runner.invoke(cli, ["--db", db_url, "publications", "--complete", "--json"]).stdout)
+    assert {p["stack"] for p in complete} == {"ms20", "ms210"} and all(p["completed_at"] for p in complete)
 
 
 def test_publications_are_pruned_with_their_runs(db_url):

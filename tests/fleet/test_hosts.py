@@ -171,12 +171,16 @@ def test_other_statuses() -> None:
 
 
 def test_payload_is_deterministic_cached_and_holds_the_worker_code() -> None:
-    packages = worker_packages()
+    packages = worker_packages(["auditor.probes.ppo_policy", "auditor.plugins.collectors.models"])
     first = payload.build(packages)
     assert payload.build(packages) is first  # cached while no file changes
     names = zipfile.ZipFile(io.BytesIO(first.data)).namelist()
-    assert "auditor/worker/main.py" in names and "auditor/worker/remote_boot.py" in names
-    assert "auditor/probes/ppo_policy.py" in names and "auditor/plugins/collectors/host.py" in names
+    assert "auditor/worker/main.py" in names and "auditor/worker/runtimes.py" in names
+    assert "auditor/probes/ppo_policy.py" in names and "auditor/plugins/collectors/models.py" in names
+    # what the entries import, and nothing else: the MindIR reader because the models collector
+    # reads with it; not the other collectors, not the auditor's 3.11-only plugins
+    assert "auditor/worker/mindir.py" in names and "auditor/plugins/collectors/host.py" not in names
+    assert not any(n.startswith("auditor/plugins/default_") or n.endswith("remote_boot.py") for n in names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert len(set(names)) == len(names)
     payload._cache.clear()

@@ -543,3 +543,49 @@ def test_moved_stack_is_a_fingerprint_change_and_history_filters_by_host(hosts, 
     assert "no host 'hostZ' in the history" in nowhere.stderr
     report = _cli("--config", str(there), "--db", str(db), "audit")
     assert "on hostA" in report.stdout and "on local" in report.stdout
+
+
+def test_a_training_network_on_a_remote_train_stack_gets_its_package_with_the_worker(
+    hosts, default_doc, tmp_path
+):
+    """[models.NAME] train on a stack behind ssh: the factory's package (found through
+    train.path here) travels in the worker's payload, nothing installed there; the reference
+    is the same as the one a local train stack builds."""
+    from tests.conftest import REPO
+    from tests.user_models import export_policies
+
+    (a, tree_a), (_, tree_b) = hosts["hostA"], hosts["hostB"]
+    fixtures = REPO / "tests" / "model_fixtures"
+    export_policies("ms20", tmp_path, ("elu_gauss",))
+    before = _remote_dirs()
+    doc = copy.deepcopy(default_doc)
+    network = {
+        "factory": "mypolicy.nets:build_actor",
+        "checkpoint": str(tmp_path / "elu_gauss.ckpt"),
+        "path": str(fixtures),
+        "kwargs": {"kind": "elu_gauss"},
+    }
+    doc["models"] = {
+        where: {
+            "path": str(tmp_path / "elu_gauss.mindir"),
+            "stacks": ["lite20"],
+            "train": {**network, "stack": stack},
+        }
+        for where, stack in (("remote", "ms20"), ("here", "ms20-here"))
+    }
+    config = _config(
+        doc,
+        {
+            "ms20": _stack("ms20", "mindspore", "train", tree_a, "hostA"),
+            "ms20-here": _stack("ms20", "mindspore", "train", tree_a),
+            "lite20": _stack("lite20", "mindspore-lite", "infer", tree_b),
+        },
+        {"hostA": a.host_table()},
+        [],
+    )
+    result = Cycle(config, _probes()).run()
+    remote, here = (next(r for r in result.results if r.probe == name) for name in ("remote", "here"))
+    assert remote.status == here.status == CONSISTENT, (remote.message, here.message)
+    assert remote.train == "ms20" and result.stacks["ms20"].fingerprint["connection"]["transport"] == "ssh"
+    assert _metrics(remote) == _metrics(here)  # the same network, weights and inputs on either host
+    _no_leftovers(before)

@@ -27,6 +27,12 @@ VARIANTS = {
 }
 NAN_PROPAGATES = ("mean", "action")
 INPUT_CLASSES = ("sweep", "nan-inf")
+# No float64 reference on purpose: its NaN/Inf hazards are judged the way a plugin probe
+# without one is (any finite value out of a non-finite input).
+
+
+def computed_from(params):
+    return {"action": ("mean",)}
 
 
 def invariants(params):

@@ -17,7 +17,14 @@ BENCHES = {
     "history_queries.py": ("trend: latest 200 points of every series", "trend: latency p50", "sqlite3 ms"),
     "daemon_memory.py": ("VmRSS MB", "idle RSS after the last cycle"),
     "check_vs_cycle.py": ("of cycle", "auditor audit (full cycle)"),
+    "gate_matrix.py": ("runtime did", "OK given by `check` to a file the runtime cannot run:"),
     "remote_hosts.py": ("Remote overhead", "over loopback ssh", "Fleet scaling"),
+    "telemetry_cost.py": ("telemetry sample of 8 NPUs", "telemetry share of the cycle"),
+    "telemetry_queries.py": (
+        "newest 200 points of every series",
+        "worst value of every series",
+        "sqlite3 ms",
+    ),
 }
 NOT_QUICK = {
     "bench_config.py": "helpers of the benches, not a bench",

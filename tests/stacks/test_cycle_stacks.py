@@ -50,8 +50,11 @@ def default_run(stacks, tmp_path_factory):
 def test_default_cycle_covers_every_pair_and_exits_1(default_run):
     proc, doc, by_pair, _ = default_run
     assert set(by_pair) == {"ms210->ms210-graph", "ms210->lite20", "ms20->lite20", "ms20->ms210-graph"}
-    # ms210 -> lite20 can never load, so the cycle as a whole must not say "consistent".
-    assert doc["outcome"] == INCOMPATIBLE
+    # ms210 -> lite20 can never load, so the cycle as a whole must not say "consistent"; and
+    # lite20's fp16 outputs break the policy's invariants (std = 0), which are errors: the
+    # outcome is the worst of everything the report holds, with the count of every status.
+    assert doc["statuses"][INCOMPATIBLE] >= 1 and doc["statuses"][ERROR] >= 1
+    assert doc["outcome"] == ERROR
     assert proc.returncode == 1 == doc["exit_code"]
 
 
@@ -112,10 +115,12 @@ def test_text_report_is_readable(stacks, tmp_path):
     proc = _auditor("--config", str(DEFAULT_CONFIG), "--db", str(tmp_path / "h.db"), "audit")
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
-    for line in ("ms210 → ms210-graph", "ms20 → lite20", "Findings", "Outcome: INCOMPATIBLE"):
+    for line in ("ms210 → ms210-graph", "ms20 → lite20", "Findings", "Outcome: ERROR ("):
         assert line in out
     assert "INCOMPATIBLE: 8 probe variants [1]" in out  # one line for the pair, the cause once
     assert " ".join(out.split()).count("cannot load the MindIR exported by ms210 (MindSpore 2.10.0)") == 1
+    outcome = out.rstrip().splitlines()[-1]
+    assert " incompatible, " in outcome and " error); exit status 1" in outcome
 
 
 def test_run_is_stored_complete_in_long_format(default_run):
@@ -123,13 +128,15 @@ def test_run_is_stored_complete_in_long_format(default_run):
     store = Store.open(f"sqlite:///{db}")
     with Session(store.engine) as s:
         run = s.get(m.Run, doc["run_id"])
-        assert run.status == "complete" and run.outcome == INCOMPATIBLE
+        assert run.status == "complete" and run.outcome == doc["outcome"] == ERROR
         # One row per probe result (rollouts add rows of their own), and per result one metric
-        # row per output and element-wise metric plus one per comparator check.
+        # row per output and element-wise metric plus one per comparator check, and the serving
+        # side's throughput per batch timed (and the saturation batch of a sweep).
         rows = {(r.pair, r.probe, r.variant): r for r in s.scalars(select(m.ProbeResultRow))}
         for r in doc["results"]:
             row = rows[(r["pair"], r["probe"], r["variant"])]
-            assert len(row.metrics) == len(r["outputs"]) * len(METRIC_NAMES) + len(r["checks"])
+            served = len(r["throughput"]) + (r["saturation_batch"] is not None)
+            assert len(row.metrics) == len(r["outputs"]) * len(METRIC_NAMES) + len(r["checks"]) + served
         lite = s.scalars(
             select(m.MetricRow)
             .join(m.ProbeResultRow)

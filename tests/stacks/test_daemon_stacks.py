@@ -29,7 +29,7 @@ from tests.conftest import REPO, stack_python, worker_pids
 
 pytestmark = pytest.mark.stacks
 
-KEY = "ms20->lite20/ppo_policy/fp32/drift"
+KEY = "ms20->lite20/ppo_policy/drift/mean+std+logp+action"  # the cause: what drifts
 
 
 def config_text(tmp: Path, tolerance: float, interval: str = "2") -> str:

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from auditor.cli.main import cli
 from auditor.compare.golden import read_golden
-from tests.conftest import DEFAULT_CONFIG
-from tests.user_models import export_user_policy
+from tests.conftest import DEFAULT_CONFIG, REPO
+from tests.user_models import export_policies, export_user_policy
 
 pytestmark = pytest.mark.stacks
 
@@ -40,9 +40,35 @@ def setup(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     export_user_policy("ms210", d / "ms210.mindir", batch=8)
     (d / "cut.mindir").write_bytes((d / "b8.mindir").read_bytes()[:2000])
     np.savez(d / "obs.npz", observations=np.zeros((1, 11), np.float32))
+    # Training networks as references: one that works, and factories that fail each their way.
+    export_policies("ms20", d / "pol", ("elu_gauss", "silu_value"))
+    broken = d / "broken" / "brokenpkg"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("")
+    (broken / "nets.py").write_text("import nosuch_training_lib  # not installed anywhere\n")
+    fixtures = REPO / "tests" / "model_fixtures"
+
+    def network(name: str, factory: str, path: Path, checkpoint: str = "", kind: str = "elu_gauss") -> str:
+        ckpt = f', checkpoint = "{d / "pol" / checkpoint}"' if checkpoint else ""
+        return (
+            f'\n[models.{name}]\npath = "pol/elu_gauss.mindir"\nstacks = ["lite20"]\n'
+            f'train = {{ factory = "{factory}", stack = "ms20", path = "{path}"{ckpt}, '
+            f'kwargs = {{ kind = "{kind}" }} }}\n'
+        )
+
+    networks = "".join(
+        (
+            network("net_ok", "mypolicy.nets:build_actor", fixtures, "elu_gauss.ckpt"),
+            network("net_import", "brokenpkg.nets:build", d / "broken"),
+            network("net_raises", "mypolicy.nets:build_actor", fixtures, kind="nosuch"),
+            network("net_ckpt", "mypolicy.nets:build_actor", fixtures, "silu_value.ckpt"),
+            network("net_wrongpath", "nosuchpkg.nets:build", d / "broken"),
+        )
+    )
     config = d / "auditor.toml"
     config.write_text(
         base_config()
+        + networks
         + """
 [models.b1_ref]
 path = "b1.mindir"
@@ -114,6 +140,7 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
         "ms210_ref:ms210-graph->lite20",
         "cut:ms210-graph->lite20",
         "wrong_key:ms210-graph->lite20",
+        *(f"net_{n}:ms20->lite20" for n in ("ok", "import", "raises", "ckpt", "wrongpath")),
     }
     assert r["b1_ref:ms210-graph->lite20"]["status"] == "consistent"
     assert r["b1_ref:ms210-graph->lite20"]["variant"] == "model"
@@ -132,9 +159,11 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
 def test_bad_inputs_fail_their_model_only(setup: dict) -> None:
     r = results(setup)
     cut = r["cut:ms210-graph->lite20"]
-    assert cut["status"] == "error" and "cut.mindir" in cut["message"] and "not a MindIR" in cut["message"]
+    assert (
+        cut["status"] == "unchecked" and "cut.mindir" in cut["message"] and "not a MindIR" in cut["message"]
+    )
     wrong = r["wrong_key:ms210-graph->lite20"]
-    assert wrong["status"] == "error" and "obs.npz has no array 'obs'" in wrong["message"]
+    assert wrong["status"] == "unchecked" and "obs.npz has no array 'obs'" in wrong["message"]
     assert "observations" in wrong["message"]
 
 
@@ -165,3 +194,24 @@ def test_golden_record_on_a_train_stack_is_refused_before_any_work(setup: dict) 
     out = CliRunner().invoke(cli, [*setup["base"], "golden", "record", "b8_golden", "--stack", "ms20"])
     assert out.exit_code == 2 and time.monotonic() - started < 5
     assert "ms20 runs mindspore, a train runtime" in out.stderr and "ms210-graph, lite20" in out.stderr
+
+
+def test_a_factory_that_fails_is_an_error_of_its_model_only(setup: dict) -> None:
+    """[models.NAME] train: the training network is the reference when it builds; a factory
+    that cannot be imported or raises, a checkpoint that does not fit the network, a train.path
+    without the package, each is that model's error in words that say which and why, while the
+    other models of the same cycle get their verdicts."""
+    r = results(setup)
+    ok = r["net_ok:ms20->lite20"]
+    assert ok["status"] == "consistent" and ok["train"] == "ms20", ok["message"]
+    assert ok["train_latency"] and ok["infer_latency"]
+    failed = {n: r[f"net_{n}:ms20->lite20"] for n in ("import", "raises", "ckpt", "wrongpath")}
+    assert all(f["status"] == "error" for f in failed.values()), failed
+    said = {n: f["message"] for n, f in failed.items()}
+    assert "reference the training network (brokenpkg.nets:build, PyNative on ms20)" in said["import"]
+    assert "cannot import the factory's module brokenpkg.nets on this stack" in said["import"]
+    assert "No module named 'nosuch_training_lib'" in said["import"]
+    assert "the factory mypolicy.nets:build_actor raised KeyError: 'nosuch'" in said["raises"]
+    assert "silu_value.ckpt has no value for" in said["ckpt"] and "initializer weights" in said["ckpt"]
+    assert "holds no package 'nosuchpkg'" in said["wrongpath"]
+    assert r["b1_ref:ms210-graph->lite20"]["status"] == "consistent"  # the rest of the cycle ran

@@ -173,10 +173,11 @@ def test_a_file_onnxruntime_cannot_read_is_incompatible_and_teaches_its_maximum(
     result = _tampered_cycle(default_doc, newer)
     (r,) = result.results
     assert r.status == INCOMPATIBLE, r.message
-    assert r.message == (
-        "ort (ort 1.32.0) cannot load the ONNX exported by ms20 (MindSpore 2.0.0): the file has ONNX "
-        "version 99, the runtime reads at most version 14"
+    assert r.message.startswith(
+        "ort (onnxruntime 1.32.0, cpu) cannot load the ONNX file: the file has ONNX version 99, the "
+        "runtime reads at most version 14"
     )
+    assert "remedy: export it with an exporter that writes ONNX version 14 or lower" in r.message
     assert [(x.package, x.version, x.max_mind_ir_version) for x in result.learned_maxima] == [
         ("onnxruntime", "1.32.0", 14)
     ]
@@ -186,8 +187,12 @@ def test_an_operator_onnxruntime_has_no_kernel_for_is_unsupported_and_learned(st
     """The op type Tanh renamed Tanx (same length, the protobuf stays valid; B4)."""
     result = _tampered_cycle(default_doc, lambda data: data.replace(b"Tanh", b"Tanx"))
     (r,) = result.results
-    assert r.status == UNSUPPORTED and r.message == "unsupported operator: Tanx (ort cannot run this variant)"
+    assert r.status == UNSUPPORTED
+    assert r.message.startswith(
+        "ort (onnxruntime 1.32.0, cpu) fails to load it: it cannot load operator Tanx"
+    )
+    assert "remedy: replace Tanx in the network by operators onnxruntime 1.32.0 runs" in r.message
     (learned,) = result.learned_operators
     where = (learned.package, learned.version, learned.target)
     assert where == ("onnxruntime", "1.32.0", "cpu") and learned.operator == "Tanx"
-    assert learned.message == "No Op registered for Tanx with domain_version of 11"
+    assert "No Op registered for Tanx with domain_version of 11" in learned.message

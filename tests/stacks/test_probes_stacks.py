@@ -154,7 +154,12 @@ def test_unsupported_exactly_where_the_runtime_has_no_kernel(run):
             op = r.message.removeprefix("unsupported operator: ").split()[0]
             assert r.message.startswith("unsupported operator: ") and f"type: {op}" in r.log
             assert r.probe == "action_sampler" and r.variant != "reparam"
-    kinds = {(f.kind, f.subject) for f in result.findings}
+    # One finding per cause: the runtime's missing kernel, listing every pair it holds on.
+    kinds = {
+        (f.kind, w["subject"])
+        for f in result.findings
+        for w in f.details.get("where", [{"subject": f.subject}])
+    }
     for r in _ours(result):
         if r.status == UNSUPPORTED:
             assert (UNSUPPORTED, r.pair) in kinds

@@ -10,6 +10,7 @@ Traps handled here (see shared FACTS.md):
 import os
 
 import numpy as np
+from auditor.plugins.runtimes.lite import converter
 
 from auditor.worker.runtimes import Runtime, RuntimeFailure, parse_device, time_calls
 
@@ -55,8 +56,24 @@ class LiteRuntime(Runtime):
         if not os.path.exists(path):
             raise RuntimeFailure("no such MindIR: %s" % path)
         model = self.mslite.Model()
-        model.build_from_file(path, self.mslite.ModelType.MINDIR, self._context())
+        # a converted .ms loads as MINDIR_LITE only, a MindIR as MINDIR only
+        model.build_from_file(path, converter.model_type(self.mslite, path), self._context())
         self.models[model_id] = model
+
+    def convert(self, source, output_base, options, config_path=None):
+        """Lite's converter on ``source`` (``converter.py`` of this package)."""
+        return converter.convert(self.mslite, source, output_base, options, config_path)
+
+    def signature(self, model_id):
+        """The loaded model's inputs: name, shape and numpy dtype (a .ms has no reader outside Lite)."""
+        return [
+            {
+                "name": t.name,
+                "shape": [int(d) for d in t.shape],
+                "dtype": str(t.dtype).rpartition(".")[2].lower(),
+            }
+            for t in self._model(model_id).get_inputs()
+        ]
 
     def _prepare(self, model, inputs):
         tensors = model.get_inputs()

@@ -151,7 +151,8 @@ def test_event_payload(store):
     assert event["event"] == "opened"
     assert event["host"] == "test-host"
     assert event["created_at"] == "2026-12-02T10:00:00Z"
-    assert event["run"]["id"] == run_id and event["run"]["outcome"] == "consistent"
+    # the run's only part is an incompatibility finding: its outcome says so (never "consistent")
+    assert event["run"]["id"] == run_id and event["run"]["outcome"] == "incompatible"
     alert = event["alert"]
     assert {
         k: alert[k] for k in ("key", "state", "kind", "severity", "subject", "message", "notifications")
@@ -181,6 +182,19 @@ def test_aborted_and_errored_runs_resolve_nothing(store):
     assert [a["state"] for a in list_alerts(store.engine)] == ["open"]
     clock.at(120)
     assert cycle(engine, stored_run(store, [])) == [("resolved", DRIFT.key)]
+
+
+def test_a_run_that_could_not_check_everything_resolves_nothing(store):
+    """A collector failed: the version drift it found last time is absent because it was not
+    looked at, not because it was fixed (no silent all-clear through the alerts)."""
+    engine = engine_with(store, Clock(), rec=(Recorder(), "info"))
+    assert cycle(engine, stored_run(store, [DRIFT])) == [("opened", DRIFT.key)]
+    lost = Finding("unchecked", "warning", "ms20", "ms20/unchecked/collector/cann", "cann collector failed")
+    for _ in range(3):
+        assert ("resolved", DRIFT.key) not in cycle(engine, stored_run(store, [lost]))
+    assert {a["key"]: a["state"] for a in list_alerts(store.engine)}[DRIFT.key] == "open"
+    # a run that looked at everything resolves both: the drift, and the collector's failure
+    assert sorted(cycle(engine, stored_run(store, []))) == [("resolved", DRIFT.key), ("resolved", lost.key)]
 
 
 def test_an_errored_run_still_opens_alerts(store):

@@ -33,6 +33,40 @@ def test_redact_url_and_text():
     )
 
 
+QUERY_URL = f"postgresql://auditor@db:5432/history?sslmode=require&password={PASSWORD}&sslpassword=k3y-pw"
+
+
+def test_redact_url_hides_query_parameters_that_hold_secrets():
+    shown = redact_url(QUERY_URL)
+    assert PASSWORD not in shown and "k3y-pw" not in shown
+    assert "password=***" in shown and "sslpassword=***" in shown and "sslmode=require" in shown
+    assert redact_url(f"postgresql://u:{PASSWORD}@h/d?token=abc&application_name=x") == (
+        "postgresql://u:***@h/d?application_name=x&token=***"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (f"cannot open {QUERY_URL}: refused", None),
+        (f"env MS_API_TOKEN={PASSWORD} GLOG_v=2", "env MS_API_TOKEN=*** GLOG_v=2"),
+        (f"host=db password={PASSWORD} user=x", "host=db password=*** user=x"),
+        (f"password = '{PASSWORD} x'", "password = ***"),
+        (f"{{'MS_API_TOKEN': '{PASSWORD}', 'X': '1'}}", "{'MS_API_TOKEN': '***', 'X': '1'}"),
+        (f'{{"db_password": "{PASSWORD}"}}', '{"db_password": "***"}'),
+        (f"run --password={PASSWORD} --api-key k -v", "run --password=*** --api-key *** -v"),
+        ("keep_days=3 GLOG_v=2 --jit=1", "keep_days=3 GLOG_v=2 --jit=1"),
+    ],
+)
+def test_redact_text_hides_every_written_form(text, shown):
+    out = redact_text(text)
+    assert PASSWORD not in out and "k3y-pw" not in out
+    if shown is not None:
+        assert out == shown
+    else:  # the sentence around the URL is kept
+        assert out.endswith(": refused") and "sslmode=require" in out
+
+
 def test_config_check_hides_the_database_password(doc, tmp_path):
     doc["storage"]["url"] = URL
     path = tmp_path / "auditor.toml"
@@ -43,22 +77,26 @@ def test_config_check_hides_the_database_password(doc, tmp_path):
     assert "postgresql://auditor:***@127.0.0.1:1/history" in result.output
 
 
-@pytest.mark.parametrize("args", [["runs"], ["history"], ["alerts"], ["db", "current"]])
-def test_database_errors_hide_the_password(args):
-    result = CliRunner().invoke(cli, ["--db", URL, *args])
+@pytest.mark.parametrize(
+    "args", [["runs"], ["history"], ["alerts"], ["db", "current"], ["db", "check"], ["db", "upgrade"]]
+)
+@pytest.mark.parametrize("url", [URL, QUERY_URL.replace("db:5432", "127.0.0.1:1")])
+def test_database_errors_hide_the_password(args, url):
+    result = CliRunner().invoke(cli, ["--db", url, *args])
     assert result.exit_code != 0
-    assert PASSWORD not in result.output, result.output
+    assert PASSWORD not in result.output and "k3y-pw" not in result.output, result.output
 
 
 def test_daemon_log_hides_passwords(capsys):
     handler = setup_logging(journal=False)
     try:
         logging.getLogger("auditor.test").error("cannot open %s: refused", URL)
+        logging.getLogger("auditor.test").error("history %s; env %s", QUERY_URL, {"MS_API_TOKEN": PASSWORD})
     finally:
         logging.getLogger().removeHandler(handler)
     err = capsys.readouterr().err
     assert "cannot open postgresql://auditor:***@127.0.0.1:1/history: refused" in err
-    assert PASSWORD not in err
+    assert PASSWORD not in err and "k3y-pw" not in err and "'MS_API_TOKEN': '***'" in err
 
 
 # -- fingerprints -----------------------------------------------------------------------------------

@@ -250,7 +250,7 @@ def test_document_defaults_are_the_config_defaults():
     from auditor.config.tables import Config
 
     defaults = Document()
-    for name in ("worker", "latency", "rollout", "schedule", "prometheus", "daemon", "secrets"):
+    for name in ("worker", "latency", "rollout", "schedule", "prometheus", "daemon", "secrets", "files"):
         assert getattr(defaults, name) == getattr(Config, name), name
 
 

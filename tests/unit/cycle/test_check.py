@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from auditor.plugins.runtimes.lite.spec import CPU_2_0 as LITE_20_CPU
+from auditor.plugins.runtimes.lite.spec import LITE
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
@@ -17,8 +19,10 @@ from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.extend.manager import Plugins
 from auditor.results import LearnedOperator
 from auditor.rules.engine import ExportedModel, RuleContext, blocked
-from auditor.rules.operator_support import learn, operator_limits
+from auditor.rules.operator_support import coverage, learn, learned_failures, operator_limits
 from auditor.runtime import RuntimeSpec
+from auditor.stacks.failures import diagnose
+from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import TensorInfo
 from plugins.default_rules import operator_support
 from tests.conftest import DEFAULT_CONFIG
@@ -78,32 +82,32 @@ def test_seeded_inputs_follow_the_declared_signature() -> None:
         seeded_inputs([TensorInfo("s", (1,), "string")])
 
 
-def test_the_operator_is_read_from_lite_node_name() -> None:
-    lite = Plugins(entry_points=False).runtimes()["mindspore-lite"]
-    failure = lite.explain(LITE_LOG)
-    assert failure is not None and (failure.status, failure.operator, failure.artifact_operator) == (
-        "unsupported",
-        "RandomStandardNormal",  # Lite's own name, what its message says ...
-        "StandardNormal",  # ... and the MindIR primitive, what a MindIR's operator list holds
-    )
-    assert failure.words == (
-        "schedule node return nullptr, name: Default/StandardNormal-op12, type: RandomStandardNormal"
-    )
-    assert lite.explain("Common error code") is None
+def test_what_a_failed_load_teaches_is_the_operator_the_runtime_named() -> None:
     stack = StackConfig("lite20", "infer", "mindspore-lite", "/p", "cpu")
     hello = {"runtime_package": "mindspore-lite", "runtime_version": "2.0.0"}
-    got = learn(stack, hello, failure)
+    error = WorkerError(
+        "lite20", "load", "error", "build_from_file failed! Error is Common error code.", LITE_LOG
+    )
+    d = diagnose(error, LITE, "2.0.0", {"model_version": "2.0.0", "op_types": ["StandardNormal"]})
+    got = learn(stack, hello, d)
     assert got is not None and (got.package, got.version, got.target, got.operator) == (
         "mindspore-lite",
         "2.0.0",
         "cpu",
         "StandardNormal",
     )
-    assert learn(stack, {}, failure) is None
+    assert "schedule node return nullptr" in got.message
+    assert learn(stack, {}, d) is None
+    # Another release's file failing on an operator teaches nothing about the runtime.
+    cross = diagnose(error, LITE, "2.0.0", {"model_version": "2.2.11"})
+    assert cross.status == "incompatible" and learn(stack, hello, cross) is None
     # A runtime's generic "unsupported operator: X" is a result, but teaches nothing: its name
     # for X need not be the artifact's.
-    generic = lite.explain("RuntimeError: unsupported operator: Foo")
-    assert generic is not None and generic.operator == "Foo" and learn(stack, hello, generic) is None
+    said = WorkerError("lite20", "load", "error", "RuntimeError: unsupported operator: Foo")
+    generic = diagnose(said, LITE, "2.0.0", {"model_version": "2.0.0", "op_types": ["Foo"]})
+    assert (generic.status, generic.operator) == ("unsupported", "Foo") and learn(
+        stack, hello, generic
+    ) is None
 
 
 def _lite(version: str = "2.0.0", device: str = "cpu") -> tuple[dict, dict]:
@@ -112,21 +116,60 @@ def _lite(version: str = "2.0.0", device: str = "cpu") -> tuple[dict, dict]:
     return stacks, docs
 
 
-def test_operator_limits_come_from_the_runtime_table_and_from_learned_loads() -> None:
+def test_only_the_plugins_table_blocks_a_load() -> None:
+    """The hand-kept table blocks (no graph gets past a random operator without a kernel, or
+    UniformReal's hang); what the sweep measured failing alone, or a load learned, does not:
+    Lite 2.0 has no primitive for a lone SiLU yet runs a Dense + SiLU policy (measured)."""
     runtimes = Plugins(entry_points=False).runtimes()
     stacks, docs = _lite()
-    assert set(operator_limits(stacks, docs, runtimes)["lite"]) == {"StandardNormal", "UniformReal"}
+    assert operator_limits(stacks, docs, runtimes) == {"lite": dict(LITE_20_CPU)}
     assert operator_limits(*_lite("2.2.11"), runtimes) == {}  # no table for another build
     assert operator_limits(*_lite(device="ascend:0"), runtimes) == {}  # measured on CPU only
-    learned = [LearnedOperator("mindspore-lite", "2.2.11", "cpu", "Erf", "no kernel")]
-    limits = operator_limits(*_lite("2.2.11"), runtimes, learned)
-    assert list(limits["lite"]) == ["Erf"] and "failed" in limits["lite"]["Erf"]
     own = {
         "mindspore-lite": RuntimeSpec(
             "mindspore-lite", "load", "m:C", unsupported_operators={"2.2.11:cpu": {"X": "y"}}
         )
     }
     assert operator_limits(*_lite("2.2.11"), own) == {"lite": {"X": "y"}}
+    learned = [
+        LearnedOperator("mindspore-lite", "2.2.11", "cpu", "Erf", "no kernel"),
+        LearnedOperator("mindspore-lite", "2.0.0", "cpu", "SiLU", "Unsupported primitive"),
+    ]
+    said = learned_failures(learned, "mindspore-lite", "2.2.11", "cpu")
+    assert list(said) == ["Erf"] and "a load on mindspore-lite 2.2.11 (cpu) failed: no kernel" in said["Erf"]
+    assert learned_failures(learned, "mindspore-lite", "2.2.11", "ascend") == {}
+
+
+def _info(ops: list[str], exported_by: str = "2.0.0") -> dict:
+    return {"model_version": exported_by, "op_types": ops}
+
+
+def test_the_measured_table_read_for_one_file() -> None:
+    """Covered only by a table of the runtime's own release in which every operator worked in
+    every graph the sweep tried; what it measured failing or computing differently is said."""
+    runtimes = Plugins(entry_points=False).runtimes()
+    lite = runtimes["mindspore-lite"].operator_tables
+    graph = runtimes["mindspore-graph"].operator_tables
+    plain = coverage(
+        lite, "mindspore-lite", "2.0.0", "cpu", _info(["MatMul", "BiasAdd", "Tanh", "Load", "Depend"])
+    )
+    assert plain.covers and plain.works == ["BiasAdd", "MatMul", "Tanh"]  # plumbing proves nothing
+    assert "2026" in plain.table.produced and "operator_sweep.py" in plain.table.produced
+    norm = coverage(lite, "mindspore-lite", "2.0.0", "cpu", _info(["MatMul", "LayerNorm"]))
+    assert not norm.covers and list(norm.wrong) == ["LayerNorm"] and "max abs difference" in norm.describe()
+    silu = coverage(lite, "mindspore-lite", "2.0.0", "cpu", _info(["MatMul", "SiLU", "NoSuchOp"]))
+    assert list(silu.failing) == ["SiLU"] and silu.unknown == ["NoSuchOp"] and not silu.covers
+    assert "SiLU" in silu.known_failures() and "unknown" in silu.describe()
+    cast = coverage(lite, "mindspore-lite", "2.0.0", "cpu", _info(["Cast", "MatMul"]))
+    assert "Cast" in cast.wrong  # Lite skips fp16 casts on CPU (measured in CastAdd)
+    # MindSpore 2.10 on a 2.0 file: its table never vouches, what failed in a minimal graph is said.
+    cross = coverage(graph, "mindspore", "2.10.0", "cpu", _info(["MatMul", "ReduceSum"]))
+    assert not cross.same_release and not cross.covers and "ReduceSum" in cross.known_failures()
+    own = coverage(graph, "mindspore", "2.10.0", "cpu", _info(["MatMul", "ReduceSum"], "2.10.0"))
+    assert own.covers
+    none = coverage(lite, "mindspore-lite", "2.0.0", "ascend", _info(["MatMul"]))
+    assert none.table is None and not none.covers and "no measured operator table" in none.describe()
+    assert "measured: 2.0.0/cpu on MindSpore 2.0.0" in none.describe()
 
 
 def test_operator_support_rule_blocks_the_variants_that_use_the_operator() -> None:

@@ -31,16 +31,16 @@ def _obs(batch: int) -> list[np.ndarray]:
     return [np.zeros((batch, 3), np.float32), np.zeros((batch, 1), np.float32)]
 
 
+def _check(runs, declared, names=NAMES, inputs=PPO.inputs, **kw):
+    return invariants.check_side("lite20", "ppo_policy", "fp16", declared, names, list(inputs), 0, runs, **kw)
+
+
 def test_a_zero_std_is_a_finding_naming_stack_output_class_input_and_value():
-    declared, _ = invariants.declared(PPO, PPO.variant_params("fp16", {}))
+    declared = invariants.declared(PPO, PPO.variant_params("fp16", {}))
     good = SideRun("random", _obs(8), _ppo_outputs(8))
     bad = SideRun("sweep", _obs(8), _ppo_outputs(8, std=0.0))
-    assert (
-        invariants.check_invariants("lite20", "ppo_policy", "fp16", declared, NAMES, PPO.inputs, [good]) == []
-    )
-    (f,) = invariants.check_invariants(
-        "lite20", "ppo_policy", "fp16", declared, NAMES, PPO.inputs, [good, bad]
-    )
+    assert _check([good], declared) == []
+    (f,) = _check([good, bad], declared)
     assert f.kind == "invariant" and f.subject == "lite20" and f.severity == "error"
     assert f.details["output"] == "std" and f.details["check"] == "positive"
     assert f.details["input_class"] == "sweep" and f.details["index"] == 0 and f.details["value"] == 0.0
@@ -48,91 +48,238 @@ def test_a_zero_std_is_a_finding_naming_stack_output_class_input_and_value():
     assert (
         "lite20 computed std = 0 for input 0 of the sweep inputs" in f.message and "must be > 0" in f.message
     )
+    # Its cause is the probe's output and check; the place is the stack and the variant.
+    assert f.cause == "ppo_policy/invariant/std/positive" and f.place == ("lite20", "fp16")
+    assert f.summary == "ppo_policy's std is not > 0"
+
+
+def test_an_element_breaking_several_checks_counts_for_the_first_declared():
+    """Lite 2.0's fp16 std comes out 0, -6.3e-5 or NaN from one process to the next: NaN breaks
+    "positive" and "finite" alike, and must still be one finding."""
+    declared = invariants.declared(PPO, PPO.variant_params("fp16", {}))
+    (f,) = _check([SideRun("random", _obs(8), _ppo_outputs(8, std=np.nan))], declared)
+    assert f.details["check"] == "positive" and f.details["value"] == "nan"
 
 
 def test_rows_with_non_finite_inputs_are_not_held_to_invariants():
-    inv = [Invariant("logp", "finite")]
+    inv = invariants.Declared((Invariant("logp", "finite"),))
     inputs = _obs(4)
     inputs[0][2, 1] = np.nan
     outputs = _ppo_outputs(4)
     outputs[2][2] = np.nan  # NaN in, NaN out: not an invariant violation (a hazard question)
-    assert (
-        invariants.check_invariants(
-            "s", "p", "v", inv, NAMES, PPO.inputs, [SideRun("nan-inf", inputs, outputs)]
-        )
-        == []
-    )
+    assert _check([SideRun("nan-inf", inputs, outputs)], inv) == []
     outputs[2][1] = np.inf
-    (f,) = invariants.check_invariants(
-        "s", "p", "v", inv, NAMES, PPO.inputs, [SideRun("random", inputs, outputs)]
-    )
+    (f,) = _check([SideRun("random", inputs, outputs)], inv)
     assert f.details["index"] == 1 and f.details["value"] == "inf"
 
 
 def test_within_and_class_limited_invariants():
-    inv = [Invariant("action", "within", -2.0, 2.0, ("random",))]
+    inv = invariants.Declared((Invariant("action", "within", -2.0, 2.0, ("random",)),))
     outputs = _ppo_outputs(4)
     outputs[3][0] = 2.5
-    assert (
-        invariants.check_invariants(
-            "s", "p", "v", inv, NAMES, PPO.inputs, [SideRun("magnitude", _obs(4), outputs)]
-        )
-        == []
-    )
-    (f,) = invariants.check_invariants(
-        "s", "p", "v", inv, NAMES, PPO.inputs, [SideRun("random", _obs(4), outputs)]
-    )
+    assert _check([SideRun("magnitude", _obs(4), outputs)], inv) == []
+    (f,) = _check([SideRun("random", _obs(4), outputs)], inv)
     assert "must be within [-2, 2]" in f.message and f.details["value"] == 2.5
+    assert f.summary == "ppo_policy's action leaves [-2, 2]"
     with pytest.raises(ValueError, match="low <= high"):
         Invariant("action", "within", 1.0, -1.0)
     with pytest.raises(ValueError, match="unknown check"):
         Invariant("action", "bounded")
 
 
-def test_nan_mapped_to_finite_is_a_hazard_rowwise_and_elementwise_with_a_relaxable_share():
-    inputs = _obs(6)
+def test_a_softmax_must_be_non_negative_and_sum_to_one_within_a_few_ulps():
+    inv = Invariant("p", "softmax")
+    p = np.full((3, 4), 0.25, np.float32)
+    assert not inv.broken(p).any()
+    p[1] = [0.25, 0.25, 0.25, 0.2500001]  # one ULP off: rounding
+    p[2] = [0.5, 0.5, 0.25, -0.25]  # sums to 1, a negative probability
+    assert inv.broken(p).tolist() == [[False] * 4, [False] * 4, [False, False, False, True]]
+    p[0] = [0.3, 0.3, 0.3, 0.3]
+    assert inv.broken(p)[0].all()
+    half = np.full((1, 4), 0.25, np.float16)
+    half[0, 0] = 0.2502  # within 4 fp16 ULPs per element
+    assert not inv.broken(half).any()
+
+
+def test_the_mathematics_excuses_what_it_computes_itself():
+    """An exp that underflows to 0 in the output's dtype is what a correct runtime returns."""
+    inv = invariants.Declared(
+        (Invariant("std", "positive"),),
+        reference=lambda params, weights, inputs: {"std": np.full((4, 1), 1e-60)},
+    )
+    outputs = _ppo_outputs(4, std=0.0)
+    run = SideRun("random", _obs(4), outputs, {"std": np.full((4, 1), 1e-60)})
+    assert _check([run], inv) == []
+    run = SideRun("random", _obs(4), outputs, {"std": np.full((4, 1), 1e-3)})
+    (f,) = _check([run], inv)
+    assert f.details["count"] == 4
+
+
+def test_a_consequence_is_reported_by_its_cause_only():
+    """A zero std makes logp -inf: the std is the finding; logp's breakage in the same rows is
+    its consequence. The action, not computed from the std, still speaks for itself."""
+    declared = invariants.declared(PPO, PPO.variant_params("fp16", {}))
+    outputs = _ppo_outputs(8, std=0.0)
+    outputs[2][:] = -np.inf
+    outputs[3][5] = 3.0  # action out of ±2 in a row where the std is broken too
+    found = _check([SideRun("random", _obs(8), outputs)], declared)
+    assert sorted((f.details["output"], f.details["check"]) for f in found) == [
+        ("action", "within"),
+        ("std", "positive"),
+    ]
+    # On rows of non-finite observations too, where the reference holds the std to > 0: the
+    # -inf of logp there is the std's consequence, not a NaN/Inf hazard of its own.
+    params = PPO.variant_params("fp16", {"batch": 6})
+    inputs = _nan_inf_batch()
+    inputs[0][0, 0] = 0.5
+    ref = invariants.reference_outputs(declared, params, PPO.make_weights(params), inputs)
+    outputs = _ppo_outputs(6, std=0.0)
+    outputs[2][1:3] = -np.inf
+    found = _check([SideRun("nan-inf", inputs, outputs, ref)], declared)
+    assert [(f.kind, f.details["output"]) for f in found] == [("invariant", "std")]
+    assert found[0].details["by_class"] == {"nan-inf": 6}
+
+
+def _nan_inf_batch(n=6):
+    inputs = _obs(n)
     inputs[0][[0, 1, 2], 0] = [np.nan, np.inf, -np.inf]
+    return inputs
+
+
+def test_nan_turned_finite_is_a_hazard_whatever_the_reference_says():
+    graph = {"logp": ("mean",), "action": ("mean",)}
+    declared = invariants.Declared(propagates=("mean", "logp", "action"), computed_from=graph)
+    inputs = _nan_inf_batch()
+    outputs = _ppo_outputs(6)  # every row finite: the NaN row and the two Inf rows
+    finite_ref = {n: np.asarray(o, np.float64) for n, o in zip(NAMES, outputs, strict=True)}
+    (f,) = _check([SideRun("nan-inf", inputs, outputs, finite_ref)], declared)
+    assert f.kind == "nan-hazard" and f.details["hazard"] == "nan-masked" and f.details["output"] == "mean"
+    assert f.details["index"] == 0 and f.details["input"] == {"obs": ["nan", 0.0, 0.0]}
+    assert f.summary == "NaN masked to -1 by ppo_policy (mean)" and f.place == ("lite20", "fp16")
+    assert f.cause == "ppo_policy/nan-hazard/nan-masked/mean"
+    # logp and action of the NaN row are finite because the mean is: its consequences.
+    assert f.details["count"] == 1 and f.details["share"] == pytest.approx(1 / 9)
+    alone = _check(
+        [SideRun("nan-inf", inputs, outputs, finite_ref)], invariants.Declared(propagates=tuple(graph))
+    )
+    assert sorted(f.details["output"] for f in alone) == ["action", "logp"]
+
+
+def test_inf_turned_finite_is_arithmetic_where_the_reference_is_finite_too():
+    """A tanh-headed policy given ±Inf saturates to ±1: float64 numpy computes it too."""
+    declared = invariants.Declared(propagates=("mean", "logp", "action"))
+    inputs = _nan_inf_batch()
+    inputs[0][0, 0] = 0.5  # no NaN: only the Inf rows
     outputs = _ppo_outputs(6)
-    outputs[0][0] = np.nan  # the NaN row propagates in mean ...
-    outputs[2][0] = np.nan
-    outputs[3][0] = np.nan
-    runs = [SideRun("nan-inf", inputs, outputs)]
-    f = invariants.check_hazards(
-        "ms20", "ppo_policy", "fp32", ("mean", "logp", "action"), NAMES, ["obs"], 0, runs
+    finite_ref = {n: np.asarray(o, np.float64) for n, o in zip(NAMES, outputs, strict=True)}
+    assert _check([SideRun("nan-inf", inputs, outputs, finite_ref)], declared) == []
+    # Where the mathematics keeps the Inf, a finite value is masking.
+    masked_ref = dict(finite_ref, action=np.where(np.arange(6)[:, None] == 1, np.inf, finite_ref["action"]))
+    (f,) = _check([SideRun("nan-inf", inputs, outputs, masked_ref)], declared)
+    assert f.details["hazard"] == "inf-masked" and f.details["output"] == "action" and f.details["index"] == 1
+    # And NaN/Inf where the mathematics is finite is a finding too.
+    broken = [o.copy() for o in outputs]
+    broken[0][2] = np.nan
+    (f,) = _check([SideRun("nan-inf", inputs, broken, finite_ref)], declared)
+    assert f.details["hazard"] == "non-finite" and f.details["output"] == "mean" and f.details["index"] == 2
+    # Without a reference nobody can tell: finite out of Inf in is a hazard, as it says.
+    (f,) = _check(
+        [SideRun("nan-inf", inputs, [o for o in outputs])], invariants.Declared(propagates=("mean",))
     )
-    assert f is not None and f.kind == "nan-hazard" and f.subject == "ms20"
-    assert (
-        f.details["hazards"] == 9
-        and f.details["finite"] == 6
-        and f.details["by_kind"]["NaN"] == {"values": 3, "finite": 0}
-    )
-    assert f.details["input_class"] == "nan-inf" and f.details["index"] == 1
-    assert (
-        invariants.check_hazards("ms20", "p", "v", ("mean", "logp", "action"), NAMES, ["obs"], 0, runs, 0.7)
-        is None
-    )
-    # Element-wise (an output shaped like the input): only the non-finite elements count.
-    x = np.array([[np.nan, 1.0], [np.inf, 2.0]], np.float32)
-    y = np.array([[10.0, 0.5], [np.inf, 1.0]], np.float32)
-    f = invariants.check_hazards(
-        "s", "norm", "fp32", ("normalized",), ["normalized"], ["obs"], 0, [SideRun("random", [x], [y])]
-    )
-    assert f.details["hazards"] == 2 and f.details["finite"] == 1 and f.details["value"] == 10.0
+    assert f.details["hazard"] == "inf-finite" and "no float64 reference" in f.summary
 
 
-def test_builtin_probes_declare_invariants_of_their_own_outputs():
+def test_hazards_are_element_wise_for_an_output_shaped_like_the_input_and_relaxable():
+    x = np.array([[np.nan, 1.0], [np.inf, 2.0], [np.nan, 3.0]], np.float32)
+    y = np.array([[-10.0, 0.5], [10.0, 1.0], [-10.0, 1.5]], np.float32)
+    ref = {"normalized": np.array([[np.nan, 0.5], [10.0, 1.0], [np.nan, 1.5]])}
+    declared = invariants.Declared(propagates=("normalized",))
+    run = SideRun("random", [x], [y], ref)
+    (f,) = invariants.check_side("s", "norm", "fp32", declared, ["normalized"], ["obs"], 0, [run])
+    assert f.details["count"] == 2 and f.details["hazards"] == 3 and f.details["value"] == -10.0
+    assert f.summary == "NaN masked to -10 by norm (normalized)"
+    relaxed = invariants.check_side("s", "norm", "fp32", declared, ["normalized"], ["obs"], 0, [run], 0.7)
+    assert relaxed == []
+
+
+def _ppo_side(stack, input_class, inputs, runtime, only=None):
+    """The fp32 PPO policy's side checks where the runtime computes ``runtime(reference)`` of
+    every output and layer (of ``only``, else the reference itself)."""
+    params = PPO.variant_params("fp32", {"batch": inputs[0].shape[0]})
+    declared = invariants.declared(PPO, params)
+    assert declared.layers == ("fc0", "fc1") and declared.checks_layers
+    ref = invariants.reference_outputs(declared, params, PPO.make_weights(params), inputs)
+    names = list(PPO.outputs) + list(declared.layers)
+    outputs = [(runtime(ref[n]) if only in (None, n) else ref[n]).astype(np.float32) for n in names]
+    run = SideRun(input_class, inputs, outputs, ref)
+    return invariants.check_side(stack, "ppo_policy", "fp32", declared, names, list(PPO.inputs), 0, [run])
+
+
+def test_a_nan_masked_in_a_layer_explains_every_output_computed_from_it():
+    """MindSpore Lite 2.0's Tanh turns NaN into -1 in the first layer: one finding, at fc0."""
+    found = _ppo_side(
+        "lite20", "nan-inf", _nan_inf_batch(), lambda ref: np.where(np.isfinite(ref), ref, -1.0)
+    )
+    assert [(f.details["output"], f.details["hazard"]) for f in found] == [("fc0", "nan-masked")]
+    assert found[0].summary == "NaN masked to -1 by ppo_policy (layer fc0)"
+
+
+def test_a_hidden_layer_out_of_its_range_is_found():
+    """MindSpore 2.10's fp32 Tanh returns up to 1.0000098 for pre-activations near 5."""
+
+    def overshoot(ref):
+        out = ref.copy()
+        out[3, 7] = 1.0000097
+        return out
+
+    (f,) = _ppo_side(
+        "ms210", "random", PPO.make_inputs(PPO.variant_params("fp32", {"batch": 8})), overshoot, "fc0"
+    )
+    assert (
+        f.details["output"] == "fc0"
+        and f.details["layer"]
+        and (f.details["index"], f.details["element"]) == (3, 7)
+    )
+    assert (
+        f.summary == "ppo_policy's layer fc0 leaves [-1, 1]" and "computed layer fc0 = 1.00001" in f.message
+    )
+
+
+def test_builtin_probes_declare_invariants_of_their_own_outputs_and_a_reference():
     for module in ("probes.ppo_policy", "probes.action_sampler", "probes.obs_normalizer"):
         spec = ProbeSpec.from_module(module)
         for variant in spec.variants:
-            declared, propagates = invariants.declared(spec, spec.variant_params(variant, {}))
-            assert declared and propagates and {i.output for i in declared} <= set(spec.outputs)
+            params = spec.variant_params(variant, {})
+            declared = invariants.declared(spec, params)
+            assert declared.invariants and declared.propagates
+            assert {i.output for i in declared.invariants} <= set(spec.outputs) | set(declared.layers)
+            inputs = spec.make_inputs(params)
+            ref = invariants.reference_outputs(declared, params, spec.make_weights(params), inputs)
+            assert ref is not None and set(ref) <= set(spec.outputs) | set(declared.layers)
+            for name, value in ref.items():
+                assert value.dtype == np.float64 and value.shape[0] == inputs[0].shape[0], (module, name)
+    # The PPO reference is the cell's arithmetic: the tanh head's action is bounded and logp finite.
+    params = PPO.variant_params("tanh-fp32", {})
+    ref = invariants.reference_outputs(
+        invariants.declared(PPO, params), params, PPO.make_weights(params), PPO.make_inputs(params)
+    )
+    assert np.abs(ref["action"]).max() <= 2.0 and np.isfinite(ref["logp"]).all()
+    assert np.allclose(ref["std"], np.exp(-0.5)) and ref["fc1"].shape == (params["batch"], 64)
+
+
+def test_a_probe_that_names_what_it_does_not_have_is_told():
+    class Fake:
+        name, module, outputs = "ppo_policy", "probes.ppo_policy", ("mean",)
+
+    with pytest.raises(ValueError, match="must name one of its outputs or layers"):
+        invariants.declared(Fake, PPO.variant_params("fp32", {}))
 
 
 def test_input_classes_reach_the_hard_regions_and_stay_in_the_dtype():
     for variant in ("fp32", "fp16"):
         params = NORMALIZER.variant_params(variant, {})
         batches = {b.name: b for b in input_classes.class_batches(NORMALIZER, params)}
-        assert list(batches) == list(input_classes.CLASSES)
+        assert list(batches) == [c for c in input_classes.CLASSES if c != input_classes.LAYER_SWEEP]
         template = NORMALIZER.make_inputs(params)[0]
         for b in batches.values():
             assert b.inputs[0].shape == template.shape and b.inputs[0].dtype == template.dtype
@@ -155,6 +302,29 @@ def test_the_ppo_sweep_drives_first_layer_units_through_saturation():
     assert np.allclose(driven, np.linspace(-12, 12, pre.shape[0]), atol=1e-4)
     assert (np.abs(driven) > 3).sum() > 100 and (np.abs(driven) < 1).sum() > 15  # saturated and transition
     assert sweep.inputs[1].min() == -1.0 and sweep.inputs[1].max() == 1.0 or params["head"] == "gaussian"
+
+
+def test_layer_sweeps_drive_each_hidden_layer_through_saturation_solved_from_the_weights():
+    params = PPO.variant_params("fp16", {})
+    batches = {b.name: b for b in input_classes.class_batches(PPO, params)}
+    assert list(batches) == ["sweep", "sweep-fc0", "sweep-fc1", "magnitude", "fp16-edge", "nan-inf"]
+    layers = input_classes.hidden_layers(PPO, params)
+    rows = params["batch"]
+    units = np.arange(rows) % 64
+    targets = np.linspace(-12, 12, rows)
+    for depth, name in enumerate(("sweep-fc0", "sweep-fc1")):
+        x = batches[name].inputs[0]
+        assert (
+            x.dtype == np.float16 and np.isfinite(x).all() and np.abs(x).max() <= input_classes.SOLVER_LIMIT
+        )
+        pre = input_classes._forward(layers[: depth + 1], x.astype(np.float64))[0][-1]
+        driven = pre[np.arange(rows), units]
+        if depth == 0:  # the first layer is affine in the input: every target is met
+            assert np.allclose(driven, targets, atol=0.05)
+        else:  # the second is reached through 64 saturating tanh from a 3-dim observation
+            reach = [driven[units == u].max() - driven[units == u].min() for u in range(64)]
+            assert np.median(reach) > 5 and (np.abs(driven) > 3).sum() > 40
+            assert np.corrcoef(driven, targets)[0, 1] > 0.9
 
 
 class _Outcome:
@@ -205,8 +375,8 @@ def test_a_side_is_checked_even_when_its_partner_cannot_run():
     suite = _suite()
     params = PPO.variant_params("fp16", {"batch": 8})
     job = SimpleNamespace(spec=PPO, params=params, variant="fp16", dtype="float16", key="ppo_policy/fp16")
-    trained = {"ms20": {job.key: SimpleNamespace(outputs=_ppo_outputs(8, std=0.0), classes={})}}
-    inferred = {"lite20": {("ms20->lite20", job.key): SimpleNamespace(outputs=None, classes={})}}
+    trained = {"ms20": {job.key: SimpleNamespace(outputs=_ppo_outputs(8, std=0.0), classes={}, layers={})}}
+    inferred = {"lite20": {("ms20->lite20", job.key): SimpleNamespace(outputs=None, classes={}, layers={})}}
     found = suite.side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred)
     assert [(f.kind, f.subject, f.details["output"]) for f in found] == [("invariant", "ms20", "std")]
     # Turned off per probe like a comparator's options.

@@ -215,3 +215,66 @@ def test_latency_config_defaults_and_errors(default_doc):
     ]
     doc["latency"] = {"batches": [512, 1, 512]}
     assert parse(doc, "<t>").latency.batches == (1, 512)
+
+
+# -- throughput ---------------------------------------------------------------------------------
+
+
+def test_throughput_per_batch_and_the_saturation_batch():
+    lats = [lat(100.0, 256), lat(10.0, 1), lat(12.0, 8), lat(40.0, 64), lat(99.0, 256), None, lat(80.0, 128)]
+    served = latency.throughput(lats)
+    assert [t.batch for t in served] == [1, 8, 64, 128, 256]  # the first latency of a batch counts
+    rates = {t.batch: t.samples_per_s for t in served}
+    assert rates[256] == pytest.approx(256 / 100e-6) and rates[1] == pytest.approx(1 / 10e-6)
+    # 64: 1.6M/s, 128: 1.6M/s, 256: 2.56M/s -> 90% of the peak is first reached at 256
+    assert latency.saturation_batch(served, 0.9) == 256
+    assert latency.saturation_batch(served, 0.6) == 64
+    assert latency.saturation_batch(served[:1], 0.9) is None  # one batch: nothing to saturate
+
+
+def test_a_serving_side_regression_says_the_throughput_once(store):
+    for p in (100.0, 100.0, 100.0):
+        _run(store, [_result(p, p)])
+    found = latency.regressions([_result(100.0, 200.0)], store.engine, CFG, {})
+    infer = [f for f in found if f.details["side"] == "infer"]
+    assert {f.details["batch"] for f in infer} == {1, 256} and not [
+        f for f in found if f.details["side"] == "train"
+    ]
+    b1 = next(f for f in infer if f.details["batch"] == 1)
+    assert b1.details["throughput"] == pytest.approx(1 / 200e-6)
+    assert b1.details["median_throughput"] == pytest.approx(1 / 100e-6)
+    assert "throughput 5,000 samples/s, down from 10,000" in b1.message
+    assert len({f.key for f in found}) == len(
+        found
+    )  # one finding per series: latency and throughput together
+
+
+def test_throughput_is_stored_and_trended(store):
+    from auditor.history.filters import Filters
+    from auditor.history.queries import trend
+
+    for p in (100.0, 50.0):
+        r = _result(p, p)
+        served = latency.throughput([r.infer_latency, *r.infer_latencies])
+        _run(store, [ProbeResult(**{**r.__dict__, "throughput": served, "saturation_batch": 256})])
+    with store.engine.connect() as conn:
+        series = {s.output: [p[2] for p in s.points] for s in trend(conn, "throughput", Filters())}
+        saturation = trend(conn, "saturation_batch", Filters())
+    assert series == {
+        "b1": [pytest.approx(1e4), pytest.approx(2e4)],
+        "b256": [pytest.approx(256 / 1e-3), pytest.approx(256 / 5e-4)],
+    }
+    assert [p[2] for p in saturation[0].points] == [256.0, 256.0]
+
+
+def test_sweep_config(default_doc):
+    doc = copy.deepcopy(default_doc)
+    doc["latency"] = {"sweep": [64, 1, 8, 64], "saturation": 0.8}
+    cfg = parse(doc, "<t>").latency
+    assert cfg.sweep == (1, 8, 64) and cfg.saturation == 0.8
+    doc["latency"] = {"saturation": 1.5}
+    with pytest.raises(ConfigError) as exc:
+        parse(doc, "<t>")
+    assert exc.value.errors == [
+        "latency.saturation: must be a finite number greater than 0 and at most 1, not 1.5"
+    ]

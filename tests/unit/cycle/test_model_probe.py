@@ -191,3 +191,112 @@ def test_golden_round_trip_and_its_errors(tmp_path: Path) -> None:
     (tmp_path / "text.npz").write_text("hello")
     with pytest.raises(GoldenError, match="not a golden .npz"):
         read_golden(tmp_path / "text.npz")
+
+
+FIXTURES = str(Path(__file__).resolve().parents[2] / "model_fixtures")
+
+
+def test_the_training_network_as_reference(doc: dict) -> None:
+    """train = { factory, checkpoint, stack, path, kwargs }: its package is found to travel to the
+    stack; the train stack is the reference side of the pair."""
+    cfg = with_models(
+        doc,
+        {
+            "policy": {
+                "path": "p.mindir",
+                "stacks": ["lite20"],
+                "train": {
+                    "factory": "mypolicy.nets:build_actor",
+                    "checkpoint": "actor.ckpt",
+                    "stack": "ms20",
+                    "path": FIXTURES,
+                    "kwargs": {"kind": "fp16_mlp"},
+                },
+            }
+        },
+    )
+    m = cfg.models["policy"]
+    assert m.train is not None and m.reference is None and m.golden is None
+    assert (m.train.stack, m.train.module, m.train.checkpoint) == (
+        "ms20",
+        "mypolicy.nets",
+        "/etc/auditor/actor.ckpt",
+    )
+    assert m.train.kwargs == {"kind": "fp16_mlp"} and m.reference_label == m.reference_stack == "ms20"
+    assert m.train.package() == ("mypolicy", str(Path(FIXTURES, "mypolicy").resolve()))
+    assert (
+        m.train.describe()
+        == "the training network (mypolicy.nets:build_actor with actor.ckpt, PyNative on ms20)"
+    )
+    # The package travels with every worker the config's Reach opens.
+    from auditor.stacks.session import reach
+
+    assert ("mypolicy", str(Path(FIXTURES, "mypolicy").resolve())) in reach(cfg, {}).packages
+
+
+def test_a_training_network_that_cannot_be_reached_is_named(doc: dict) -> None:
+    network = {"factory": "mypolicy.nets:build_actor", "path": FIXTURES}
+    errors = "\n".join(
+        errors_of(
+            doc,
+            {
+                "two": {"path": "a.mindir", "reference": "ms210-graph", "train": network},
+                "nostack": {"path": "a.mindir", "train": network},  # two train stacks: say which
+                "infer": {"path": "a.mindir", "train": {**network, "stack": "lite20"}},
+                "toplevel": {
+                    "path": "a.mindir",
+                    "train": {**network, "factory": "nets:build", "stack": "ms20"},
+                },
+            },
+        )
+    )
+    for expected in (
+        "models.two: needs exactly one reference",
+        "models.nostack.train.stack: is required: name the train stack that builds the network (train "
+        "stacks: ms210, ms20)",
+        "models.infer.train.stack: 'lite20' is not a train stack the auditor drives",
+        "models.toplevel.train.factory: must be 'package.module:function'",
+    ):
+        assert expected in errors, errors
+
+
+def test_a_factory_whose_package_is_not_here_is_that_models_business(doc: dict) -> None:
+    """A package that train.path does not hold is known before the stack tries (the model's
+    error at each cycle, not the config's); one found nowhere here may be installed in the train
+    stack's own environment, so only the stack's import can say."""
+    cfg = with_models(
+        doc,
+        {
+            "wrongpath": {
+                "path": "a.mindir",
+                "train": {"factory": "nosuchpkg.nets:f", "stack": "ms20", "path": FIXTURES},
+            },
+            "installed": {"path": "a.mindir", "train": {"factory": "theirpkg.nets:f", "stack": "ms20"}},
+        },
+    )
+    wrong, installed = cfg.models["wrongpath"].train, cfg.models["installed"].train
+    assert wrong is not None and installed is not None
+    assert wrong.missing() == (
+        f"train.path {FIXTURES} holds no package 'nosuchpkg' (the factory nosuchpkg.nets:f)"
+    )
+    assert installed.missing() is None and installed.package() is None
+
+
+def test_a_file_computing_in_fp16_is_judged_with_fp16_thresholds_unless_the_user_set_theirs(
+    doc: dict,
+) -> None:
+    cfg = with_models(
+        doc,
+        {
+            "plain": {"path": "a.mindir", "golden": "g.npz"},
+            "mine": {"path": "a.mindir", "golden": "g.npz", "outputs": {"mean": {"atol": 1e-4}}},
+            "all": {"path": "a.mindir", "golden": "g.npz", "rtol": 1e-5},
+        },
+    )
+    plain, mine, every = cfg.models["plain"], cfg.models["mine"], cfg.models["all"]
+    assert plain.tolerance_for("out", "float32") == Tolerance(1e-5, 1e-5)
+    assert plain.tolerance_for("out", "float32", "float16") == Tolerance(1e-3, 1e-3)
+    assert mine.tolerance_for("logits", "float32", "float16") == Tolerance(1e-3, 1e-3)
+    assert mine.tolerance_for("mean", "float32", "float16") == Tolerance(1e-4, 1e-5)  # theirs
+    assert every.tolerance_for("mean", "float32", "float16") == Tolerance(1e-5, 1e-5)
+    assert plain.user_set("x") is False and every.user_set("x") is True

@@ -16,7 +16,7 @@ from auditor.extend.manager import Plugins, builtin_probes
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.results import CONSISTENT, DRIFT, ERROR, UNSUPPORTED
 from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
-from auditor.stacks.failures import meaning
+from auditor.stacks.failures import unsupported_operator
 from auditor.stacks.worker import WorkerError
 
 PROBES = builtin_probes()
@@ -123,13 +123,13 @@ def test_unsupported_operator_is_read_from_the_runtime_log():
     lite = Plugins(entry_points=False).runtimes()["mindspore-lite"]
 
     def operator(spec, err):  # noqa: ANN001, ANN202
-        found = meaning(spec, err)
-        return found.operator if found is not None else None
+        return unsupported_operator(err, spec)
 
     err = WorkerError(
         "lite20", "load", "error", "build_from_file failed! Error is Common error code.", LITE_NO_KERNEL
     )
-    assert operator(lite, err) == "RandomStandardNormal"
+    # The node's name carries the operator as the MindIR names it (Lite's type is RandomStandardNormal).
+    assert operator(lite, err) == "StandardNormal"
     assert operator(None, err) is None  # Lite's own words: only its package knows them
     said = WorkerError("x", "load", "error", "Unsupported operator: Foo.Bar in graph")
     assert operator(None, said) == operator(lite, said) == "Foo.Bar"  # the generic words: any runtime
@@ -243,7 +243,8 @@ def test_unsupported_operator_is_its_own_status():
         "inf", "load", "error", "build_from_file failed! Error is Common error code.", LITE_NO_KERNEL
     )
     r = _result(cycle, job, [np.zeros((2, 2))] * 2, None, infer_error=err)
-    assert r.status == UNSUPPORTED and r.message.startswith("unsupported operator: RandomStandardNormal")
+    assert r.status == UNSUPPORTED and "fails to load it: it cannot load operator StandardNormal" in r.message
+    assert "the runtime's log:" in r.message and "remedy: replace StandardNormal" in r.message
     findings = list(cycle._findings([r], {}))
     assert [(f.kind, f.severity) for f in findings] == [(UNSUPPORTED, "warning")]
 

@@ -139,7 +139,10 @@ def test_install_with_root_writes_where_systemd_looks(tmp_path):
     assert drop_in.read_text() == hardening_text()
     assert oct(unit.stat().st_mode & 0o777) == "0o644"
     assert str(unit) in result.output
-    assert "systemctl daemon-reload" in result.output and "useradd --system" in result.output
+    assert (
+        "systemctl daemon-reload" in result.output
+        and "auditor service check --user svc-auditor" in result.output
+    )
 
 
 def test_install_unit_dir_and_no_hardening(tmp_path):
@@ -170,3 +173,48 @@ def test_install_into_an_unwritable_place_fails_clearly(tmp_path):
     )
     assert result.exit_code == 1
     assert "cannot write the unit" in result.output
+
+
+def test_what_the_service_user_needs_and_what_the_hardening_hides(tmp_path):
+    """The paths `service install` checks as the unit's user come from the config the unit
+    reads; those under /tmp (PrivateTmp) or a database outside the state directory
+    (ProtectSystem/ProtectHome) are refused while the hardening drop-in is installed."""
+    from auditor.config.load import parse
+    from auditor.daemon.install import STATE_DIR, _hidden_by_hardening, needs
+    from auditor.daemon.unit import UnitOptions
+
+    doc = {
+        "storage": {"url": "sqlite:////home/me/history.db"},
+        "hosts": {
+            "far": {"ssh": "a@b", "identity_file": "/etc/auditor/id", "options": ["UserKnownHostsFile=/k"]}
+        },
+        "stacks": {
+            "ms20": {"role": "train", "runtime": "mindspore", "python": "/tmp/checkout/ms20/bin/python"},
+            "lite20": {
+                "role": "infer",
+                "runtime": "mindspore-lite",
+                "python": "/srv/lite20/bin/python",
+                "host": "far",
+                "models": ["/srv/policy/*.mindir"],
+            },
+        },
+        "pairs": [{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}],
+    }
+    config = parse(doc, str(tmp_path / "auditor.toml"))
+    need = needs(
+        UnitOptions("/opt/auditor/bin/auditor", "/etc/auditor/auditor.toml"), config, default_db=False
+    )
+    assert need.interpreters == {"ms20": "/tmp/checkout/ms20/bin/python"}  # lite20 is on host far
+    assert need.readable == {
+        "/etc/auditor/id": "hosts.far.identity_file (ssh runs as the service user)",
+        "/k": "hosts.far.options UserKnownHostsFile",
+    }
+    assert str(need.database) == "/home/me/history.db"
+    problems = _hidden_by_hardening(need)
+    assert any(
+        p.startswith("/tmp/checkout/ms20/bin/python (stack ms20's interpreter) is under /tmp")
+        for p in problems
+    )
+    assert any(p.startswith("the history database /home/me/history.db is under /home") for p in problems)
+    default = needs(UnitOptions("/opt/auditor/bin/auditor"), config, default_db=True)
+    assert default.database == STATE_DIR / "history.db"

@@ -87,9 +87,34 @@ def test_current_on_an_old_database_then_upgrade(old_db):
 
 
 def test_current_on_an_empty_database(tmp_path):
+    sqlite3.connect(tmp_path / "new.db").close()  # a database file without any table
     code, out, _ = run_cli("--db", str(tmp_path / "new.db"), "db", "current")
     assert code == 0
     assert "revision: (none: no schema yet)" in out and "pending:  0001" in out
+
+
+def test_reads_and_checks_create_nothing(tmp_path):
+    """A typo'd SQLite path is said, and no read or check leaves a directory or file behind;
+    only a command that writes (db upgrade, audit) creates the database."""
+    missing = tmp_path / "typo" / "deeper" / "history.db"
+    for args in (
+        ["db", "current"],
+        ["db", "check"],
+        ["db", "prune"],
+        ["runs"],
+        ["history"],
+        ["show", "latest"],
+        ["trend", "--metric", "max_abs"],
+        ["alerts"],
+        ["baseline", "show"],
+    ):
+        code, _, err = run_cli("--db", str(missing), *args)
+        assert code == 2, (args, err)
+        assert f"no history database at {missing}" in err and "Traceback" not in err, (args, err)
+        assert not (tmp_path / "typo").exists(), args
+    code, out, err = run_cli("--db", str(missing), "db", "upgrade")
+    assert code == 0, err
+    assert missing.is_file() and "upgraded" in out
 
 
 def test_current_on_a_database_from_a_newer_auditor(tmp_path):

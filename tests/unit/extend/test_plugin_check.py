@@ -22,7 +22,7 @@ NEW_SYNTAX_PROBE = TINY_PROBE.replace(
     "def make_inputs(params):\n",
     "def make_inputs(params):\n    if (n := params['batch']) < 0:\n        n = 0\n",
 )
-CLEAN = {"good_plugin", "goodpkg", "lone_probe", "lone_plugin", "newpkg", "new_plugin"}
+CLEAN = {"good_plugin", "goodpkg", "lone_probe", "lone_plugin", "newpkg", "new_plugin", "raising_collector"}
 
 
 @pytest.fixture
@@ -35,7 +35,9 @@ def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             "goodpkg/__init__.py": "",
             "goodpkg/tiny_probe.py": TINY_PROBE,
             "goodpkg/collector.py": "NAME = 'goodpkg'\ndef collect(context):\n    return {}\n",
-            "goodpkg/runtime.py": "class Onnx(object):\n    pass\n",
+            # a runtime needing no framework: a worker of the auditor's own interpreter starts with it
+            "goodpkg/runtime.py": "class Onnx(object):\n    package, version = 'onnx-test', '0'\n"
+            "    def __init__(self, device):\n        self.device = device\n",
             "lone_probe.py": TINY_PROBE.replace('"tiny"', '"lone"'),
             "lone_plugin.py": "from auditor import hookimpl\n@hookimpl\ndef auditor_probes():\n"
             "    return ['lone_probe']\n",
@@ -85,16 +87,37 @@ def test_a_single_file_probe_is_reported_with_what_to_do(plugin_dir: Path) -> No
 
 
 def test_check_reports_syntax_with_file_and_line(plugin_dir: Path, tmp_path: Path) -> None:
-    """On the auditor's own interpreter as both stacks: the single-file probe is refused for
-    every stack, the package modules import."""
+    """Two stacks on the auditor's own interpreter, with the plugin's framework-free runtime:
+    their workers start (through Reach, as a cycle starts them), the single-file probe is
+    refused for every stack, the package modules import, a module that raises is named with
+    its file and line."""
+    write_plugins(plugin_dir, {"goodpkg/raises.py": "x = 1\nraise RuntimeError('no device here')\n"})
+    write_plugins(
+        plugin_dir,
+        {
+            "raising_collector.py": "from auditor import hookimpl\n@hookimpl\n"
+            "def auditor_fingerprint_collectors():\n    return ['goodpkg.raises']\n"
+        },
+    )
     plugins = Plugins([plugin_dir], entry_points=False)
-    stacks_cfg = config_for(plugin_dir, tmp_path, {"t": sys.executable, "i": sys.executable})
+    stacks_cfg = tmp_path / "auditor.toml"
+    stacks_cfg.write_text(
+        f'[plugins]\ndirs = ["{plugin_dir}"]\n'
+        + "".join(
+            f'[stacks.{n}]\nrole = "infer"\nruntime = "onnx-test"\npython = "{sys.executable}"\n'
+            f'models = ["{tmp_path}/served/*.mindir"]\n'
+            for n in ("t", "i")
+        )
+    )
     out = CliRunner().invoke(cli, ["--config", str(stacks_cfg), "plugins", "--check"])
     assert out.exit_code == 1, out.output
     assert "error: lone_probe (plugin lone_plugin) in every stack:" in out.stdout
-    from auditor.config.load import load
+    assert "error: goodpkg.raises (plugin raising_collector) in stack t" in out.stdout
+    assert "goodpkg/raises.py:2: RuntimeError: no device here" in out.stdout
+    from auditor.cli.context import Context
 
-    report = check(plugins, load(stacks_cfg, {"tiny": {}, "lone": {}, "ppo_policy": {}}).stacks)
+    report = check(plugins, Context(str(stacks_cfg), None).config())
+    assert report.stack_errors == {}
     assert {(c.module, c.stack) for c in report.checks if not c.error} >= {
         ("goodpkg.tiny_probe", "t"),
         ("goodpkg.collector", "i"),

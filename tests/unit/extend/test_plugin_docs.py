@@ -89,10 +89,10 @@ def test_the_examples_load_as_plugins_without_problems() -> None:
 def test_the_runtime_example_explains_its_failures_and_has_a_worker_side() -> None:
     spec = _plugins_from_examples().runtimes()["lite-ascend"]
     assert spec.loads is MINDIR and spec.package == "mindspore-lite"
-    found = spec.explain("build failed: no kernel for Erf on Ascend")
-    assert (found.status, found.operator, found.artifact_operator) == ("unsupported", "Erf", "Erf")
+    found = spec.explain("build failed: no kernel for Erf on Ascend", "load")
+    assert (found.kind, found.operator, found.form.learned) == ("operator", "Erf", True)
     too_new = spec.explain("maximum mind ir version: 1, please ... the mind ir version: 3")
-    assert (too_new.status, too_new.maximum, too_new.version) == ("incompatible", 1, 3)
+    assert (too_new.kind, too_new.maximum, too_new.version) == ("mindir-version", 1, 3)
     assert spec.explain("Common error code") is None
     [worker] = [b for b in python_blocks() if "class LiteAscend(Runtime)" in b]
     module = _example_plugin(worker, "lite_ascend")

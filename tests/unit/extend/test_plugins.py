@@ -308,3 +308,20 @@ def _pairs_only() -> str:
         probes = ["ppo_policy"]
         """
     )
+
+
+def test_audit_names_the_probe_module_that_did_not_import(plugin_dir: Path, tmp_path: Path) -> None:
+    """A probe a pair needs whose plugin module failed to import: `audit` says which module and
+    why, not only that the probe is unknown (it was visible only in `auditor plugins`)."""
+    config = tmp_path / "auditor.toml"
+    config.write_text(
+        f'[plugins]\ndirs = ["{plugin_dir}"]\n'
+        + _pairs_only().replace('probes = ["ppo_policy"]', 'probes = ["x"]')
+    )
+    result = CliRunner().invoke(cli, ["--config", str(config), "audit", "--no-store"])
+    assert result.exit_code == 2
+    assert (
+        "plugin bad_probe: probe no_such_module_anywhere.probe: ModuleNotFoundError: "
+        "No module named 'no_such_module_anywhere'" in result.stderr
+    )
+    assert "unknown probe 'x'" in result.stderr and "Traceback" not in result.stderr

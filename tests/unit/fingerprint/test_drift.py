@@ -293,6 +293,7 @@ def test_drift_of_a_stack_nobody_knows_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.delenv("AUDITOR_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     db = tmp_path / "h.db"
+    Store.open(f"sqlite:///{db}").close()  # a history that exists, and knows no such stack
     out = CliRunner().invoke(cli, ["--db", str(db), "drift", "ms2O"])
     assert out.exit_code == 2, out.output
     assert "no stack 'ms2O' in the history or the config" in out.output

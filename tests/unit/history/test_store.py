@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0010"  # the newest migration in migrations/versions
+HEAD = "0011"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -48,6 +48,8 @@ TABLES = {
     "metrics",
     "probe_results",
     "series",
+    "telemetry_points",
+    "telemetry_series",
     "latency_series",
     "run_stacks",
     "runs",

@@ -156,8 +156,10 @@ def test_report_is_one_self_contained_page(page, db):
         "Summary",
         "Version changes",
         "Divergence (max_abs) and latency over time",
+        "Throughput on the serving side",
         "Open alerts",
         "Each stack on its own (invariants, NaN/Inf hazards)",
+        "NPU telemetry",
         "Latest fingerprints",
     ]
     assert p.h3 == [f"{pair} · ppo_policy [fp32]" for pair in PAIRS]
@@ -178,19 +180,20 @@ def test_report_tables(page, db):
     out, _ = page
     _, info = db
     p = parse(out.read_text(encoding="utf-8"))
-    # pair, probe, variant, latest, consistent, drift, incompatible, error, latest max_abs, p50 x 2
-    summary = {r[0]: r for r in p.rows if r and r[0] in PAIRS and len(r) == 11}
+    # pair, probe, variant, latest, then a count per status (consistent, unchecked, drift,
+    # unsupported, incompatible, error), latest max_abs, p50 x 2
+    summary = {r[0]: r for r in p.rows if r and r[0] in PAIRS and len(r) == 13}
     assert set(summary) == set(PAIRS)
-    assert summary[DRIFTING_PAIR][3].startswith("drift") and int(summary[DRIFTING_PAIR][5]) > 50
+    assert summary[DRIFTING_PAIR][3].startswith("drift") and int(summary[DRIFTING_PAIR][6]) > 50
     incompatible = summary["ms210->lite20"]
     assert incompatible[3].startswith("incompatible")
-    assert incompatible[4] == "0" and int(incompatible[6]) > 150
-    assert incompatible[8] == "-" and incompatible[9].endswith("ms") and incompatible[10] == "-"
-    assert summary["ms210->ms210-graph"][8] == "0"  # bitwise-equal pair: latest max_abs 0
+    assert incompatible[4] == "0" and int(incompatible[8]) > 150
+    assert incompatible[10] == "-" and incompatible[11].endswith("ms") and incompatible[12] == "-"
+    assert summary["ms210->ms210-graph"][10] == "0"  # bitwise-equal pair: latest max_abs 0
     with sqlite3.connect(db[0]) as c:
         q = "SELECT count(*) FROM probe_results WHERE pair = 'ms20->ms210-graph'"
         stored = c.execute(q).fetchone()[0]
-    assert sum(int(summary["ms20->ms210-graph"][i]) for i in range(4, 8)) == stored
+    assert sum(int(summary["ms20->ms210-graph"][i]) for i in range(4, 10)) == stored
     # version changes: the upgrade, with what changed
     change = next(r for r in p.rows if len(r) == 5 and r[2] == UPGRADED_STACK)
     assert change[0] == f"{info.upgrade_at:%Y-%m-%d %H:%M}" and change[1] == str(info.upgrade_run_id)
@@ -277,6 +280,9 @@ def test_report_without_alert_data(tmp_path):
 
 
 def test_report_errors(tmp_path, db):
+    code, _, err = report(tmp_path / "missing.db", tmp_path / "r.html")
+    assert code == 2 and "no history database at" in err and not (tmp_path / "missing.db").exists()
+    Store.open(f"sqlite:///{tmp_path / 'empty.db'}").close()
     code, _, err = report(tmp_path / "empty.db", tmp_path / "r.html")
     assert code == 2 and "no runs yet" in err and not (tmp_path / "r.html").exists()
     path, _ = db

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from auditor.compare.outputs import MetricCheck, Tolerance, compare_output
+from auditor.cycle import causes
 from auditor.report.summary import summarize
 from auditor.report.text import outcome_line, render_json, render_text, status_counts
 from auditor.results import (
@@ -66,6 +67,31 @@ def test_a_reason_shared_by_blocked_variants_is_said_once() -> None:
     assert render_text(_cycle(*results), verbose=True).count(REASON) == 3
 
 
+def test_a_variant_stopped_by_a_cause_of_several_pairs_points_at_it() -> None:
+    """One finding for a runtime's missing kernel on every pair (auditor.cycle.causes): each
+    blocked variant's line names it by number, its own message kept in the finding's places."""
+    own = "unsupported operator: StandardNormal: inf cannot run the MindIR exported by tr"
+    other = "unsupported operator: StandardNormal: inf cannot run the MindIR exported by tr2"
+    places = [("tr->inf", own), ("tr2->inf", other)]
+    (finding,) = causes.group(
+        Finding(
+            "unsupported",
+            "warning",
+            pair,
+            f"{pair}/operator-support",
+            message,
+            {"rule": "operator-support"},
+            cause="inf/operator-support/StandardNormal",
+            summary="unsupported operator: StandardNormal: inf cannot run it",
+            place=(pair, ""),
+        )
+        for pair, message in places
+    )
+    text = render_text(_cycle(_result("seeded", "unsupported", own), findings=[finding]))
+    assert "ppo_policy [seeded]" in text and own not in text and "[1] ! warning" in text
+    assert "unsupported operator: StandardNormal: inf cannot run it on tr->inf, tr2->inf" in text
+
+
 def test_check_limits_show_their_direction() -> None:
     checks = (
         MetricCheck("kl_max", 2e-4, False, 1e-4, None, "", "<="),  # declared: at most
@@ -96,7 +122,7 @@ def test_a_worker_failure_is_said_in_the_report_and_the_outcome():
     text = render_text(CycleResult(now, now, "t.toml", {"ms20": stack}, [], []))
     assert "WORKER FAILED" in text and problem in text
     assert (
-        "Outcome: ERROR (0 consistent, 0 drift, 0 unsupported, 0 incompatible, 0 error, 1 worker failure); "
+        "Outcome: ERROR (0 consistent, 0 unchecked, 0 drift, 0 unsupported, 0 incompatible, 1 error); "
         "exit status 1"
     ) in text
     verbose = render_text(CycleResult(now, now, "t.toml", {"ms20": stack}, [], []), verbose=True)
@@ -128,7 +154,9 @@ def test_snapshot_of_a_failing_default_cycle_fits_a_screen_and_names_each_cause_
     for cause in (MINDIR, STANDARD_NORMAL):  # wrapped to the width: compare the words
         assert " ".join(text.split()).count(cause) == 1
     assert "ms210 → lite20" in text and "INCOMPATIBLE: 8 probe variants [1]" in text
-    outcome = "Outcome: INCOMPATIBLE (20 consistent, 3 drift, 1 unsupported, 8 incompatible, 0 error"
+    # the worst of everything the report holds: lite20's broken invariant (std = 0) is an error;
+    # each blocked variant counts once (its rule finding is not counted again); rollouts count too
+    outcome = "Outcome: ERROR (23 consistent, 0 unchecked, 3 drift, 1 unsupported, 8 incompatible, 1 error)"
     assert lines[-1].startswith(outcome)
 
 
@@ -152,9 +180,9 @@ def test_json_carries_the_compact_report_structure() -> None:
     )
     assert [o["output"] for o in drift["outputs"]] == ["std", "logp"]
     assert drift["outputs"][0]["failing"] == 256 and drift["outputs"][0]["min_atol"] > 0.6
-    assert report["outcome"]["counts"]["incompatible"] == 8 and report["outcome"]["worst"] == "incompatible"
+    assert report["outcome"]["counts"]["incompatible"] == 8 and report["outcome"]["worst"] == "error"
     assert [c["severity"] for c in report["causes"]][:2] == ["critical", "error"]
-    assert doc["results"] and doc["outcome"] == "incompatible"  # the full result is still there
+    assert doc["results"] and doc["outcome"] == "error"  # the full result is still there
 
 
 def test_outcome_line_names_every_status() -> None:

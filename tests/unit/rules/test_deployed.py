@@ -200,7 +200,11 @@ def test_an_error_finding_makes_the_exit_status_1() -> None:
     graph = entry(sha256="b" * 64, op_types=["MatMul", "Cast"])
     (f,) = model_drift("lite20", doc(**{"/srv/p.mindir": entry()}), doc(**{"/srv/p.mindir": graph}), 3)
     result = CycleResult(0.0, 1.0, "c.toml", {"lite20": stack}, [], [f])
-    assert result.outcome == "consistent" and result.failing_findings == [f] and result.exit_code == 1
-    assert "1 error or critical finding); exit status 1" in render_text(result)
+    # the outcome is the worst of everything the run holds: this finding is an error
+    assert result.outcome == "error" and result.failing_findings == [f] and result.exit_code == 1
+    assert (
+        "Outcome: ERROR (0 consistent, 0 unchecked, 0 drift, 0 unsupported, 0 incompatible, 1 error); "
+        "exit status 1"
+    ) in render_text(result)
     (w,) = model_drift("lite20", doc(**{"/srv/p.mindir": entry()}), doc(), 3)
     assert CycleResult(0.0, 1.0, "c.toml", {"lite20": stack}, [], [w]).exit_code == 0

@@ -1,5 +1,5 @@
 """The ort runtime package without the stack: its ONNX reader on files built here (the field
-numbers of onnx.proto3), its failure patterns on onnxruntime 1.32's verbatim messages
+numbers of onnx.proto3), its failure forms on onnxruntime 1.32's verbatim messages
 (notes/converter_onnx B4), and the auditor's generic parts showing it without knowing it
 (config pairs, the rules, drift, Prometheus)."""
 
@@ -16,7 +16,9 @@ from auditor.extend.manager import Plugins
 from auditor.fingerprint.drift import diff
 from auditor.results import INCOMPATIBLE, UNSUPPORTED, StackReport
 from auditor.rules.engine import ExportedModel, RuleContext
-from auditor.runtime import RuntimeSpec
+from auditor.runtime import OPERATOR, VERSION, RuntimeSpec
+from auditor.stacks.failures import diagnose
+from auditor.stacks.worker import WorkerError
 from plugins.default_rules import mindir_version, operator_support
 from tests.unit.worker.test_mindir import PRIMS, field, model, policy_graph
 
@@ -70,28 +72,39 @@ def test_onnxruntime_messages_become_results():
         "[ONNXRuntimeError] : 10 : INVALID_GRAPH : Load model from /w/p.onnx failed:"
         "This is an invalid model. "
     )
-    op = ORT.explain(
+    no_op = (
         prefix + 'In Node, ("2Tanh", NoSuchOp, "", -1) : ... Error No Op registered for NoSuchOp '
         "with domain_version of 11"
     )
-    assert (op.status, op.operator, op.artifact_operator) == (UNSUPPORTED, "NoSuchOp", "NoSuchOp")
+    op = ORT.explain(no_op, "load")
+    assert (op.kind, op.operator, op.form.learned) == (OPERATOR, "NoSuchOp", True)
     kernel = ORT.explain(
         "NOT_IMPLEMENTED : Could not find an implementation for Gemm(6) node with name '1Gemm'"
     )
-    assert (kernel.status, kernel.artifact_operator) == (UNSUPPORTED, "Gemm")
+    assert (kernel.kind, kernel.operator) == (OPERATOR, "Gemm")
     ir = ORT.explain(
         "model.cc:256 onnxruntime::Model::Model(...) Unsupported model IR version: 99, "
         "max supported IR version: 14"
     )
-    assert (ir.status, ir.version, ir.maximum) == (INCOMPATIBLE, 99, 14)
+    assert (ir.kind, ir.version, ir.maximum) == (VERSION, 99, 14)
     opset = ORT.explain(
         "Opset 30 is under development and support for this is limited. ... Current official support for "
         "domain ai.onnx is till opset 28."
     )
-    assert opset.status == INCOMPATIBLE and opset.maximum is None
+    assert opset.kind == VERSION and opset.maximum is None
     assert ORT.explain("INVALID_PROTOBUF : Load model from /w/t.onnx failed:Protobuf parsing failed.") is None
     assert ORT.reads("1.32.0", {}) == (14, "onnxruntime 1.32.0 says so when it refuses a newer file")
     assert ORT.reads("1.20.0", {}) is None
+    # The same diagnosis as every runtime's: unsupported with the operator, learned; too new a
+    # file incompatible with both versions, in ONNX's words.
+    d = diagnose(WorkerError("ort", "load", "error", no_op), ORT, "1.32.0", {"op_types": ["NoSuchOp"]})
+    assert (d.status, d.operator, d.phase, d.learnable) == (UNSUPPORTED, "NoSuchOp", "load", True)
+    assert "ort (onnxruntime 1.32.0, cpu) fails to load it: it cannot load operator NoSuchOp" in d.summary
+    said = "Unsupported model IR version: 99, max supported IR version: 14"
+    v = diagnose(WorkerError("ort", "load", "error", said), ORT, "1.32.0", {"ir_version": 99})
+    assert (v.status, v.maximum, v.file_version) == (INCOMPATIBLE, 14, 99)
+    assert "the file has ONNX version 99, the runtime reads at most version 14" in v.summary
+    assert "another release" not in v.summary and "writes ONNX version 14 or lower" in v.remedy
 
 
 def _ort_pair(

@@ -1,23 +1,23 @@
 """The runtime plugin API (auditor.runtime) and the built-in runtimes' knowledge written with it:
-specs validate, formats read a file into the summary the rules see, failure patterns turn the
-runtimes' own (verbatim, measured) messages into results, and version facts answer where
+specs validate, formats read a file into the summary the rules see, failure forms read the
+runtimes' own (verbatim, measured) messages, and version facts answer where
 they are known and stay silent where not."""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 
 from auditor.extend.manager import Plugins
 from auditor.runtime import (
-    INCOMPATIBLE,
+    EXPORT,
+    LOAD,
     MINDIR,
-    UNSUPPORTED,
+    OPERATOR,
+    VERSION,
     ArtifactFormat,
-    Pattern,
     RuntimeSpec,
-    explain,
+    find,
+    form,
     formats_of,
     known_maxima,
     readers_facts,
@@ -41,30 +41,29 @@ LITE_TOO_NEW = (
 )
 
 
-def test_a_pattern_reads_its_groups_and_refuses_an_unknown_status():
-    p = Pattern(re.compile(r"no (\w+) kernel, file v(\d+), max v(\d+)"), UNSUPPORTED, operator=1)
-    found = p.match("load: no Erf kernel, file v3, max v1")
-    assert (found.status, found.words, found.operator, found.artifact_operator) == (
-        UNSUPPORTED,
-        "no Erf kernel, file v3, max v1",
-        "Erf",
-        "Erf",
-    )
-    assert p.match("something else") is None
-    versions = Pattern(re.compile(r"file v(\d+), max v(\d+)"), INCOMPATIBLE, version=1, maximum=2)
-    assert (versions.match("file v3, max v1").version, versions.match("file v3, max v1").maximum) == (3, 1)
-    quiet = Pattern(re.compile(r"cannot export (\w+)"), UNSUPPORTED, operator=1, learned=False)
-    assert quiet.match("cannot export Foo").artifact_operator is None  # a result, nothing to learn
-    with pytest.raises(ValueError, match="status"):
-        Pattern(re.compile("x"), "error")
+def test_a_form_reads_its_groups_and_refuses_an_unknown_kind():
+    f = form("no-kernel", r"no (\w+) kernel, file v(\d+), max v(\d+)", OPERATOR, LOAD, 1)
+    found = f.find("load: no Erf kernel, file v3, max v1")
+    assert (found.kind, found.words, found.operator) == (OPERATOR, "no Erf kernel, file v3, max v1", "Erf")
+    assert f.find("something else") is None
+    versions = form("too-new", r"file v(\d+), max v(\d+)", VERSION, LOAD, version=1, maximum=2)
+    assert (versions.find("file v3, max v1").version, versions.find("file v3, max v1").maximum) == (3, 1)
+    node = form("node", r"node (\S+) failed", OPERATOR, LOAD, 1)
+    assert node.find("node Default/net/Erf-op12 failed").operator == "Erf"  # a node's name: its operator
+    with pytest.raises(ValueError, match="kind"):
+        form("x", "x", "error")
+    with pytest.raises(ValueError, match="phase"):
+        form("x", "x", OPERATOR, "build")
 
 
-def test_the_generic_pattern_applies_to_every_runtime_and_its_own_come_first():
-    own = Pattern(re.compile(r"unsupported op (\w+) here"), UNSUPPORTED, operator=1)
-    assert explain((own,), "unsupported op Foo here").artifact_operator == "Foo"
-    generic = explain((), "Unsupported operator: Foo.Bar in graph")
-    assert generic.operator == "Foo.Bar" and generic.artifact_operator is None
-    assert explain((), "Common error code.") is None
+def test_the_generic_form_applies_to_every_runtime_and_its_own_come_first():
+    own = form("mine", r"unsupported op (\w+) here", OPERATOR, LOAD, 1)
+    assert find((own,), "unsupported op Foo here").form is own
+    generic = find((), "Unsupported operator: Foo.Bar in graph")
+    assert generic.operator == "Foo.Bar" and not generic.form.learned  # its name need not be the file's
+    assert find((), "Common error code.") is None
+    # a form is read at the request it is written at
+    assert find((own,), "unsupported op Foo here", EXPORT).form is not own
 
 
 def test_a_spec_validates_its_fields():
@@ -93,20 +92,20 @@ def test_the_mindir_format_reads_a_file_into_the_summary_the_rules_see():
 
 def test_the_built_in_runtimes_read_their_own_messages():
     ms, graph, lite = RUNTIMES["mindspore"], RUNTIMES["mindspore-graph"], RUNTIMES["mindspore-lite"]
-    export = ms.explain(EXPORT_2_0)
-    assert (export.status, export.operator, export.artifact_operator) == (UNSUPPORTED, "StandardNormal", None)
+    export = ms.explain(EXPORT_2_0, EXPORT)
+    assert (export.kind, export.operator, export.form.learned) == (OPERATOR, "StandardNormal", False)
     assert export.words == (
         "Can not find key StandardNormal in convert map. "
         "Exporting StandardNormal operator is not yet supported."
     )
     for loader in (graph, lite):  # both load a MindIR with MindSpore's own loader
-        too_new = loader.explain(LITE_TOO_NEW)
-        assert (too_new.status, too_new.maximum, too_new.version) == (INCOMPATIBLE, 1, 3)
+        too_new = loader.explain(LITE_TOO_NEW, LOAD)
+        assert (too_new.kind, too_new.maximum, too_new.version) == (VERSION, 1, 3)
     # each runtime knows its own words only: the exporter's are PyNative's, the node without a
     # kernel is Lite's
     assert graph.explain(EXPORT_2_0) is None and lite.explain(EXPORT_2_0) is None
     no_kernel = "schedule node return nullptr, name: Default/X-op1, type: Y"
-    assert lite.explain(no_kernel).artifact_operator == "X" and graph.explain(no_kernel) is None
+    assert lite.explain(no_kernel).operator == "X" and graph.explain(no_kernel) is None
 
 
 def test_version_facts_answer_where_known_and_stay_silent_where_not():

@@ -215,6 +215,28 @@ def test_work_is_bounded_on_hostile_input():
     assert time.perf_counter() - t < 10
 
 
+def shaped(op_type: str, dims: list[int], dtype: int) -> bytes:
+    """A node whose "shape" attribute holds its output tensor, as MindSpore 2.0 and 2.10 write it."""
+    return field(4, op_type) + field(
+        5, field(1, "shape") + field(12, tensor("", dims, dtype)) + field(16, 19)
+    )
+
+
+def test_the_dtypes_the_layers_compute_in_are_read_from_each_nodes_output():
+    """Layers cast to float16 inside a float32 graph (Dense.to_float): computes in float16."""
+    g = field(1, shaped("REF::Cast:2", [8, 11], 10)) + field(1, shaped("REF::MatMul:4", [8, 32], 10))
+    g += field(1, shaped("REF::Load:3", [32, 11], 1)) + field(1, shaped("REF::Cast:2", [8, 4], 1))
+    g += field(1, node("REF::Tanh:9")) + field(2, "g")
+    info = read_info(
+        model(g, [("Cast:2", "Cast"), ("MatMul:4", "MatMul"), ("Load:3", "Load"), ("Tanh:9", "Tanh")])
+    )
+    assert info.compute_dtypes == ("float16",) and info.float16_ops == ("MatMul",)
+    plain = read_info(
+        model(policy_graph(), PRIMS)
+    )  # no node says its dtype: nothing known to compute in fp16
+    assert plain.compute_dtypes == () and plain.float16_ops == ()
+
+
 def test_no_recursion_into_attributes_or_unknown_fields():
     """A node attribute holding a deeply nested message is skipped whole, not walked."""
     nested = b""
@@ -289,6 +311,7 @@ def test_real_exports(exports, stack, mind_ir_version, model_version, dtype):
     assert info.parameter_count == len(weights)
     assert info.parameter_elements == sum(w.size for w in weights.values())
     assert info.parameter_dtypes == (dtype,)
+    assert info.compute_dtypes == (dtype,)  # the fp16 variant computes in fp16 all through
     assert sorted(p.shape for p in info.parameters) == sorted(w.shape for w in weights.values())
     assert [(i.shape, i.dtype) for i in info.inputs] == [(x.shape, str(x.dtype)) for x in inputs]
 

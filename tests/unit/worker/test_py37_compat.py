@@ -22,6 +22,7 @@ STACK_SIDE = [
     "examples/*/src/*/policy.py",
     "plugins/collectors/*.py",
     "plugins/runtimes/**/*.py",  # a runtime's package, but its spec.py (the auditor's side)
+    "scripts/opsweep/*.py",
 ]
 
 
@@ -58,12 +59,13 @@ def test_stack_side_code_parses_on_python_37():
 def test_bootstrap_sources_parse_on_python_37():
     """The code given to a stack interpreter with ``-c`` (local and remote) is 3.7 code too."""
     from auditor.worker.bootstrap import SOURCE
+    from auditor.worker.remote_boot import LAUNCH
     from auditor.worker.remote_boot import SOURCE as REMOTE
 
     check = (
         "import ast, sys\nfor i, s in enumerate(sys.stdin.read().split('\\0')):\n    ast.parse(s, str(i))\n"
     )
-    proc = subprocess.run(
-        [_python37(), "-c", check], input=SOURCE + "\0" + REMOTE, capture_output=True, text=True, timeout=60
-    )
+    sources = "\0".join((SOURCE, REMOTE, LAUNCH))
+    python = _python37()
+    proc = subprocess.run([python, "-c", check], input=sources, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,84 @@
+"""The training network as a model probe's reference: the user's own factory builds the policy
+in PyNative, its checkpoint is loaded, and the worker keeps it like a built probe cell.
+
+Runs inside a MindSpore train stack (Python 3.7 + numpy 1.21, or 3.11). The factory's package
+was registered in the worker like the auditor's probes (it travels to a remote host in the
+worker's payload). Every failure is a RuntimeFailure that names the factory, the checkpoint and
+what went wrong, for that model only.
+"""
+
+import importlib
+import os
+import traceback
+
+from auditor.worker.runtimes import RuntimeFailure
+
+
+def _tail(limit=12):
+    lines = traceback.format_exc().strip().splitlines()
+    return "\n".join(lines[-limit:])
+
+
+def build(runtime, model_id, factory, kwargs, checkpoint):
+    """Build the network with ``factory(**kwargs)``, load ``checkpoint`` (a .ckpt path on this
+    host, or "") into it, put it in inference mode and keep it as ``model_id``. Returns what was
+    loaded: the network's parameter count and the checkpoint's entries it did not use."""
+    if getattr(runtime, "package", "") != "mindspore" or getattr(runtime, "graph_mode", False):
+        raise RuntimeFailure(
+            "the training network is built by a MindSpore train stack (runtime mindspore, PyNative), "
+            "not by %s" % (getattr(runtime, "package", type(runtime).__name__),)
+        )
+    ms = runtime.ms
+    module_name, _, attr = factory.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's code: any error is this model's
+        raise RuntimeFailure(
+            "cannot import the factory's module %s on this stack: %s: %s (its package travels to the "
+            "stack from [models.NAME] train.path or the auditor's Python path, else the stack's own "
+            "environment must have it)\n%s" % (module_name, type(exc).__name__, exc, _tail())
+        ) from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise RuntimeFailure("%s has no function %s (factory %s)" % (module_name, attr, factory))
+    try:
+        cell = fn(**dict(kwargs or {}))
+    except Exception as exc:
+        raise RuntimeFailure(
+            "the factory %s raised %s: %s\n%s" % (factory, type(exc).__name__, exc, _tail())
+        ) from None
+    if not isinstance(cell, ms.nn.Cell):
+        raise RuntimeFailure(
+            "the factory %s returned %s, not a mindspore.nn.Cell" % (factory, type(cell).__name__)
+        )
+    unused = []
+    if checkpoint:
+        if not os.path.isfile(checkpoint):
+            raise RuntimeFailure("no checkpoint file %s" % checkpoint)
+        try:
+            params = ms.load_checkpoint(checkpoint)
+        except Exception as exc:
+            raise RuntimeFailure(
+                "cannot read the checkpoint %s: %s: %s"
+                % (os.path.basename(checkpoint), type(exc).__name__, exc)
+            ) from None
+        got = ms.load_param_into_net(cell, params)
+        # MindSpore 2.0 returns the network's parameters not loaded; 2.10 also the checkpoint's unused.
+        if isinstance(got, tuple):
+            missing, unused = list(got[0]), list(got[1])
+        else:
+            missing = list(got or [])
+            names = set(p.name for p in cell.get_parameters())
+            unused = [k for k in params if k not in names]
+        if missing:
+            raise RuntimeFailure(
+                "the checkpoint %s has no value for %d parameter(s) of the network built by %s: %s "
+                "(a network with initializer weights is not the trained policy)"
+                % (os.path.basename(checkpoint), len(missing), factory, ", ".join(sorted(missing)[:10]))
+            )
+    cell.set_train(False)
+    runtime.models[model_id] = cell
+    return {
+        "parameters": len(list(cell.get_parameters())),
+        "unused_checkpoint_entries": sorted(unused)[:20],
+    }

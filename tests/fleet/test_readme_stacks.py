@@ -1,0 +1,300 @@
+"""The README's sections that a new user follows step by step are executed as written, so the
+documentation cannot drift from the program again:
+
+- "Training and inference on different hosts": the shell block that starts two OpenSSH
+  servers, the ``two-hosts.toml`` block, and the three commands (hosts check, audit across
+  the hosts, fingerprint), in a home folder of the test's own (the one change: the ports
+  2201/2202 become free ones);
+- "Running as a service": the install block (``sudo`` is a shim, the test runs as root), in a
+  private mount namespace (tests/service_host.py) standing for the host, so the unit, the
+  config, /opt/auditor and the service's directories are the scenario's alone;
+- "Auditing your own policy": the preflight and gate commands on a policy the real ms20
+  exported, the ``[models.policy]`` block added to the shipped config, ``golden record``, the
+  audit against that golden, then the deployed-model watch blocks (the one change: the
+  served folder /srv/policy becomes the test's own) through a replaced served file;
+- "A fleet": the PostgreSQL block (``sudo -u postgres`` is a shim reaching the test's server),
+  ``trainer.toml`` and ``inference.toml`` (the changes: ``db.internal:5432`` becomes the test
+  server, ``/opt/stacks`` the installed stacks), an audit on each side, trainer first, then
+  ``auditor history --pair 'ms20->lite20'`` and ``auditor publications`` as the prose says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from auditor.common.paths import stacks_dir
+from tests import service_host
+from tests.conftest import REPO, stack_python
+from tests.sshd import free_port, unavailable
+from tests.user_models import export_user_policy
+
+pytestmark = pytest.mark.stacks
+
+README = REPO / "README.md"
+
+
+def blocks(section: str) -> list[tuple[str, str]]:
+    """(language, code) of every fenced block of the README section titled ``section``."""
+    text = README.read_text()
+    assert f"\n## {section}\n" in text, section
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```(\w*)\n(.*?)```", body, re.DOTALL)
+
+
+def commands(code: str) -> list[str]:
+    """The command lines of a block, comments and blank lines left out."""
+    out = []
+    for line in code.splitlines():
+        line = re.sub(r"\s+#\s.*$", "", line).strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A user's home and a checkout with the auditor's .venv, as the README assumes."""
+    home = tmp_path / "home"
+    checkout = tmp_path / "checkout"
+    home.mkdir()
+    checkout.mkdir()
+    (checkout / ".venv").symlink_to(REPO / ".venv")
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ["PATH"],
+        "AUDITOR_STACKS_DIR": str(stacks_dir()),
+        "LANG": "C.UTF-8",
+    }
+    yield home, checkout, env
+    for pid_file in home.glob("auditor-hosts/*/sshd.pid"):  # the block says: kill $(cat .../sshd.pid)
+        with contextlib.suppress(ValueError, ProcessLookupError, OSError):
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+
+
+def test_two_hosts_as_written(stacks, home):
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    home, checkout, env = home
+    [(lang0, servers), (lang1, toml), (lang2, run)] = blocks("Training and inference on different hosts")
+    assert (lang0, lang1, lang2) == ("sh", "toml", "sh")
+    ports = {"2201": str(free_port()), "2202": str(free_port())}
+    for old, new in ports.items():
+        servers, toml = servers.replace(old, new), toml.replace(old, new)
+    done = subprocess.run(
+        ["bash", "-e", "-c", servers], cwd=checkout, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    (checkout / "two-hosts.toml").write_text(toml)
+    said = {}
+    for line in commands(run):
+        said[line.split()[3]] = subprocess.run(
+            ["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True, timeout=1800
+        )
+    for what, done in said.items():
+        assert "Traceback" not in done.stderr and "No module named" not in done.stdout + done.stderr, what
+    hosts = said["hosts"]
+    assert hosts.returncode == 0, hosts.stdout + hosts.stderr
+    assert hosts.stdout.count(" ok  Python 3.7.") == 2
+    audit = said["audit"]
+    assert audit.returncode in (0, 1), audit.stderr[-3000:]
+    assert (
+        "ms20 → lite20" in audit.stdout
+        and "on train-host" in audit.stdout
+        and "on infer-host" in audit.stdout
+    )
+    for broken in ("UNAVAILABLE", "WORKER FAILED", "Not checked", "Outcome: UNCHECKED"):
+        assert broken not in audit.stdout, audit.stdout[-4000:]
+    fingerprint = said["fingerprint"]
+    assert fingerprint.returncode == 0, fingerprint.stdout[-3000:] + fingerprint.stderr[-3000:]
+    assert "train-host" in fingerprint.stdout and "infer-host" in fingerprint.stdout
+
+
+SUDO = '#!/bin/sh\n# the test runs as root: sudo [VAR=value...] command\nexec env "$@"\n'
+
+
+@pytest.fixture
+def service_account():
+    """The README installs for user auditor: created by the install, removed afterwards
+    (unless it was there before the test)."""
+    existed = subprocess.run(["id", "auditor"], capture_output=True).returncode == 0
+    yield
+    if not existed:
+        subprocess.run(["userdel", "auditor"], capture_output=True)
+
+
+def test_service_install_as_written(stacks, service_account, tmp_path):
+    reason = service_host.unavailable()
+    if reason:
+        pytest.skip(reason)
+    os.chmod(tmp_path, 0o755)
+    checkout = tmp_path / "checkout"
+    shutil.copytree(
+        REPO, checkout, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info", "build")
+    )
+    (checkout / ".venv").symlink_to(REPO / ".venv")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "sudo").write_text(SUDO)
+    (shims / "sudo").chmod(0o755)
+    [(lang0, show), (lang1, install)] = blocks("Running as a service")
+    assert (lang0, lang1) == ("sh", "sh")
+    script = f"""
+export PATH={shims}:$PATH
+cd {checkout}
+{show}
+{install}
+test -f /etc/systemd/system/auditor.service -a -f /etc/systemd/system/auditor.service.d/hardening.conf
+systemd-analyze verify /etc/systemd/system/auditor.service
+/opt/auditor/bin/auditor service check --exec /opt/auditor/bin/auditor
+"""
+    done = service_host.run(script, tmp_path, private=(*service_host.PRIVATE, "/opt/auditor"))
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-5000:]
+    assert "[Service]" in out and "Type=notify" in out and "PrivateTmp=yes" in out  # what service print shows
+    assert "created the system user auditor" in out or "checked: user auditor can run" in out
+    assert "ok: user auditor can start the service" in out
+    assert "Traceback" not in out
+
+
+def shell(line: str, cwd, env: dict, timeout: float = 1800) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert "Traceback" not in done.stdout + done.stderr, f"{line}\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done
+
+
+def outcome(done: subprocess.CompletedProcess) -> str:
+    """The report's last line, checked against the exit status it states and the real one."""
+    last = done.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("Outcome: ") and last.endswith(f"; exit status {done.returncode}"), done.stdout
+    assert (done.returncode == 0) == last.startswith("Outcome: CONSISTENT ("), last
+    return last
+
+
+def test_own_model_as_written(stacks, home):
+    home, checkout, env = home
+    env = {**env, "PATH": f"{checkout / '.venv' / 'bin'}:{env['PATH']}"}  # `auditor` as the README writes it
+    config = checkout / "auditor.toml"
+    shutil.copy(REPO / "auditor.toml", config)
+    (checkout / "export").mkdir()
+    policy = export_user_policy("ms20", checkout / "export" / "policy.mindir", batch=64)
+    [(_, preflight), (_, gate), (lang, model), (_, golden), (_, watch), (_, severity)] = blocks(
+        "Auditing your own policy"
+    )
+    assert lang == "toml"
+    # 1. preflight: ms20's export loads on both infer stacks of the shipped config
+    first, second = commands(preflight)
+    done = shell(first, checkout, env)
+    assert done.returncode == 0 and "lite20" in done.stdout and "ms210-graph" in done.stdout, done.stdout
+    done = shell(second, checkout, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [verdict] = json.loads(done.stdout)["verdicts"]
+    assert verdict["stack"] == "lite20" and verdict["load"]["ok"], verdict
+    [line] = commands(gate)
+    done = shell(line, checkout, {**env, "ARTIFACT": "export/policy.mindir"})
+    assert done.returncode == 0 and "not deployable" not in done.stdout, done.stdout
+    # 2. the model probe's block, added to the config as written: the config check accepts it
+    config.write_text(config.read_text() + "\n" + model)
+    done = shell("auditor config check", checkout, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # 3. a golden from the reference stack, then golden = FILE instead of reference
+    [line] = commands(golden)
+    done = shell(line, checkout, env)
+    assert done.returncode == 0 and (checkout / "export" / "policy.golden.npz").is_file(), done.stderr
+    text = config.read_text()
+    assert 'reference = "ms210-graph"' in text
+    config.write_text(text.replace('reference = "ms210-graph"', 'golden = "export/policy.golden.npz"', 1))
+    done = shell("auditor audit --model policy", checkout, env)
+    assert "model policy: golden → lite20" in done.stdout and "64 samples compared with golden" in done.stdout
+    outcome(done)
+    # 4. watch what is deployed: the blocks' keys go into the shipped [stacks.lite20]
+    served = home / "srv-policy"
+    served.mkdir()
+    shutil.copy(policy, served / "policy.mindir")
+
+    def serve(block: str) -> None:
+        header, *keys = [ln for ln in block.strip().splitlines()]
+        assert header == "[stacks.lite20]"
+        keys = [k.replace("/srv/policy", str(served)) for k in keys]
+        base = config.read_text().split("\n# watch\n")[0]
+        lines = base.splitlines()
+        at = lines.index(header) + 1
+        config.write_text("\n".join([*lines[:at], *keys, *lines[at:]]) + "\n# watch\n")
+
+    serve(watch)
+    done = shell("auditor audit --model policy", checkout, env)
+    outcome(done)
+    serve(severity)
+    export_user_policy("ms20", served / "policy.mindir", batch=64, fp16=True)  # another graph deployed
+    done = shell("auditor audit --model policy --json", checkout, env)
+    doc = json.loads(done.stdout)
+    [drift] = [f for f in doc["findings"] if f["kind"] == "model-drift"]
+    assert drift["severity"] == "critical" and drift["subject"] == "lite20", drift  # the block's severity
+    assert done.returncode == doc["exit_code"] == 1 and doc["outcome"] != "consistent", doc["outcome"]
+
+
+PG_SUDO = """#!/bin/sh
+# `sudo -u postgres COMMAND`: COMMAND as the test server's superuser
+[ "$1" = -u ] && shift 2
+exec env PGHOST=127.0.0.1 PGPORT={port} PGUSER={user} "$@"
+"""
+
+
+def test_fleet_as_written(stacks, postgres, home):
+    home, checkout, env = home
+    shims = home / "bin"
+    shims.mkdir()
+    (shims / "sudo").write_text(PG_SUDO.format(port=postgres.port, user=postgres.user))
+    (shims / "sudo").chmod(0o755)
+    env = {**env, "PATH": f"{shims}:{checkout / '.venv' / 'bin'}:{postgres.bin}:{env['PATH']}"}
+    server = f"127.0.0.1:{postgres.port}"
+    [(lang0, database), (lang1, trainer), (lang2, inference)] = blocks("A fleet")
+    assert (lang0, lang1, lang2) == ("sh", "toml", "toml")
+    assert "db.internal:5432" in database + trainer + inference and "/opt/stacks/ms20/bin/python" in trainer
+    for name, block in (("trainer.toml", trainer), ("inference.toml", inference)):
+        block = block.replace("db.internal:5432", server)
+        for stack in ("ms20", "lite20"):
+            block = block.replace(f"/opt/stacks/{stack}/bin/python", str(stack_python(stack)))
+        (checkout / name).write_text(block)
+    # the PostgreSQL block, then (in the same shell: it exports AUDITOR_DB_URL) what the prose
+    # says to run: an audit on each side, trainer first, the pair's history, the publications
+    run = [
+        "auditor --config trainer.toml audit",
+        "auditor --config inference.toml audit",
+        "auditor history --pair 'ms20->lite20' --format json",
+        "auditor publications --json",
+    ]
+    script = database.replace("db.internal:5432", server) + "".join(
+        f"\n{c} > {i}.out 2> {i}.err; echo $? > {i}.rc" for i, c in enumerate(run)
+    )
+    done = shell(f"set -e\n{script}", checkout, env)
+    assert done.returncode == 0 and "up to date" in done.stdout, done.stdout + done.stderr  # db current
+    said = []
+    for i, command in enumerate(run):
+        code = int((checkout / f"{i}.rc").read_text())
+        out, err = (checkout / f"{i}.out").read_text(), (checkout / f"{i}.err").read_text()
+        assert "Traceback" not in out + err, f"{command}\n{err[-3000:]}"
+        said.append((code, out, err))
+    (code, out, err), (code2, out2, err2) = said[:2]
+    assert "Publications (split mode)" in out and "published ms20:" in out, out + err
+    assert "Not checked" not in out and code == 0, out[-3000:]  # only exports: nothing to compare
+    assert "read ms20: publication" in out2 and "by train-zone" in out2, out2 + err2
+    assert "Not checked" not in out2 and "ms20 → lite20" in out2, out2[-3000:]
+    assert out2.rstrip().splitlines()[-1].endswith(f"; exit status {code2}")
+    code, out, err = said[2]
+    rows = json.loads(out)
+    assert code == 0 and {r["probe"] for r in rows} == {"ppo_policy", "obs_normalizer"}, err
+    code, out, err = said[3]
+    [pub] = json.loads(out)
+    assert code == 0 and (pub["stack"], pub["auditor_id"]) == ("ms20", "train-zone"), err
+    assert {i["probe"] for i in pub["items"]} == {"ppo_policy", "obs_normalizer"}

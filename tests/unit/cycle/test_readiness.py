@@ -1,0 +1,227 @@
+"""`auditor config check` fails on what cannot work, not only on what is misspelled: each case
+of a config that is right key by key and still leaves an audit with nothing to stand on, and
+nothing created by the check. (``--hosts``, which starts the stacks, is in
+tests/fleet/test_parity_stacks.py, on this machine and over ssh.)"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli.main import cli
+from auditor.worker.mindir import read_info
+
+PYTHON = sys.executable  # an interpreter that exists: the checks here start no stack
+
+
+def write(tmp_path: Path, body: str, stacks: str | None = None) -> Path:
+    stacks = stacks or textwrap.dedent(
+        f"""
+        [stacks.t]
+        role = "train"
+        runtime = "mindspore"
+        python = "{PYTHON}"
+        [stacks.i]
+        role = "infer"
+        runtime = "mindspore-lite"
+        python = "{PYTHON}"
+        [[pairs]]
+        train = "t"
+        infer = "i"
+        probes = ["ppo_policy"]
+        """
+    )
+    path = tmp_path / "auditor.toml"
+    path.write_text(textwrap.dedent(body) + stacks)
+    return path
+
+
+def config_check(path: Path, *options: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "check", *options])
+    assert "Traceback" not in result.output + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def minimal_mindir() -> bytes:
+    """A MindIR as the wire format has it: ir_version, producer, model_version and an empty
+    graph (field 7), enough for the reader to call it readable."""
+
+    def field(number: int, data: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(data)]) + data
+
+    data = field(1, b"0.1.1") + field(2, b"MindSpore") + field(5, b"2.0.0") + field(7, b"")
+    assert read_info(data).readable, read_info(data).reason
+    return data
+
+
+def test_a_clean_config_exits_0(tmp_path):
+    code, out, err = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{tmp_path}/h.db"\n'))
+    assert code == 0, err
+    assert ": ok (2 stacks, 1 pairs)" in out and "not there yet: the first audit creates it" in out
+    assert not (tmp_path / "h.db").exists()
+
+
+def test_missing_and_wrong_interpreters(tmp_path):
+    not_exec = tmp_path / "python-not-executable"
+    not_exec.write_text("#!/bin/sh\n")
+    not_exec.chmod(0o644)
+    stacks = f"""
+        [stacks.t]
+        role = "train"
+        runtime = "mindspore"
+        python = "{tmp_path}/no/such/python"
+        [stacks.i]
+        role = "infer"
+        runtime = "mindspore-lite"
+        python = "{not_exec}"
+        [stacks.d]
+        role = "infer"
+        runtime = "mindspore-lite"
+        python = "{tmp_path}"
+        [[pairs]]
+        train = "t"
+        infer = "i"
+        probes = ["ppo_policy"]
+        """
+    code, _, err = config_check(write(tmp_path, "", textwrap.dedent(stacks)))
+    assert code == 1
+    assert f"stacks.t.python: {tmp_path}/no/such/python: no such file" in err
+    assert f"stacks.i.python: {not_exec}: not executable" in err
+    assert f"stacks.d.python: {tmp_path}: not a file" in err
+
+
+def test_model_files_globs_goldens_and_recorded_inputs(tmp_path):
+    (tmp_path / "model.mindir").write_bytes(minimal_mindir())
+    (tmp_path / "junk.mindir").write_text("not a model")
+    (tmp_path / "served").mkdir()
+    stacks = f"""
+        [stacks.t]
+        role = "train"
+        runtime = "mindspore"
+        python = "{PYTHON}"
+        [stacks.i]
+        role = "infer"
+        runtime = "mindspore-lite"
+        python = "{PYTHON}"
+        models = ["{tmp_path}/served/*.mindir", "{tmp_path}/junk.mindir", "{tmp_path}/gone.mindir"]
+        [stacks.i2]
+        role = "infer"
+        runtime = "mindspore-lite"
+        python = "{PYTHON}"
+        [models.missing]
+        path = "nowhere/policy.mindir"
+        golden = "nowhere/policy.golden.npz"
+        [models.recorded]
+        path = "model.mindir"
+        reference = "i"
+        stacks = ["i2"]
+        [[models.recorded.inputs]]
+        name = "obs"
+        shape = [4, 3]
+        npz = "missing-observations.npz"
+        """
+    code, _, err = config_check(write(tmp_path, "", textwrap.dedent(stacks)))
+    assert code == 1, err
+    lines = [line.strip() for line in err.splitlines()]
+    assert f"problem: stacks.i.models: {tmp_path}/served/*.mindir: no file matches" in lines
+    assert any(
+        line.startswith(f"problem: stacks.i.models: {tmp_path}/junk.mindir: not a MindIR") for line in lines
+    )
+    assert f"problem: stacks.i.models: {tmp_path}/gone.mindir: {tmp_path}/gone.mindir: no such file" in lines
+    assert f"problem: models.missing.path: {tmp_path}/nowhere/policy.mindir: no such file" in lines
+    assert any(
+        line.startswith("problem: models.missing.golden:") and "no such golden file" in line for line in lines
+    )
+    assert any(
+        line.startswith("problem: models.recorded.inputs:")
+        and "missing-observations.npz: no such file" in line
+        for line in lines
+    )
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_reference_stack_that_cannot_load_is_a_config_error(tmp_path):
+    (tmp_path / "model.mindir").write_bytes(minimal_mindir())
+    code, _, err = config_check(write(tmp_path, '[models.p]\npath = "model.mindir"\nreference = "t"\n'))
+    assert code == 2
+    assert "models.p.reference: t runs mindspore, a train runtime that does not load a MindIR" in err
+
+
+@pytest.mark.parametrize("url", ["/var/lib/auditor/history.db", "history.db", "postgresql://a@h:port/x"])
+def test_a_storage_url_that_is_not_a_url(tmp_path, url):
+    code, _, err = config_check(write(tmp_path, f'[storage]\nurl = "{url}"\n'))
+    assert code == 2
+    assert "storage.url: not a database URL" in err and "sqlite:////absolute/path/history.db" in err
+
+
+def test_a_database_that_cannot_be_created_or_opened(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, _, err = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{blocker}/sub/h.db"\n'))
+    assert (
+        code == 1
+        and f"storage.url: {blocker}/sub/h.db: cannot be created, {blocker} is not a directory" in err
+    )
+    # --connect opens what is there: an unreachable server is a problem, the check creates nothing
+    path = write(tmp_path, '[storage]\nurl = "postgresql://auditor:pw@127.0.0.1:1/history"\n')
+    code, out, err = config_check(path)
+    assert code == 0 and "(not opened: --connect opens it)" in out and ":pw@" not in out
+    code, _, err = config_check(path, "--connect")
+    assert code == 1 and "storage.url:" in err and "Connection refused" in err and ":pw@" not in err
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(b"this is not a database" * 100)
+    code, _, err = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{damaged}"\n'), "--connect")
+    assert code == 1 and "storage.url:" in err
+
+
+def test_typo_in_the_database_path_creates_no_directory(tmp_path):
+    typo = tmp_path / "typo" / "deeper"
+    for options in ((), ("--connect",)):
+        code, out, _ = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{typo}/h.db"\n'), *options)
+        assert code == 0 and "not there yet" in out
+        # the directories the first audit would make are named, so the typo shows before it
+        assert f"the first audit creates it and the directories {typo.parent}, {typo})" in out
+        assert not (tmp_path / "typo").exists()
+
+
+def test_a_plugin_that_did_not_import_fails_the_check(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "broken_rules_plugin.py").write_text("import not_installed_anywhere\n")
+    code, _, err = config_check(write(tmp_path, f'[plugins]\ndirs = ["{plugins}"]\n'))
+    assert code == 1
+    assert (
+        "problem: plugins: plugin broken_rules_plugin" in err
+        and "ModuleNotFoundError: No module named 'not_installed_anywhere'" in err
+    )
+    sys.modules.pop("broken_rules_plugin", None)
+
+
+def test_stacks_on_other_hosts_are_said_to_be_unchecked_without_hosts(tmp_path):
+    stacks = f"""
+        [hosts.far]
+        command = ["sh", "-c", "exec \\"$@\\"", "sh"]
+        [stacks.t]
+        role = "train"
+        runtime = "mindspore"
+        python = "/opt/on/that/host/python"
+        host = "far"
+        [stacks.i]
+        role = "infer"
+        runtime = "mindspore-lite"
+        python = "{PYTHON}"
+        [[pairs]]
+        train = "t"
+        infer = "i"
+        probes = ["ppo_policy"]
+        """
+    code, out, err = config_check(write(tmp_path, "", textwrap.dedent(stacks)))
+    assert code == 0, err
+    assert "not checked: stack t: its interpreter on host far (config check --hosts starts it there)" in out
+    assert os.path.exists(PYTHON)

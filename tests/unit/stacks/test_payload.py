@@ -1,0 +1,78 @@
+"""The remote payload is derived from the imports: what the entry modules import, at any depth
+and in any form, from the worker's packages, and nothing else."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import zipfile
+from pathlib import Path
+
+from auditor.stacks import payload
+
+
+def tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_imports_are_followed_in_every_form(tmp_path):
+    tree(
+        tmp_path,
+        {
+            "plug/__init__.py": "raise RuntimeError('registered packages never run their __init__')\n",
+            "plug/probe.py": """
+                import json, numpy
+                from . import helpers
+                from .sub.deep import thing
+                def build_cell(params, weights):
+                    import mindspore  # the framework is the host's own
+                    from plug import lazy
+                    return lazy
+                """,
+            "plug/helpers.py": "import importlib\nmod = importlib.import_module('plug.dynamic')\n",
+            "plug/dynamic.py": "X = 1\n",
+            "plug/lazy.py": "from .helpers import mod\n",
+            "plug/sub/__init__.py": "",  # below a registered package: Python runs it, so it goes
+            "plug/sub/deep.py": "thing = 1\n",
+            "plug/unused.py": "import nothing_imports_this\n",
+            "plug/broken.py": "def oops(:\n",
+            "plug/data.json": "{}",
+        },
+    )
+    packages = payload.Packages([("plug", str(tmp_path / "plug"))], ["plug.probe", "plug.broken"])
+    found = payload.module_files(packages, packages.entries)
+    assert sorted(found) == [
+        "plug.broken",  # kept: the worker reports its SyntaxError as it would locally
+        "plug.dynamic",
+        "plug.helpers",
+        "plug.lazy",
+        "plug.probe",
+        "plug.sub",
+        "plug.sub.deep",
+    ]
+    built = payload.build(packages)
+    names = zipfile.ZipFile(io.BytesIO(built.data)).namelist()
+    assert sorted(names) == sorted(
+        [
+            "plug/broken.py",
+            "plug/dynamic.py",
+            "plug/helpers.py",
+            "plug/lazy.py",
+            "plug/probe.py",
+            "plug/sub/__init__.py",
+            "plug/sub/deep.py",
+        ]
+    )
+    assert built.names == tuple(sorted(found))
+
+
+def test_the_zip_names_modules_not_folders(tmp_path):
+    """``auditor.probes`` lives in a folder called probes/ in a checkout: in the zip it is where
+    its name says, which is where the remote boot registers it."""
+    tree(tmp_path, {"probes/p.py": "from auditor.probes import q\n", "probes/q.py": ""})
+    packages = payload.Packages([("auditor.probes", str(tmp_path / "probes"))], ["auditor.probes.p"])
+    names = zipfile.ZipFile(io.BytesIO(payload.build(packages).data)).namelist()
+    assert sorted(names) == ["auditor/probes/p.py", "auditor/probes/q.py"]
