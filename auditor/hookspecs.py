@@ -52,11 +52,13 @@ def auditor_probes() -> list[str]:
 
 @hookspec
 def auditor_runtimes() -> list[Any]:
-    """Return ``auditor.extend.runtime_spec.RuntimeSpec`` objects: a runtime name usable as
+    """Return ``auditor.runtime.RuntimeSpec`` objects: a runtime name usable as
     ``stacks.NAME.runtime``, whether it can ``"export"`` (train side) or ``"load"`` (infer side),
-    and ``worker_class``, ``"package.module:Class"`` of the class the worker instantiates with
-    the stack's device string. The class runs inside the stack (Python 3.7 compatible) and
-    implements the methods of ``auditor.worker.runtimes.MindSporeRuntime``.
+    the artifact format it loads (an ``auditor.runtime.ArtifactFormat``; MindIR by default) or
+    the formats it exports, the failure patterns of its messages, its version facts, and
+    ``worker_class``, ``"package.module:Class"`` of the class the worker instantiates with the
+    stack's device string. The class runs inside the stack (Python 3.7 compatible) and
+    implements ``auditor.worker.runtimes.Runtime``.
     """
 
 

@@ -187,7 +187,7 @@ def probe_config(
             doc,
             source or "<auditor.testing>",
             known_probes={n: p.default_params for n, p in specs.items()},
-            runtimes={n: r.can for n, r in plugins.runtimes().items()},
+            runtimes=plugins.runtimes(),
             probe_variants={n: p.variants for n, p in specs.items()},
             param_schemas={n: p.param_schema for n, p in specs.items()},
         )

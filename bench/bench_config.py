@@ -39,7 +39,7 @@ def reference_config(
     config = load(
         path,
         known_probes={n: p.default_params for n, p in specs.items()},
-        runtimes={n: r.can for n, r in plugins.runtimes().items()},
+        runtimes=plugins.runtimes(),
     )
     chosen = tuple(p for p in config.pairs if not pairs or p.name in pairs)
     if probes:

@@ -5,9 +5,10 @@
   stack's MindSpore would load (``cann.choice``; "probably" where that is an inference);
 - runtime-cann: a runtime that would find no CANN on any of its paths (the paths named), and a
   MindSpore whose version check reads one CANN while the loader gives it another's libraries;
-- mindir-version: an exported MindIR's ``mind_ir_version`` against the highest version the
-  inference runtime reads: learned from the runtime's own rejection message when it has
-  refused a file before, else known (Lite 2.0.0 and 2.2.11 read 1; MindSpore reads what it
+- mindir-version: an exported artifact's format version (a MindIR's ``mind_ir_version``)
+  against the highest version the inference runtime reads: learned from the runtime's own
+  rejection message when it has refused a file before, else the runtime package's version
+  facts (``RuntimeSpec.reads``: Lite 2.0.0 and 2.2.11 read 1; MindSpore reads what it
   writes: 1.7-2.2.x -> 1, 2.3-2.4.x -> 2, 2.5 and later -> 3);
 - operator-support: an exported MindIR's operator types against those the inference runtime
   is known not to run in any graph (the runtime plugin's ``unsupported_operators`` table;
@@ -36,6 +37,7 @@ from auditor.results import Finding
 from auditor.rules import cann_choice
 from auditor.rules.engine import Rule, RuleContext, major_minor, version_tuple
 from auditor.rules.engine import finding as _finding
+from auditor.runtime import readers_facts, writers_of
 
 # -- MindSpore <-> CANN ------------------------------------------------------------------------
 
@@ -248,25 +250,8 @@ def runtime_finds_cann(ctx: RuleContext) -> Iterable[Finding]:
 
 
 # -- MindIR version <-> inference runtime ------------------------------------------------------
-
-# Known maxima of MindSpore Lite builds (FACTS.md: measured or published).
-LITE_MAXIMA = {"2.0.0": 1, "2.2.11": 1}
-WRITERS = {0: "before 1.7", 1: "1.7 to 2.2.x", 2: "2.3 to 2.4.x", 3: "2.5 and later"}
-
-
-def written_version(mindspore_version: str | None) -> int | None:
-    """The mind_ir_version MindSpore writes (and so the highest it reads); None before 1.7,
-    which neither writes nor checks it."""
-    v = version_tuple(mindspore_version)
-    if v is None or len(v) < 2:
-        return None
-    if v < (1, 7):
-        return None
-    if v < (2, 3):
-        return 1
-    if v < (2, 5):
-        return 2
-    return 3
+# (any artifact format with a version: the facts are the runtime packages', RuntimeSpec.reads
+# and RuntimeSpec.writers; the learned maxima come from the runtimes' own rejection messages)
 
 
 def _runtime(ctx: RuleContext, stack: str) -> tuple[str | None, str | None]:
@@ -279,21 +264,20 @@ def _runtime(ctx: RuleContext, stack: str) -> tuple[str | None, str | None]:
     return package, version
 
 
-def runtime_maximum(ctx: RuleContext, package: str | None, version: str | None) -> tuple[int, str] | None:
-    """(the highest mind_ir_version the runtime reads, where that is known from), or None."""
+def runtime_maximum(
+    ctx: RuleContext, stack: str, package: str | None, version: str | None, summary: dict[str, Any]
+) -> tuple[int, str] | None:
+    """(the highest version of its format the stack's runtime reads for this file, where that
+    is known from), or None."""
     if package is None or version is None:
         return None
     learned = ctx.learned_maxima.get((package, version))
     if learned is not None:
         when = f" on {learned.learned_at:%Y-%m-%d}" if learned.learned_at else ""
         return learned.max_mind_ir_version, f"learned from its own rejection message{when}"
-    if package == "mindspore-lite" and version in LITE_MAXIMA:
-        return LITE_MAXIMA[version], f"known limit of MindSpore Lite {version}"
-    if package == "mindspore":
-        written = written_version(version)
-        if written is not None:
-            return written, f"MindSpore {version} reads the version it writes"
-    return None
+    config = ctx.stacks.get(stack)
+    spec = readers_facts(ctx.runtimes, config.runtime if config else None, package)
+    return spec.reads(version, summary) if spec is not None and spec.reads is not None else None
 
 
 def mindir_version(ctx: RuleContext) -> Iterable[Finding]:
@@ -301,48 +285,53 @@ def mindir_version(ctx: RuleContext) -> Iterable[Finding]:
     blocking every probe variant whose file is too new."""
     for pair in ctx.pairs:
         package, version = _runtime(ctx, pair.infer)
-        limit = runtime_maximum(ctx, package, version)
-        if limit is None:
-            continue  # unknown: the load is attempted, and a rejection teaches the maximum
+        fmt = ctx.loads(pair.infer)
+        too_new, limit = [], None
+        for model in ctx.variants(pair, pair.train):
+            file_version = fmt.version(model.info)
+            if not model.info.get("readable") or file_version is None:
+                continue
+            known = runtime_maximum(ctx, pair.infer, package, version, model.info)
+            if known is None or file_version <= known[0]:
+                continue  # unknown: the load is attempted, and a rejection teaches the maximum
+            too_new.append(model)
+            limit = limit or known
+        if not too_new or limit is None:
+            continue
         maximum, source = limit
         runtime = ctx.stacks[pair.infer].runtime if pair.infer in ctx.stacks else package
-        too_new = []
-        for model in ctx.variants(pair, pair.train):
-            info = model.info
-            file_version = info.get("mind_ir_version")
-            if not info.get("readable") or not isinstance(file_version, int) or file_version <= maximum:
-                continue
-            reader, writer = version_tuple(version), version_tuple(info.get("model_version"))
-            if package == "mindspore" and "learned" not in source and reader and writer and reader >= writer:
-                continue  # a MindSpore reads what it and older releases write
-            too_new.append(model)
-        if not too_new:
-            continue
-        file_version = max(m.info["mind_ir_version"] for m in too_new)
-        producer = ", ".join(sorted({str(m.info.get("model_version")) for m in too_new}))
-        fits = WRITERS.get(maximum, f"writing version {maximum} or lower")
+        file_version = max(fmt.version(m.info) or 0 for m in too_new)
+        producers = sorted({str(fmt.producer(m.info)) for m in too_new if fmt.producer(m.info)})
+        producer = ", ".join(producers)
+        maker = fmt.producer_name or str(too_new[0].info.get("producer_name") or "the exporter")
+        made_by = f"{maker} {producer}" if producer else maker
+        train_config = ctx.stacks.get(pair.train)
+        writers = writers_of(ctx.runtimes, train_config.runtime if train_config else None, fmt.name)
+        fits = writers.get(maximum, f"writing version {maximum} or lower")
+        title = fmt.title
         yield _finding(
             "mindir-version",
             "critical",
             pair.name,
-            f"{pair.name}/mindir-version",
-            f"{pair.infer} ({runtime} {version}) cannot load the MindIR exported by {pair.train} "
-            f"(MindSpore {producer}): the file has MindIR version {file_version}, the runtime reads "
+            f"{pair.name}/{fmt.name}-version",
+            f"{pair.infer} ({runtime} {version}) cannot load the {title} exported by {pair.train} "
+            f"({made_by}): the file has {title} version {file_version}, the runtime reads "
             f"at most version {maximum} ({source}); the load was not attempted "
             f"({len(too_new)} probe variant{'s' if len(too_new) > 1 else ''})",
             {
-                "mind_ir_version": file_version,
+                f"{fmt.version_field}": file_version,
+                "format": fmt.name,
                 "exported_by": producer,
                 "runtime": runtime,
                 "runtime_package": package,
                 "runtime_version": version,
-                "runtime_max_mind_ir_version": maximum,
+                f"runtime_max_{fmt.version_field}": maximum,
                 "limit_source": source,
                 "not_loaded": {f"{m.probe} [{m.variant}]": m.info.get("sha256") for m in too_new},
             },
-            f"export with a MindSpore release that writes MindIR version {maximum} or lower "
-            f"(MindSpore {fits}), or upgrade {pair.infer} to a {package} release that reads "
-            f"version {file_version} (the same release as the training MindSpore, {producer})",
+            f"export with a {maker} release that writes {title} version {maximum} or lower ({fits}), "
+            f"or upgrade {pair.infer} to a {package} release that reads version {file_version}"
+            + (f" (the same release as the training {maker}, {producer})" if producer else ""),
             kind="incompatible",
             blocks=[{"pair": pair.name, "probe": m.probe, "variant": m.variant} for m in too_new],
         )
@@ -378,7 +367,7 @@ def operator_support(ctx: RuleContext) -> Iterable[Finding]:
             pair.name,
             f"{pair.name}/operator-support",
             f"unsupported operator: {', '.join(ops)}: {pair.infer} ({runtime} {version}) cannot run "
-            f"the MindIR exported by {pair.train}: "
+            f"the {ctx.loads(pair.infer).title} exported by {pair.train}: "
             + "; ".join(f"{op}: {limits[op]}" for op in ops)
             + "; the load was not attempted",
             {

@@ -55,7 +55,8 @@ from auditor import __version__  # noqa: E402
 from auditor.cli.context import Context  # noqa: E402
 from auditor.compare.outputs import Tolerance, compare_output  # noqa: E402
 from auditor.config.tables import Config, StackConfig  # noqa: E402
-from auditor.extend.operator_table import PLUMBING  # noqa: E402
+from auditor.runtime import RuntimeSpec  # noqa: E402
+from auditor.runtime.operator_table import PLUMBING  # noqa: E402
 from auditor.stacks.failures import diagnose  # noqa: E402
 from auditor.stacks.session import reach  # noqa: E402
 from auditor.stacks.worker import StackWorker, WorkerError  # noqa: E402
@@ -111,8 +112,10 @@ def default_servers(config: Config) -> list[str]:
 class Workers:
     """One started worker per stack, replaced after a failure."""
 
-    def __init__(self, config: Config, runtime_classes: Mapping[str, str], timeout: float):
-        self.reach = reach(config, runtime_classes, [CELLS])
+    def __init__(self, config: Config, runtimes: Mapping[str, RuntimeSpec], timeout: float):
+        self.config = config
+        self.runtimes = dict(runtimes)
+        self.reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, [CELLS])
         self.timeout = timeout
         self.workers: dict[str, StackWorker] = {}
         self.hello: dict[str, dict[str, Any]] = {}
@@ -123,6 +126,10 @@ class Workers:
             self.hello[name] = dict(worker.start())
             self.workers[name] = worker
         return self.workers[name]
+
+    def spec(self, name: str) -> RuntimeSpec | None:
+        """The runtime spec of stack ``name`` (its failure forms read its failures)."""
+        return self.runtimes.get(self.config.stacks[name].runtime)
 
     def restart(self, name: str) -> None:
         worker = self.workers.pop(name, None)
@@ -180,7 +187,7 @@ def export_case(workers: Workers, exporter: str, case: catalog.Case, seed: int, 
         path.parent.mkdir(parents=True, exist_ok=True)
         data = worker.request(
             "export", model=model, inputs=inputs, path=str(worker.workdir / f"{case.name}.mindir")
-        ).result["mindir"]
+        ).result["artifact"]
         path.write_bytes(data)
     except WorkerError as exc:
         if exc.kind != "error":
@@ -213,7 +220,14 @@ def serve_case(
         outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
     except WorkerError as exc:
         workers.restart(server)  # a fresh process for the next case, whatever this one left behind
-        d = diagnose(exc, hello.get("runtime_package"), hello.get("runtime_version"), export.info, load_log)
+        d = diagnose(
+            exc,
+            workers.spec(server),
+            hello.get("runtime_version"),
+            export.info,
+            load_log,
+            package=hello.get("runtime_package"),
+        )
         status = {"timeout": "hangs", "crash": "crashes"}.get(exc.kind) or (
             "load-fails" if exc.op == "load" else "run-fails"
         )
@@ -423,7 +437,7 @@ def write_tables(directory: Path, tables: dict[str, list[dict[str, Any]]]) -> li
             shipped[key(t)] = merge(shipped.get(key(t)), t)
         document = {
             "runtime": runtime,
-            "about": "Measured by scripts/operator_sweep.py; read by auditor.extend.operator_table. "
+            "about": "Measured by scripts/operator_sweep.py; read by auditor.runtime.operator_table. "
             "Regenerate rather than edit.",
             "tables": [shipped[k] for k in sorted(shipped)],
         }
@@ -512,7 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     swept = sweep_config(config, exporters, servers)
-    workers = Workers(swept, {n: r.worker_class for n, r in plugins.runtimes().items()}, args.timeout)
+    workers = Workers(swept, plugins.runtimes(), args.timeout)
     started = time.time()
     cases: dict[str, dict[str, Any]] = {}
     try:

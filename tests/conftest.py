@@ -16,7 +16,7 @@ from tests import postgres_server
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "auditor.toml"
-STACK_NAMES = ("ms210", "ms20", "lite20")
+STACK_NAMES = ("ms210", "ms20", "lite20", "ort")
 
 
 def stack_python(name: str) -> Path:

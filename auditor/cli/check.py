@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,16 @@ from auditor.cli.exits import EXIT_USAGE
 from auditor.cli.selection import check_names, narrowed, selection_of, selector_options
 from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
-from auditor.cycle.preflight import OK, CheckReport, ModelInputError, StackVerdict, preflight_many
+from auditor.cycle.preflight import (
+    OK,
+    CheckReport,
+    ModelInputError,
+    StackVerdict,
+    loads_mindir,
+    preflight_many,
+)
 from auditor.history.store import Store, StoreError
+from auditor.runtime import RuntimeSpec
 
 
 @click.command("check")
@@ -25,7 +34,8 @@ from auditor.history.store import Store, StoreError
     texts={
         "model": "The exported .mindir to check, or a [models.NAME] (its file; by default its serving "
         "stacks). Repeatable: each is checked, each stack started once for all.",
-        "stack": "A stack to check against (repeatable). Default: every infer stack of the config.",
+        "stack": "A stack to check against (repeatable). Default: every infer stack of the config that "
+        "loads MindIR.",
         "pair": "Check against this pair's infer stack (as if its train stack had exported the file).",
         "probe": "Check against the infer stacks of the pairs that run this probe.",
         "host": "Check against the infer stacks of the pairs and models with a stack on this host.",
@@ -87,7 +97,7 @@ def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: b
     groups: dict[tuple[str, ...], list[str]] = {}
     order = []
     for model in dict.fromkeys(selection.models):
-        path, names = _target(config, model, where)
+        path, names = _target(config, model, where, plugins.runtimes())
         if convert and not any(config.stacks[n].convert is not None for n in names):
             fail(f"--convert: none of {', '.join(names)} declares a conversion ([stacks.NAME.convert])")
         groups.setdefault(tuple(names), []).append(path)
@@ -130,25 +140,27 @@ def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: b
     sys.exit(code)
 
 
-def _target(config: Config, model: str, where: Selection) -> tuple[str, list[str]]:
+def _target(
+    config: Config, model: str, where: Selection, runtimes: Mapping[str, RuntimeSpec]
+) -> tuple[str, list[str]]:
     """The file to check and the stacks to check it against: the named stacks as they are;
     the infer stacks the other selectors reach; else the model's serving stacks or every
-    infer stack."""
+    infer stack (those whose runtime loads MindIR, unless named)."""
     spec = config.models.get(model)
     path = spec.path if spec is not None else model
     if where.stacks and not (where.pairs or where.probes or where.hosts):
         return path, list(dict.fromkeys(where.stacks))
     if not where.empty:
         reached = narrowed(config, where).config.stacks
-        names = [n for n, s in reached.items() if s.role == "infer"]
+        names = [n for n, s in reached.items() if s.role == "infer" and loads_mindir(config, runtimes, n)]
         if not names:
-            fail(f"{where.describe()} reach no infer stack in {config.source}")
+            fail(f"{where.describe()} reach no infer stack that loads MindIR in {config.source}")
         return path, names
     if spec is not None:
         return path, list(spec.stacks)
-    names = [n for n, s in config.stacks.items() if s.role == "infer"]
+    names = [n for n, s in config.stacks.items() if s.role == "infer" and loads_mindir(config, runtimes, n)]
     if not names:
-        fail(f"{config.source} has no infer stack: name one with --stack")
+        fail(f"{config.source} has no infer stack that loads MindIR: name one with --stack")
     return path, names
 
 

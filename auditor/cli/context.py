@@ -105,7 +105,7 @@ class Context:
             doc,
             path,
             known_probes={n: p.default_params for n, p in plugins.probes().items()},
-            runtimes={n: r.can for n, r in plugins.runtimes().items()},
+            runtimes=plugins.runtimes(),
             probe_variants={n: p.variants for n, p in plugins.probes().items()},
             param_schemas={n: p.param_schema for n, p in plugins.probes().items()},
             sink_types={n: t.validate for n, t in plugins.alert_sinks().items()},

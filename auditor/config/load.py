@@ -33,7 +33,6 @@ from auditor.config.tables import (
     DTYPES,
     NAME_RE,
     ROLES,
-    RUNTIMES,
     SECTIONS,
     SIMPLE_SECTIONS,
     AlertsConfig,
@@ -59,6 +58,7 @@ from auditor.config.tables import (
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
 from auditor.config.user_models import InputSpec, ModelConfig, TrainNetwork
 from auditor.db import url as db_url
+from auditor.runtime import MINDIR, RuntimeSpec
 from auditor.worker.npu_metrics import METRICS
 
 # -- parse: per-key validation by the schema, then the checks that need more ------------------
@@ -117,7 +117,7 @@ def parse(
     doc: dict,
     source: str = "<config>",
     known_probes: Mapping[str, Iterable[str]] | None = None,
-    runtimes: Mapping[str, str] | None = None,
+    runtimes: Mapping[str, RuntimeSpec] | None = None,
     probe_variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     sink_types: Mapping[str, Callable[[dict[str, Any]], list[str]]] | None = None,
     param_schemas: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
@@ -127,7 +127,8 @@ def parse(
 
     known_probes maps each probe name to its parameters (name -> default; a plain set of names
     skips the parameter check); None skips probe checks altogether. runtimes maps each runtime
-    name to "export" or "load" (default: the built-in runtimes). probe_variants maps a probe
+    name to its spec (the plugins'), to check stacks' runtimes and that each pair's train
+    runtime exports the format its infer runtime loads; None skips those checks. probe_variants maps a probe
     name to its variants (name -> parameter overrides), to check variant names and params
     that a variant sets; a probe not in it skips those checks. sink_types maps each alert
     sink type to its ``validate(options)``; None skips the sink type and option checks.
@@ -152,12 +153,12 @@ def parse(
             p.error("storage.url", f"{exc}; an SQLite file is written sqlite:////absolute/path/history.db")
     plugins = p.check(PluginsTable, p.table(doc, "plugins", "plugins"), "plugins") or PluginsTable()
 
-    stacks = _stacks(p, runtimes if runtimes is not None else RUNTIMES)
+    stacks = _stacks(p, runtimes)
     hosts = _hosts(p, stacks)
-    models = _models(p, stacks)
+    models = _models(p, stacks, runtimes)
     fleet = fleet_config.parse(p, p.doc.get("stacks"), known_probes)
     probes = _probes(p, known_probes, probe_variants, param_schemas)
-    pairs = _pairs(p, known_probes)
+    pairs = _pairs(p, known_probes, runtimes)
     _check_latency(p)
     _check_telemetry(p, simple["telemetry"])
     _check_rollout(p, pairs, known_probes, probe_variants, env_problem)
@@ -183,7 +184,7 @@ def parse(
     )
 
 
-def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConfig]:
+def _stacks(p: _Parse, known_runtimes: Mapping[str, RuntimeSpec] | None) -> dict[str, StackConfig]:
     stacks: dict[str, StackConfig] = {}
     for name, path, s in p.entries("stacks"):
         if not NAME_RE.match(name):
@@ -196,12 +197,14 @@ def _stacks(p: _Parse, known_runtimes: Mapping[str, str]) -> dict[str, StackConf
                 'sharing the history database takes source = "db" instead)',
             )
         role, runtime = s.get("role"), s.get("runtime")
-        if isinstance(runtime, str) and runtime and runtime not in known_runtimes:
+        if known_runtimes is None or not isinstance(runtime, str) or not runtime:
+            pass
+        elif runtime not in known_runtimes:
             p.error(f"{path}.runtime", f"unknown runtime {runtime!r} (known: {_known(known_runtimes)})")
-        elif isinstance(runtime, str) and runtime and role in ROLES:
+        elif role in ROLES:
             needed = "export" if role == "train" else "load"
-            if known_runtimes[runtime] != needed:
-                what = "build and export probes" if role == "train" else "load exported MindIR"
+            if known_runtimes[runtime].can != needed:
+                what = "build and export probes" if role == "train" else "load exported models"
                 p.error(f"{path}.runtime", f"runtime {runtime!r} cannot {what}, which a {role} stack must do")
         if "convert" in s and runtime != "mindspore-lite":
             p.error(
@@ -243,9 +246,18 @@ def _hosts(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, HostConfig
     return hosts
 
 
-def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConfig]:
-    """[models.NAME]: each table by the schema, then what needs the stacks and several keys."""
-    infer = tuple(n for n, s in stacks.items() if s.role == "infer")
+def _models(
+    p: _Parse, stacks: Mapping[str, StackConfig], runtimes: Mapping[str, RuntimeSpec] | None
+) -> dict[str, ModelConfig]:
+    """[models.NAME]: each table by the schema, then what needs the stacks and several keys.
+    A model is a MindIR: the stacks that serve it by default are the infer stacks whose
+    runtime loads MindIR."""
+
+    def other_format(stack: str) -> str | None:
+        spec = runtimes.get(stacks[stack].runtime) if runtimes is not None and stack in stacks else None
+        return spec.loads.title if spec is not None and spec.loads.name != MINDIR.name else None
+
+    infer = tuple(n for n, s in stacks.items() if s.role == "infer" and other_format(n) is None)
     out: dict[str, ModelConfig] = {}
     for name, path, raw in p.entries("models"):
         if "path" not in raw:
@@ -278,6 +290,12 @@ def _models(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, ModelConf
                         f"{path}.{key}",
                         f"{s} runs {stacks[s].runtime}, a train runtime that does not load a MindIR; "
                         f"name a stack that does: {', '.join(infer) or 'none in [stacks]'}",
+                    )
+                elif isinstance(s, str) and other_format(s) is not None:
+                    p.error(
+                        f"{path}.{key}",
+                        f"stack {s!r} ({stacks[s].runtime}) loads {other_format(s)} files, not the MindIR "
+                        "a [models.NAME] audits",
                     )
         table = p.check(ModelTable, {"path": "", **raw}, path)
         if table is None:
@@ -467,7 +485,14 @@ def _probes(
     return probes
 
 
-def _pairs(p: _Parse, known_probes: Mapping[str, Iterable[str]] | None) -> list[PairConfig]:
+def _spec_of(raw_stack: Any, runtimes: Mapping[str, RuntimeSpec] | None) -> RuntimeSpec | None:
+    name = raw_stack.get("runtime") if isinstance(raw_stack, dict) else None
+    return runtimes.get(name) if runtimes is not None and isinstance(name, str) else None
+
+
+def _pairs(
+    p: _Parse, known_probes: Mapping[str, Iterable[str]] | None, runtimes: Mapping[str, RuntimeSpec] | None
+) -> list[PairConfig]:
     pairs: list[PairConfig] = []
     raw_pairs = p.doc.get("pairs", [])
     if not isinstance(raw_pairs, list):
@@ -511,6 +536,21 @@ def _pairs(p: _Parse, known_probes: Mapping[str, Iterable[str]] | None) -> list[
         for j, n in enumerate(names if isinstance(names, list) else []):
             if isinstance(n, str) and known_probes is not None and n not in known_probes:
                 p.error(f"{path}.probes[{j}]", f"unknown probe {n!r} (known: {_known(known_probes)})")
+        train, infer = (
+            _spec_of(raw_stacks.get(raw.get("train")), runtimes),
+            _spec_of(raw_stacks.get(raw.get("infer")), runtimes),
+        )
+        if (
+            train is not None
+            and infer is not None
+            and (train.can, infer.can) == ("export", "load")
+            and infer.loads.name not in train.exports
+        ):
+            p.error(
+                path,
+                f"{raw['infer']} ({infer.name}) loads {infer.loads.title} files, which "
+                f"{raw['train']} ({train.name}) cannot export (it exports: {', '.join(train.exports)})",
+            )
         if pair is not None:
             if (pair.train, pair.infer) in seen:
                 p.error(path, f"pair {pair.train} -> {pair.infer} is listed twice")

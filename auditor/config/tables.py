@@ -35,15 +35,6 @@ from auditor.config.user_models import GENERATORS, INPUT_DTYPES, MODEL_CHANGE_SE
 from auditor.worker import files
 from auditor.worker.npu_metrics import DEFAULT_VIEWS, VIEWS
 
-# The built-in runtimes -> what each can do in a pair: "export" (train side) or "load" (infer
-# side). Plugins add more; the CLI passes the full map to parse().
-RUNTIMES = {
-    "mindspore": "export",
-    "mindspore-graph": "load",
-    "mindspore-lite": "load",
-}
-
-
 ROLES = ("train", "infer")
 
 
@@ -199,7 +190,7 @@ class ConvertTable:
     stack's host: each cycle converts the source again with these options and compares."""
 
     def options(self) -> dict[str, Any]:
-        """The options as the worker's converter takes them (auditor.worker.lite_convert)."""
+        """The options as the worker's converter takes them (auditor.plugins.runtimes.lite.converter)."""
         return {
             "optimize": self.optimize,
             "weight_fp16": self.weight_fp16,
@@ -230,10 +221,11 @@ class StackConfig:
 
     name: Annotated[str, _from_key("The stack's name: the table's key.")]
     role: Choice(*ROLES)
-    """train (builds and exports probes) or infer (loads the exported MindIR)."""
+    """train (builds and exports probes) or infer (loads the exported model)."""
     runtime: Name
-    """mindspore (PyNative, train), mindspore-graph (GraphCell over MindIR, infer), mindspore-lite
-    (MindSpore Lite, infer), or a plugin's runtime."""
+    """A runtime a plugin registers (``auditor plugins`` lists them), e.g. mindspore (PyNative,
+    train) or mindspore-lite (infer); a train stack exports the format its pair's infer runtime
+    loads."""
     python: Text(nonempty=True, what="the path of the stack's Python interpreter", expand=_expanded) = ""
     """The stack's Python interpreter ($VAR and ~ are expanded); required, except for a train
     stack with ``source = "db"``."""

@@ -15,7 +15,6 @@ from typing import Any
 from auditor.cycle import causes
 from auditor.cycle.jobs import ProbeJob, TrainOutcome
 from auditor.cycle.state import CycleState
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.fingerprint import collect as fingerprint
 from auditor.fingerprint.drift import diff as drift_diff
 from auditor.fingerprint.drift import drift_finding
@@ -31,6 +30,7 @@ from auditor.rules import deployed
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.rules.operator_support import coverage, learned_failures, operator_limits, target_of
 from auditor.rules.operator_support import learn as learn_operator
+from auditor.runtime import RuntimeSpec
 from auditor.stacks.failures import Diagnosis, diagnose
 from auditor.stacks.session import StackSession
 from auditor.stacks.worker import WorkerError
@@ -72,7 +72,12 @@ class Compatibility:
         context = self.context()
         self.findings += run_rules([r for r in self.rules if not r.needs_artifacts], context)
         self.findings += deployed.deployed_rule_findings(
-            context.stacks, context.fingerprints, self.rules, self.known_maxima, context.operator_limits
+            context.stacks,
+            context.fingerprints,
+            self.rules,
+            self.known_maxima,
+            context.operator_limits,
+            self.runtimes,
         )
 
     def _fingerprint(self, session: StackSession) -> dict[str, Any] | None:
@@ -139,6 +144,7 @@ class Compatibility:
             exported or [],
             self.known_maxima,
             operator_limits(stacks, fingerprints, self.runtimes),
+            dict(self.runtimes),
         )
 
     # -- after export, before any load: the rules on the exported artifacts ----------------------
@@ -146,7 +152,7 @@ class Compatibility:
         self, trained: dict[str, dict[str, TrainOutcome]], plan: dict[str, dict[str, ProbeJob]]
     ) -> None:
         exported = [
-            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info)
+            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info, job.format.name)
             for stack, jobs in plan.items()
             for key, job in jobs.items()
             if (outcome := trained[stack][key]).artifact is not None
@@ -162,7 +168,8 @@ class Compatibility:
         return (session.hello or {}) if session is not None else {}
 
     def learn(self, infer: str, maximum: int, message: str) -> None:
-        """A runtime refused a MindIR and said its maximum: remember it for later runs."""
+        """A runtime refused a file and said the highest version of its format it reads:
+        remember it for later runs."""
         hello = self._hello(infer)
         package, version = hello.get("runtime_package"), hello.get("runtime_version")
         if not package or not version:
@@ -176,7 +183,7 @@ class Compatibility:
     ) -> Diagnosis:
         """What a failed load or first call on ``infer`` means (auditor.stacks.failures), named
         with the operator the runtime's measured table knows when its words do not; what it
-        teaches (the highest MindIR version, an operator it cannot run) is remembered."""
+        teaches (the highest version of its format, an operator it cannot run) is remembered."""
         hello, stack = self._hello(infer), self.state.config.stacks[infer]
         package, version = hello.get("runtime_package"), hello.get("runtime_version")
         spec = self.runtimes.get(stack.runtime)
@@ -187,7 +194,7 @@ class Compatibility:
             [*self.known_operators(), *self.learned_operators], package, version, target_of(stack)
         )
         known = {**learned, **known}
-        d = diagnose(error, package, version, info, load_log, known, target_of(stack))
+        d = diagnose(error, spec, version, info, load_log, known, target_of(stack), package=package)
         if d.maximum is not None:
             self.learn(infer, d.maximum, d.words)
         found = learn_operator(stack, hello, d)

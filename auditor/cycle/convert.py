@@ -1,6 +1,6 @@
 """What a serving stack really serves: the model its deployment converts with MindSpore Lite's
 converter (``[stacks.X.convert]``, ``[models.N.convert]``), converted here with exactly those
-options in that stack's worker (auditor.worker.lite_convert), recorded and then loaded in
+options in that stack's worker (auditor.plugins.runtimes.lite.converter), recorded and then loaded in
 place of the export.
 
 The converted artifact is recorded like an export (content-addressed, kept with the run) with

@@ -1,8 +1,9 @@
-"""One audit cycle: export each probe variant once on its train stack, load the MindIR on every
-infer stack paired with it, run the same inputs on both, compare, and collect findings.
+"""One audit cycle: export each probe variant once on its train stack (in each format its
+pairs' infer runtimes load: MindIR, ONNX, ...), load the export on every infer stack paired
+with it, run the same inputs on both, compare, and collect findings.
 
 This is how production moves a policy: build and export on the training stack, load the
-exported MindIR on the inference stack. Train stacks run in parallel, then infer stacks do;
+exported model on the inference stack. Train stacks run in parallel, then infer stacks do;
 a stack that fails (missing interpreter, crash, hang) turns into errors for its own pairs
 only, and the rest of the cycle completes.
 """
@@ -46,7 +47,6 @@ from auditor.cycle.telemetry import DeviceTelemetry
 from auditor.cycle.user_models import ModelSuite, model_stacks
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.history import publication
 from auditor.history.store import Store
 from auditor.results import (
@@ -64,10 +64,10 @@ from auditor.results import (
     StackReport,
 )
 from auditor.rules.engine import Rule, blocked, with_remedy
+from auditor.runtime import EXPORT, MINDIR, OPERATOR, ArtifactFormat, RuntimeSpec
 from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.worker import StackWorker, WorkerError
-from auditor.worker.mindir import read_info
 
 
 class Cycle:
@@ -90,17 +90,18 @@ class Cycle:
         tamper: Callable[[bytes], bytes] | None = None,
         save_outputs: Path | None = None,
     ):
-        """``comparators``: by name, as the plugins provide them; None: the built-in ones.
-        ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
+        """``runtimes`` and ``comparators``: by name, as the plugins provide them; None: the
+        built-in ones. ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
         ``history``: the store that holds earlier runs (version drift, learned MindIR limits,
         golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
         infer side loads it (tests: a perturbed artifact must be caught and localized).
         ``save_outputs``: a folder for each side's outputs (auditor.cycle.saved_outputs)."""
         self.config = config
         self.probes = probes
-        self.runtimes = runtimes or {}
-        if plugins is None and (comparators is None or collectors is None or rules is None):
-            plugins = Plugins(entry_points=False)  # the built-ins, loaded once for all three
+        defaults = (runtimes, comparators, collectors, rules)
+        if plugins is None and any(d is None for d in defaults):
+            plugins = Plugins(entry_points=False)  # the built-ins, loaded once for all four
+        self.runtimes = runtimes if runtimes is not None else plugins.runtimes()
         if collectors is None or rules is None:
             assert plugins is not None
             collectors = plugins.fingerprint_collectors() if collectors is None else collectors
@@ -130,17 +131,32 @@ class Cycle:
         return self.state.artifacts
 
     # -- planning --------------------------------------------------------------------------
-    def _jobs(self, name: str) -> list[ProbeJob]:
-        """One job per variant of the probe that the config selects (all by default)."""
+    def _jobs(self, name: str, fmt: ArtifactFormat = MINDIR) -> list[ProbeJob]:
+        """One job per variant of the probe that the config selects (all by default), exported
+        in ``fmt``."""
         spec, cfg = self.probes[name], self.config.probe(name)
         return [
-            ProbeJob(spec, spec.variant_params(v, cfg.params), v) for v in spec.select_variants(cfg.variants)
+            ProbeJob(spec, spec.variant_params(v, cfg.params), v, fmt)
+            for v in spec.select_variants(cfg.variants)
         ]
+
+    def _spec(self, stack: str) -> RuntimeSpec | None:
+        return self.runtimes.get(self.config.stacks[stack].runtime)
+
+    def _format(self, pair: PairConfig) -> ArtifactFormat:
+        """What the pair's train stack exports: the format its infer runtime loads."""
+        spec = self._spec(pair.infer)
+        return spec.loads if spec is not None else MINDIR
 
     def run(self) -> CycleResult:
         started = time.time()
         pairs = self.config.pairs
-        jobs = {name: self._jobs(name) for p in pairs for name in p.probes}
+        by_format = {
+            (name, self._format(p).name): self._jobs(name, self._format(p))
+            for p in pairs
+            for name in p.probes
+        }
+        jobs = {(p.name, name): by_format[(name, self._format(p).name)] for p in pairs for name in p.probes}
         fleet = self.config.fleet
         sessions = self.state.sessions = {
             n: self.state.reach.session(n, self.state.register)
@@ -163,7 +179,7 @@ class Cycle:
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        for job in jobs[name]:
+                        for job in jobs[(p.name, name)]:
                             train_plan.setdefault(p.train, {})[job.key] = job
                 for stack, names in fleet.publish.items():
                     for name in names:
@@ -183,7 +199,7 @@ class Cycle:
                 infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
                 for p in pairs:
                     for name in p.probes:
-                        for job in jobs[name]:
+                        for job in jobs[(p.name, name)]:
                             infer_plan.setdefault(p.infer, []).append((p, job))
                 inferred = self.state.parallel(
                     {
@@ -191,7 +207,7 @@ class Cycle:
                         for s in infer_plan
                     }
                 )
-                planned = [(p, job) for p in pairs for name in p.probes for job in jobs[name]]
+                planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
                 results = [
                     self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
                     for p, job in planned
@@ -268,13 +284,13 @@ class Cycle:
                 outcome.outputs = worker.request("run", model=key, inputs=inputs).result["outputs"]
                 outcome.latency = self.state.time(worker, key, inputs, job.batch)
                 self.suite.run_classes(worker, key, job, outcome)
-                data = worker.request(
-                    "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}.mindir")
-                ).result["mindir"]
-                info = read_info(data)
-                outcome.mindir = self.state.stage(data, tmp)
-                outcome.artifact = Artifact(info.sha256, "mindir", info.size, asdict(info))
-                self.state.artifacts[info.sha256] = data
+                fmt = job.format  # the path's suffix tells the worker what to write
+                path = worker.workdir / f"{key}{fmt.suffix}"
+                data = worker.request("export", model=key, inputs=inputs, path=str(path)).result["artifact"]
+                info = fmt.read(data)
+                outcome.export = self.state.stage(data, tmp, fmt.suffix)
+                outcome.artifact = Artifact(info["sha256"], fmt.name, info["size"], info)
+                self.state.artifacts[info["sha256"]] = data
                 self.suite.train_extras(worker, key, job, outcome, tmp)
             except WorkerError as exc:
                 outcome.error = exc
@@ -333,7 +349,7 @@ class Cycle:
             outcome = InferOutcome()
             train = trained[pair.train][job.key]
             outcome.blocked = blocked(self.compat.findings, pair.name, job.spec.name, job.variant)
-            if train.mindir is None or outcome.blocked is not None:
+            if train.export is None or outcome.blocked is not None:
                 out[(pair.name, job.key)] = outcome
                 continue
             model = f"{pair.train}/{job.key}"
@@ -341,7 +357,7 @@ class Cycle:
                 worker = session.ensure()
                 if model not in loaded:
                     # converted first where the stack declares its deployment's conversion
-                    done = self.state.load(worker, session.stack, model, train.mindir)
+                    done = self.state.load(worker, session.stack, model, train.export)
                     loaded[model] = done.conversion
                     outcome.load_log = done.log
                 outcome.conversion = loaded[model]
@@ -359,7 +375,7 @@ class Cycle:
             except Exception as exc:
                 outcome.error = probe_code_error(session.stack.name, job, exc)
             out[(pair.name, job.key)] = outcome
-        mindirs = {f"{pair.train}/{job.key}": trained[pair.train][job.key].mindir for pair, job in jobs}
+        exports = {f"{pair.train}/{job.key}": trained[pair.train][job.key].export for pair, job in jobs}
         self._rerun(
             session,
             [
@@ -367,7 +383,7 @@ class Cycle:
                 for pair, job in jobs
                 if job.rerun and out[(pair.name, job.key)].outputs is not None
             ],
-            lambda worker, model, job: self.state.load(worker, session.stack, model, mindirs[model]),
+            lambda worker, model, job: self.state.load(worker, session.stack, model, exports[model]),
         )
         return out
 
@@ -424,8 +440,8 @@ class Cycle:
             out[key] = TrainOutcome(
                 outputs=item.outputs,
                 latency=item.latency,
-                mindir=self.state.stage(item.mindir, tmp),
-                artifact=Artifact(info.get("sha256", ""), "mindir", len(item.mindir), info),
+                export=self.state.stage(item.mindir, tmp, job.format.suffix),
+                artifact=Artifact(info.get("sha256", ""), job.format.name, len(item.mindir), info),
                 inputs=item.inputs,
                 rerun=item.rerun,
             )
@@ -516,6 +532,18 @@ class Cycle:
             samples=job.batch,
         )
         if train.error is not None:
+            if train.error.op == EXPORT and train.error.kind == "error":
+                # an operator its exporter cannot write in this format: the train runtime's forms
+                spec = self._spec(pair.train)
+                found = spec.explain(f"{train.error.message}\n{train.error.log}", EXPORT) if spec else None
+                if found is not None and found.kind == OPERATOR:
+                    return ProbeResult(
+                        status=UNSUPPORTED,
+                        message=f"unsupported operator: {found.operator} ({pair.train} cannot export this "
+                        f"variant to {job.format.title}: {found.words})",
+                        log=train.error.log,
+                        **base,
+                    )
             # A source = "db" stack without its publication: nothing to compare, not a failure.
             status = UNCHECKED if train.error.op == PUBLICATION_READ else ERROR
             return ProbeResult(

@@ -17,6 +17,7 @@ from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.config.thresholds import ProbeConfig
 from auditor.extend.probe_spec import ProbeSpec, dtype_variant_name
 from auditor.results import Artifact, Finding, Latency
+from auditor.runtime import MINDIR, ArtifactFormat
 from auditor.stacks.worker import WorkerError
 
 
@@ -26,12 +27,14 @@ class CycleAborted(Exception):
 
 @dataclass(frozen=True)
 class ProbeJob:
-    """One variant of a probe with its resolved parameters: one export, which several pairs
-    may share. ``variant`` defaults to the name of the params' dtype ("fp32", ...)."""
+    """One variant of a probe with its resolved parameters, exported in one format: one
+    export, which several pairs may share. ``variant`` defaults to the name of the params'
+    dtype ("fp32", ...); ``format`` is what the pairs' infer runtime loads."""
 
     spec: ProbeSpec
     params: dict[str, Any]
     variant: str = ""
+    format: ArtifactFormat = MINDIR
 
     def __post_init__(self) -> None:
         if not self.variant:
@@ -40,7 +43,8 @@ class ProbeJob:
     @property
     def key(self) -> str:
         digest = hashlib.sha256(repr(sorted(self.params.items())).encode()).hexdigest()[:10]
-        return f"{self.spec.name}-{self.variant}-{digest}"
+        key = f"{self.spec.name}-{self.variant}-{digest}"
+        return key if self.format.name == MINDIR.name else f"{key}-{self.format.name}"
 
     @property
     def dtype(self) -> str | None:
@@ -61,7 +65,8 @@ class ProbeJob:
 class TrainOutcome:
     outputs: list[np.ndarray] | None = None
     latency: Latency | None = None
-    mindir: Path | None = None
+    export: Path | None = None
+    """The export, staged for the infer side to load."""
     artifact: Artifact | None = None
     error: WorkerError | None = None
     inputs: list[np.ndarray] | None = None
@@ -70,15 +75,15 @@ class TrainOutcome:
     """Outputs of the same build and inputs in a fresh worker process (jobs with ``rerun``)."""
     # probe suite (auditor.cycle.suite): other batch sizes
     latencies: list[Latency] = field(default_factory=list)
-    batch_mindirs: dict[int, Path] = field(default_factory=dict)
+    batch_exports: dict[int, Path] = field(default_factory=dict)
     suite_errors: list[str] = field(default_factory=list)
     classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
     """Input class -> (its batch, the outputs) (auditor.compare.input_classes)."""
     layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
     """Input class ("random": the probe's own inputs) -> the exposed layers' outputs, from
     the probe built with its layers exposed (auditor.cycle.suite, for the side checks)."""
-    layers_mindir: Path | None = None
-    """That model's MindIR, for the infer sides."""
+    layers_export: Path | None = None
+    """That model's export (in the job's format), for the infer sides."""
 
 
 @dataclass

@@ -118,12 +118,14 @@ def localize(
     outputs: Sequence[str],
     model: str,
     stage: Callable[[bytes], Path],
+    suffix: str = ".mindir",
     tolerance_for: Callable[[str], Tolerance],
     error_types: tuple[type[BaseException], ...] = (),
 ) -> Localization | None:
-    """Build with layers exposed on the train worker, export, ``stage`` the MindIR for the
-    infer side (the same staging the cycle's exports go through), load it on the infer
-    worker, run both and locate. None when the probe does not support localization."""
+    """Build with layers exposed on the train worker, export (in the format ``suffix`` names:
+    the infer runtime's), ``stage`` the file for the infer side (the same staging the cycle's
+    exports go through), load it on the infer worker, run both and locate. None when the
+    probe does not support localization."""
     layers = layer_names(module, params)
     if not layers:
         return None
@@ -135,9 +137,8 @@ def localize(
             weights=weights,
         )
         train_out = train_worker.request("run", model=model, inputs=inputs).result["outputs"]
-        data = train_worker.request(
-            "export", model=model, inputs=inputs, path=str(Path(train_worker.workdir) / "layers.mindir")
-        ).result["mindir"]
+        path = Path(train_worker.workdir) / f"layers{suffix}"
+        data = train_worker.request("export", model=model, inputs=inputs, path=str(path)).result["artifact"]
         infer_worker.request("load", model=model, path=str(stage(data)))
         infer_out = infer_worker.request("run", model=model, inputs=inputs).result["outputs"]
     except error_types as exc:

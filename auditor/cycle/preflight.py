@@ -42,7 +42,6 @@ import numpy as np
 from auditor.common import tempdirs
 from auditor.config.tables import Config, FilesConfig, PairConfig, SecretsConfig, StackConfig
 from auditor.cycle import convert as conversion
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.fingerprint import collect as fingerprint
 from auditor.history.queries import ServedResult, latest_fingerprints, served_results
 from auditor.history.store import Store
@@ -56,6 +55,7 @@ from auditor.rules.operator_support import (
     operator_limits,
     target_of,
 )
+from auditor.runtime import MINDIR, RuntimeSpec
 from auditor.stacks.failures import Diagnosis, diagnose, runtime_warnings
 from auditor.stacks.session import Reach, reach
 from auditor.stacks.worker import StackWorker, WorkerError
@@ -280,7 +280,12 @@ def preflight_many(
     limits, the last fingerprint of a stack that cannot be reached). ``convert``: stacks with a
     ``[stacks.X.convert]`` convert each file first, and load what the conversion made."""
     read = [(path, *read_model(path, config.files.limits)) for path in paths]
-    chosen = {n: config.stacks[n] for n in stacks}
+    # A stack whose runtime loads another format cannot serve a MindIR: its verdict says so,
+    # and no worker is started for it.
+    elsewhere = {
+        n: runtimes[config.stacks[n].runtime] for n in stacks if not loads_mindir(config, runtimes, n)
+    }
+    chosen = {n: config.stacks[n] for n in stacks if n not in elsewhere}
     stacks_reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, (), collectors)
     gate = _Gate(chosen, rules, runtimes, stacks_reach, convert)
     workers: dict[str, StackWorker] = {}
@@ -320,6 +325,7 @@ def preflight_many(
                     ]
                     list(pool.map(lambda job: _load(*job), jobs))
                 report = gate.report(path, info, probed, findings, past, known_ops, load)
+                report.verdicts += [_other_format(name, spec) for name, spec in elsewhere.items()]
                 report.seconds = time.time() - started
                 reports.append(report)
                 for name in [n for n, p in probed.items() if p.load_error is not None and n in workers]:
@@ -335,6 +341,24 @@ def preflight_many(
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return reports
+
+
+def loads_mindir(config: Config, runtimes: Mapping[str, RuntimeSpec], stack: str) -> bool:
+    """Whether the stack's runtime loads MindIR (a runtime no plugin provides is assumed to)."""
+    spec = runtimes.get(config.stacks[stack].runtime)
+    return spec is None or spec.loads.name == MINDIR.name
+
+
+def _other_format(name: str, spec: RuntimeSpec) -> StackVerdict:
+    """The verdict of a stack whose runtime loads another format than MindIR: not checked."""
+    return StackVerdict(
+        name,
+        spec.name,
+        None,
+        INCOMPATIBLE,
+        f"{spec.name} loads {spec.loads.title} files, not a MindIR; not checked",
+        f"check the {spec.loads.title} export of the model against {name}",
+    )
 
 
 @dataclass
@@ -372,6 +396,7 @@ class _Gate:
             [ExportedModel(label, MODEL_PROBE, "file", asdict(info))],
             maxima,
             operator_limits(self.chosen, fingerprints, self.runtimes),
+            dict(self.runtimes),
         )
         return run_rules(self.rules, context)
 
@@ -430,7 +455,7 @@ class _Gate:
             if p.load_error is not None:
                 known = {**before, **cov.known_failures()}
                 loaded = str(p.converted or abspath)
-                p.diagnosis = _diagnose_load(self.stacks_reach, stack, p, loaded, known, info)
+                p.diagnosis = _diagnose_load(self.stacks_reach, stack, spec, p, loaded, known, info)
             d = p.diagnosis
             if d is not None:
                 if d.maximum is not None and package and version:
@@ -537,7 +562,13 @@ def _load(worker: StackWorker, out: _Probe, path: str, inputs: list[np.ndarray],
 
 
 def _diagnose_load(
-    stacks_reach: Reach, stack: StackConfig, p: _Probe, path: str, known: dict[str, str], info: MindIRInfo
+    stacks_reach: Reach,
+    stack: StackConfig,
+    spec: RuntimeSpec | None,
+    p: _Probe,
+    path: str,
+    known: dict[str, str],
+    info: MindIRInfo,
 ) -> Diagnosis:
     """The failed load or first call read as the user thinks of it; a load failure whose log
     names no cause is loaded once more at the verbose log level, in a fresh worker, when the
@@ -546,11 +577,11 @@ def _diagnose_load(
     error = p.load_error
     package, version = _identity(p)
     summary = asdict(info)
-    d = diagnose(error, package, version, summary, p.load_log, known, target_of(stack))
+    d = diagnose(error, spec, version, summary, p.load_log, known, target_of(stack), package=package)
     if not d.named_by_runtime and error.kind == "error" and error.op == "load" and _quieter(stack):
         again = _verbose_load(stacks_reach, stack, path)
         if again is not None:
-            d = diagnose(again, package, version, summary, "", known, target_of(stack))
+            d = diagnose(again, spec, version, summary, "", known, target_of(stack), package=package)
     p.load.message = d.summary
     p.load.log_lines = list(d.log_lines)
     return d

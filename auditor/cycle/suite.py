@@ -94,10 +94,9 @@ class ProbeSuite:
             try:
                 if b in self.state.config.latency.batches:
                     outcome.latencies.append(self.state.time(worker, key, inputs, b))
-                data = worker.request(
-                    "export", model=key, inputs=inputs, path=str(worker.workdir / f"{key}@b{b}.mindir")
-                ).result["mindir"]
-                outcome.batch_mindirs[b] = self.state.stage(data, tmp)
+                path = worker.workdir / f"{key}@b{b}{job.format.suffix}"
+                data = worker.request("export", model=key, inputs=inputs, path=str(path)).result["artifact"]
+                outcome.batch_exports[b] = self.state.stage(data, tmp, job.format.suffix)
             except WorkerError as exc:
                 outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
                 if exc.kind != "error":
@@ -109,7 +108,7 @@ class ProbeSuite:
     ) -> None:
         if not self._infer_layers(worker, model, job, train, outcome):
             return
-        for b, path in sorted(train.batch_mindirs.items()):
+        for b, path in sorted(train.batch_exports.items()):
             self.state.check()
             name = latency.batch_model(model, b)
             try:
@@ -147,10 +146,9 @@ class ProbeSuite:
                 weights=job.spec.make_weights(job.params),
             )
             self._run_layers(worker, model, job, inputs, outcome, len(declared.layers))
-            data = worker.request(
-                "export", model=model, inputs=inputs, path=str(worker.workdir / f"{model}.mindir")
-            ).result["mindir"]
-            outcome.layers_mindir = self.state.stage(data, tmp)
+            path = worker.workdir / f"{model}{job.format.suffix}"
+            data = worker.request("export", model=model, inputs=inputs, path=str(path)).result["artifact"]
+            outcome.layers_export = self.state.stage(data, tmp, job.format.suffix)
         except WorkerError as exc:
             outcome.suite_errors.append(f"hidden layers: {exc.describe()}")
             return exc.kind == "error"
@@ -159,12 +157,12 @@ class ProbeSuite:
     def _infer_layers(
         self, worker: StackWorker, model: str, job: ProbeJob, train: TrainOutcome, outcome: InferOutcome
     ) -> bool:
-        """Load the train side's layers-exposed MindIR and run it like the probe itself."""
-        if train.layers_mindir is None:
+        """Load the train side's layers-exposed export and run it like the probe itself."""
+        if train.layers_export is None:
             return True
         name = f"{model}{TAPS}"
         try:
-            worker.request("load", model=name, path=str(train.layers_mindir))
+            worker.request("load", model=name, path=str(train.layers_export))
             inputs = train.inputs if train.inputs is not None else job.spec.make_inputs(job.params)
             count = len(invariants.declared(job.spec, job.params).layers)
             self._run_layers(worker, name, job, inputs, outcome, count)
@@ -394,7 +392,8 @@ class ProbeSuite:
             inputs=job.spec.make_inputs(job.params),
             outputs=list(job.spec.outputs),
             model=f"{pair.train}/{job.key}@layers",
-            stage=lambda data: self.state.stage(data, tmp),
+            suffix=job.format.suffix,
+            stage=lambda data: self.state.stage(data, tmp, job.format.suffix),
             tolerance_for=lambda name: self.state.tolerance(job, name),
             error_types=(WorkerError,),
         )

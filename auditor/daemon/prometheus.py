@@ -19,8 +19,9 @@ Metrics (all gauges unless said otherwise):
 - ``auditor_last_run_timestamp_seconds``, ``auditor_last_run_duration_seconds``,
   ``auditor_last_run_id``, ``auditor_last_run_outcome{auditor_last_run_outcome}`` (state set
   over the outcomes and ``aborted``), ``auditor_runs_total{status}`` (counter, this process);
-- ``auditor_stack_info{stack,role,runtime,host,mindspore,mindspore_lite,cann,driver}``:
-  the versions found in each stack's fingerprint (empty when unknown);
+- ``auditor_stack_info{stack,role,runtime,host,runtime_package,runtime_version,mindspore,
+  mindspore_lite,cann,driver}``: the stack's runtime as its worker reported it, and the
+  versions found in each stack's fingerprint (empty when unknown);
 - ``auditor_build_info{version}``;
 - NPU telemetry, the latest sample of each host (a cycle's or the daemon's ``[telemetry]
   interval``): ``auditor_npu_<metric>{host,npu,chip}`` per metric of
@@ -313,8 +314,9 @@ def _telemetry_metrics(samples: Iterable[HostTelemetry]) -> Iterable[Metric]:
 
 
 def stack_versions(stack: StackReport) -> dict[str, str]:
-    """MindSpore, MindSpore Lite, CANN and driver versions from a fingerprint, whichever of its
-    layouts is present (the collectors' sections, or the worker's hello alone)."""
+    """The stack's runtime (its package and version, whatever the runtime), and the MindSpore,
+    MindSpore Lite, CANN and driver versions from a fingerprint, whichever of its layouts is
+    present (the collectors' sections, or the worker's hello alone)."""
     fp = stack.fingerprint or {}
 
     def dig(*path: str) -> str:
@@ -328,15 +330,18 @@ def stack_versions(stack: StackReport) -> dict[str, str]:
     runtime = fp.get("runtime") if isinstance(fp.get("runtime"), dict) else fp
     package = runtime.get("runtime_package") if isinstance(runtime, dict) else None
     version = runtime.get("runtime_version") if isinstance(runtime, dict) else None
-    mindspore = dig("framework", "mindspore", "version") or dig("packages", "framework", "mindspore")
-    lite = dig("framework", "mindspore_lite", "version") or dig("packages", "framework", "mindspore-lite")
-    if not mindspore and package == "mindspore" and version:
-        mindspore = str(version)
-    if not lite and package == "mindspore-lite" and version:
-        lite = str(version)
+    found = {
+        "mindspore": dig("framework", "mindspore", "version") or dig("packages", "framework", "mindspore"),
+        "mindspore_lite": dig("framework", "mindspore_lite", "version")
+        or dig("packages", "framework", "mindspore-lite"),
+    }
+    label = str(package or "").replace("-", "_")
+    if label in found and not found[label] and version:
+        found[label] = str(version)  # the hello alone: the runtime's own package
     return {
-        "mindspore": mindspore,
-        "mindspore_lite": lite,
+        "runtime_package": str(package or ""),
+        "runtime_version": str(version or ""),
+        **found,
         "cann": dig("cann", "version"),
         "driver": dig("driver", "version"),
     }

@@ -27,7 +27,7 @@ import pluggy
 
 from auditor import __version__, hookspecs
 from auditor.extend.probe_spec import ProbeSpec, single_file_problem
-from auditor.extend.runtime_spec import RuntimeSpec
+from auditor.runtime import RuntimeSpec
 from auditor.stacks.session import Reach, reach
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from auditor.config.tables import SEVERITIES, PairConfig, StackConfig
 from auditor.config.user_models import MODEL_CHANGE_SEVERITY
 from auditor.results import Finding
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, run_rules
+from auditor.runtime import RuntimeSpec
 
 SECTION = "models"
 KIND = "model-drift"
@@ -153,9 +154,10 @@ def deployed_rule_findings(
     rules: Iterable[Rule],
     learned_maxima: Mapping[Any, Any],
     operator_limits: Mapping[str, dict[str, str]],
+    runtimes: Mapping[str, RuntimeSpec] | None = None,
 ) -> list[Finding]:
     """The artifact rules (MindIR version, operator support) on every deployed file, against
-    the stack that serves it."""
+    the stack that serves it (``runtimes``: the runtime plugins' specs, for their version facts)."""
     artifact_rules = [r for r in rules if r.needs_artifacts]
     exported, pairs = [], []
     docs: dict[str, dict[str, Any] | None] = dict(fingerprints)
@@ -171,6 +173,12 @@ def deployed_rule_findings(
     if not exported or not artifact_rules:
         return []
     context = RuleContext(
-        dict(stacks), docs, tuple(pairs), exported, dict(learned_maxima), dict(operator_limits)
+        dict(stacks),
+        docs,
+        tuple(pairs),
+        exported,
+        dict(learned_maxima),
+        dict(operator_limits),
+        dict(runtimes or {}),
     )
     return run_rules(artifact_rules, context)

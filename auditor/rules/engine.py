@@ -9,7 +9,8 @@ or say "info", never raise an alarm.
 
 Rules run twice per cycle: rules with ``needs_artifacts=False`` as soon as every stack's
 fingerprint is in, rules with ``needs_artifacts=True`` after the train stacks exported their
-MindIR and before the infer stacks load it. A finding whose ``details["blocks"]`` lists
+artifacts (MindIR, or the format each pair's infer runtime loads) and before the infer stacks
+load them. A finding whose ``details["blocks"]`` lists
 ``{"pair", "probe", "variant"}`` entries (a missing key matches everything) makes those probe
 variants pointless: the cycle reports the finding once as their result and does not attempt
 them. The built-in rules are in ``auditor.plugins.default_rules``.
@@ -24,19 +25,22 @@ from typing import Any
 
 from auditor.config.tables import PairConfig, StackConfig
 from auditor.results import Finding, LearnedMaximum
+from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
 
 SEVERITIES = ("info", "warning", "error", "critical")
 
 
 @dataclass(frozen=True)
 class ExportedModel:
-    """A MindIR a train stack exported for one probe variant, and what was read from it
-    (``auditor.worker.mindir.MindIRInfo`` as a dict)."""
+    """An artifact a train stack exported for one probe variant, and its summary as its format
+    read it (``ArtifactFormat.read``; for a MindIR, ``auditor.worker.mindir.MindIRInfo`` as a
+    dict). ``format``: the format's name."""
 
     train: str
     probe: str
     variant: str
     info: dict[str, Any]
+    format: str = MINDIR.name
 
 
 @dataclass
@@ -52,6 +56,18 @@ class RuleContext:
     operator_limits: dict[str, dict[str, str]] = field(default_factory=dict)
     """Stack name -> operator the stack's runtime cannot run in any graph -> where that is known
     from (the runtime plugin's table; ``auditor.rules.operator_support``)."""
+    runtimes: dict[str, RuntimeSpec] = field(default_factory=dict)
+    """The runtime plugins' specs by name: the format each infer runtime loads, version facts."""
+
+    def runtime(self, stack: str) -> RuntimeSpec | None:
+        """The spec of the stack's runtime, None when no plugin provides it."""
+        config = self.stacks.get(stack)
+        return self.runtimes.get(config.runtime) if config is not None else None
+
+    def loads(self, stack: str) -> ArtifactFormat:
+        """The format the stack's runtime loads (MindIR when unknown)."""
+        spec = self.runtime(stack)
+        return spec.loads if spec is not None else MINDIR
 
     def fingerprint(self, stack: str) -> dict[str, Any]:
         """The stack's document, {} when there is none."""
@@ -65,8 +81,10 @@ class RuleContext:
         return value
 
     def variants(self, pair: PairConfig, train: str) -> list[ExportedModel]:
-        """The models ``train`` exported for the probes of ``pair``."""
-        return [e for e in self.exported if e.train == train and e.probe in pair.probes]
+        """The models ``train`` exported for the probes of ``pair``, in the format its infer
+        stack loads."""
+        fmt = self.loads(pair.infer).name
+        return [e for e in self.exported if e.train == train and e.probe in pair.probes and e.format == fmt]
 
 
 @dataclass(frozen=True)

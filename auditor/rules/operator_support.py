@@ -1,4 +1,4 @@
-"""Which MindIR operators a stack's runtime cannot run, before a load is attempted, and what
+"""Which operators of an artifact a stack's runtime cannot run, before a load is attempted, and what
 is known of the others: the runtime's measured operator table and earlier failed loads.
 
 Only the runtime plugin's hand-kept table (``RuntimeSpec.unsupported_operators``, keyed by the
@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.config.tables import StackConfig
-from auditor.extend.operator_table import (
+from auditor.results import LearnedOperator
+from auditor.runtime import RuntimeSpec
+from auditor.runtime.failures import other_release
+from auditor.runtime.operator_table import (
     FAILS,
     PLUMBING,
     WRONG_OUTPUT,
@@ -29,9 +32,7 @@ from auditor.extend.operator_table import (
     OperatorTable,
     table_for,
 )
-from auditor.extend.runtime_spec import RuntimeSpec
-from auditor.results import LearnedOperator
-from auditor.stacks.failures import Diagnosis, other_release
+from auditor.stacks.failures import Diagnosis
 
 
 def target_of(stack: StackConfig) -> str:
@@ -170,7 +171,7 @@ def coverage(
             f"of MindSpore {exported_by}"
             + (f" (measured: {', '.join(measured)})" if measured else " (the runtime ships none)"),
         )
-    out = Coverage(table, same_release=not other_release(package, runtime_version, exported_by))
+    out = Coverage(table, same_release=not other_release(runtime_version, exported_by))
     if ops is None:
         out.why_no_table = "the file's operators could not be read"
         out.unknown = ["(the file's operators)"]

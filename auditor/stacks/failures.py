@@ -4,187 +4,47 @@ runtime has no kernel for an operator (unsupported, with the operator), or the g
 is one the runtime cannot take; whether it failed to load the file or loaded it and failed on
 the first call; and the runtime's own lines around the failure.
 
-One table of forms (``FORMS``: the regex, what it means, where the runtime writes it and which
-runtime), measured on the reference stacks (shared notes: opsweep), so the cycle, model probes,
-the operator sweep and the deployment gate classify a failure the same way. MindSpore Lite 2.0's
-exception says only "Common error code" for every load failure; the operator is named only in
-its native log at ``GLOG_v=2`` (the level workers run at), in several forms.
+The forms a runtime writes are declared by its package (``RuntimeSpec.failures``, measured on
+the reference stacks: shared notes, opsweep; ``auditor.runtime.failures``), read here with the
+generic ones, so the cycle, model probes, the operator sweep and the deployment gate classify a
+failure the same way.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.results import ERROR, INCOMPATIBLE, UNSUPPORTED
+from auditor.runtime import MINDIR, RuntimeSpec
+from auditor.runtime.failures import (
+    DAMAGED,
+    EXPORT,
+    FIRST_CALL,
+    GRAPH,
+    LOAD,
+    OPERATOR,
+    RUN,
+    VERSION,
+    Form,
+    find,
+    forms_of,
+    node_operator,
+    other_release,
+    release_text,
+)
 from auditor.stacks.worker import WorkerError
 
-VERSION = "mindir-version"
-"""The file's MindIR version is above what the runtime reads."""
-OPERATOR = "operator"
-"""The runtime has no primitive or kernel for an operator, or its kernel refuses it."""
-GRAPH = "graph"
-"""Every operator is known, but the graph's shape is one the runtime cannot take."""
-FIRST_CALL = "first-call"
-"""MindSpore loaded another release's file and cannot infer an operator on the first call."""
-DAMAGED = "damaged"
-"""The runtime cannot parse the file at all."""
-CONTEXT = "context"
-"""The runtime's words for a failure that name no cause (Lite's "Common error code")."""
-KINDS = (VERSION, OPERATOR, GRAPH, FIRST_CALL, DAMAGED, CONTEXT)
-
-LOAD, RUN = "load", "run"
 TABLE_FORM = "operator-table"
 """A Diagnosis's form when a measured operator table, not the runtime's words, named the operator."""
-LITE, MINDSPORE = "mindspore-lite", "mindspore"
-"""Runtime packages whose releases pair with the MindSpore release that exported a file."""
-PAIRED_RELEASES = (LITE, MINDSPORE)
-
-_NODE = r"(?:\S*/)?([A-Za-z][A-Za-z0-9_]*?)(?:-op\d+)?"
-"""A graph node's name, "Default/network-Policy/ReduceSum-op12": group 1 is the operator."""
 
 
-@dataclass(frozen=True)
-class Form:
-    """One way a runtime says why it failed. ``operator``: the regex group naming the
-    operator (as the MindIR names it: a node name is reduced to its operator). ``phase``: where
-    the runtime writes it ("load", "run", or "" for either). ``runtime``: the runtime package
-    that writes it ("" for any). ``remedy``: what to do, when the form alone says it."""
+def _forms(runtime: RuntimeSpec | None) -> tuple[Form, ...]:
+    """The runtime's forms, then the generic ones."""
+    return forms_of(runtime.failures if runtime is not None else ())
 
-    name: str
-    regex: re.Pattern[str]
-    kind: str
-    phase: str = ""
-    runtime: str = ""
-    operator: int | None = None
-    remedy: str = ""
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(
-                f"failure form {self.name}: kind is one of {', '.join(KINDS)}, not {self.kind!r}"
-            )
-
-
-def _form(
-    name: str, regex: str, kind: str, phase: str, runtime: str, operator: int | None = None, remedy: str = ""
-) -> Form:
-    return Form(name, re.compile(regex, re.MULTILINE), kind, phase, runtime, operator, remedy)
-
-
-TUPLE_REMEDY = "return the tuple's elements one by one (`a, b = op(x); return a, b`), not the tuple itself"
-EMPTY_GRAPH_REMEDY = (
-    "after the runtime's own passes the graph computes nothing (an identity, a constant): "
-    "export the graph that computes the outputs"
-)
-
-FORMS: tuple[Form, ...] = (
-    # The file is too new: Lite writes it to its log (its exception says "Common error code"),
-    # MindSpore 2.0 raises it from mindspore.load.
-    _form(
-        "mindir-version-too-new",
-        r"maximum mind ?ir version:\s*(\d+)[^\n]*?support the mind ?ir version:\s*(\d+)",
-        VERSION,
-        LOAD,
-        "",
-    ),
-    # MindSpore Lite 2.0, load: no primitive at all (the operator's name, ~40 times at GLOG_v=2).
-    _form(
-        "lite-unsupported-primitive", r"Unsupported primitive type in Create: (\w+)", OPERATOR, LOAD, LITE, 1
-    ),
-    _form("lite-no-ops-registry", r"can not find MSOpsRegistry for op: (\w+)", OPERATOR, LOAD, LITE, 1),
-    # ... a primitive without a CPU kernel: the node name carries the MindIR operator; the type
-    # is Lite's own schema name (RandomStandardNormal for StandardNormal).
-    _form(
-        "lite-no-kernel",
-        r"(?:schedule node|FindBackendKernel) return nullptr, name: " + _NODE + r", type: \w+",
-        OPERATOR,
-        LOAD,
-        LITE,
-        1,
-    ),
-    # ... a kernel that refuses its attributes (Argmin: "Invalid topk 0" first).
-    _form("lite-kernel-prepare", r"node: " + _NODE + r" prepare failed", OPERATOR, LOAD, LITE, 1),
-    # ... graph shapes Lite cannot take, every operator known.
-    _form(
-        "lite-tuple-output",
-        r"Abstract is not abstract tensor\. " + _NODE + r"(?=\s|$)",
-        GRAPH,
-        LOAD,
-        LITE,
-        1,
-        TUPLE_REMEDY,
-    ),
-    _form(
-        "lite-dropout-mask",
-        r"Unsupported Dropout: " + _NODE + r" with mask output",
-        GRAPH,
-        LOAD,
-        LITE,
-        1,
-        "Lite takes this operator for a Dropout with a mask output and fails: keep it out of "
-        "the served graph",
-    ),
-    _form(
-        "lite-constant-output",
-        r"the node (\S+?)\s*is not output node",
-        GRAPH,
-        LOAD,
-        LITE,
-        None,
-        EMPTY_GRAPH_REMEDY,
-    ),
-    # MindSpore 2.10 GraphCell on a MindSpore 2.0 file: the load works, the first call fails.
-    _form(
-        "ms-null-abstract",
-        r"Got null AbstractBasePtr for input \[\d+\] for primitive (\w+)",
-        FIRST_CALL,
-        RUN,
-        MINDSPORE,
-        1,
-    ),
-    _form(
-        "ms-failed-to-get-type",
-        r"Failed to get type in node:\s*" + _NODE + r"(?=\s|$)",
-        FIRST_CALL,
-        RUN,
-        MINDSPORE,
-        1,
-    ),
-    _form(
-        "ms-kernel-object-type",
-        r"unsupported kernel object type for " + _NODE + r"\s",
-        FIRST_CALL,
-        RUN,
-        MINDSPORE,
-        1,
-    ),
-    # A file the runtime cannot parse.
-    _form(
-        "damaged-file",
-        r"The model buffer is invalid and fail to create graph"
-        r"|Load MindIR file failed, please check the correctness|ParseFromArray failed",
-        DAMAGED,
-        LOAD,
-        "",
-    ),
-    # Words that name no cause (listed so the lines are shown first among the log's).
-    _form("lite-common-error", r"Common error code", CONTEXT, LOAD, LITE),
-    _form("lite-invalid-graph", r"meta_graph is invalid, please check your model file", CONTEXT, LOAD, LITE),
-    _form("lite-outputs-info", r"Get outputs info of funcgraph failed", CONTEXT, LOAD, LITE),
-    # Any runtime that says "unsupported operator: X" means it.
-    _form(
-        "unsupported-operator",
-        r"(?i)unsupported op(?:erator)?(?: type)?:?\s*['\"]?([A-Za-z_][\w.]*)",
-        OPERATOR,
-        "",
-        "",
-        1,
-    ),
-)
-NAMING = tuple(f for f in FORMS if f.kind in (VERSION, OPERATOR, GRAPH, FIRST_CALL, DAMAGED))
 
 CROSS_MAJOR_WARNING = re.compile(
     r"Loaded MindIR version is ([\d.]+), but current MindSpore supported MindIR major version is (\d+)"
@@ -198,18 +58,10 @@ NOISE = re.compile(
 """Lines that are no failure: Lite prints "IsConvNode prim is nullptr" on loads that work and
 the libnuma line on every load; MindSpore 2.10 with numpy 2 "Numpy init failed" (absorbed)."""
 
-MINDIR_REJECTION = FORMS[0].regex
-"""The MindIR-version rejection (group 1: the runtime's maximum, group 2: the file's version)."""
-
 # "[ERROR] ME(123,7f..,python):2026-12-03-22:24:38.756.622 [mindspore/lite/src/x.cc:100] Func] text"
 _LOG_LINE = re.compile(r"^\[(ERROR|WARNING|CRITICAL|EXCEPTION)\]\s+(\w+)\([^)]*\):\S+\s+\[([^\]]*)\]\s*(.*)$")
 LOG_LINES = 12
 """Runtime lines kept with a failure: enough to read the cause, not the whole log."""
-
-
-def node_operator(name: str) -> str:
-    """'Default/network-Policy/ReduceSum-op12' -> 'ReduceSum'."""
-    return re.sub(r"-op\d+$", "", name.strip().rpartition("/")[2])
 
 
 def runtime_lines(text: str) -> list[str]:
@@ -228,15 +80,17 @@ def runtime_lines(text: str) -> list[str]:
     return [line if n == 1 else f"{line} (x{n})" for line, n in seen.items()]
 
 
-def _relevant(lines: list[str], limit: int = LOG_LINES) -> tuple[str, ...]:
+def _relevant(lines: list[str], forms: Iterable[Form], limit: int = LOG_LINES) -> tuple[str, ...]:
     """The lines a person needs first: those of a known form, then errors, then warnings."""
+    forms = tuple(forms)
+    naming = [f for f in forms if f.names_a_cause]
 
     def rank(line: str) -> int:
-        if any(f.regex.search(line) for f in NAMING):
+        if any(f.regex.search(line) for f in naming):
             return 0
         if CROSS_MAJOR_WARNING.search(line):
             return 1
-        if any(f.regex.search(line) for f in FORMS):
+        if any(f.regex.search(line) for f in forms):
             return 2
         return 3 if line.startswith(("[ERROR]", "[CRITICAL]", "[EXCEPTION]")) else 4
 
@@ -247,39 +101,22 @@ def _relevant(lines: list[str], limit: int = LOG_LINES) -> tuple[str, ...]:
     return kept
 
 
-def runtime_warnings(log: str) -> tuple[str, ...]:
+def runtime_warnings(log: str, runtime: RuntimeSpec | None = None) -> tuple[str, ...]:
     """What the runtime warned about during a request that worked (MindSpore 2.10's
     cross-major warning on a 2.0 file, say), noise left out."""
-    return _relevant(runtime_lines(log), 6)
-
-
-def _release(version: str | None) -> tuple[int, int] | None:
-    m = re.match(r"\s*(\d+)\.(\d+)", str(version or ""))
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def other_release(package: str | None, runtime_version: str | None, exported_by: str | None) -> bool:
-    """Does a MindSpore-family runtime serve a file that another MindSpore release exported?
-    (Lite is meant to match the MindSpore that exported the model; MindSpore reads its own
-    release's files.) Unknown versions are not another release."""
-    a, b = _release(runtime_version), _release(exported_by)
-    return package in PAIRED_RELEASES and a is not None and b is not None and a != b
-
-
-def release_text(version: str | None) -> str:
-    r = _release(version)
-    return f"{r[0]}.{r[1]}.x" if r else str(version)
+    return _relevant(runtime_lines(log), _forms(runtime), 6)
 
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """A failed load or first call, as a user thinks of it."""
+    """A failed load, first call or export, as a user thinks of it."""
 
     status: str
-    """incompatible (another release's file, or too new a MindIR version), unsupported (an
-    operator or graph shape this release cannot take), or error (no known cause)."""
+    """incompatible (another release's file, or too new a format version), unsupported (an
+    operator or graph shape this release cannot take, or export), or error (no known cause)."""
     phase: str
-    """"load" (the runtime refused the file) or "run" (it loaded it and the first call failed)."""
+    """"load" (the runtime refused the file), "run" (it loaded it and the first call failed) or
+    "export" (the train runtime could not write the file)."""
     summary: str
     """One sentence: who failed, at which phase, on what."""
     remedy: str
@@ -292,11 +129,13 @@ class Diagnosis:
     exported_by: str | None = None
     runtime_version: str | None = None
     maximum: int | None = None
-    """The highest MindIR version the runtime reads, when it said so."""
+    """The highest version of its format the runtime reads, when it said so."""
     file_version: int | None = None
     log_lines: tuple[str, ...] = ()
     """The runtime's lines around the failure (the load's warnings too, for a first-call failure)."""
     facts: dict[str, Any] = field(default_factory=dict)
+    teaches: bool = True
+    """The form's name for the operator is the artifact's (``Form.learned``)."""
 
     @property
     def named_by_runtime(self) -> bool:
@@ -306,8 +145,14 @@ class Diagnosis:
     @property
     def learnable(self) -> bool:
         """An operator this runtime release cannot run in any graph, to remember: the runtime
-        named it, for a file of its own release."""
-        return self.status == UNSUPPORTED and self.kind == OPERATOR and self.operator is not None
+        named it, for a file of its own release, at a load or a first call."""
+        return (
+            self.status == UNSUPPORTED
+            and self.kind == OPERATOR
+            and self.operator is not None
+            and self.teaches
+            and self.phase in (LOAD, RUN)
+        )
 
     def text(self) -> str:
         """The summary, the runtime's lines, and the remedy, for a person."""
@@ -320,47 +165,53 @@ class Diagnosis:
         return "\n".join(lines)
 
 
-def _match(form: Form, text: str, package: str | None, phase: str) -> re.Match[str] | None:
-    if form.runtime and package and form.runtime != package:
-        return None
-    if form.phase and form.phase != phase and form.kind != CONTEXT:
-        return None
-    return form.regex.search(text)
-
-
 def diagnose(
     error: WorkerError,
-    package: str | None,
+    runtime: RuntimeSpec | None,
     runtime_version: str | None,
     file: Mapping[str, Any] | None = None,
     earlier_log: str = "",
     known: Mapping[str, str] | None = None,
     target: str = "cpu",
+    package: str | None = None,
 ) -> Diagnosis:
-    """What ``error`` (a failed "load" or "run" request of a stack worker) means.
+    """What ``error`` (a failed "load", "run" or "export" request of a stack worker) means,
+    read with the forms of the stack's ``runtime`` (its spec; None: the generic forms only).
 
-    ``package``/``runtime_version``: the stack's runtime (from its hello); ``file``: the
-    MindIR's summary (``model_version``, ``mind_ir_version``, ``op_types``); ``earlier_log``:
-    the log of the load that preceded a failed run (its warnings belong to the story);
-    ``known``: operators of this file that a measured table says fail on this runtime (operator
-    -> what was measured), used to name the operator when the runtime's words do not.
+    ``runtime_version``/``package``: the stack's runtime as its hello reported it (``package``
+    defaults to the spec's); ``file``: the artifact's summary (``model_version``, the format's
+    version, ``op_types``); ``earlier_log``: the log of the load that preceded a failed run (its
+    warnings belong to the story); ``known``: operators of this file that a measured table says
+    fail on this runtime (operator -> what was measured), used to name the operator when the
+    runtime's words do not.
     """
     file = file or {}
-    phase = RUN if error.op == RUN else LOAD if error.op == LOAD else error.op
-    exported_by = file.get("model_version")
+    package = package or (runtime.package if runtime is not None else None) or None
+    forms = _forms(runtime)
+    fmt = runtime.loads if runtime is not None and runtime.can == "load" else MINDIR
+    phase = error.op
+    exported_by = fmt.producer(dict(file))
     ops = set(file.get("op_types") or ())
-    runtime = f"{package or 'the runtime'} {runtime_version or ''}".strip()
-    who = f"{error.stack} ({runtime}, {target})"
+    name = f"{package or 'the runtime'} {runtime_version or ''}".strip()
+    who = f"{error.stack} ({name}, {target})"
     text = f"{error.message}\n{error.log}\n{error.traceback}"
-    lines = _relevant(runtime_lines(earlier_log) + runtime_lines(error.log))
-    cross = other_release(package, runtime_version, exported_by)
+    lines = _relevant(runtime_lines(earlier_log) + runtime_lines(error.log), forms)
+    paired = runtime is not None and runtime.paired_release
+    cross = paired and phase != EXPORT and other_release(runtime_version, exported_by)
     pair_remedy = (
         f"serve it with {package} {release_text(exported_by)} (the release that exported it), or export "
-        f"it with MindSpore {release_text(runtime_version)}"
+        f"it with {fmt.producer_name or 'the exporter'} {release_text(runtime_version)}"
     )
     base = dict(exported_by=exported_by, runtime_version=runtime_version, log_lines=lines)
-    how = "fails to load it" if phase == LOAD else "loads it, then fails on the first call"
-    of_file = f"a MindIR exported by MindSpore {exported_by}" if exported_by else "the file"
+    how = (
+        "fails to load it"
+        if phase == LOAD
+        else "loads it, then fails on the first call"
+        if phase == RUN
+        else f"fails at {phase}"
+    )
+    producer = f" by {fmt.producer_name}" if fmt.producer_name else ""
+    of_file = f"a {fmt.title} exported{producer} {exported_by}" if exported_by else f"the {fmt.title} file"
 
     if error.kind != "error":
         # No words from the runtime: it crashed or hung (killed at the deadline).
@@ -368,7 +219,7 @@ def diagnose(
         at = "while loading it" if phase == LOAD else "on the first call" if phase == RUN else f"at {phase}"
         summary = f"{who} {verb} {at} ({of_file}): {error.message}"
         if cross:
-            summary += f"; the file is of another release (MindSpore {exported_by} on {runtime})"
+            summary += f"; the file is of another release ({fmt.producer_name} {exported_by} on {name})"
         suspects = sorted(o for o in (known or {}) if o in ops)
         if suspects:
             summary += "; the measured operator table knows " + "; ".join(
@@ -384,22 +235,28 @@ def diagnose(
         )
         return Diagnosis(ERROR, phase, summary, remedy, suspects[0] if len(suspects) == 1 else None, **base)
 
-    for form in NAMING:
-        m = _match(form, text, package, phase)
-        if m is None:
-            continue
+    found = find(runtime.failures if runtime is not None else (), text, phase)
+    if found is not None:
+        form, m = found.form, found.match
         words = _line_of(text, m)
         if form.kind == VERSION:
-            maximum, version = int(m.group(1)), int(m.group(2))
-            summary = (
-                f"{who} cannot load {of_file}: the file has MindIR version {version}, the runtime reads at "
-                f"most version {maximum}"
+            maximum, version = found.maximum, found.version
+            if version is None:
+                version = fmt.version(dict(file))
+            has = f"the file has {fmt.title} version {version}" if version is not None else "the file"
+            reads = (
+                f"the runtime reads at most version {maximum}"
+                if maximum is not None
+                else f"the runtime does not read it ({words})"
             )
+            summary = f"{who} cannot load {of_file}: {has}, {reads}"
+            at_most = f" {maximum} or lower" if maximum is not None else " the runtime reads"
+            exporter = f"a {fmt.producer_name} release" if fmt.producer_name else "an exporter"
             remedy = (
-                f"export it with MindSpore {release_text(runtime_version)} (the release of {runtime}), "
-                f"or serve it with {package} {release_text(exported_by)}"
-                if exported_by
-                else f"export it with a MindSpore release that writes MindIR version {maximum} or lower"
+                f"export it with {fmt.producer_name} {release_text(runtime_version)} "
+                f"(the release of {name}), or serve it with {package} {release_text(exported_by)}"
+                if exported_by and paired
+                else f"export it with {exporter} that writes {fmt.title} version{at_most}"
             )
             return Diagnosis(
                 INCOMPATIBLE,
@@ -415,7 +272,7 @@ def diagnose(
                 **base,
             )
         if form.kind == DAMAGED:
-            summary = f"{who} cannot parse the file: it is damaged or not a MindIR ({words})"
+            summary = f"{who} cannot parse the file: it is damaged or not a {fmt.title} ({words})"
             return Diagnosis(
                 ERROR,
                 phase,
@@ -427,9 +284,27 @@ def diagnose(
                 words,
                 **base,
             )
-        operator = node_operator(m.group(form.operator)) if form.operator else None
+        operator = found.operator
         if form.kind == GRAPH and operator == "data":
             operator = None  # "the node Default/data-0 is not output node": a constant output
+        if phase == EXPORT:
+            summary = f"{error.stack} ({name}) cannot export operator {operator}: {words}"
+            remedy = (
+                f"replace {operator} in the network by operators the exporter writes, or serve the model "
+                "in a format it writes"
+            )
+            return Diagnosis(
+                UNSUPPORTED,
+                phase,
+                summary,
+                remedy,
+                operator,
+                form.kind,
+                form.name,
+                words,
+                teaches=False,
+                **base,
+            )
         # A first-call failure of MindSpore on a file of its own release: no kernel for it.
         kind = OPERATOR if form.kind == FIRST_CALL and not cross else form.kind
         on = f" at operator {operator}" if operator else ""
@@ -438,7 +313,7 @@ def diagnose(
         if words and words not in lines:
             on += f" ({words})"  # the runtime's exception: shown nowhere else
         if cross:
-            summary = f"{who} {how}{on}: {of_file} on {runtime}, another release"
+            summary = f"{who} {how}{on}: {of_file} on {name}, another release"
             return Diagnosis(
                 INCOMPATIBLE,
                 phase,
@@ -448,6 +323,7 @@ def diagnose(
                 kind,
                 form.name,
                 words,
+                teaches=form.learned,
                 **base,
             )
         if kind == GRAPH:
@@ -456,25 +332,36 @@ def diagnose(
         else:
             verb = "load" if phase == LOAD else "run"
             summary = f"{who} {how}: it cannot {verb} operator {operator}" if operator else f"{who} {how}"
-            remedy = _operator_remedy(operator or "the operator its log names", runtime)
-        return Diagnosis(UNSUPPORTED, phase, summary, remedy, operator, kind, form.name, words, **base)
+            remedy = _operator_remedy(operator or "the operator its log names", name)
+        return Diagnosis(
+            UNSUPPORTED,
+            phase,
+            summary,
+            remedy,
+            operator,
+            kind,
+            form.name,
+            words,
+            teaches=form.learned,
+            **base,
+        )
 
     # No form names a cause. The measured table may know which operator of the file fails here.
     first = (error.message.strip().splitlines() or [""])[0]
     suspects = sorted(o for o in (known or {}) if o in ops)
     if cross:
         summary = (
-            f"{who} {how}: {of_file} on {runtime}, another release ({error.error_type or 'error'}: {first})"
+            f"{who} {how}: {of_file} on {name}, another release ({error.error_type or 'error'}: {first})"
         )
         if suspects:
             summary += "; the measured operator table says " + "; ".join(f"{o}: {known[o]}" for o in suspects)
         return Diagnosis(
             INCOMPATIBLE, phase, summary, pair_remedy, suspects[0] if len(suspects) == 1 else None, **base
         )
-    if len(suspects) == 1:
+    if len(suspects) == 1 and phase != EXPORT:
         op = suspects[0]
         summary = f"{who} {how} ({first}); the measured operator table says {op}: {known[op]}"
-        remedy = _operator_remedy(op, runtime)
+        remedy = _operator_remedy(op, name)
         return Diagnosis(UNSUPPORTED, phase, summary, remedy, op, OPERATOR, TABLE_FORM, known[op], **base)
     summary = f"{who} {how}: {error.error_type + ': ' if error.error_type else ''}{first}"
     if suspects:
@@ -504,13 +391,13 @@ def _line_of(text: str, m: re.Match[str]) -> str:
     return (short[0] if short else line)[:400]
 
 
-def unsupported_operator(error: WorkerError) -> str | None:
-    """The operator a runtime said it cannot load or run, if that is the failure (any runtime's
-    forms; kept for callers that know nothing of the file)."""
+def unsupported_operator(error: WorkerError, runtime: RuntimeSpec | None) -> str | None:
+    """The operator a runtime said it cannot load or run, if that is the failure (its forms and
+    the generic ones; for callers that know nothing of the file)."""
     if error.kind != "error":
         return None
     text = f"{error.message}\n{error.log}"
-    for form in NAMING:
+    for form in _forms(runtime):
         if form.kind in (OPERATOR, FIRST_CALL) and form.operator:
             m = form.regex.search(text)
             if m:
@@ -518,12 +405,12 @@ def unsupported_operator(error: WorkerError) -> str | None:
     return None
 
 
-def named_operators(text: str, forms: Sequence[Form] = NAMING) -> list[tuple[str, str, str]]:
-    """Every (form, operator, line) that ``text`` names, in order, each once (the sweep
-    attributes a failing case with it)."""
+def named_operators(text: str, forms: Iterable[Form]) -> list[tuple[str, str, str]]:
+    """Every (form, operator, line) that ``text`` names with ``forms`` (a runtime's), in order,
+    each once (the sweep attributes a failing case with it)."""
     out: list[tuple[str, str, str]] = []
     for form in forms:
-        if not form.operator:
+        if not form.operator or not form.names_a_cause:
             continue
         for m in form.regex.finditer(text):
             item = (form.name, node_operator(m.group(form.operator)), _line_of(text, m))

@@ -76,8 +76,9 @@ class Worker(object):
             self.runtime.build(request["model"], request["probe"], request["weights"])
             return {}
         if op == "export":
+            # The path's suffix names the format (".mindir", ".onnx"): the infer runtime's.
             data = self.runtime.export(request["model"], request["inputs"], request["path"])
-            return {"mindir": data}
+            return {"artifact": data}
         if op == "load":
             path = request["path"]
             if request.get("mindir") is not None:

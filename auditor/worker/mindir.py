@@ -29,8 +29,19 @@ Field numbers used (mind_ir.proto):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from auditor.worker.wire import (
+    Budget,
+    BudgetExceeded,
+    WireError,
+    fields,
+    message,
+    packed_ints,
+    signed,
+    text,
+    varint,
+)
 
 _STRING_FIELDS = {1: "ir_version", 2: "producer_name", 3: "producer_version", 5: "model_version"}
 
@@ -122,135 +133,31 @@ class MindIRInfo:
         return text
 
 
-class _WireError(ValueError):
+class _Incomplete(WireError):
     pass
 
 
-class _Budget:
-    """Counts fields read across the whole file; past the limit the reader stops."""
-
-    def __init__(self, limit: int):
-        self.left = limit
-
-    def take(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise _BudgetExceeded(f"more than {MAX_FIELDS} protobuf fields")
-
-
-class _BudgetExceeded(_WireError):
-    pass
-
-
-class _Incomplete(_WireError):
-    pass
-
-
-def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise _WireError(f"truncated varint at byte {pos}")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _WireError(f"varint longer than 10 bytes at byte {pos}")
-
-
-def _signed(value: int) -> int:
-    """int64 fields are written as two's complement in 64 bits."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _fields(
-    data: memoryview, start: int, end: int, budget: _Budget
-) -> Iterator[tuple[int, int, int | memoryview]]:
-    """(field number, wire type, value) of one message; value is an int or a view of the bytes."""
-    pos = start
-    while pos < end:
-        budget.take()
-        at = pos
-        key, pos = _varint(data, pos, end)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise _WireError(f"field number 0 at byte {at}")
-        if wire == 0:
-            value, pos = _varint(data, pos, end)
-            yield number, wire, value
-        elif wire == 1 or wire == 5:
-            width = 8 if wire == 1 else 4
-            if pos + width > end:
-                raise _WireError(f"field {number} at byte {at}: {width}-byte value runs past its message")
-            yield number, wire, int.from_bytes(data[pos : pos + width], "little")
-            pos += width
-        elif wire == 2:
-            length, pos = _varint(data, pos, end)
-            if pos + length > end:
-                raise _WireError(
-                    f"field {number} at byte {at} claims {length} bytes, only {end - pos} are left"
-                )
-            yield number, wire, data[pos : pos + length]
-            pos += length
-        else:
-            raise _WireError(f"wire type {wire} at byte {at}")
-
-
-def _text(value: int | memoryview, what: str) -> str:
-    if not isinstance(value, memoryview):
-        raise _WireError(f"{what} is not a string")
-    try:
-        return bytes(value).decode("utf-8")
-    except UnicodeDecodeError:
-        raise _WireError(f"{what} is not text") from None
-
-
-def _message(value: int | memoryview, what: str) -> memoryview:
-    if not isinstance(value, memoryview):
-        raise _WireError(f"{what} is not a message")
-    return value
-
-
-def _packed_or_single(wire: int, value: int | memoryview, budget: _Budget) -> list[int]:
-    """A repeated int64 field: one varint, or (packed) a run of varints."""
-    if wire == 0:
-        assert isinstance(value, int)
-        return [_signed(value)]
-    if wire != 2:
-        raise _WireError("dims is neither a varint nor a packed run of varints")
-    assert isinstance(value, memoryview)
-    out, pos = [], 0
-    while pos < len(value):
-        budget.take()
-        v, pos = _varint(value, pos, len(value))
-        out.append(_signed(v))
-    return out
-
-
-def _tensor(chunk: memoryview, budget: _Budget) -> TensorInfo:
+def _tensor(chunk: memoryview, budget: Budget) -> TensorInfo:
     dims: list[int] = []
     dtype, name = 0, ""
-    for number, wire, value in _fields(chunk, 0, len(chunk), budget):
+    for number, wire, value in fields(chunk, 0, len(chunk), budget):
         if number == 1:
-            dims.extend(_packed_or_single(wire, value, budget))
+            dims.extend(packed_ints(wire, value, budget))
         elif number == 2 and wire == 0:
             assert isinstance(value, int)
             dtype = value
         elif number == 7:
-            name = _text(value, "tensor name")
+            name = text(value, "tensor name")
     return TensorInfo(name, tuple(dims), DTYPES.get(dtype, f"type{dtype}"))
 
 
-def _value_info(chunk: memoryview, budget: _Budget) -> TensorInfo | None:
+def _value_info(chunk: memoryview, budget: Budget) -> TensorInfo | None:
     name, tensor = "", None
-    for number, _, value in _fields(chunk, 0, len(chunk), budget):
+    for number, _, value in fields(chunk, 0, len(chunk), budget):
         if number == 1:
-            name = _text(value, "input name")
+            name = text(value, "input name")
         elif number == 2 and tensor is None:
-            tensor = _tensor(_message(value, "input tensor"), budget)
+            tensor = _tensor(message(value, "input tensor"), budget)
     if tensor is None:
         return None  # an input that is not a tensor (a tuple, a scalar attribute)
     return TensorInfo(name or tensor.name, tensor.shape, tensor.dtype)
@@ -274,41 +181,41 @@ _NOT_COMPUTING = frozenset(
 """Nodes that move or relabel values: a network "computes in fp16" when its other nodes do."""
 
 
-def _node_dtype(attribute: memoryview, budget: _Budget) -> str | None:
+def _node_dtype(attribute: memoryview, budget: Budget) -> str | None:
     """The dtype of a node's "shape" attribute (its output tensor), None for other attributes."""
     name, dtype = "", None
-    for n, _, v in _fields(attribute, 0, len(attribute), budget):
+    for n, _, v in fields(attribute, 0, len(attribute), budget):
         if n == 1:
-            name = _text(v, "attribute name")
+            name = text(v, "attribute name")
         elif n == 12 and dtype is None:
-            dtype = _tensor(_message(v, "attribute tensor"), budget).dtype
+            dtype = _tensor(message(v, "attribute tensor"), budget).dtype
     return dtype if name == "shape" else None
 
 
-def _graph(chunk: memoryview, budget: _Budget, with_io: bool) -> _Graph:
+def _graph(chunk: memoryview, budget: Budget, with_io: bool) -> _Graph:
     g = _Graph("", [], [], [])
-    for number, _, value in _fields(chunk, 0, len(chunk), budget):
+    for number, _, value in fields(chunk, 0, len(chunk), budget):
         if number == 2:
-            g.name = _text(value, "graph name")
+            g.name = text(value, "graph name")
         elif number == 1:
-            node = _message(value, "graph node")
+            node = message(value, "graph node")
             op_type, dtype = None, None
-            for n, _, v in _fields(node, 0, len(node), budget):
+            for n, _, v in fields(node, 0, len(node), budget):
                 if n == 4:
-                    op_type = _text(v, "node op_type")
+                    op_type = text(v, "node op_type")
                     g.op_types.append(op_type)
                 elif n == 5 and dtype is None and isinstance(v, memoryview):
                     dtype = _node_dtype(v, budget)
             if op_type is not None and dtype is not None:
                 g.node_dtypes.append((op_type, dtype))
         elif number == 3:
-            g.parameters.append(_tensor(_message(value, "graph parameter"), budget))
+            g.parameters.append(_tensor(message(value, "graph parameter"), budget))
         elif number == 5 and with_io:
-            info = _value_info(_message(value, "graph input"), budget)
+            info = _value_info(message(value, "graph input"), budget)
             if info is not None:
                 g.inputs.append(info)
         elif number == 6 and with_io:
-            info = _value_info(_message(value, "graph output"), budget)
+            info = _value_info(message(value, "graph output"), budget)
             if info is not None:
                 g.outputs.append(info)
     # Names are written "<graph name>:<name>"; the graph name is an export counter.
@@ -324,13 +231,13 @@ def _unprefixed(t: TensorInfo, prefix: str) -> TensorInfo:
     return t
 
 
-def _primitive(chunk: memoryview, budget: _Budget) -> tuple[str, str]:
+def _primitive(chunk: memoryview, budget: Budget) -> tuple[str, str]:
     name = op_type = ""
-    for number, _, value in _fields(chunk, 0, len(chunk), budget):
+    for number, _, value in fields(chunk, 0, len(chunk), budget):
         if number == 1:
-            name = _text(value, "primitive name")
+            name = text(value, "primitive name")
         elif number == 2:
-            op_type = _text(value, "primitive op_type")
+            op_type = text(value, "primitive op_type")
     return name, op_type
 
 
@@ -365,41 +272,41 @@ def read_info(data: bytes) -> MindIRInfo:
             digest, len(data), False, f"encrypted MindIR ({mode}): it can only be read with its key"
         )
     view = memoryview(data)
-    budget = _Budget(MAX_FIELDS)
-    fields: dict[str, object] = {}
+    budget = Budget(MAX_FIELDS)
+    found: dict[str, object] = {}
     graph: memoryview | None = None
     functions: list[memoryview] = []
     primitives: list[memoryview] = []
     try:
-        for number, wire, value in _fields(view, 0, len(view), budget):
+        for number, wire, value in fields(view, 0, len(view), budget):
             if wire == 0 and number == 13:
                 assert isinstance(value, int)
-                fields["mind_ir_version"] = _signed(value)
+                found["mind_ir_version"] = signed(value)
             elif wire == 0 and number == 10:
-                fields["little_endian"] = bool(value)
+                found["little_endian"] = bool(value)
             elif wire == 2 and number in _STRING_FIELDS:
-                fields[_STRING_FIELDS[number]] = _text(value, f"field {number} ({_STRING_FIELDS[number]})")
+                found[_STRING_FIELDS[number]] = text(value, f"field {number} ({_STRING_FIELDS[number]})")
             elif wire == 2 and number == 7:
-                graph = _message(value, "graph")
+                graph = message(value, "graph")
             elif wire == 2 and number == 8:
-                functions.append(_message(value, "function"))
+                functions.append(message(value, "function"))
             elif wire == 2 and number == 12:
-                primitives.append(_message(value, "primitive"))
-        if graph is None or fields.get("producer_name") is None:
-            raise _WireError("no graph or producer field")
-    except _WireError as exc:
+                primitives.append(message(value, "primitive"))
+        if graph is None or found.get("producer_name") is None:
+            raise WireError("no graph or producer field")
+    except WireError as exc:
         return MindIRInfo(digest, len(data), False, f"encrypted or not a MindIR ({exc})")
-    has_version = "mind_ir_version" in fields
-    fields.setdefault("mind_ir_version", 0)
+    has_version = "mind_ir_version" in found
+    found.setdefault("mind_ir_version", 0)
     try:
         summary = _summary(graph, functions, primitives, budget, has_version)
-    except _BudgetExceeded as exc:
-        return MindIRInfo(digest, len(data), True, graph_note=str(exc), **fields)  # type: ignore[arg-type]
+    except BudgetExceeded as exc:
+        return MindIRInfo(digest, len(data), True, graph_note=str(exc), **found)  # type: ignore[arg-type]
     except _Incomplete as exc:
         return MindIRInfo(digest, len(data), False, f"truncated or incomplete MindIR ({exc})")
-    except _WireError as exc:
-        return MindIRInfo(digest, len(data), False, f"the graph is malformed ({exc})", **fields)  # type: ignore[arg-type]
-    return MindIRInfo(digest, len(data), True, **fields, **summary)  # type: ignore[arg-type]
+    except WireError as exc:
+        return MindIRInfo(digest, len(data), False, f"the graph is malformed ({exc})", **found)  # type: ignore[arg-type]
+    return MindIRInfo(digest, len(data), True, **found, **summary)  # type: ignore[arg-type]
 
 
 def canonical_sha256(data: bytes) -> str | None:
@@ -412,10 +319,10 @@ def canonical_sha256(data: bytes) -> str | None:
     primitives: list[bytes] = []
     try:
         pos = 0
-        for number, wire, _value in _fields(view, 0, len(view), _Budget(MAX_FIELDS)):
+        for number, wire, _value in fields(view, 0, len(view), Budget(MAX_FIELDS)):
             start, pos = pos, _next_field(view, pos)
             (primitives if number == 12 and wire == 2 else parts).append(bytes(view[start:pos]))
-    except _WireError:
+    except WireError:
         return None
     h = hashlib.sha256()
     for chunk in parts + sorted(primitives):
@@ -424,14 +331,14 @@ def canonical_sha256(data: bytes) -> str | None:
 
 
 def _next_field(data: memoryview, pos: int) -> int:
-    """Where the top-level field starting at ``pos`` ends (already checked by ``_fields``)."""
-    key, pos = _varint(data, pos, len(data))
+    """Where the top-level field starting at ``pos`` ends (already checked by ``fields``)."""
+    key, pos = varint(data, pos, len(data))
     wire = key & 7
     if wire == 0:
-        return _varint(data, pos, len(data))[1]
+        return varint(data, pos, len(data))[1]
     if wire in (1, 5):
         return pos + (8 if wire == 1 else 4)
-    length, pos = _varint(data, pos, len(data))
+    length, pos = varint(data, pos, len(data))
     return pos + length
 
 
@@ -439,7 +346,7 @@ def _summary(
     graph: memoryview,
     functions: list[memoryview],
     primitives: list[memoryview],
-    budget: _Budget,
+    budget: Budget,
     has_version: bool,
 ) -> dict[str, object]:
     refs = dict(_primitive(p, budget) for p in primitives)
@@ -458,7 +365,7 @@ def _summary(
         raise _Incomplete("the file ends before its mind_ir_version")
     distinct = sorted({_resolve(t, refs) for t in op_types})
     if len(distinct) > MAX_OP_TYPES:
-        raise _BudgetExceeded(f"more than {MAX_OP_TYPES} distinct operator types")
+        raise BudgetExceeded(f"more than {MAX_OP_TYPES} distinct operator types")
     computing = [
         (op, dtype)
         for op, dtype in ((_resolve(t, refs), d) for t, d in main.node_dtypes)

@@ -1,22 +1,14 @@
-"""The runtimes a worker can drive: MindSpore PyNative, MindSpore graph (GraphCell over a
-loaded MindIR) and MindSpore Lite. Each keeps its models by id for the life of the worker.
+"""The worker side of the runtime interface: what every runtime class a stack's worker drives
+implements, the helpers they share, and how the worker instantiates the class its runtime's
+spec names (``RuntimeSpec.worker_class``, "package.module:Class").
 
-Traps handled here (see shared FACTS.md):
-- MindSpore 2.10 with numpy 2: the first Tensor arithmetic in a process can raise
-  SystemError("Numpy init failed"); a warm-up absorbs it before any probe runs.
-- MindSpore 2.0 runs GraphCell only in GRAPH_MODE.
-- Lite 2.0's get_data_to_numpy() is a view into the runtime's buffer: copied at once.
-- Lite 2.0 cannot always rebuild a model after an earlier Model object was freed: models
-  are kept alive until the worker exits.
+The runtimes themselves live in their packages (the built-ins in
+``auditor/plugins/runtimes/<name>/worker.py``); this module is all of the auditor they import.
+Python 3.7, standard library and numpy only.
 """
 
 import importlib
-import os
 import time
-
-import numpy as np
-
-from auditor.worker import lite_convert
 
 
 class RuntimeFailure(Exception):
@@ -32,13 +24,14 @@ def parse_device(device):
     return targets[kind.lower()], int(index or 0)
 
 
-def _as_list(outputs):
+def as_list(outputs):
     if isinstance(outputs, (tuple, list)):
         return list(outputs)
     return [outputs]
 
 
-def _time_calls(call, warmup, iterations):
+def time_calls(call, warmup, iterations):
+    """Nanoseconds per call of ``call()``, after ``warmup`` untimed calls."""
     for _ in range(warmup):
         call()
     samples = []
@@ -49,36 +42,23 @@ def _time_calls(call, warmup, iterations):
     return samples
 
 
-class MindSporeRuntime(object):
-    """PyNative MindSpore: builds probe cells from seeded weights, runs them, exports MindIR."""
+class Runtime(object):
+    """What a runtime class implements; instantiated once per worker with the stack's device
+    string ("cpu", "ascend:0"). ``package`` and ``version`` are what the worker's hello
+    reports (``runtime_package``, ``runtime_version``): the distribution and its version.
 
-    package = "mindspore"
-    graph_mode = False
+    An export runtime (a train stack) builds probes and exports them: ``build`` and
+    ``export``; a load runtime (an infer stack) loads exported files: ``load``. Both
+    ``run`` and ``time`` what they hold. Models are kept by id for the worker's life. A
+    request the runtime cannot serve raises RuntimeFailure with a message a person can act on.
+    """
+
+    package = ""
+    version = ""
 
     def __init__(self, device):
-        import mindspore
-
-        self.ms = mindspore
-        self.version = mindspore.__version__
-        target, index = parse_device(device)
-        mode = mindspore.GRAPH_MODE if self.graph_mode else mindspore.PYNATIVE_MODE
-        mindspore.set_context(mode=mode)
-        if hasattr(mindspore, "set_device"):
-            mindspore.set_device(target, index)
-        else:
-            mindspore.set_context(device_target=target, device_id=index)
+        self.device = device
         self.models = {}
-        self._warm_up()
-
-    def _warm_up(self):
-        one = np.ones((1,), np.float32)
-        for attempt in range(2):
-            try:
-                (self.ms.Tensor(one) + self.ms.Tensor(one)).asnumpy()
-                return
-            except SystemError:
-                if attempt:
-                    raise
 
     def _model(self, model_id):
         try:
@@ -87,177 +67,36 @@ class MindSporeRuntime(object):
             raise RuntimeFailure("no model %r in this worker" % (model_id,)) from None
 
     def build(self, model_id, probe, weights):
-        module = importlib.import_module(probe["module"])
-        if probe.get("expose_layers"):
-            # Divergence localization: the same cell, returning every layer's output as well.
-            self.models[model_id] = module.build_cell(probe["params"], weights, expose_layers=True)
-            return
-        self.models[model_id] = module.build_cell(probe["params"], weights)
-
-    def _tensors(self, inputs):
-        return [self.ms.Tensor(np.ascontiguousarray(x)) for x in inputs]
-
-    def run(self, model_id, inputs):
-        model = self._model(model_id)
-        outputs = _as_list(model(*self._tensors(inputs)))
-        return [np.array(o.asnumpy(), copy=True) for o in outputs]
-
-    def time(self, model_id, inputs, warmup, iterations):
-        model = self._model(model_id)
-        tensors = self._tensors(inputs)
-
-        def call():
-            # asnumpy() waits for the result: without it an asynchronous backend times the launch only.
-            for o in _as_list(model(*tensors)):
-                o.asnumpy()
-
-        return _time_calls(call, warmup, iterations)
+        """Build the probe cell ``probe["module"].build_cell(probe["params"], weights)``."""
+        raise RuntimeFailure("the %s runtime loads exported models; it does not build probes" % self.package)
 
     def export(self, model_id, inputs, path):
-        model = self._model(model_id)
-        base = path[: -len(".mindir")] if path.endswith(".mindir") else path
-        self.ms.export(model, *self._tensors(inputs), file_name=base, file_format="MINDIR")
-        written = base + ".mindir"
-        with open(written, "rb") as f:
-            return f.read()
+        """Write model ``model_id`` with example ``inputs`` to ``path`` in the format its suffix
+        names (".mindir", ".onnx", ...) and return the file's bytes."""
+        raise RuntimeFailure("the %s runtime does not export" % self.package)
 
     def load(self, model_id, path):
+        """Load the exported file at ``path`` as model ``model_id``."""
+        raise RuntimeFailure("the %s runtime builds models; it does not load exported files" % self.package)
+
+    def run(self, model_id, inputs):
+        """The outputs (numpy arrays, copies the runtime no longer touches) for ``inputs``."""
+        raise NotImplementedError
+
+    def time(self, model_id, inputs, warmup, iterations):
+        """Nanoseconds per call, measured around the runtime's call only (``time_calls``)."""
+        raise NotImplementedError
+
+
+def make_runtime(name, device, worker_class):
+    """Instantiate ``worker_class`` ("module:Class", from the runtime's spec) for runtime ``name``."""
+    if not worker_class:
         raise RuntimeFailure(
-            "the mindspore (PyNative) runtime builds models; use mindspore-graph to load MindIR"
+            "runtime %r: the auditor sent no worker class (no runtime plugin registers it)" % (name,)
         )
-
-
-class MindSporeGraphRuntime(MindSporeRuntime):
-    """MindIR through nn.GraphCell(mindspore.load(path)), in GRAPH_MODE (required by 2.0)."""
-
-    graph_mode = True
-
-    def build(self, model_id, probe, weights):
-        raise RuntimeFailure("the mindspore-graph runtime loads exported MindIR; it does not build probes")
-
-    def export(self, model_id, inputs, path):
-        raise RuntimeFailure("the mindspore-graph runtime does not export")
-
-    def load(self, model_id, path):
-        graph = self.ms.load(path)
-        self.models[model_id] = self.ms.nn.GraphCell(graph)
-
-
-_LITE_FLOATS = {"FLOAT16": np.float16, "FLOAT32": np.float32, "FLOAT64": np.float64}
-
-
-def _as_lite_input(tensor, x):
-    """Lite 2.0 on CPU (precision_mode "enforce_fp32", its default) loads an fp16 MindIR with
-    fp32 inputs and computes in fp32; it refuses fp16 data ("data type not equal"). Widen a
-    float input to the dtype the model declares, exactly, as a serving system has to."""
-    want = _LITE_FLOATS.get(str(getattr(tensor, "dtype", "")).rpartition(".")[2])
-    if want is not None and x.dtype.kind == "f" and np.dtype(want).itemsize > x.dtype.itemsize:
-        return x.astype(want)
-    return x
-
-
-class LiteRuntime(object):
-    """MindSpore Lite (cloud inference package), MindIR on the configured target."""
-
-    package = "mindspore-lite"
-
-    def __init__(self, device):
-        import mindspore_lite
-
-        self.mslite = mindspore_lite
-        self.version = mindspore_lite.__version__
-        self.target, self.device_id = parse_device(device)
-        self.models = {}
-
-    def _context(self):
-        ctx = self.mslite.Context()
-        if self.target == "CPU":
-            ctx.target = ["cpu"]
-        elif self.target == "Ascend":
-            ctx.target = ["ascend"]
-            ctx.ascend.device_id = self.device_id
-        else:
-            ctx.target = ["gpu"]
-            ctx.gpu.device_id = self.device_id
-        return ctx
-
-    def build(self, model_id, probe, weights):
-        raise RuntimeFailure("the mindspore-lite runtime loads exported MindIR; it does not build probes")
-
-    def export(self, model_id, inputs, path):
-        raise RuntimeFailure("the mindspore-lite runtime does not export")
-
-    def load(self, model_id, path):
-        if not os.path.exists(path):
-            raise RuntimeFailure("no such MindIR: %s" % path)
-        model = self.mslite.Model()
-        # a converted .ms loads as MINDIR_LITE only, a MindIR as MINDIR only
-        model.build_from_file(path, lite_convert.model_type(self.mslite, path), self._context())
-        self.models[model_id] = model
-
-    def convert(self, source, output_base, options, config_path=None):
-        """Lite's converter on ``source`` (auditor.worker.lite_convert)."""
-        return lite_convert.convert(self.mslite, source, output_base, options, config_path)
-
-    def signature(self, model_id):
-        """The loaded model's inputs: name, shape and numpy dtype (a .ms has no reader outside Lite)."""
-        return [
-            {
-                "name": t.name,
-                "shape": [int(d) for d in t.shape],
-                "dtype": str(t.dtype).rpartition(".")[2].lower(),
-            }
-            for t in self._model(model_id).get_inputs()
-        ]
-
-    def _model(self, model_id):
-        try:
-            return self.models[model_id]
-        except KeyError:
-            raise RuntimeFailure("no model %r in this worker" % (model_id,)) from None
-
-    def _prepare(self, model, inputs):
-        tensors = model.get_inputs()
-        if len(tensors) != len(inputs):
-            raise RuntimeFailure("model takes %d inputs, got %d" % (len(tensors), len(inputs)))
-        shapes = [list(x.shape) for x in inputs]
-        if [list(t.shape) for t in tensors] != shapes:
-            model.resize(tensors, shapes)
-            tensors = model.get_inputs()
-        for tensor, x in zip(tensors, inputs):
-            tensor.set_data_from_numpy(_as_lite_input(tensor, np.ascontiguousarray(x)))
-        return tensors
-
-    def run(self, model_id, inputs):
-        model = self._model(model_id)
-        outputs = model.predict(self._prepare(model, inputs))
-        # get_data_to_numpy() is a view into Lite's buffer, overwritten by the next predict().
-        return [np.array(o.get_data_to_numpy(), copy=True) for o in outputs]
-
-    def time(self, model_id, inputs, warmup, iterations):
-        model = self._model(model_id)
-        tensors = self._prepare(model, inputs)
-        return _time_calls(lambda: model.predict(tensors), warmup, iterations)
-
-
-RUNTIMES = {
-    "mindspore": MindSporeRuntime,
-    "mindspore-graph": MindSporeGraphRuntime,
-    "mindspore-lite": LiteRuntime,
-}
-
-
-def make_runtime(name, device, worker_class=None):
-    """Instantiate the runtime; ``worker_class`` ("module:Class") comes from a runtime plugin."""
-    if worker_class:
-        module, _, attr = worker_class.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise RuntimeFailure("runtime %r: cannot import %s: %s" % (name, worker_class, exc)) from None
-        return cls(device)
+    module, _, attr = worker_class.partition(":")
     try:
-        cls = RUNTIMES[name]
-    except KeyError:
-        raise RuntimeFailure("unknown runtime %r (known: %s)" % (name, ", ".join(sorted(RUNTIMES)))) from None
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise RuntimeFailure("runtime %r: cannot import %s: %s" % (name, worker_class, exc)) from None
     return cls(device)

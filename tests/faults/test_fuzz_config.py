@@ -23,7 +23,7 @@ from tests.fuzz_settings import fuzz_settings
 PLUGINS = Plugins(entry_points=False)
 KWARGS: dict[str, Any] = {
     "known_probes": {n: p.default_params for n, p in PLUGINS.probes().items()},
-    "runtimes": {n: r.can for n, r in PLUGINS.runtimes().items()},
+    "runtimes": PLUGINS.runtimes(),
     "probe_variants": {n: p.variants for n, p in PLUGINS.probes().items()},
     "sink_types": {n: t.validate for n, t in PLUGINS.alert_sinks().items()},
     "param_schemas": {n: p.param_schema for n, p in PLUGINS.probes().items()},

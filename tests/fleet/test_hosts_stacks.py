@@ -349,6 +349,7 @@ def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_remov
     """A crash that skips all cleanup (SIGKILL of the worker and its supervisor) leaves the
     private directory; the next worker started on that host removes it."""
     from auditor.config.tables import HostConfig, StackConfig
+    from auditor.extend.manager import Plugins
     from auditor.stacks.transport import CONNECTIONS
     from auditor.stacks.worker import StackWorker
 
@@ -362,7 +363,8 @@ def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_remov
         options=tuple(t["options"]),
     )
     stack = StackConfig("lite20", "infer", "mindspore-lite", str(stack_python("lite20")), host="hostB")
-    first = StackWorker(stack, host=host, start_timeout=60)
+    lite = Plugins(entry_points=False).runtimes()["mindspore-lite"].worker_class
+    first = StackWorker(stack, host=host, start_timeout=60, runtime_class=lite)
     first.start()
     left = Path(str(first.workdir))
     assert oct(left.stat().st_mode & 0o777) == "0o700"
@@ -370,7 +372,7 @@ def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_remov
     assert _settled(lambda: not _alive(first.hello["pid"]))
     assert left.exists()
     first.close()
-    second = StackWorker(stack, host=host, start_timeout=60)
+    second = StackWorker(stack, host=host, start_timeout=60, runtime_class=lite)
     try:
         second.start()
         assert not left.exists()

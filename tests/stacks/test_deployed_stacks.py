@@ -49,9 +49,7 @@ def test_replacing_and_deleting_the_deployed_file(
     srv.mkdir(parents=True)
     doc = _watching(default_doc, srv)
     plugins = Plugins(entry_points=False)
-    config = parse(
-        doc, str(tmp_path / "auditor.toml"), runtimes={n: r.can for n, r in plugins.runtimes().items()}
-    )
+    config = parse(doc, str(tmp_path / "auditor.toml"), runtimes=plugins.runtimes())
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
 
     def cycle():  # noqa: ANN202

@@ -58,6 +58,6 @@ def test_present_stacks_are_reused_quickly(stacks):
     env = {**os.environ, "AUDITOR_STACKS_DIR": str(stacks)}
     proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    for name in ("ms210", "ms20", "lite20"):
+    for name in ("ms210", "ms20", "lite20", "ort"):
         assert f"{name}: " in proc.stderr and "present in" in proc.stderr
     assert "installing" not in proc.stderr

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from auditor.config.load import parse
-from auditor.extend.manager import builtin_probes
-from auditor.stacks.worker import StackWorker, WorkerError
+from auditor.extend.manager import Plugins, builtin_probes
+from auditor.stacks.worker import WorkerError
 
 pytestmark = pytest.mark.stacks
 
@@ -16,6 +16,11 @@ pytestmark = pytest.mark.stacks
 @pytest.fixture(scope="module")
 def config(stacks, default_doc):
     return parse(default_doc, "test")
+
+
+def worker(config, stack: str):
+    """The stack's worker, reached as every command reaches it (not started)."""
+    return Plugins(entry_points=False).reach(config).worker(stack)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +31,7 @@ def exported(config, tmp_path_factory):
     out = {}
     tmp = tmp_path_factory.mktemp("mindir")
     for stack in ("ms20", "ms210"):
-        with StackWorker(config.stacks[stack]) as w:
+        with worker(config, stack) as w:
             w.start()
             w.request(
                 "build",
@@ -36,7 +41,9 @@ def exported(config, tmp_path_factory):
             )
             x = spec.make_inputs(params)
             ref = w.request("run", model="p", inputs=x).result["outputs"]
-            data = w.request("export", model="p", inputs=x, path=str(w.workdir / "p.mindir")).result["mindir"]
+            data = w.request("export", model="p", inputs=x, path=str(w.workdir / "p.mindir")).result[
+                "artifact"
+            ]
             path = tmp / f"{stack}.mindir"
             path.write_bytes(data)
             out[stack] = (path, x, ref)
@@ -45,7 +52,7 @@ def exported(config, tmp_path_factory):
 
 @pytest.mark.parametrize("stack", ["ms20", "ms210"])
 def test_hello_reports_the_stack(config, stack):
-    with StackWorker(config.stacks[stack]) as w:
+    with worker(config, stack) as w:
         hello = w.start()
     assert hello["runtime_version"] == {"ms20": "2.0.0", "ms210": "2.10.0"}[stack]
     assert hello["python"].startswith({"ms20": "3.7.", "ms210": "3.11."}[stack])
@@ -54,7 +61,7 @@ def test_hello_reports_the_stack(config, stack):
 def test_lite_outputs_are_copied_not_views(config, exported):
     """Lite 2.0's get_data_to_numpy() is a view that the next predict() overwrites."""
     path, x, ref = exported["ms20"]
-    with StackWorker(config.stacks["lite20"]) as w:
+    with worker(config, "lite20") as w:
         w.start()
         w.request("load", model="m", path=str(path))
         first = w.request("run", model="m", inputs=x).result["outputs"]
@@ -68,7 +75,7 @@ def test_lite_outputs_are_copied_not_views(config, exported):
 
 def test_lite_resizes_for_another_batch(config, exported):
     path, x, ref = exported["ms20"]
-    with StackWorker(config.stacks["lite20"]) as w:
+    with worker(config, "lite20") as w:
         w.start()
         w.request("load", model="m", path=str(path))
         one = w.request("run", model="m", inputs=[x[0][:1], x[1][:1]]).result["outputs"]
@@ -81,9 +88,8 @@ def test_graph_runtime_of_2_0_loads_its_own_export_bitwise(config, exported, def
     doc["stacks"] = dict(
         doc["stacks"], ms20g={**doc["stacks"]["ms20"], "role": "infer", "runtime": "mindspore-graph"}
     )
-    ms20g = parse(doc, "test").stacks["ms20g"]
     path, x, ref = exported["ms20"]
-    with StackWorker(ms20g) as w:
+    with worker(parse(doc, "test"), "ms20g") as w:
         w.start()
         w.request("load", model="m", path=str(path))
         out = w.request("run", model="m", inputs=x).result["outputs"]
@@ -93,7 +99,7 @@ def test_graph_runtime_of_2_0_loads_its_own_export_bitwise(config, exported, def
 
 def test_lite_load_error_carries_the_native_reason(config, exported):
     path, _, _ = exported["ms210"]
-    with StackWorker(config.stacks["lite20"]) as w:
+    with worker(config, "lite20") as w:
         w.start()
         with pytest.raises(WorkerError) as err:
             w.request("load", model="m", path=str(path))
@@ -107,7 +113,7 @@ def test_corrupt_mindir_is_an_error_not_a_crash(config, exported, tmp_path):
     path, x, _ = exported["ms20"]
     bad = tmp_path / "bad.mindir"
     bad.write_bytes(path.read_bytes()[:200])
-    with StackWorker(config.stacks["lite20"]) as w:
+    with worker(config, "lite20") as w:
         w.start()
         with pytest.raises(WorkerError) as err:
             w.request("load", model="bad", path=str(bad))
@@ -123,7 +129,7 @@ def test_tensors_round_trip_through_a_real_stack(config, dtype):
     import auditor.probes.ppo_policy  # noqa: F401 - the probe package the worker is told about
 
     x = (np.arange(24).reshape(2, 3, 4) * 1.5).astype(dtype)
-    with StackWorker(config.stacks["ms20"]) as w:
+    with worker(config, "ms20") as w:
         w.start()
         reply = w.request("echo", value={"x": x, "raw": b"\x00\xff"})
     assert reply.result["value"]["raw"] == b"\x00\xff"

@@ -11,10 +11,13 @@ from auditor.compare.outputs import Tolerance
 from auditor.config.load import load, parse
 from auditor.config.tables import ConfigError, PairConfig, expand
 from auditor.config.thresholds import ProbeConfig
+from auditor.extend.manager import Plugins
+from auditor.runtime import ArtifactFormat, RuntimeSpec
 from tests.conftest import REPO
 
 SHIPPED = REPO / "auditor.toml"
 KNOWN = {"ppo_policy", "action_sampler", "obs_normalizer"}
+RUNTIMES = Plugins(entry_points=False).runtimes()
 
 
 def paths_of(err: ConfigError) -> list[str]:
@@ -144,7 +147,7 @@ def broken_doc(negative_atol: bool) -> tuple[dict, list[str]]:
 def test_all_problems_reported_at_once_with_key_paths():
     doc, expected = broken_doc(negative_atol=False)
     with pytest.raises(ConfigError) as info:
-        parse(doc, "broken.toml", KNOWN)
+        parse(doc, "broken.toml", KNOWN, RUNTIMES)
     err = info.value
     got = paths_of(err)
     assert sorted(got) == sorted(expected), err.errors
@@ -169,8 +172,38 @@ def test_all_problems_reported_at_once_with_key_paths():
 def test_all_problems_reported_at_once_including_negative_atol():
     doc, expected = broken_doc(negative_atol=True)
     with pytest.raises(ConfigError) as info:
-        parse(doc, "broken.toml", KNOWN)
+        parse(doc, "broken.toml", KNOWN, RUNTIMES)
     assert sorted(paths_of(info.value)) == sorted(expected)
+
+
+def test_runtimes_are_checked_against_the_plugins_only_when_given():
+    doc = minimal()
+    doc["stacks"]["inf"]["runtime"] = "tflite"
+    assert parse(doc, known_probes=KNOWN).stacks["inf"].runtime == "tflite"  # no plugins: not checked
+    with pytest.raises(ConfigError) as info:
+        parse(doc, known_probes=KNOWN, runtimes=RUNTIMES)
+    assert paths_of(info.value) == ["stacks.inf.runtime"]
+
+
+def test_a_pair_needs_a_train_runtime_that_exports_what_its_infer_runtime_loads():
+    tflite = ArtifactFormat("tflite", "TFLite", ".tflite", lambda data: {"readable": False})
+    runtimes = {**RUNTIMES, "tflite": RuntimeSpec("tflite", "load", "m:C", loads=tflite)}
+    doc = minimal(
+        models={"m": {"path": "p.mindir", "golden": "g.npz", "stacks": ["inf", "tfl"]}},
+    )
+    doc["stacks"]["tfl"] = {"role": "infer", "runtime": "tflite", "python": "/p"}
+    doc["pairs"].append({"train": "tr", "infer": "tfl", "probes": ["ppo_policy"]})
+    with pytest.raises(ConfigError) as info:
+        parse(doc, known_probes=KNOWN, runtimes=runtimes)
+    by_path = dict(e.split(": ", 1) for e in info.value.errors)
+    assert set(by_path) == {"pairs[1]", "models.m.stacks"}
+    assert by_path["pairs[1]"] == (
+        "tfl (tflite) loads TFLite files, which tr (mindspore) cannot export (it exports: mindir, onnx)"
+    )
+    assert "loads TFLite files, not the MindIR" in by_path["models.m.stacks"]
+    # Without a served list, a model is served by the infer stacks that load MindIR.
+    del doc["models"]["m"]["stacks"], doc["pairs"][1]
+    assert parse(doc, known_probes=KNOWN, runtimes=runtimes).models["m"].stacks == ("inf",)
 
 
 def test_negative_per_output_atol_is_a_config_error():

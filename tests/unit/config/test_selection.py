@@ -13,6 +13,7 @@ from auditor.cli.check import _target
 from auditor.cli.main import cli
 from auditor.config.load import parse
 from auditor.config.selection import Scope, Selection, SelectionError, narrow
+from auditor.extend.manager import Plugins
 
 TEXT = """
 [hosts.edge]
@@ -64,6 +65,9 @@ DOC = tomllib.loads(TEXT)
 @pytest.fixture
 def config():
     return parse(copy.deepcopy(DOC), "/etc/auditor/auditor.toml")
+
+
+RUNTIMES = Plugins(entry_points=False).runtimes()
 
 
 def units(c) -> set[str]:  # noqa: ANN001
@@ -161,14 +165,31 @@ def test_scope_covers_what_the_run_ran():
 
 
 def test_check_reaches_the_infer_stacks_of_its_selectors(config):
-    assert _target(config, "policy", Selection()) == ("/etc/auditor/policy.mindir", ["lite20", "ms210-graph"])
-    assert _target(config, "x.mindir", Selection()) == ("x.mindir", ["ms210-graph", "lite20"])
-    assert _target(config, "x.mindir", Selection(stacks=("ms20",))) == ("x.mindir", ["ms20"])  # as named
-    assert _target(config, "x.mindir", Selection(pairs=("ms20->lite20",))) == ("x.mindir", ["lite20"])
-    assert _target(config, "x.mindir", Selection(hosts=("edge",), probes=("ppo_policy",))) == (
+    assert _target(config, "policy", Selection(), RUNTIMES) == (
+        "/etc/auditor/policy.mindir",
+        ["lite20", "ms210-graph"],
+    )
+    assert _target(config, "x.mindir", Selection(), RUNTIMES) == ("x.mindir", ["ms210-graph", "lite20"])
+    assert _target(config, "x.mindir", Selection(stacks=("ms20",)), RUNTIMES) == (
+        "x.mindir",
+        ["ms20"],
+    )  # as named
+    assert _target(config, "x.mindir", Selection(pairs=("ms20->lite20",)), RUNTIMES) == (
         "x.mindir",
         ["lite20"],
     )
+    assert _target(config, "x.mindir", Selection(hosts=("edge",), probes=("ppo_policy",)), RUNTIMES) == (
+        "x.mindir",
+        ["lite20"],
+    )
+
+
+def test_check_leaves_out_the_infer_stacks_that_load_another_format_unless_named():
+    doc = copy.deepcopy(DOC)
+    doc["stacks"]["ort"] = {"role": "infer", "runtime": "ort", "python": "/o/bin/python"}
+    config = parse(doc, "/etc/auditor/auditor.toml", runtimes=RUNTIMES)
+    assert "ort" not in _target(config, "x.mindir", Selection(), RUNTIMES)[1]
+    assert _target(config, "x.mindir", Selection(stacks=("ort",)), RUNTIMES)[1] == ["ort"]
 
 
 def test_commands_reject_unknown_selectors_before_any_work(tmp_path):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from auditor.plugins.runtimes.lite.spec import CPU_2_0 as LITE_20_CPU
+from auditor.plugins.runtimes.lite.spec import LITE
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
@@ -15,15 +17,14 @@ from auditor.config.load import load
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
 from auditor.extend.manager import Plugins
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.results import LearnedOperator
 from auditor.rules.engine import ExportedModel, RuleContext, blocked
 from auditor.rules.operator_support import coverage, learn, learned_failures, operator_limits
+from auditor.runtime import RuntimeSpec
 from auditor.stacks.failures import diagnose
 from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import TensorInfo
 from plugins.default_rules import operator_support
-from plugins.default_runtimes import LITE_20_CPU
 from tests.conftest import DEFAULT_CONFIG
 from tests.unit.worker.test_mindir import PRIMS, model, policy_graph
 
@@ -35,7 +36,7 @@ LITE_LOG = (
 
 def config_for(path: Path) -> Config:
     plugins = Plugins(entry_points=False)
-    return load(path, runtimes={n: r.can for n, r in plugins.runtimes().items()})
+    return load(path, runtimes=plugins.runtimes())
 
 
 def test_read_model_names_the_file_and_the_problem(tmp_path: Path) -> None:
@@ -87,7 +88,7 @@ def test_what_a_failed_load_teaches_is_the_operator_the_runtime_named() -> None:
     error = WorkerError(
         "lite20", "load", "error", "build_from_file failed! Error is Common error code.", LITE_LOG
     )
-    d = diagnose(error, "mindspore-lite", "2.0.0", {"model_version": "2.0.0", "op_types": ["StandardNormal"]})
+    d = diagnose(error, LITE, "2.0.0", {"model_version": "2.0.0", "op_types": ["StandardNormal"]})
     got = learn(stack, hello, d)
     assert got is not None and (got.package, got.version, got.target, got.operator) == (
         "mindspore-lite",
@@ -98,8 +99,15 @@ def test_what_a_failed_load_teaches_is_the_operator_the_runtime_named() -> None:
     assert "schedule node return nullptr" in got.message
     assert learn(stack, {}, d) is None
     # Another release's file failing on an operator teaches nothing about the runtime.
-    cross = diagnose(error, "mindspore-lite", "2.0.0", {"model_version": "2.2.11"})
+    cross = diagnose(error, LITE, "2.0.0", {"model_version": "2.2.11"})
     assert cross.status == "incompatible" and learn(stack, hello, cross) is None
+    # A runtime's generic "unsupported operator: X" is a result, but teaches nothing: its name
+    # for X need not be the artifact's.
+    said = WorkerError("lite20", "load", "error", "RuntimeError: unsupported operator: Foo")
+    generic = diagnose(said, LITE, "2.0.0", {"model_version": "2.0.0", "op_types": ["Foo"]})
+    assert (generic.status, generic.operator) == ("unsupported", "Foo") and learn(
+        stack, hello, generic
+    ) is None
 
 
 def _lite(version: str = "2.0.0", device: str = "cpu") -> tuple[dict, dict]:
@@ -243,3 +251,25 @@ def test_a_stack_that_cannot_start_is_its_own_error_verdict(tmp_path: Path) -> N
     (v,) = doc["verdicts"]
     assert v["stack"] == "gone" and v["status"] == "error" and "/nonexistent/bin/python" in v["reason"]
     assert doc["model"]["sha256"] and doc["exit_code"] == 1
+
+
+def test_a_stack_that_loads_another_format_is_not_checked_against_a_mindir(tmp_path: Path) -> None:
+    from auditor.cycle.preflight import INCOMPATIBLE, preflight
+
+    plugins = Plugins(entry_points=False)
+    doc = {
+        "stacks": {
+            "ms20": {"role": "train", "runtime": "mindspore", "python": "/nonexistent/python"},
+            "ort": {"role": "infer", "runtime": "ort", "python": "/nonexistent/python"},
+        },
+        "pairs": [{"train": "ms20", "infer": "ort", "probes": ["ppo_policy"]}],
+    }
+    from auditor.config.load import parse
+
+    config = parse(doc, "t.toml", runtimes=plugins.runtimes())
+    path = tmp_path / "p.mindir"
+    path.write_bytes(model(policy_graph(), PRIMS))
+    report = preflight(config, str(path), ["ort"], [], [], plugins.runtimes())  # no worker is started
+    (verdict,) = report.verdicts
+    assert (verdict.stack, verdict.status) == ("ort", INCOMPATIBLE) and report.exit_code == 1
+    assert verdict.reason == "ort loads ONNX files, not a MindIR; not checked"

@@ -1,6 +1,7 @@
-"""The converter's bookkeeping without a stack (auditor.cycle.convert, auditor.worker.lite_convert,
-``[stacks.X.convert]``): the converter's words in a failure, the converted artifact's
-fingerprint, a canonical digest of a converted MindIR, and the config checks."""
+"""The converter's bookkeeping without a stack (auditor.cycle.convert,
+auditor.plugins.runtimes.lite.converter, ``[stacks.X.convert]``): the converter's words in a
+failure, the converted artifact's fingerprint, a canonical digest of a converted MindIR, and
+the config checks."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from auditor.plugins.runtimes.lite import converter as lite_convert
 
 from auditor.config.load import parse
 from auditor.config.tables import ConfigError, ConvertTable
 from auditor.cycle import convert
 from auditor.stacks.worker import WorkerError
-from auditor.worker import lite_convert
 from auditor.worker.mindir import canonical_sha256
 
 # What Lite 2.0 wrote for a graph whose output does not depend on its inputs, saved as MINDIR

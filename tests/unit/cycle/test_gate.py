@@ -134,6 +134,8 @@ def test_non_finite_outputs_and_earlier_failures_are_warnings() -> None:
 
 
 def test_a_blocked_load_is_the_finding_and_a_failed_one_the_diagnosis() -> None:
+    from auditor.plugins.runtimes.lite.spec import LITE
+
     from auditor.stacks.failures import diagnose
     from auditor.stacks.worker import WorkerError
 
@@ -146,7 +148,7 @@ def test_a_blocked_load_is_the_finding_and_a_failed_one_the_diagnosis() -> None:
             "Common error code.",
             "maximum mind ir version: 1, please install the latest version to support the mind ir version: 3",
         ),
-        "mindspore-lite",
+        LITE,
         "2.0.0",
         {"model_version": "2.10.0", "mind_ir_version": 3},
     )

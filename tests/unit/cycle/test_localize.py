@@ -100,7 +100,9 @@ class FakeWorker:
         self.requests.append((op, payload))
         if op == self.fail_on:
             raise RuntimeError(f"{op} failed")
-        result = {"outputs": self.outputs} if op == "run" else {"mindir": b"bytes"} if op == "export" else {}
+        result = (
+            {"outputs": self.outputs} if op == "run" else {"artifact": b"bytes"} if op == "export" else {}
+        )
         return type("Reply", (), {"result": result})()
 
 

@@ -12,9 +12,10 @@ import pytest
 from auditor.compare.outputs import MetricCheck
 from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle, InferOutcome, ProbeJob, TrainOutcome
-from auditor.extend.manager import builtin_probes
+from auditor.extend.manager import Plugins, builtin_probes
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.results import CONSISTENT, DRIFT, ERROR, UNSUPPORTED
+from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
 from auditor.stacks.failures import unsupported_operator
 from auditor.stacks.worker import WorkerError
 
@@ -119,16 +120,22 @@ def test_probe_job_without_variant_is_named_after_its_dtype():
 
 
 def test_unsupported_operator_is_read_from_the_runtime_log():
+    lite = Plugins(entry_points=False).runtimes()["mindspore-lite"]
+
+    def operator(spec, err):  # noqa: ANN001, ANN202
+        return unsupported_operator(err, spec)
+
     err = WorkerError(
         "lite20", "load", "error", "build_from_file failed! Error is Common error code.", LITE_NO_KERNEL
     )
     # The node's name carries the operator as the MindIR names it (Lite's type is RandomStandardNormal).
-    assert unsupported_operator(err) == "StandardNormal"
+    assert operator(lite, err) == "StandardNormal"
+    assert operator(None, err) is None  # Lite's own words: only its package knows them
     said = WorkerError("x", "load", "error", "Unsupported operator: Foo.Bar in graph")
-    assert unsupported_operator(said) == "Foo.Bar"
-    assert unsupported_operator(WorkerError("x", "load", "error", "Common error code.")) is None
+    assert operator(None, said) == operator(lite, said) == "Foo.Bar"  # the generic words: any runtime
+    assert operator(lite, WorkerError("x", "load", "error", "Common error code.")) is None
     # a crash or timeout is never an unsupported operator, whatever the log says
-    assert unsupported_operator(WorkerError("x", "load", "crash", "died", LITE_NO_KERNEL)) is None
+    assert operator(lite, WorkerError("x", "load", "crash", "died", LITE_NO_KERNEL)) is None
 
 
 # -- the verdict of one variant, from made-up outputs ---------------------------------------------
@@ -269,3 +276,53 @@ def test_checks_are_part_of_the_json_and_the_report():
 def test_metric_check_type_is_the_hook_api():
     c = MetricCheck("m", 1.0, True)
     assert (c.limit, c.output, c.message) == (None, None, "")
+
+
+def test_the_infer_runtime_decides_what_the_train_stack_exports():
+    """A pair whose infer runtime loads another format gets its own export of each variant (its
+    own job, keyed apart; MindIR keys stay as they were, publications are found by them), and
+    an operator the exporter cannot write in that format is an unsupported result with the
+    exporter's words, not an error."""
+    onnx = ArtifactFormat("onnx", "ONNX", ".onnx", lambda data: {"readable": True})
+    runtimes = {
+        **Plugins(entry_points=False).runtimes(),
+        "onnx-rt": RuntimeSpec("onnx-rt", "load", "m:C", loads=onnx),
+    }
+    config = parse(
+        {
+            "stacks": {
+                "tr": {"role": "train", "runtime": "mindspore", "python": "/nonexistent/python"},
+                "inf": {"role": "infer", "runtime": "mindspore-lite", "python": "/nonexistent/python"},
+                "ox": {"role": "infer", "runtime": "onnx-rt", "python": "/nonexistent/python"},
+            },
+            "pairs": [
+                {"train": "tr", "infer": "inf", "probes": ["action_sampler"]},
+                {"train": "tr", "infer": "ox", "probes": ["action_sampler"]},
+            ],
+        },
+        "test",
+        runtimes=runtimes,
+    )
+    cycle = Cycle(config, PROBES, runtimes=runtimes)
+    to_lite, to_onnx = config.pairs
+    assert cycle._format(to_lite) is MINDIR and cycle._format(to_onnx) is onnx
+    (mindir_job,) = [j for j in cycle._jobs("action_sampler") if j.variant == "seeded-normal"]
+    (onnx_job,) = [j for j in cycle._jobs("action_sampler", onnx) if j.variant == "seeded-normal"]
+    assert onnx_job.key == f"{mindir_job.key}-onnx" and mindir_job.key.startswith(
+        "action_sampler-seeded-normal-"
+    )
+    said = (
+        "RuntimeError: Can not find key StandardNormal in convert map. Exporting StandardNormal "
+        "operator is not yet supported."
+    )
+    outputs = [np.zeros((2, 2), np.float32)] * 2
+    export = TrainOutcome(outputs=outputs, error=WorkerError("tr", "export", "error", said))
+    r = cycle._result(to_onnx, onnx_job, export, InferOutcome())
+    assert r.status == UNSUPPORTED
+    assert r.message == (
+        "unsupported operator: StandardNormal (tr cannot export this variant to ONNX: Can not find key "
+        "StandardNormal in convert map. Exporting StandardNormal operator is not yet supported.)"
+    )
+    # The same words from another request are not the exporter's verdict: an error.
+    built = TrainOutcome(error=WorkerError("tr", "build", "error", said))
+    assert cycle._result(to_onnx, onnx_job, built, InferOutcome()).status == ERROR

@@ -119,12 +119,18 @@ def test_exposition_parses_and_holds_the_last_cycle():
         "role": "train",
         "runtime": "mindspore",
         "host": "local",
+        "runtime_package": "",  # this fingerprint has no runtime section
+        "runtime_version": "",
         "mindspore": "2.0.0",
         "mindspore_lite": "",
         "cann": "8.2.RC1",
         "driver": "25.0.rc1.1",
     }
     assert info["lite20"]["mindspore_lite"] == "2.0.0" and info["lite20"]["cann"] == ""
+    assert (info["lite20"]["runtime_package"], info["lite20"]["runtime_version"]) == (
+        "mindspore-lite",
+        "2.0.0",
+    )
 
 
 def test_an_aborted_run_keeps_the_last_measurements():
@@ -164,6 +170,13 @@ def test_served_on_loopback_port_zero():
 
 def test_stack_versions_tolerates_missing_sections():
     bare = StackReport("x", "train", "mindspore", "/p", "cpu", "local", None)
-    assert stack_versions(bare) == {"mindspore": "", "mindspore_lite": "", "cann": "", "driver": ""}
+    assert stack_versions(bare) == {
+        "runtime_package": "",
+        "runtime_version": "",
+        "mindspore": "",
+        "mindspore_lite": "",
+        "cann": "",
+        "driver": "",
+    }
     odd = StackReport("x", "train", "mindspore", "/p", "cpu", "local", {"framework": "garbled", "cann": None})
     assert stack_versions(odd)["cann"] == ""

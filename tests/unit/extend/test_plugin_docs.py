@@ -25,6 +25,8 @@ from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.config.tables import PairConfig
 from auditor.extend.manager import Plugins
 from auditor.rules.engine import RuleContext
+from auditor.runtime import MINDIR
+from auditor.worker.runtimes import Runtime
 from tests.conftest import DEFAULT_CONFIG, REPO
 
 GUIDE = REPO / "docs" / "plugins.md"
@@ -82,6 +84,19 @@ def test_the_examples_load_as_plugins_without_problems() -> None:
     plugins.add_commands(group)
     assert "policy-report" in group.commands
     assert plugins.problems == []
+
+
+def test_the_runtime_example_explains_its_failures_and_has_a_worker_side() -> None:
+    spec = _plugins_from_examples().runtimes()["lite-ascend"]
+    assert spec.loads is MINDIR and spec.package == "mindspore-lite"
+    found = spec.explain("build failed: no kernel for Erf on Ascend", "load")
+    assert (found.kind, found.operator, found.form.learned) == ("operator", "Erf", True)
+    too_new = spec.explain("maximum mind ir version: 1, please ... the mind ir version: 3")
+    assert (too_new.kind, too_new.maximum, too_new.version) == ("mindir-version", 1, 3)
+    assert spec.explain("Common error code") is None
+    [worker] = [b for b in python_blocks() if "class LiteAscend(Runtime)" in b]
+    module = _example_plugin(worker, "lite_ascend")
+    assert issubclass(module.LiteAscend, Runtime) and spec.worker_class.endswith(":LiteAscend")
 
 
 def test_the_comparator_example_computes_what_it_says() -> None:

@@ -15,15 +15,15 @@ from auditor import hookspecs
 from auditor.cli.main import cli
 from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.extend.manager import BUILTINS, Plugins
-from auditor.extend.runtime_spec import RuntimeSpec
 from auditor.hookspecs import hookimpl
+from auditor.runtime import RuntimeSpec
 
 GOOD = '''
 """A plugin that implements a probe, a runtime, a comparator, a collector and a command."""
 import click
 from auditor import hookimpl
 from auditor.compare.outputs import Comparator, MetricCheck
-from auditor.extend.runtime_spec import RuntimeSpec
+from auditor.runtime import RuntimeSpec
 
 __version__ = "1.2.3"
 

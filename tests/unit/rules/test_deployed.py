@@ -92,8 +92,9 @@ def test_rules_run_on_each_deployed_file() -> None:
         "/srv/noise.mindir": entry(op_types=["StandardNormal"]),
     }
     fps = {"lite20": {**fp, **doc(**files)}}
-    rules = Plugins(entry_points=False).rules().values()
-    found = deployed_rule_findings(stacks, fps, rules, {}, {"lite20": {"StandardNormal": "no CPU kernel"}})
+    plugins = Plugins(entry_points=False)
+    limits = {"lite20": {"StandardNormal": "no CPU kernel"}}
+    found = deployed_rule_findings(stacks, fps, plugins.rules().values(), {}, limits, plugins.runtimes())
     by_kind = {f.kind: f for f in found}
     assert set(by_kind) == {"incompatible", "unsupported"}
     assert list(by_kind["incompatible"].details["facts"]["not_loaded"]) == ["/srv/new.mindir [deployed]"]

@@ -27,6 +27,7 @@ from auditor.worker import fingerprint as runner
 from tests.ascend_trees import TREE_NAMES, build_tree, write
 
 RULES = {r.name: r for r in dr.RULES}
+RUNTIMES = Plugins(entry_points=False).runtimes()  # the version facts of the built-in runtimes
 MS210_SUPPORTED = ["8.2", "8.3", "8.5", "9.0", "9.1"]
 
 
@@ -100,6 +101,7 @@ def context(
         tuple(PairConfig(t, i, ("ppo_policy",)) for t, i in pairs),
         list(exported),
         learned or {},
+        runtimes=RUNTIMES,
     )
 
 

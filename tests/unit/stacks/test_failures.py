@@ -4,17 +4,16 @@ words, copied verbatim from the loads the operator sweep measured on the referen
 from __future__ import annotations
 
 import pytest
+from auditor.plugins.runtimes.lite.spec import LITE
+from auditor.plugins.runtimes.mindspore.spec import MINDSPORE_GRAPH
 
+from auditor.extend.manager import Plugins
 from auditor.results import ERROR, INCOMPATIBLE, UNSUPPORTED
+from auditor.runtime import FIRST_CALL, GENERIC, GRAPH, OPERATOR, VERSION
+from auditor.runtime.failures import other_release
 from auditor.stacks.failures import (
-    FIRST_CALL,
-    FORMS,
-    GRAPH,
-    OPERATOR,
-    VERSION,
     diagnose,
     named_operators,
-    other_release,
     runtime_lines,
     runtime_warnings,
     unsupported_operator,
@@ -133,9 +132,10 @@ def err(op: str, message: str, log: str = "", kind: str = "error", stack: str = 
 
 
 def test_every_form_has_a_known_kind_and_phase() -> None:
-    names = [f.name for f in FORMS]
-    assert len(names) == len(set(names))
-    assert all(f.phase in ("load", "run", "") for f in FORMS)
+    for spec in Plugins(entry_points=False).runtimes().values():
+        names = [f.name for f in (*spec.failures, *GENERIC)]
+        assert len(names) == len(set(names)), spec.name
+        assert all(f.phase in ("load", "run", "export", "") for f in spec.failures)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_every_form_has_a_known_kind_and_phase() -> None:
     ],
 )
 def test_lite_names_the_operator_only_in_its_log(log: str, operator: str, form: str) -> None:
-    d = diagnose(err("load", COMMON, log), "mindspore-lite", "2.0.0", MS20_FILE | {"op_types": [operator]})
+    d = diagnose(err("load", COMMON, log), LITE, "2.0.0", MS20_FILE | {"op_types": [operator]})
     assert (d.status, d.phase, d.operator, d.kind, d.form) == (UNSUPPORTED, "load", operator, OPERATOR, form)
     assert d.learnable and f"cannot load operator {operator}" in d.summary and "fails to load it" in d.summary
     assert operator in d.remedy and d.words and operator in d.words
@@ -166,21 +166,21 @@ def test_repeated_lines_are_counted_and_short() -> None:
 
 
 def test_a_tuple_output_is_a_graph_shape_with_its_remedy() -> None:
-    d = diagnose(err("load", COMMON, TOPK_LOG), "mindspore-lite", "2.0.0", MS20_FILE | {"op_types": ["TopK"]})
+    d = diagnose(err("load", COMMON, TOPK_LOG), LITE, "2.0.0", MS20_FILE | {"op_types": ["TopK"]})
     assert (d.status, d.operator, d.kind) == (UNSUPPORTED, "TopK", GRAPH)
     assert not d.learnable  # TopK unpacked loads: nothing to remember about the operator
     assert "return the tuple's elements one by one" in d.remedy
 
 
 def test_a_file_too_new_is_incompatible_with_both_versions_and_the_remedy() -> None:
-    d = diagnose(err("load", COMMON, TOO_NEW_LOG), "mindspore-lite", "2.0.0", MS210_FILE)
+    d = diagnose(err("load", COMMON, TOO_NEW_LOG), LITE, "2.0.0", MS210_FILE)
     assert (d.status, d.kind, d.maximum, d.file_version) == (INCOMPATIBLE, VERSION, 1, 3)
     assert "MindIR version 3" in d.summary and "at most version 1" in d.summary
     assert "export it with MindSpore 2.0.x" in d.remedy and "mindspore-lite 2.10.x" in d.remedy
     # MindSpore 2.0 raises the same words from mindspore.load.
     ms = diagnose(
         err("load", TOO_NEW + STACK, stack="ms20-graph"),
-        "mindspore",
+        MINDSPORE_GRAPH,
         "2.0.0",
         MS210_FILE,
     )
@@ -204,7 +204,7 @@ def test_another_release_failing_on_the_first_call_is_incompatible(message: str,
     on the first call: incompatible, the version pair and both remedies, and the load's
     warning shown with the run's failure (the run's own log is empty)."""
     failed = err("run", message, "", stack="ms210-graph")
-    d = diagnose(failed, "mindspore", "2.10.0", MS20_FILE, earlier_log=CROSS_MAJOR)
+    d = diagnose(failed, MINDSPORE_GRAPH, "2.10.0", MS20_FILE, earlier_log=CROSS_MAJOR)
     assert (d.status, d.phase, d.operator, d.kind) == (INCOMPATIBLE, "run", operator, FIRST_CALL)
     assert "loads it, then fails on the first call" in d.summary and f"at operator {operator}" in d.summary
     assert "MindSpore 2.0.0 on mindspore 2.10.0, another release" in d.summary
@@ -216,24 +216,24 @@ def test_another_release_failing_on_the_first_call_is_incompatible(message: str,
 
 
 def test_an_unnamed_failure_on_another_release_is_still_incompatible() -> None:
-    d = diagnose(err("load", COMMON, LIBNUMA), "mindspore-lite", "2.0.0", {"model_version": "2.2.11"})
+    d = diagnose(err("load", COMMON, LIBNUMA), LITE, "2.0.0", {"model_version": "2.2.11"})
     assert d.status == INCOMPATIBLE and "another release" in d.summary and "mindspore-lite 2.2.x" in d.remedy
 
 
 def test_the_measured_table_names_what_the_runtime_did_not() -> None:
     known = {"LayerNorm": "wrong-output", "SiLU": "load-fails: Unsupported primitive type in Create: SiLU"}
-    d = diagnose(err("load", COMMON, ""), "mindspore-lite", "2.0.0", MS20_FILE, known=known)
+    d = diagnose(err("load", COMMON, ""), LITE, "2.0.0", MS20_FILE, known=known)
     assert (d.status, d.operator, d.form) == (UNSUPPORTED, "SiLU", "operator-table")
     assert "the measured operator table says SiLU" in d.summary
 
 
 def test_no_cause_gives_an_error_whose_remedy_never_points_at_an_empty_log() -> None:
-    bare = diagnose(err("load", COMMON, ""), "mindspore-lite", "2.0.0", MS20_FILE)
+    bare = diagnose(err("load", COMMON, ""), LITE, "2.0.0", MS20_FILE)
     assert bare.status == ERROR and bare.log_lines == ()
     assert "see the runtime's log above" not in bare.remedy and "wrote no line" in bare.remedy
     logged = diagnose(
         err("load", COMMON, '[ERROR] ME(1,7f,python):x [a/b.cc:1] F] "something else broke"'),
-        "mindspore-lite",
+        LITE,
         "2.0.0",
         MS20_FILE,
     )
@@ -243,7 +243,7 @@ def test_no_cause_gives_an_error_whose_remedy_never_points_at_an_empty_log() -> 
 def test_a_hang_on_the_first_call_is_told_apart_from_a_load_failure() -> None:
     hung = diagnose(
         err("run", "no answer within 20 s; worker process group killed", kind="timeout"),
-        "mindspore-lite",
+        LITE,
         "2.0.0",
         MS20_FILE | {"op_types": ["UniformReal"]},
         known={"UniformReal": "hangs in predict when its draw is both an output and an input of a node"},
@@ -253,12 +253,17 @@ def test_a_hang_on_the_first_call_is_told_apart_from_a_load_failure() -> None:
 
 
 def test_a_runtime_of_another_family_is_never_a_release_pair() -> None:
-    assert other_release("mindspore", "2.10.0", "2.0.0")
-    assert other_release("mindspore-lite", "2.0.0", "2.10.0")
-    assert not other_release("mindspore", "2.10.0", "2.10.0")
-    assert not other_release("mindspore", "2.0.1", "2.0.0")
-    assert not other_release("onnxruntime", "1.20.0", "2.0.0")
-    assert not other_release("mindspore", None, "2.0.0")
+    assert other_release("2.10.0", "2.0.0") and other_release("2.0.0", "2.10.0")
+    assert not other_release("2.10.0", "2.10.0")
+    assert not other_release("2.0.1", "2.0.0")
+    assert not other_release(None, "2.0.0")
+    # Only a runtime whose spec pairs its releases with the exporter's reads a release pair.
+    runtimes = Plugins(entry_points=False).runtimes()
+    paired = [n for n, r in runtimes.items() if r.paired_release]
+    assert paired == ["mindspore", "mindspore-graph", "mindspore-lite"]
+    failed = err("load", "[ONNXRuntimeError] : 1 : FAIL : something", stack="ort")
+    d = diagnose(failed, runtimes["ort"], "1.20.0", {"model_version": "2.0.0"})
+    assert d.status == ERROR and "another release" not in d.summary
 
 
 def test_a_successful_load_keeps_its_warnings_without_noise() -> None:
@@ -268,9 +273,10 @@ def test_a_successful_load_keeps_its_warnings_without_noise() -> None:
 
 
 def test_operator_helpers() -> None:
-    assert unsupported_operator(err("load", COMMON, NO_KERNEL_LOG)) == "StandardNormal"
-    assert unsupported_operator(err("load", COMMON, NO_KERNEL_LOG, kind="timeout")) is None
-    named = named_operators(SILU_LOG)
+    assert unsupported_operator(err("load", COMMON, NO_KERNEL_LOG), LITE) == "StandardNormal"
+    assert unsupported_operator(err("load", COMMON, NO_KERNEL_LOG, kind="timeout"), LITE) is None
+    assert unsupported_operator(err("load", COMMON, NO_KERNEL_LOG), None) is None  # Lite's words: its forms
+    named = named_operators(SILU_LOG, LITE.failures)
     assert [(f, o) for f, o, _ in named] == [
         ("lite-unsupported-primitive", "SiLU"),
         ("lite-no-ops-registry", "SiLU"),

@@ -269,15 +269,14 @@ print(json.dumps({
 def exports(stacks, default_doc, tmp_path_factory):
     """The PPO probe (fp32 and fp16) exported on ms20 and ms210 through the stack worker."""
     from auditor.config.load import parse
-    from auditor.extend.manager import builtin_probes
-    from auditor.stacks.worker import StackWorker
+    from auditor.extend.manager import Plugins, builtin_probes
 
     config = parse(default_doc, "test")
     spec = builtin_probes()["ppo_policy"]
     tmp = tmp_path_factory.mktemp("exports")
     out = {}
     for stack in ("ms20", "ms210"):
-        with StackWorker(config.stacks[stack]) as w:
+        with Plugins(entry_points=False).reach(config).worker(stack) as w:
             w.start()
             for dtype in ("float32", "float16"):
                 params = spec.params({"batch": 8, "dtype": dtype})
@@ -290,7 +289,7 @@ def exports(stacks, default_doc, tmp_path_factory):
                 x = spec.make_inputs(params)
                 data = w.request(
                     "export", model=dtype, inputs=x, path=str(w.workdir / f"{dtype}.mindir")
-                ).result["mindir"]
+                ).result["artifact"]
                 path = tmp / f"{stack}-{dtype}.mindir"
                 path.write_bytes(data)
                 out[(stack, dtype)] = (path, spec.make_weights(params), x)

@@ -1,5 +1,5 @@
 """Operator tables: what scripts/operator_sweep.py makes of its cases (attribution, merging a
-partial sweep) and what auditor.extend.operator_table reads back, without the stacks."""
+partial sweep) and what auditor.runtime.operator_table reads back, without the stacks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from auditor.extend.manager import Plugins
-from auditor.extend.operator_table import TableError, read_tables, table_for, tables_from
+from auditor.runtime.operator_table import TableError, read_tables, table_for, tables_from
 from tests.conftest import REPO
 
 

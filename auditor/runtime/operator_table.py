@@ -12,6 +12,7 @@ a table of load successes cannot vouch for every graph shape.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ class TableError(ValueError):
 class OperatorEntry:
     """What the sweep saw of one operator: ``status`` (one of STATUSES), where it failed
     (``phase``: "load" or "run"), the runtime's words, the failure's ``kind``
-    (auditor.stacks.failures: "operator" when the runtime named this operator as one it has no
+    (auditor.runtime.failures: "operator" when the runtime named this operator as one it has no
     primitive or kernel for, "graph", "first-call", ...), the cases that showed it, and the
     failures of an otherwise working operator in other cases' graphs."""
 
@@ -157,6 +158,18 @@ def read_tables(path: str | Path) -> tuple[OperatorTable, ...]:
     if not isinstance(document, dict):
         raise TableError(f"{p}: not an operator table")
     return tables_from(document, str(p))
+
+
+def shipped_tables(path: str | Path) -> tuple[OperatorTable, ...]:
+    """The tables a runtime plugin ships in ``path``; none when the file is missing or damaged
+    (said in the log: the runtime itself stays usable)."""
+    if not Path(path).is_file():
+        return ()
+    try:
+        return read_tables(path)
+    except TableError as exc:
+        logging.getLogger(__name__).warning("operator table not used: %s", exc)
+        return ()
 
 
 def _release(version: str) -> tuple[str, ...]:

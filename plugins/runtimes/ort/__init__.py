@@ -1,0 +1,2 @@
+"""ONNX Runtime: loads the ONNX file a MindSpore train stack exports. Kept empty: stack workers
+import this package."""
