@@ -46,10 +46,10 @@ from auditor.results import (
     NpuTelemetry,
 )
 from auditor.stacks.session import Reach
-from auditor.stacks.worker import StackWorker, WorkerError
+from auditor.stacks.worker import TELEMETRY_COLLECTOR, StackWorker, WorkerError
 from auditor.worker.npu_metrics import METRICS, unit
 
-MODULE = "auditor.plugins.collectors.npu_telemetry"
+MODULE = TELEMETRY_COLLECTOR
 KIND, UNAVAILABLE = NPU_TELEMETRY, TELEMETRY_UNAVAILABLE
 SLACK = 30.0
 

@@ -50,6 +50,11 @@ def _package_dir(name: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
+TELEMETRY_COLLECTOR = "auditor.plugins.collectors.npu_telemetry"
+"""Not a fingerprint section, but asked of every host each cycle and between cycles
+(auditor.cycle.telemetry): every worker carries it, a remote one included."""
+
+
 def worker_packages(modules: Iterable[str] = ()) -> worker_payload.Packages:
     """The packages a worker may import, as (module name, directory), parents first, and
     ``modules`` as the entries a remote payload's files are found from (stacks/payload.py).
@@ -82,7 +87,7 @@ def worker_packages(modules: Iterable[str] = ()) -> worker_payload.Packages:
             # fails for the probe or collector that needs it, with ImportError, and only for it.
             continue
         packages.append((top, str(Path(list(spec.submodule_search_locations)[0]).resolve())))
-    return worker_payload.Packages(packages, modules)
+    return worker_payload.Packages(packages, [*modules, TELEMETRY_COLLECTOR])
 
 
 class WorkerError(Exception):
