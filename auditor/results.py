@@ -280,7 +280,7 @@ class CycleResult:
         keys |= {
             f.key
             for f in self.findings
-            if any((f.kind, m) in said for m in _messages(f)) or any(_blocks(f, r) for r in failing)
+            if any((f.kind, m) in said for m in _messages(f)) or any(blocked_by(f, r) for r in failing)
         }
         keys |= {
             f"{r.pair}/{r.probe}/{r.variant}/rollout/{ERROR}" for r in self.rollouts if r.status == ERROR
@@ -368,7 +368,7 @@ def _messages(f: Finding) -> list[str]:
     return [f.message] + [w.get("message", "") for w in where if isinstance(w, dict)]
 
 
-def _blocks(f: Finding, r: ProbeResult) -> bool:
+def blocked_by(f: Finding, r: ProbeResult) -> bool:
     """Whether rule finding ``f`` blocked result ``r`` (``details["blocks"]``: entries of
     pair, probe and variant, a missing key matching everything; auditor.rules.engine)."""
     return any(

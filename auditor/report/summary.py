@@ -10,7 +10,7 @@ same cause, is folded into one line; ``--verbose`` prints the full tables instea
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +31,7 @@ from auditor.results import (
     HostTelemetry,
     ProbeResult,
     RolloutResult,
+    blocked_by,
 )
 
 RESULT_KINDS = (DRIFT, ERROR, INCOMPATIBLE, UNSUPPORTED)
@@ -183,12 +184,15 @@ def summarize(result: CycleResult) -> Summary:
             if message:
                 by_message.setdefault(message, cause.ref)
                 by_message.setdefault(message.splitlines()[0], cause.ref)
+    # A result a rule stopped points at the rule's finding even where its own message says more
+    # (the remedy, the load not attempted).
+    blockers = [(f, cause.ref) for f, cause in causes if f.details.get("blocks")]
     blocks: dict[str, Block] = {}
     for r in result.results:
         block = blocks.get(r.pair)
         if block is None:
             block = blocks[r.pair] = Block(r.pair, _title(r))
-        block.lines.append(_line(r, by_message))
+        block.lines.append(_line(r, by_message, blockers))
     for ro in result.rollouts:
         block = blocks.setdefault(ro.pair, Block(ro.pair, ro.pair.replace("->", " → ")))
         block.lines.append(_rollout_line(ro, by_message))
@@ -288,7 +292,7 @@ def result_line(r: ProbeResult) -> Line:
     return _line(r, {})
 
 
-def _line(r: ProbeResult, causes: Mapping[str, int]) -> Line:
+def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Finding, int]] = ()) -> Line:
     kind = "model" if is_model(r) else "probe"
     line = Line(kind, r.probe, r.variant, r.status, "")
     failed = [c for c in r.outputs if not c.passed]
@@ -307,6 +311,8 @@ def _line(r: ProbeResult, causes: Mapping[str, int]) -> Line:
         line.checks = [FailingCheck.of(k) for k in failed_checks]
     else:
         line.cause = causes.get(r.message) or causes.get(r.message.splitlines()[0] if r.message else "")
+        if line.cause is None:
+            line.cause = next((ref for f, ref in blockers if blocked_by(f, r)), None)
         line.text = "" if line.cause is not None else (r.message.splitlines() or [""])[0]
     if kind == "model" and r.outputs:
         line.text += f" · {_samples(r)} compared with {reference_label(r)}"

@@ -92,7 +92,7 @@ def test_replacing_and_deleting_the_deployed_file(
     assert (f.details["change"], f.severity) == ("graph", "error")
     assert "another graph from the same exporter (operators +Cast; inputs obs[8, 11] float32 -> " in f.message
     assert "obs[8, 11] float16" in f.message
-    assert result.outcome == "consistent" and result.exit_code == 1
+    assert result.outcome == "error" and result.exit_code == 1  # an error finding: not clean, said so
 
     shutil.copyfile(exports["ms210"], deployed)
     result = cycle()

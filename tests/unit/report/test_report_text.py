@@ -67,6 +67,32 @@ def test_a_reason_shared_by_blocked_variants_is_said_once() -> None:
     assert render_text(_cycle(*results), verbose=True).count(REASON) == 3
 
 
+def test_variants_a_rule_blocked_point_at_it_whatever_their_own_message_adds() -> None:
+    """A blocked result's message says more than the rule's finding (the remedy, that the
+    load was not attempted): the rule's ``blocks`` name it, so the pair still folds to one line."""
+    said = REASON + "; the load was not attempted; remedy: export with an older MindSpore"
+    results = [_result(v, INCOMPATIBLE, said) for v in ("fp32", "fp16")]
+    finding = Finding(
+        INCOMPATIBLE,
+        "critical",
+        "tr->inf",
+        "tr->inf/mindir",
+        REASON,
+        {"rule": "mindir", "blocks": [{"pair": "tr->inf"}]},
+    )
+    text = render_text(_cycle(*results, findings=[finding]))
+    assert "tr → inf  INCOMPATIBLE: 2 probe variants [1]" in text and text.count(REASON) == 1
+    other = Finding(
+        INCOMPATIBLE,
+        "critical",
+        "x->y",
+        "x->y/mindir",
+        REASON,
+        {"rule": "mindir", "blocks": [{"pair": "x->y"}]},
+    )
+    assert "INCOMPATIBLE: 2 probe variants [1]" not in render_text(_cycle(*results, findings=[other]))
+
+
 def test_a_variant_stopped_by_a_cause_of_several_pairs_points_at_it() -> None:
     """One finding for a runtime's missing kernel on every pair (auditor.cycle.causes): each
     blocked variant's line names it by number, its own message kept in the finding's places."""
