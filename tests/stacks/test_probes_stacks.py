@@ -5,6 +5,7 @@ thresholds. Expectations are computed from the numbers of the run, never written
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -151,8 +152,10 @@ def test_unsupported_exactly_where_the_runtime_has_no_kernel(run):
     for r in _ours(result):
         assert (r.status == UNSUPPORTED) == (NO_KERNEL in r.log), (r.pair, r.probe, r.variant)
         if r.status == UNSUPPORTED:
-            op = r.message.removeprefix("unsupported operator: ").split()[0]
-            assert r.message.startswith("unsupported operator: ") and f"type: {op}" in r.log
+            # the runtime's failure read as a user thinks of it (auditor.stacks.failures)
+            named = re.search(r"fails to load it: it cannot load operator (\w+)", r.message)
+            assert named is not None, r.message
+            assert named.group(1) in r.log and "the runtime's log:" in r.message  # Lite: RandomStandardNormal
             assert r.probe == "action_sampler" and r.variant != "reparam"
     # One finding per cause: the runtime's missing kernel, listing every pair it holds on.
     kinds = {
@@ -167,6 +170,7 @@ def test_unsupported_exactly_where_the_runtime_has_no_kernel(run):
 
 def test_checks_are_stored_in_long_format(run):
     _, result, store, run_id = run
+    timed = 0
     with Session(store.engine) as s:
         for r in _ours(result):
             row = s.scalars(
@@ -178,8 +182,12 @@ def test_checks_are_stored_in_long_format(run):
                 )
             ).one()
             n = s.scalar(select(func.count()).select_from(m.MetricRow).where(m.MetricRow.result_id == row.id))
-            assert n == len(r.outputs) * len(METRIC_NAMES) + len(r.checks)
+            # and the serving side's throughput per batch (with the saturation batch of a sweep)
+            serving = len(r.throughput) + (1 if r.saturation_batch else 0)
+            assert n == len(r.outputs) * len(METRIC_NAMES) + len(r.checks) + serving
+            timed += bool(r.throughput)
             assert row.status == r.status and row.thresholds == r.thresholds
+    assert timed  # the rows of the serving side's throughput were counted somewhere
 
 
 @pytest.mark.parametrize("variant", ["fp16", "tanh-fp32", "tanh-fp16"])

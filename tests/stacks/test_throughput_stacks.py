@@ -49,9 +49,8 @@ def test_sweep_stored_trended_and_plotted(stacks, doc, tmp_path: Path) -> None:
     assert r.saturation_batch == min(t.batch for t in r.throughput if t.samples_per_s >= 0.9 * peak)
     # a larger batch serves more samples per second than batch 1 on any runtime
     assert r.throughput[-1].samples_per_s > r.throughput[0].samples_per_s
-    assert "served " in render_text(
-        results[-1]
-    ) and f"saturating at batch {r.saturation_batch}" in render_text(results[-1])
+    verbose = render_text(results[-1], verbose=True)  # the compact report leaves it to --verbose
+    assert "served " in verbose and f"saturating at batch {r.saturation_batch}" in verbose
 
     with store.engine.connect() as conn:
         served = {s.output: s for s in trend(conn, "throughput", Filters())}
