@@ -15,7 +15,7 @@ demo: setup
 
 test: setup
 	.venv/bin/ruff check .
-	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest
+	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25
 
 lint: setup
 	.venv/bin/ruff check .
