@@ -536,9 +536,9 @@ def _pairs(
         for j, n in enumerate(names if isinstance(names, list) else []):
             if isinstance(n, str) and known_probes is not None and n not in known_probes:
                 p.error(f"{path}.probes[{j}]", f"unknown probe {n!r} (known: {_known(known_probes)})")
-        train, infer = (
-            _spec_of(raw_stacks.get(raw.get("train")), runtimes),
-            _spec_of(raw_stacks.get(raw.get("infer")), runtimes),
+        train, infer = (  # a side that is not a name was said above; only names are looked up
+            _spec_of(raw_stacks.get(side) if isinstance(side := raw.get(role), str) else None, runtimes)
+            for role in ("train", "infer")
         )
         if (
             train is not None

@@ -206,6 +206,17 @@ def test_a_pair_needs_a_train_runtime_that_exports_what_its_infer_runtime_loads(
     assert parse(doc, known_probes=KNOWN, runtimes=runtimes).models["m"].stacks == ("inf",)
 
 
+@pytest.mark.parametrize("side", ["train", "infer"])
+def test_a_pair_side_that_is_not_a_name_is_an_error_not_a_crash(side):
+    """The runtime check of a pair looks its stacks up by name; a list there (found by the
+    config fuzzer) said its error instead of raising TypeError."""
+    doc = minimal()
+    doc["pairs"][0][side] = []
+    with pytest.raises(ConfigError) as info:
+        parse(doc, known_probes=KNOWN, runtimes=RUNTIMES)
+    assert f"pairs[0].{side}" in paths_of(info.value)
+
+
 def test_negative_per_output_atol_is_a_config_error():
     doc = minimal(probes={"ppo_policy": {"outputs": {"mean": {"atol": -1}}}})
     with pytest.raises(ConfigError) as info:
