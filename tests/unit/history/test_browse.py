@@ -137,3 +137,27 @@ def test_show_names_a_models_golden_side(db):
     text = run(db, "show", "latest", "--auditor", A)
     line = next(x for x in text.splitlines() if "policy:golden->lite20" in x)
     assert "p50 golden" in line and "p50 train" not in line
+
+
+def test_the_commands_that_used_to_raise_say_one_line(db, tmp_path):
+    """`db prune --keep-days 99999999999` (a date before year 1) and `trend` on a run whose
+    started_at is empty (a hand-edited or damaged row) used to end in a traceback."""
+    import shutil
+
+    from sqlalchemy import create_engine, text
+
+    result = CliRunner().invoke(cli, ["--db", db, "db", "prune", "--keep-days", "99999999999", "--dry-run"])
+    assert result.exit_code == 2 and "Traceback" not in result.output + result.stderr
+    assert "--keep-days" in result.stderr
+    damaged = tmp_path / "damaged.db"
+    shutil.copy(db, damaged)
+    engine = create_engine(f"sqlite:///{damaged}")
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE runs SET started_at = '' WHERE id = (SELECT min(id) FROM runs)"))
+    engine.dispose()
+    result = CliRunner().invoke(
+        cli, ["--db", str(damaged), "trend", "--metric", "max_abs", "--pair", "ms20->lite20"]
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0 and "Traceback" not in result.output + result.stderr, result.stderr
+    assert result.stdout.strip(), "the other runs' points are still shown"
