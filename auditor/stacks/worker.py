@@ -152,7 +152,10 @@ class StackWorker:
         self.host = host
         self.file_limits = file_limits
         self.runtime_class = runtime_class
-        self.packages = packages if packages is not None else worker_packages()
+        # Without the caller's packages, the worker carries at least its own runtime class
+        # (a remote payload holds only what its entry modules import).
+        entry = [runtime_class.partition(":")[0]] if runtime_class else []
+        self.packages = packages if packages is not None else worker_packages(entry)
         self.start_timeout = start_timeout
         self.request_timeout = request_timeout
         self.proc: subprocess.Popen[bytes] | None = None

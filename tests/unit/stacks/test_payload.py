@@ -113,3 +113,17 @@ def test_every_payload_carries_the_telemetry_collector():
     from auditor.stacks.worker import TELEMETRY_COLLECTOR, worker_packages
 
     assert TELEMETRY_COLLECTOR in set(payload.build(worker_packages()).names)
+
+
+def test_a_worker_built_without_packages_carries_its_runtime_class():
+    """A StackWorker made by hand (no Reach) still sends its runtime class to a remote host:
+    since the runtimes became packages, the class no longer lives in the worker package."""
+    from auditor.config.tables import StackConfig
+    from auditor.stacks.worker import StackWorker
+
+    lite = "auditor.plugins.runtimes.lite.worker:LiteRuntime"
+    worker = StackWorker(StackConfig("s", "infer", "mindspore-lite", "/nonexistent"), runtime_class=lite)
+    try:
+        assert "auditor.plugins.runtimes.lite.worker" in set(payload.build(worker.packages).names)
+    finally:
+        worker.close()
