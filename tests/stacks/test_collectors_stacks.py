@@ -11,8 +11,8 @@ import pytest
 from auditor.plugins.default_collectors import COLLECTORS
 
 from auditor.config.tables import Config, StackConfig
+from auditor.extend.manager import Plugins
 from auditor.fingerprint.collect import fingerprint_stack
-from auditor.stacks.session import Reach
 from auditor.worker import fingerprint as runner
 from tests.ascend_trees import AscendTree, build_tree
 from tests.conftest import stack_python
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.stacks
 def fingerprint_one(stack: StackConfig) -> dict:
     """The stack's fingerprint, its worker opened the one way every command opens it."""
     config = Config("<test>", "sqlite://", {stack.name: stack}, (), {})
-    return fingerprint_stack(Reach(config), stack.name, COLLECTORS)
+    return fingerprint_stack(Plugins(entry_points=False).reach(config), stack.name, COLLECTORS)
 
 
 RUNTIMES = {"ms20": "mindspore", "lite20": "mindspore-lite", "ms210": "mindspore"}
