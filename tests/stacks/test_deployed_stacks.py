@@ -118,9 +118,7 @@ def test_the_severity_of_a_changed_model_is_the_stacks_to_set(
     srv.mkdir()
     doc = _watching(default_doc, srv, model_drift_severity={"graph": "warning", "retrained": "critical"})
     plugins = Plugins(entry_points=False)
-    config = parse(
-        doc, str(tmp_path / "auditor.toml"), runtimes={n: r.can for n, r in plugins.runtimes().items()}
-    )
+    config = parse(doc, str(tmp_path / "auditor.toml"), runtimes=plugins.runtimes())
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
     deployed = srv / "policy.mindir"
     outcomes = []

@@ -169,7 +169,9 @@ def test_reference_stacks_raise_only_real_per_side_properties(run):
     assert set(found) == {"fc0", "std"}
     assert _stacks(found["std"]) == {"lite20"} and ("lite20", "tanh-fp16") in _where(found["std"])
     assert found["std"].key == "ppo_policy/invariant/std/positive"
-    assert not found["std"].details["value"] > 0 and "lite20 computed std =" in found["std"].message
+    assert (
+        not float(found["std"].details["value"]) > 0 and "lite20 computed std =" in found["std"].message
+    )  # 0 or NaN
     assert _stacks(found["fc0"]) == {"ms210", "ms210-graph"}
     assert {v for _, v in _where(found["fc0"])} == {"fp32", "tanh-fp32"}
     hazards = [f for f in _findings(result, "nan-hazard", "ppo_policy")]
