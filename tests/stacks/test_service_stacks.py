@@ -55,8 +55,11 @@ run = None
 deadline = time.monotonic() + 900
 while time.monotonic() < deadline and proc.poll() is None:
     if os.path.exists(db):
-        with sqlite3.connect(db) as c:
-            run = c.execute("SELECT id, status, outcome FROM runs WHERE status = 'complete'").fetchone()
+        try:  # the file exists before the daemon's migration child has made its tables
+            with sqlite3.connect(db) as c:
+                run = c.execute("SELECT id, status, outcome FROM runs WHERE status = 'complete'").fetchone()
+        except sqlite3.OperationalError:
+            run = None
         if run:
             break
     time.sleep(1)
