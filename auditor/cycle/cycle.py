@@ -235,6 +235,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + self.suite.side_findings(planned, trained, inferred)
+            + self.models.findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
         )

@@ -32,6 +32,13 @@ The **reference** is ``reference(params, weights, inputs)`` in the probe module:
 forward pass in float64 numpy from the same seeded weights, as a dict of output and layer
 name to array (names it leaves out are judged without it).
 
+A **model probe** (``[models.NAME]``, a user's MindIR) declares nothing, but its graph does:
+each output the network returns straight from a bounded operator (``from_graph``: a tanh head
+in [-1, 1], a sigmoid in [0, 1], a softmax, an exp or softplus >= 0, a ReLU/ReLU6), through
+nodes that only recast or reshape it, gets that operator's range checked on every side that
+ran it. Without a float64 reference, the checked rows are those whose inputs are finite, and
+exp and softplus are held to >= 0 rather than > 0 (they underflow to 0 in any float format).
+
 **One finding per cause.** ``computed_from(params)`` (output or layer -> the outputs and
 layers it is computed from) lets a breakage be traced to where it starts: in a row where
 something it is computed from is already broken, it is that one's consequence, not a finding
@@ -140,6 +147,35 @@ class Declared:
         layer, or the reference judges the layers' NaN/Inf."""
         names = set(self.layers)
         return bool(names) and (any(i.output in names for i in self.invariants) or self.reference is not None)
+
+
+GRAPH_RANGES: dict[str, tuple[str, float | None, float | None]] = {
+    "Tanh": ("within", -1.0, 1.0),
+    "Sigmoid": ("within", 0.0, 1.0),
+    "Softmax": ("softmax", None, None),
+    "Exp": ("within", 0.0, math.inf),
+    "Softplus": ("within", 0.0, math.inf),
+    "ReLU": ("within", 0.0, math.inf),
+    "ReLU6": ("within", 0.0, 6.0),
+}
+"""The operators whose outputs have a range whatever their inputs (MindIR operator names)."""
+_KEEP_ROWS = frozenset({"Cast", "Identity"})
+"""Nodes after a softmax that keep its rows (a reshape or transpose may not)."""
+
+
+def from_graph(sources: Sequence[Sequence[str]], names: Sequence[str]) -> Declared:
+    """The invariants a model's graph implies: per output (``names``, in the order of
+    ``sources``, auditor.worker.mindir.MindIRInfo.output_sources), the range of the bounded
+    operator that produces it, seen through nodes that only recast or reshape it."""
+    found = []
+    for name, chain in zip(names, sources, strict=False):
+        if not chain or chain[-1] not in GRAPH_RANGES:
+            continue
+        check, low, high = GRAPH_RANGES[chain[-1]]
+        if check == "softmax" and any(op not in _KEEP_ROWS for op in chain[:-1]):
+            continue
+        found.append(Invariant(str(name), check, low, high))
+    return Declared(tuple(found))
 
 
 @dataclass(frozen=True)

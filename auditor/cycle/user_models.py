@@ -10,6 +10,11 @@ support) run on the file against each serving stack; a blocking finding is the r
 
 A bad file, input spec, ``.npz`` or golden fails that model's results only, with a message
 naming the file and the problem.
+
+Each side's outputs are also checked alone, as a probe's are: an output the graph returns
+straight from a bounded operator (a tanh head, a softmax) must stay in its mathematical
+range on every side that ran the file (auditor.cycle.invariants.from_graph); a breach is a
+finding of that model whatever the other side computed.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from auditor.compare.outputs import compare_output, failure_text
 from auditor.config.tables import Config, PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
-from auditor.cycle import latency, saved_outputs
+from auditor.cycle import invariants, latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.jobs import CycleAborted
 from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
@@ -184,6 +189,8 @@ class ModelSuite:
 
     def __init__(self, state: CycleState, compat: Compatibility):
         self.state, self.compat = state, compat
+        self.findings: list[Finding] = []
+        """The ranges the models' graphs imply, broken on a side (each side alone)."""
 
     def _plan_model(self, model: ModelConfig) -> _Plan:
         plan = _Plan(model)
@@ -293,7 +300,28 @@ class ModelSuite:
             elif reference.error is None:
                 todo[t] = lambda t=t: run_on(t)
         sides.update(self.state.parallel(todo) if todo else {})
+        self.findings += self._side_checks(plan, {model.reference_label: reference, **sides})
         return [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+
+    def _side_checks(self, plan: _Plan, sides: dict[str, _Side]) -> list[Finding]:
+        """The ranges the file's graph implies, checked on each side's outputs alone."""
+        sources = plan.info.output_sources if plan.info is not None else None
+        if not sources:
+            return []
+        model = plan.model
+        input_names = [spec.name for spec in model.inputs] or [t.name for t in (plan.info.inputs or ())]
+        label = "golden" if plan.golden is not None else "configured"
+        found: list[Finding] = []
+        for stack, side in sides.items():
+            if side.outputs is None or len(side.outputs) != len(sources):
+                continue  # the graph does not say which output is which
+            names = self._output_names(plan, len(side.outputs))
+            declared = invariants.from_graph(sources, names)
+            if not declared.invariants:
+                return []
+            run = invariants.SideRun(label, list(plan.inputs), [np.asarray(o) for o in side.outputs])
+            found += invariants.check_side(stack, model.name, VARIANT, declared, names, input_names, 0, [run])
+        return found
 
     def _train_network(
         self, model: ModelConfig, sessions: dict[str, Any], inputs: list[np.ndarray], batch: int

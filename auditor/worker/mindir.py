@@ -18,8 +18,9 @@ Field numbers used (mind_ir.proto):
   ModelProto     1 ir_version, 2 producer_name, 3 producer_version, 5 model_version,
                  7 graph, 8 functions, 10 little_endian, 12 primitives, 13 mind_ir_version
   GraphProto     1 node, 2 name, 3 parameter, 5 input, 6 output
-  NodeProto      4 op_type ("REF::<primitive name>" since MindSpore 2.0, else the type itself),
-                 5 attribute (the one named "shape" holds the node's output tensor: its dtype)
+  NodeProto      1 input, 2 output (value names, graph-prefixed), 4 op_type ("REF::<primitive
+                 name>" since MindSpore 2.0, else the type itself), 5 attribute (the one named
+                 "shape" holds the node's output tensor: its dtype)
   AttributeProto 1 name, 12 tensors
   PrimitiveProto 1 name, 2 op_type
   ValueInfoProto 1 name, 2 tensor
@@ -114,6 +115,11 @@ class MindIRInfo:
     dtype its inputs and outputs have."""
     float16_ops: tuple[str, ...] | None = None
     """The operator types that compute in float16 (empty when none does)."""
+    output_sources: tuple[tuple[str, ...], ...] | None = None
+    """Per output the network returns (a returned tuple flattened, in order): the operators
+    that produce it, from the output inwards, through the ones that only relabel or reshape
+    values (("Cast", "Tanh"): a tanh cast to another dtype); () where the graph does not say.
+    What lets a model probe check each output's mathematical range (a tanh head in [-1, 1])."""
     graph_note: str = ""
 
     def describe(self) -> str:
@@ -172,6 +178,10 @@ class _Graph:
     outputs: list[TensorInfo] = field(default_factory=list)
     node_dtypes: list[tuple[str, str]] = field(default_factory=list)
     """(op_type as written, the dtype of its output) of every node that declares one."""
+    producers: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    """Value name -> (op_type as written, the node's input value names)."""
+    output_names: list[str] = field(default_factory=list)
+    """The graph's declared outputs by value name (a returned tuple too)."""
 
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -200,14 +210,21 @@ def _graph(chunk: memoryview, budget: Budget, with_io: bool) -> _Graph:
         elif number == 1:
             node = message(value, "graph node")
             op_type, dtype = None, None
+            inputs: list[str] = []
+            outputs: list[str] = []
             for n, _, v in fields(node, 0, len(node), budget):
                 if n == 4:
                     op_type = text(v, "node op_type")
                     g.op_types.append(op_type)
                 elif n == 5 and dtype is None and isinstance(v, memoryview):
                     dtype = _node_dtype(v, budget)
+                elif n in (1, 2) and with_io:
+                    (inputs if n == 1 else outputs).append(text(v, "node input/output"))
             if op_type is not None and dtype is not None:
                 g.node_dtypes.append((op_type, dtype))
+            if op_type is not None:
+                for name in outputs:
+                    g.producers[name] = (op_type, tuple(inputs))
         elif number == 3:
             g.parameters.append(_tensor(message(value, "graph parameter"), budget))
         elif number == 5 and with_io:
@@ -215,9 +232,13 @@ def _graph(chunk: memoryview, budget: Budget, with_io: bool) -> _Graph:
             if info is not None:
                 g.inputs.append(info)
         elif number == 6 and with_io:
-            info = _value_info(message(value, "graph output"), budget)
+            chunk_out = message(value, "graph output")
+            info = _value_info(chunk_out, budget)
             if info is not None:
                 g.outputs.append(info)
+            for n, _, v in fields(chunk_out, 0, len(chunk_out), budget):
+                if n == 1:
+                    g.output_names.append(text(v, "output name"))
     # Names are written "<graph name>:<name>"; the graph name is an export counter.
     prefix = g.name + ":"
     g.parameters = [_unprefixed(t, prefix) for t in g.parameters]
@@ -250,6 +271,44 @@ def _resolve(op_type: str, primitives: dict[str, str]) -> str:
         return primitives[ref]
     base, sep, suffix = ref.rpartition(":")
     return base if sep and suffix.isdigit() else ref
+
+
+_PASS_FIRST = frozenset({"Depend", "Load"})
+"""Nodes whose value is their first input's (the others only order side effects)."""
+_RELABEL = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "ExpandDims", "Transpose"})
+"""Nodes that keep the values they are given (another dtype or shape): a range survives them."""
+MAX_TRACE = 64
+"""How deep an output is traced (nested tuples and relabelling nodes; a file may loop)."""
+
+
+def _sources(g: _Graph, refs: dict[str, str]) -> tuple[tuple[str, ...], ...]:
+    """Per returned value (a tuple flattened): its producing operators, outermost first."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(name: str, depth: int) -> None:
+        chain: list[str] = []
+        seen = set()
+        while depth < MAX_TRACE and name in g.producers and name not in seen:
+            seen.add(name)
+            op_type, inputs = g.producers[name]
+            op = _resolve(op_type, refs)
+            depth += 1
+            if op in ("MakeTuple", "make_tuple") and not chain:
+                for item in inputs:
+                    walk(item, depth)
+                return
+            if op in _PASS_FIRST and inputs:
+                name = inputs[0]
+                continue
+            chain.append(op)
+            if op not in _RELABEL or not inputs:
+                break
+            name = inputs[0]
+        found.append(tuple(chain))
+
+    for name in g.output_names:
+        walk(name, 0)
+    return tuple(found)
 
 
 def _elements(shape: tuple[int, ...]) -> int | None:
@@ -383,4 +442,5 @@ def _summary(
         "outputs": tuple(main.outputs),
         "compute_dtypes": tuple(sorted({d for _, d in computing})),
         "float16_ops": tuple(sorted({op for op, d in computing if d == "float16"})),
+        "output_sources": _sources(main, refs),
     }

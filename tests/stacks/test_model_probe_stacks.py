@@ -88,6 +88,12 @@ stacks = ["ms210-graph", "lite20"]
 golden = "b8.golden.npz"
 output_names = ["logits", "mean"]
 
+[models.b8_badgolden]
+path = "b8.mindir"
+stacks = ["ms210-graph"]
+golden = "bad.golden.npz"
+output_names = ["logits", "mean"]
+
 [models.ms210_ref]
 path = "ms210.mindir"
 stacks = ["lite20"]
@@ -112,6 +118,12 @@ npz = "obs.npz"
     base = ["--config", str(config), "--db", str(d / "history.db")]
     recorded = runner.invoke(cli, [*base, "golden", "record", "b8_golden", "--stack", "ms210-graph"])
     assert recorded.exit_code == 0, recorded.output
+    # A golden whose tanh head ("mean") left [-1, 1]: a corrupted recording, not the runtime.
+    with np.load(d / "b8.golden.npz") as golden:
+        arrays = {k: golden[k] for k in golden.files}
+    arrays["output_1"] = arrays["output_1"].copy()
+    arrays["output_1"][3, 1] = 1.5
+    np.savez(d / "bad.golden.npz", **arrays)
     audit = runner.invoke(cli, [*base, "audit", "--json"])
     return {"dir": d, "base": base, "recorded": recorded, "audit": audit}
 
@@ -137,6 +149,7 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
         "b8_ref:ms210-graph->lite20",
         "b8_golden:golden->ms210-graph",
         "b8_golden:golden->lite20",
+        "b8_badgolden:golden->ms210-graph",
         "ms210_ref:ms210-graph->lite20",
         "cut:ms210-graph->lite20",
         "wrong_key:ms210-graph->lite20",
@@ -220,3 +233,21 @@ def test_a_factory_that_fails_is_an_error_of_its_model_only(setup: dict) -> None
     assert "silu_value.ckpt has no value for" in said["ckpt"] and "initializer weights" in said["ckpt"]
     assert "holds no package 'nosuchpkg'" in said["wrongpath"]
     assert r["b1_ref:ms210-graph->lite20"]["status"] == "consistent"  # the rest of the cycle ran
+
+
+def test_the_graphs_tanh_head_is_held_to_its_range_on_each_side(setup: dict) -> None:
+    """A model's graph declares its outputs' ranges: the user policy's "mean" and elu_gauss's
+    first output come straight out of a Tanh. Every real stack that ran them (ms210-graph,
+    lite20, the training network on ms20) kept them in [-1, 1]: no finding; the one side that
+    did not (a golden edited to 1.5) is the one finding, on that side only."""
+    doc = json.loads(setup["audit"].stdout)
+    ranges = [f for f in doc["findings"] if f["kind"] == "invariant"]
+    assert [f["key"] for f in ranges] == ["b8_badgolden/invariant/mean/within"], ranges
+    (found,) = ranges
+    assert found["details"]["stack"] == "golden" and found["details"]["value"] == 1.5
+    assert found["details"]["index"] == 3 and found["details"]["element"] == 1
+    assert "b8_badgolden's mean leaves [-1, 1]" in found["message"]
+    assert [(w["subject"], w["variant"]) for w in found["details"]["where"]] == [("golden", "model")]
+    # the same file on the real stack is in range, and the edit is drift against it as well
+    r = results(setup)["b8_badgolden:golden->ms210-graph"]
+    assert r["status"] == "drift" and "mean" in r["message"]

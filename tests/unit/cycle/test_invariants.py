@@ -384,3 +384,41 @@ def test_a_side_is_checked_even_when_its_partner_cannot_run():
     assert (
         suite.side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred) == []
     )
+
+
+# -- model probes: the ranges a graph implies ----------------------------------------------------
+
+
+def test_a_graph_declares_the_range_of_each_output_a_bounded_operator_returns() -> None:
+    sources = (("Cast", "Tanh"), ("Softmax",), ("Reshape", "Softmax"), ("BiasAdd",), (), ("Exp",))
+    names = ["mean", "probs", "flat", "logits", "value", "std"]
+    declared = invariants.from_graph(sources, names)
+    assert declared.invariants == (
+        Invariant("mean", "within", -1.0, 1.0),
+        Invariant("probs", "softmax"),
+        Invariant("std", "within", 0.0, float("inf")),  # exp underflows to 0: >= 0, not > 0
+    )  # a reshaped softmax may not keep its rows; a linear layer has no range
+    assert invariants.from_graph((("Tanh",),), []).invariants == ()  # no name, no output to hold
+
+
+def test_a_model_side_is_held_to_its_graphs_ranges_and_underflow_is_no_finding() -> None:
+    declared = invariants.from_graph((("Tanh",), ("Softmax",), ("Exp",)), ["mean", "probs", "std"])
+    x = np.zeros((4, 3), np.float32)
+    mean = np.array([[0.5], [1.0], [-1.0], [0.0]], np.float32)
+    probs = np.full((4, 2), 0.5, np.float32)
+    std = np.array([[0.0], [1e-30], [2.0], [3.0]], np.float32)  # exp(-200) is 0 in float32
+    run = SideRun("configured", [x], [mean, probs, std])
+    assert (
+        invariants.check_side("lite20", "m", "model", declared, ["mean", "probs", "std"], ["obs"], 0, [run])
+        == []
+    )
+    broken = SideRun("configured", [x], [mean + np.float32(0.75), probs * 2, std])
+    found = invariants.check_side(
+        "lite20", "m", "model", declared, ["mean", "probs", "std"], ["obs"], 0, [broken]
+    )
+    assert [(f.key, f.details["count"]) for f in found] == [
+        ("lite20/m/model/invariant/mean/within", 2),
+        ("lite20/m/model/invariant/probs/softmax", 8),
+    ]
+    assert found[0].details["value"] == 1.25 and found[0].details["input_class"] == "configured"
+    assert found[0].place == ("lite20", "model") and found[0].cause == "m/invariant/mean/within"

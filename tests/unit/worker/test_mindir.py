@@ -370,3 +370,24 @@ def test_real_encrypted_export_is_named_encrypted(stacks, tmp_path, stack, mode)
     assert proc.returncode == 0, proc.stderr[-2000:]
     info = read_info((tmp_path / "enc.mindir").read_bytes())
     assert not info.readable and f"encrypted MindIR ({mode})" in info.reason
+
+
+def test_output_sources_trace_each_returned_value_through_tuples_and_relabelling() -> None:
+    """What produces each output, as MindSpore 2.0 and 2.10 write it: the graph returns a
+    Depend of a MakeTuple of the heads; a Cast or Reshape keeps its input's values."""
+
+    def op(op_type: str, out: str, *inputs: str) -> bytes:
+        return field(
+            1, b"".join(field(1, i) for i in inputs) + field(2, out) + field(3, out) + field(4, op_type)
+        )
+
+    g = op("REF::Tanh:9", "g:t", "g:x") + op("Cast", "g:c", "g:t", "g:dtype") + op("Softmax", "g:s", "g:l")
+    g += op("BiasAdd", "g:b", "g:m", "g:bias") + op("Reshape", "g:loop", "g:loop")  # a loop ends
+    g += op("MakeTuple", "g:tup", "g:c", "g:s", "g:b", "g:loop", "g:unknown")
+    g += op("UpdateState", "g:u", "g:tup") + op("Depend", "g:d", "g:tup", "g:u")
+    g += field(2, "g") + field(6, field(1, "g:d"))
+    info = read_info(model(g, PRIMS))
+    assert info.readable, info.reason
+    assert info.output_sources == (("Cast", "Tanh"), ("Softmax",), ("BiasAdd",), ("Reshape",), ())
+    single = read_info(model(op("Sigmoid", "g:y", "g:x") + field(2, "g") + field(6, field(1, "g:y")), PRIMS))
+    assert single.output_sources == (("Sigmoid",),)
