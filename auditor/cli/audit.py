@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
-from auditor.cli.exits import EXIT_FINDINGS
+from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
 from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
 from auditor.cli.selection import narrowed, selection_of, selector_options
 
@@ -40,9 +40,22 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     help="Write each side's outputs of every probe variant and model to DIR/<pair>/ "
     "(.npz files that `auditor compare` reads).",
 )
+@click.option(
+    "--json-file",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the result as JSON (what --json prints) to PATH, while the report prints: "
+    "a person reads the text, a pipeline the file.",
+)
 @click.pass_obj
 def audit(
-    obj: Context, as_json: bool, no_store: bool, verbose: bool, save_outputs: Path | None, **kw: Any
+    obj: Context,
+    as_json: bool,
+    no_store: bool,
+    verbose: bool,
+    save_outputs: Path | None,
+    json_file: Path | None,
+    **kw: Any,
 ) -> None:
     """Run one audit cycle over every configured pair and model, or the part the selectors name.
 
@@ -72,6 +85,8 @@ def audit(
             save_outputs.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             fail(f"cannot write outputs to {save_outputs}: {exc}")
+    if json_file is not None and not json_file.resolve().parent.is_dir():
+        fail(f"--json-file {json_file}: no such directory {json_file.resolve().parent}")
     store = None
     if not no_store:
         try:
@@ -102,6 +117,12 @@ def audit(
     finally:
         signal.signal(signal.SIGTERM, previous)
     click.echo(render_json(result) if as_json else render_text(result, verbose), nl=False)
+    if json_file is not None:
+        try:
+            json_file.write_text(render_json(result), encoding="utf-8")
+        except OSError as exc:  # the run is stored: say so, and fail the command
+            stored = f"run {result.run_id} is stored" if result.run_id is not None else "nothing stored"
+            fail(f"cannot write --json-file {json_file}: {exc.strerror or exc}; {stored}", EXIT_USAGE)
     sys.exit(result.exit_code)
 
 

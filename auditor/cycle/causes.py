@@ -68,6 +68,7 @@ def merge(found: Sequence[Finding]) -> Finding:
         message,
         {
             **first.details,
+            **_blocks(found),
             "cause": first.cause,
             "where": [{"subject": f.place[0], "variant": f.place[1], "message": f.message} for f in found],
         },
@@ -76,6 +77,13 @@ def merge(found: Sequence[Finding]) -> Finding:
         places[0] if len(places) == 1 else ("", ""),
         first.example,
     )
+
+
+def _blocks(found: Sequence[Finding]) -> dict[str, list]:
+    """The results every place of a rule's cause stopped (``details["blocks"]``), so that each
+    stopped result, not only the first place's, points at the one finding."""
+    blocks = [b for f in found for b in f.details.get("blocks") or ()]
+    return {"blocks": list({repr(sorted(b.items())): b for b in blocks}.values())} if blocks else {}
 
 
 def where(places: Sequence[tuple[str, str]]) -> str:

@@ -4,7 +4,9 @@ outcome (the worst status and the count of every status). ``auditor audit`` prin
 (auditor.report.text) and puts the same structure under ``"report"`` in ``--json``.
 
 A pair whose every variant is consistent, or whose every variant is stopped by one and the
-same cause, is folded into one line; ``--verbose`` prints the full tables instead.
+same cause, is folded into one line; in a pair with failures, the consistent variants are
+counted in one line (``rest``), and a failing variant that fails exactly as one above it says
+so (``same_as``) instead of repeating its outputs. ``--verbose`` prints the full tables instead.
 """
 
 from __future__ import annotations
@@ -115,6 +117,22 @@ class Line:
     checks: list[FailingCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Localization of a drift, a golden baseline that moved."""
+    same_as: str | None = None
+    """The line above it in its block that failed the same way ("ppo_policy [fp16]"), if any."""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "rollout":
+            return f"rollout {self.probe} [{self.variant}]"
+        return self.probe if self.kind == "model" else f"{self.probe} [{self.variant}]"
+
+    def failure(self) -> tuple[Any, ...]:
+        """How it fails, without the numbers: the same outputs (or checks) failing, with the
+        same localization, is one cause said twice (the numbers are in --verbose)."""
+        outputs = tuple((o.output, o.shape_mismatch is not None) for o in self.outputs)
+        checks = tuple((k.metric, k.output) for k in self.checks) if not outputs else ()
+        notes = tuple(n.split(",")[0] for n in self.notes)
+        return (self.status, self.cause, outputs, checks, notes)
 
 
 @dataclass
@@ -126,6 +144,9 @@ class Block:
     title: str
     lines: list[Line] = field(default_factory=list)
     folded: str | None = None
+    rest: str | None = None
+    """Not folded: its consistent lines counted in one ("5 probe variants (2 bitwise equal)
+    and the rollout"), when there are two or more."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +219,9 @@ def summarize(result: CycleResult) -> Summary:
         block.lines.append(_rollout_line(ro, by_message))
     for block in blocks.values():
         block.folded = _fold(block)
+        if block.folded is None:
+            block.rest = _consistent(block)
+            _same_as(block)
     return Summary(
         _header(result),
         [_stack(s) for s in result.stacks.values()],
@@ -406,15 +430,39 @@ def _fold(block: Block) -> str | None:
     if len(probes) < 2 or len(statuses) != 1:
         return None
     status = statuses.pop()
-    count = f"{len(probes)} probe variants"
-    rollout = " and the rollout" if len(probes) < len(block.lines) else ""
     if status == CONSISTENT:
-        bitwise = sum(ln.text.startswith("bitwise equal") for ln in probes)
-        return f"consistent: {count}" + (f" ({bitwise} bitwise equal)" if bitwise else "") + rollout
+        return "consistent: " + _counted(block.lines)
     causes = {ln.cause for ln in block.lines}
     if len(causes) == 1 and None not in causes:
-        return f"{status.upper()}: {count}{rollout} [{causes.pop()}]"
+        rollout = " and the rollout" if len(probes) < len(block.lines) else ""
+        return f"{status.upper()}: {len(probes)} probe variants{rollout} [{causes.pop()}]"
     return None
+
+
+def _counted(lines: Sequence[Line]) -> str:
+    """Consistent lines in words: "6 probe variants (2 bitwise equal) and the rollout"."""
+    probes = [ln for ln in lines if ln.kind != "rollout"]
+    bitwise = sum(ln.text.startswith("bitwise equal") for ln in probes)
+    words = f"{len(probes)} probe variant{'s' if len(probes) != 1 else ''}"
+    words += f" ({bitwise} bitwise equal)" if bitwise else ""
+    rollouts = len(lines) - len(probes)
+    if rollouts:
+        words += " and the rollout" if rollouts == 1 else f" and {rollouts} rollouts"
+    return words
+
+
+def _consistent(block: Block) -> str | None:
+    lines = [ln for ln in block.lines if ln.status == CONSISTENT]
+    return _counted(lines) if len(lines) >= 2 else None
+
+
+def _same_as(block: Block) -> None:
+    seen: dict[tuple[Any, ...], str] = {}
+    for ln in block.lines:
+        if ln.status == CONSISTENT or not (ln.outputs or ln.checks):
+            continue
+        ln.same_as = seen.get(ln.failure())
+        seen.setdefault(ln.failure(), ln.label)
 
 
 def _causes(findings: Iterable[Finding]) -> list[tuple[Finding, Cause]]:

@@ -250,6 +250,8 @@ def render_result(r: ProbeResult, title: str, verbose: bool = False) -> str:
     else:
         ln = result_line(r)
         lines = _summary_line(ln, len(_label(ln)))
+        if ln.outputs and ln.checks:  # alone, its failing checks are said too
+            lines.insert(1 + len(ln.outputs), _checks_line(ln.checks))
         if r.status not in (CONSISTENT, "drift"):
             lines += ["    " + m for m in r.message.splitlines()]
     counts = {s: int(s == r.status) for s in STATUS_ORDER}
@@ -278,8 +280,13 @@ def render_summary(summary: Summary) -> str:
             continue
         out.append(block.title)
         for ln in block.lines:
-            out += _summary_line(ln, width)
-    if summary.devices:
+            if block.rest is None or ln.status != CONSISTENT:
+                out += _summary_line(ln, width)
+        if block.rest is not None:
+            out.append(f"{'  the others':<{width}}  {CONSISTENT:<12} {block.rest}")
+    if len(summary.devices) == 1:
+        out += ["", f"NPU telemetry: {summary.devices[0]}"]
+    elif summary.devices:
         out += ["", "NPU telemetry"] + [f"  {line}" for line in summary.devices]
     if summary.causes:
         out += ["", "Findings"]
@@ -311,21 +318,22 @@ def _stack_lines(stacks: list[dict]) -> list[str]:
 
 
 def _label(ln: Line) -> str:
-    if ln.kind == "rollout":
-        return f"  rollout {ln.probe} [{ln.variant}]"
-    if ln.kind == "model":
-        return f"  {ln.probe}"
-    return f"  {ln.probe} [{ln.variant}]"
+    return f"  {ln.label}"
 
 
 def _summary_line(ln: Line, width: int) -> list[str]:
+    """A variant's line; a failing one's outputs (its checks when no output failed) and the
+    first line of each note; or where it fails as a line above it, that line's name."""
     status = ln.status if ln.status == CONSISTENT else ln.status.upper()
     said = " ".join(x for x in (f"[{ln.cause}]" if ln.cause is not None else "", ln.text) if x)
+    if ln.same_as is not None:
+        failed = ", ".join(o.output for o in ln.outputs) or ", ".join(k.metric for k in ln.checks)
+        return [f"{_label(ln):<{width}}  {status:<12} the same outputs as {ln.same_as}: {failed}"]
     lines = [f"{_label(ln):<{width}}  {status:<12} {said}".rstrip()]
     lines += _output_lines(ln.outputs)
-    if ln.checks:
+    if ln.checks and not ln.outputs:
         lines.append(_checks_line(ln.checks))
-    return lines + [x for note in ln.notes for x in _wrapped(note, "      ", "        ", 2)]
+    return lines + [x for note in ln.notes for x in _wrapped(note, "      ", "        ", 1)]
 
 
 def _output_lines(outputs: list[FailingOutput]) -> list[str]:
@@ -391,7 +399,7 @@ def _cause_lines(c: Cause, actions: dict[str, int]) -> list[str]:
     return lines
 
 
-CAUSE_LINES = 3
+CAUSE_LINES = 2
 
 
 def _wrapped(text: str, first: str, rest: str, most: int) -> list[str]:

@@ -11,11 +11,13 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from auditor.alerts.engine import AlertEngine
+from auditor.cli.context import Context
 from auditor.compare.outputs import METRIC_NAMES
 from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
 from auditor.db import schema as m
-from auditor.extend.manager import builtin_probes
+from auditor.extend.manager import Plugins, builtin_probes
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
@@ -37,11 +39,13 @@ def _auditor(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
 
 @pytest.fixture(scope="module")
 def default_run(stacks, tmp_path_factory):
-    """One `auditor audit --json` on the shipped config, stored in a fresh database."""
-    db = tmp_path_factory.mktemp("db") / "history.db"
-    proc = _auditor("--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--json")
+    """One `auditor audit` on the shipped config, stored in a fresh database: its report on
+    stdout, the same result as JSON in --json-file."""
+    d = tmp_path_factory.mktemp("db")
+    db, out = d / "history.db", d / "run.json"
+    proc = _auditor("--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--json-file", str(out))
     assert proc.stderr == "" or "Traceback" not in proc.stderr, proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = json.loads(out.read_text())
     # One result per pair, probe and variant; these tests look at the PPO policy in fp32.
     by_pair = {r["pair"]: r for r in doc["results"] if (r["probe"], r["variant"]) == ("ppo_policy", "fp32")}
     return proc, doc, by_pair, db
@@ -111,16 +115,54 @@ def test_ms20_to_lite20_loads_with_measured_nonzero_divergence(default_run):
     assert r["infer_latency"]["p90_us"] >= r["infer_latency"]["p50_us"]
 
 
-def test_text_report_is_readable(stacks, tmp_path):
-    proc = _auditor("--config", str(DEFAULT_CONFIG), "--db", str(tmp_path / "h.db"), "audit")
+def test_text_report_fits_a_screen_and_names_each_cause_once(default_run):
+    """The compact report of the real failing default cycle: within 50 lines of at most 132
+    columns, a pair with one cause in one line, every finding cause listed once and referred
+    to by number."""
+    proc, doc, _, _ = default_run
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
+    lines = out.rstrip().splitlines()
+    assert len(lines) <= 50 and max(len(line) for line in lines) <= 132, out
     for line in ("ms210 → ms210-graph", "ms20 → lite20", "Findings", "Outcome: ERROR ("):
         assert line in out
     assert "INCOMPATIBLE: 8 probe variants [1]" in out  # one line for the pair, the cause once
     assert " ".join(out.split()).count("cannot load the MindIR exported by ms210 (MindSpore 2.10.0)") == 1
-    outcome = out.rstrip().splitlines()[-1]
+    causes = [line.split("]")[0].strip() + "]" for line in lines if line.startswith("  [")]
+    assert (
+        causes
+        == [f"[{n}]" for n in range(1, len(causes) + 1)]
+        == [f"[{c['ref']}]" for c in doc["report"]["causes"]]
+    )
+    keys = [f["key"] for f in doc["findings"]]
+    assert len(keys) == len(set(keys))  # one finding per cause
+    outcome = lines[-1]
     assert " incompatible, " in outcome and " error); exit status 1" in outcome
+
+
+def test_the_shipped_alert_policy_pages_only_the_compatibility_causes(default_run, tmp_path):
+    """The shipped [alerts] on the real default cycle's findings, seen in two runs in a row
+    (as the daemon's first cycles see them): one alert per compatibility cause, the critical
+    one at once, the warnings from the second run on; the built-in probes' drift, invariants
+    and NaN masking are recorded and page no one."""
+    _, doc, _, db = default_run
+    copy = tmp_path / "h.db"
+    copy.write_bytes(db.read_bytes())
+    config = Context(str(DEFAULT_CONFIG), None).load_config()
+    store = Store.open(f"sqlite:///{copy}")
+    alerts = AlertEngine(store.engine, config.alerts, {}, builtin_probes=Plugins().builtin_probes())
+    opened = [[(e.event, e.key, e.severity) for e in alerts.evaluate(doc["run_id"])] for _ in range(3)]
+    assert opened == [
+        [("opened", "ms210->lite20/mindir-version", "critical")],
+        [
+            ("opened", "ms210->lite20/pairing-version", "warning"),
+            ("opened", "ms20->ms210-graph/pairing-version", "warning"),
+            ("opened", "lite20/operator-support/StandardNormal", "warning"),
+        ],
+        [],
+    ]
+    kinds = {f["kind"] for f in doc["findings"]}
+    assert {"invariant", "nan-hazard", "drift"} <= kinds  # there, in the report, not paged
 
 
 def test_run_is_stored_complete_in_long_format(default_run):

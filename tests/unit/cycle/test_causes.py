@@ -78,3 +78,25 @@ def test_variants_drifting_in_the_same_outputs_share_a_cause():
     )
     assert a["cause"] == b["cause"] == "ms20->lite20/ppo_policy/drift/std" != c["cause"]
     assert a["summary"] == "ppo_policy drifts in std" and a["place"] == ("ms20->lite20", "fp16")
+
+
+def test_a_rule_cause_of_several_pairs_blocks_every_pairs_results():
+    """Lite 2.0 lacks StandardNormal for ms210's and ms20's exports: one finding, and each
+    pair's blocked result still points at it (the report folds it to the finding's number)."""
+
+    def rule(pair: str) -> Finding:
+        blocks = [{"pair": pair, "probe": "action_sampler", "variant": "seeded-normal"}]
+        return Finding(
+            "unsupported",
+            "warning",
+            pair,
+            f"{pair}/operator-support",
+            f"{pair}: no StandardNormal",
+            {"rule": "operator-support", "blocks": blocks},
+            cause="lite20/operator-support/StandardNormal",
+            summary="no StandardNormal",
+            place=(pair, ""),
+        )
+
+    (merged,) = causes.group([rule("ms210->lite20"), rule("ms20->lite20"), rule("ms20->lite20")])
+    assert [b["pair"] for b in merged.details["blocks"]] == ["ms210->lite20", "ms20->lite20"]
