@@ -108,13 +108,19 @@ def main() -> None:
     ap.add_argument(
         "--database",
         choices=("existing", "fresh", "both"),
-        default="both",
-        help="an up-to-date history database, a new one (migrated at start), or one run of each",
+        default=None,
+        help="an up-to-date history database, a new one (migrated at start), or one run of each "
+        "(default: both; with --quick: fresh)",
     )
-    ap.add_argument("--quick", action="store_true", help="two cycles: checks that the bench works")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="two cycles 10 s apart on a fresh database: checks that the bench works",
+    )
     args = ap.parse_args()
     if args.quick:
-        args.cycles = 2
+        args.cycles, args.interval = 2, min(args.interval, 10.0)
+    args.database = args.database or ("fresh" if args.quick else "both")
     kinds = ("existing", "fresh") if args.database == "both" else (args.database,)
     results = {kind: measure(kind, args.cycles, args.interval) for kind in kinds}
     print()
