@@ -5,8 +5,13 @@ and CI, where scripts/install-stacks has just run)."""
 from __future__ import annotations
 
 import copy
+import json
 import os
+import shutil
+import subprocess
+import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -118,3 +123,40 @@ def db_url(backend: str, tmp_path: Path, request) -> str:
     if backend == "postgresql":
         return request.getfixturevalue("postgres_url")
     return f"sqlite:///{tmp_path / 'db' / 'history.db'}"
+
+
+@dataclass(frozen=True)
+class DefaultRun:
+    """`auditor audit` on the shipped config, once for the whole test run: its process (exit
+    status, the text report on stdout), the same result as JSON (``--json-file``) and the
+    history database it was stored in (copy it with ``history_copy`` before writing to it)."""
+
+    proc: subprocess.CompletedProcess[str]
+    doc: dict
+    db: Path
+
+    def history_copy(self, folder: Path) -> Path:
+        """A private copy of the run's history database in ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        copy = folder / "history.db"
+        shutil.copyfile(self.db, copy)
+        return copy
+
+
+@pytest.fixture(scope="session")
+def default_run(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> DefaultRun:
+    """One real default cycle shared by every test that only reads its results (a cycle takes
+    one to three minutes here; each test running its own made the suite slow)."""
+    d = tmp_path_factory.mktemp("default-run")
+    db, out = d / "history.db", d / "run.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "auditor", "--config", str(DEFAULT_CONFIG), "--db", str(db)]
+        + ["audit", "--json-file", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert out.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    return DefaultRun(proc, json.loads(out.read_text()), db)

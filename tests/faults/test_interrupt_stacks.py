@@ -44,10 +44,8 @@ def _workers_of(pid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(stacks, tmp_path, signum):
-    db = tmp_path / "h.db"
-    first = _start(db)
-    assert first.wait(timeout=600) == 1, first.stderr.read()
+def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(default_run, tmp_path, signum):
+    db = default_run.history_copy(tmp_path)  # a complete default cycle stored before
     store = Store.open(f"sqlite:///{db}")
     with Session(store.engine) as s:
         before = s.scalar(select(func.count()).select_from(m.MetricRow))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -21,7 +21,7 @@ from auditor.extend.manager import Plugins, builtin_probes
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
-from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
+from tests.conftest import DEFAULT_CONFIG, REPO, DefaultRun, worker_pids
 
 pytestmark = pytest.mark.stacks
 
@@ -38,17 +38,11 @@ def _auditor(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def default_run(stacks, tmp_path_factory):
-    """One `auditor audit` on the shipped config, stored in a fresh database: its report on
-    stdout, the same result as JSON in --json-file."""
-    d = tmp_path_factory.mktemp("db")
-    db, out = d / "history.db", d / "run.json"
-    proc = _auditor("--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--json-file", str(out))
-    assert proc.stderr == "" or "Traceback" not in proc.stderr, proc.stderr
-    doc = json.loads(out.read_text())
-    # One result per pair, probe and variant; these tests look at the PPO policy in fp32.
-    by_pair = {r["pair"]: r for r in doc["results"] if (r["probe"], r["variant"]) == ("ppo_policy", "fp32")}
-    return proc, doc, by_pair, db
+def default_run(default_run: DefaultRun):
+    """The session's default cycle (tests/conftest.py), with the PPO policy's fp32 result per pair."""
+    fp32 = ("ppo_policy", "fp32")
+    by_pair = {r["pair"]: r for r in default_run.doc["results"] if (r["probe"], r["variant"]) == fp32}
+    return default_run.proc, default_run.doc, by_pair, default_run.db
 
 
 def test_default_cycle_covers_every_pair_and_exits_1(default_run):
@@ -147,7 +141,7 @@ def test_the_shipped_alert_policy_pages_only_the_compatibility_causes(default_ru
     and NaN masking are recorded and page no one."""
     _, doc, _, db = default_run
     copy = tmp_path / "h.db"
-    copy.write_bytes(db.read_bytes())
+    shutil.copyfile(db, copy)
     config = Context(str(DEFAULT_CONFIG), None).load_config()
     store = Store.open(f"sqlite:///{copy}")
     alerts = AlertEngine(store.engine, config.alerts, {}, builtin_probes=Plugins().builtin_probes())
