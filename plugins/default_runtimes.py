@@ -1,7 +1,7 @@
 """The built-in runtimes, one package each under ``auditor/plugins/runtimes/``: MindSpore
 PyNative (train side), MindSpore graph mode loading a MindIR with GraphCell, MindSpore Lite
 and ONNX Runtime (infer side). The MindSpore-family serving runtimes ship their measured
-operator tables (``operator_tables/<runtime>.json``, written by ``scripts/operator_sweep.py``)."""
+operator tables in their packages (``<runtime>.json``, written by ``scripts/operator_sweep.py``)."""
 
 from auditor.plugins.runtimes.lite.spec import LITE
 from auditor.plugins.runtimes.mindspore.spec import MINDSPORE, MINDSPORE_GRAPH

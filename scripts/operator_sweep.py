@@ -21,12 +21,14 @@ is MindSpore GraphCell on X's interpreter.
 
     .venv/bin/python scripts/operator_sweep.py                       # every case, every stack
     .venv/bin/python scripts/operator_sweep.py --ci --out /tmp/sweep  # 9 cases, one per failure form
-    .venv/bin/python scripts/operator_sweep.py --cases Dense,SiLU --write plugins/operator_tables
-    .venv/bin/python scripts/operator_sweep.py --ci --compare plugins/operator_tables   # exit 1 on a change
+    .venv/bin/python scripts/operator_sweep.py --cases Dense,SiLU --write plugins/runtimes
+    .venv/bin/python scripts/operator_sweep.py --ci --compare plugins/runtimes   # exit 1 on a change
 
-``--write DIR`` merges the tables into DIR/<runtime>.json (a table of another runtime release,
-device or exporter is kept); ``--compare DIR`` says where a fresh case differs from the shipped
-tables and exits 1 if any does.
+Each runtime package ships its own table as ``<runtime>.json`` (``plugins/runtimes/lite/
+mindspore-lite.json``, ``plugins/runtimes/mindspore/mindspore-graph.json``). ``--write DIR``
+merges the tables into ``<runtime>.json`` in DIR or the runtime package under DIR that holds
+it (a new one in DIR itself; a table of another runtime release, device or exporter is kept);
+``--compare DIR`` says where a fresh case differs from those tables and exits 1 if any does.
 """
 
 from __future__ import annotations
@@ -425,12 +427,23 @@ def merge(old: dict[str, Any] | None, fresh: dict[str, Any]) -> dict[str, Any]:
     return derive(merged)
 
 
+def table_path(directory: Path, runtime: str) -> Path:
+    """``<runtime>.json`` in ``directory`` or in the one runtime package under it that holds it
+    (``plugins/runtimes/lite/mindspore-lite.json``); ``directory/<runtime>.json`` when neither does."""
+    name = f"{runtime}.json"
+    found = sorted(directory.glob(f"*/{name}"))
+    if (directory / name).is_file() or len(found) != 1:
+        return directory / name
+    return found[0]
+
+
 def write_tables(directory: Path, tables: dict[str, list[dict[str, Any]]]) -> list[Path]:
-    """Merge into DIR/<runtime>.json (case by case; a table of another key is kept)."""
+    """Merge into each runtime's table under DIR (``table_path``; case by case: a table of
+    another key is kept)."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for runtime, fresh in tables.items():
-        path = directory / f"{runtime}.json"
+        path = table_path(directory, runtime)
         old = json.loads(path.read_text()) if path.is_file() else {"runtime": runtime, "tables": []}
         shipped = {key(t): t for t in old["tables"]}
         for t in fresh:
@@ -450,7 +463,7 @@ def compare_tables(directory: Path, tables: dict[str, list[dict[str, Any]]]) -> 
     """Where a fresh case's status differs from the shipped table's (and shipped tables missing)."""
     problems = []
     for runtime, fresh in tables.items():
-        path = directory / f"{runtime}.json"
+        path = table_path(directory, runtime)
         shipped = {key(t): t for t in json.loads(path.read_text())["tables"]} if path.is_file() else {}
         for table in fresh:
             old = shipped.get(key(table))
@@ -482,7 +495,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per request (a hang is killed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/tmp/operator-sweep", help="the exported files and results.json")
-    ap.add_argument("--write", metavar="DIR", help="merge the tables into DIR/<runtime>.json")
+    ap.add_argument(
+        "--write",
+        metavar="DIR",
+        help="merge the tables into <runtime>.json in DIR or its runtime packages (plugins/runtimes)",
+    )
     ap.add_argument("--compare", metavar="DIR", help="exit 1 where a case differs from DIR's tables")
     ap.add_argument(
         "--from",

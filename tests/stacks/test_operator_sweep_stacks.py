@@ -31,7 +31,7 @@ def test_a_fresh_sweep_agrees_with_the_shipped_tables(stacks: Path, tmp_path: Pa
             "--out",
             str(tmp_path),
             "--compare",
-            str(REPO / "plugins" / "operator_tables"),
+            str(REPO / "plugins" / "runtimes"),
         ],
         capture_output=True,
         text=True,

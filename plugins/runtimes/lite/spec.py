@@ -9,7 +9,9 @@ several forms (measured on the reference stacks: shared notes, opsweep)."""
 
 from __future__ import annotations
 
-from auditor.plugins.runtimes.mindspore.spec import DAMAGED_MINDIR, MINDIR_TOO_NEW, TABLES
+from pathlib import Path
+
+from auditor.plugins.runtimes.mindspore.spec import DAMAGED_MINDIR, MINDIR_TOO_NEW
 
 from auditor.runtime import (
     CONTEXT,
@@ -96,5 +98,5 @@ LITE = RuntimeSpec(
     failures=FORMS,
     paired_release=True,
     reads=known_maxima(MAXIMA, "known limit of MindSpore Lite {version}"),
-    operator_tables=shipped_tables(TABLES / "mindspore-lite.json"),
+    operator_tables=shipped_tables(Path(__file__).resolve().parent / "mindspore-lite.json"),
 )

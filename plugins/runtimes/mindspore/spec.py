@@ -27,8 +27,9 @@ from auditor.runtime import (
 )
 
 WORKER = "auditor.plugins.runtimes.mindspore.worker"
-TABLES = Path(__file__).resolve().parents[2] / "operator_tables"
-"""The measured operator tables the built-in runtimes ship (``scripts/operator_sweep.py``)."""
+HERE = Path(__file__).resolve().parent
+"""The package's folder: it holds the measured operator table of mindspore-graph
+(``<runtime>.json``, written by ``scripts/operator_sweep.py``)."""
 
 MINDIR_TOO_NEW = form(
     "mindir-version-too-new",
@@ -139,5 +140,5 @@ MINDSPORE_GRAPH = RuntimeSpec(
     failures=(MINDIR_TOO_NEW, *FIRST_CALL_FORMS, DAMAGED_MINDIR),
     paired_release=True,
     reads=reads,
-    operator_tables=shipped_tables(TABLES / "mindspore-graph.json"),
+    operator_tables=shipped_tables(HERE / "mindspore-graph.json"),
 )

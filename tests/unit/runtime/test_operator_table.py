@@ -84,6 +84,17 @@ def test_a_partial_sweep_replaces_its_cases_and_keeps_the_others(sweep, tmp_path
     assert read.runtime == "mindspore-lite" and read.operators["Tanh"].works
 
 
+def test_tables_are_written_where_each_runtime_package_keeps_its_own(sweep, tmp_path: Path) -> None:  # noqa: ANN001
+    """`--write plugins/runtimes` updates lite/mindspore-lite.json in place; a runtime without
+    a table yet gets one in the folder itself."""
+    (tmp_path / "lite").mkdir()
+    (tmp_path / "lite" / "mindspore-lite.json").write_text('{"runtime": "mindspore-lite", "tables": []}')
+    assert sweep.table_path(tmp_path, "mindspore-lite") == tmp_path / "lite" / "mindspore-lite.json"
+    assert sweep.table_path(tmp_path, "onnxruntime") == tmp_path / "onnxruntime.json"
+    repo = Path(__file__).resolve().parents[3] / "plugins" / "runtimes"
+    assert sweep.table_path(repo, "mindspore-graph") == repo / "mindspore" / "mindspore-graph.json"
+
+
 def test_the_shipped_tables_read_and_say_how_they_were_made() -> None:
     runtimes = Plugins(entry_points=False).runtimes()
     lite = runtimes["mindspore-lite"].operator_tables
