@@ -2,9 +2,10 @@
 
 A runtime is one package: its worker side (a class the stack's worker instantiates, Python
 3.7, ``auditor.worker.runtimes``), its ``RuntimeSpec`` (which side of a pair, the artifact
-formats it writes or reads, the forms of its failures, its version facts, its measured
-operator tables) and, when it brings one, its ``ArtifactFormat``. The built-in ones live in
-``auditor/plugins/runtimes/`` and are examples of this API.
+formats it writes or reads, the forms of its failures, the format of its log (``LogFormat``),
+its version facts, its measured operator tables) and, when it brings one, its
+``ArtifactFormat``. The built-in ones live in ``auditor/plugins/runtimes/`` and are examples of
+this API.
 
 ``from auditor.runtime import RuntimeSpec`` is also the path plugins used before the layered
 layout: it keeps working.
@@ -28,6 +29,7 @@ from auditor.runtime.failures import (
     form,
 )
 from auditor.runtime.formats import MINDIR, ArtifactFormat
+from auditor.runtime.logs import LogFormat
 from auditor.runtime.operator_table import OperatorTable, read_tables, shipped_tables
 from auditor.runtime.spec import RuntimeSpec, formats_of, known_maxima, readers_facts, writers_of
 
@@ -47,6 +49,7 @@ __all__ = [
     "ArtifactFormat",
     "Form",
     "Found",
+    "LogFormat",
     "OperatorTable",
     "RuntimeSpec",
     "find",

@@ -1,7 +1,7 @@
 """What the auditor knows about a runtime without loading it: its name, which side of a pair it
 serves, the class a stack worker instantiates for it, the artifact formats it writes or reads,
-the forms of its failures, what its versions mean for the files it reads and its measured
-operator tables."""
+the forms of its failures, the format of its log, what its versions mean for the files it reads
+and its measured operator tables."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from auditor.runtime.failures import Form, Found, find
 from auditor.runtime.formats import MINDIR, ArtifactFormat
+from auditor.runtime.logs import LogFormat
 from auditor.runtime.operator_table import OperatorTable
 
 CAPABILITIES = ("export", "load")
@@ -46,6 +47,11 @@ class RuntimeSpec:
     """The forms of its own messages and log lines (``auditor.runtime.failures``): a file too
     new for it, an operator it cannot load, run or export, a graph it cannot take, a file it
     cannot parse, and its words that name no cause. Read before the generic forms."""
+    log: LogFormat | None = None
+    """The format of its native log (``auditor.runtime.logs``: the line, the lines that are no
+    failure, the lines ranked right after a cause's): a failure keeps the runtime's lines, a load
+    that worked its warnings, read with it. None: no log lines are kept (its exception's message
+    is read all the same)."""
     paired_release: bool = False
     """The runtime is meant to serve files exported by the MindSpore release of its own version
     (MindSpore, MindSpore Lite): a file of another release that fails is incompatible, whatever
@@ -72,6 +78,8 @@ class RuntimeSpec:
             raise ValueError(f"runtime {self.name}: loads must be an ArtifactFormat")
         if isinstance(self.exports, str) or not all(isinstance(f, str) for f in self.exports):
             raise ValueError(f"runtime {self.name}: exports must be a tuple of format names")
+        if self.log is not None and not isinstance(self.log, LogFormat):
+            raise ValueError(f"runtime {self.name}: log must be a LogFormat or None")
 
     def explain(self, text: str, phase: str | None = None) -> Found | None:
         """The first of this runtime's forms (then the generic ones) written at ``phase`` (a
