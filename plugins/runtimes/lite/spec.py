@@ -9,9 +9,11 @@ several forms (measured on the reference stacks: shared notes, opsweep)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
-from auditor.plugins.runtimes.mindspore.spec import DAMAGED_MINDIR, MINDIR_TOO_NEW
+from auditor.plugins.runtimes.mindspore.spec import DAMAGED_MINDIR, MINDIR_TOO_NEW, MINDSPORE_LOG, NOISE
 
 from auditor.runtime import (
     CONTEXT,
@@ -87,6 +89,13 @@ FORMS = (
 )
 
 
+LITE_LOG = dataclasses.replace(
+    MINDSPORE_LOG, noise=re.compile(r"IsConvNode\] prim is nullptr|Open libnuma\.so failed|libnuma|" + NOISE)
+)
+"""MindSpore's glog lines (Lite writes them with MindSpore's code, its loader's warnings too),
+and its own noise: "IsConvNode prim is nullptr" on loads that work, the libnuma line on every
+load."""
+
 LITE = RuntimeSpec(
     "mindspore-lite",
     "load",
@@ -96,6 +105,7 @@ LITE = RuntimeSpec(
     loads=MINDIR,
     package="mindspore-lite",
     failures=FORMS,
+    log=LITE_LOG,
     paired_release=True,
     reads=known_maxima(MAXIMA, "known limit of MindSpore Lite {version}"),
     operator_tables=shipped_tables(Path(__file__).resolve().parent / "mindspore-lite.json"),

@@ -1,11 +1,12 @@
 """What the auditor knows about MindSpore as a runtime: PyNative on the train side (builds,
 runs and exports probes, as MindIR or ONNX), graph mode on the infer side (a MindIR as a
-GraphCell); the forms of its MindIR loader's, graph mode's and exporter's failures; which
-release writes (and reads) which MindIR version (FACTS.md §2); graph mode's measured operator
-table."""
+GraphCell); the forms of its MindIR loader's, graph mode's and exporter's failures; the format
+of its glog lines (MindSpore Lite writes the same); which release writes (and reads) which
+MindIR version (FACTS.md §2); graph mode's measured operator table."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from auditor.runtime import (
     OPERATOR,
     RUN,
     VERSION,
+    LogFormat,
     RuntimeSpec,
     form,
     shipped_tables,
@@ -81,6 +83,21 @@ EXPORT_UNSUPPORTED = form(
 for ONNX on 2.0 and 2.10: "Can not find key StandardNormal in convert map. Exporting
 StandardNormal operator is not yet supported."); the operator is the MindIR primitive."""
 
+# "[ERROR] ME(123,7f..,python):2026-12-03-22:24:38.756.622 [mindspore/lite/src/x.cc:100] Func] text"
+GLOG_LINE = re.compile(r"^\[(ERROR|WARNING|CRITICAL|EXCEPTION)\]\s+(\w+)\([^)]*\):\S+\s+\[([^\]]*)\]\s*(.*)$")
+"""A line of MindSpore's glog (and MindSpore Lite's): level, module, source file and line, words."""
+
+CROSS_MAJOR_WARNING = re.compile(
+    r"Loaded MindIR version is ([\d.]+), but current MindSpore supported MindIR major version is (\d+)"
+)
+"""MindSpore 2.10 at load of any MindSpore 2.0 file (those that work and those that fail alike)."""
+
+NOISE = r"Numpy init failed|Runtime error for null exception handler"
+"""Lines that are no failure: MindSpore 2.10 with numpy 2 "Numpy init failed" (absorbed)."""
+
+MINDSPORE_LOG = LogFormat(GLOG_LINE, re.compile(NOISE), (CROSS_MAJOR_WARNING,))
+"""MindSpore's log, read at the level workers run at (GLOG_v=2: warnings and errors)."""
+
 WRITERS = {
     0: "MindSpore before 1.7",
     1: "MindSpore 1.7 to 2.2.x",
@@ -126,6 +143,7 @@ MINDSPORE = RuntimeSpec(
     exports=("mindir", "onnx"),
     package="mindspore",
     failures=(EXPORT_UNSUPPORTED,),
+    log=MINDSPORE_LOG,
     paired_release=True,
     writers={MINDIR.name: WRITERS},
 )
@@ -138,6 +156,7 @@ MINDSPORE_GRAPH = RuntimeSpec(
     loads=MINDIR,
     package="mindspore",
     failures=(MINDIR_TOO_NEW, *FIRST_CALL_FORMS, DAMAGED_MINDIR),
+    log=MINDSPORE_LOG,
     paired_release=True,
     reads=reads,
     operator_tables=shipped_tables(HERE / "mindspore-graph.json"),
