@@ -320,7 +320,14 @@ def preflight_many(
                     todo = gate.loads(path, probed, findings)
                     abspath = str(Path(path).resolve())
                     jobs = [
-                        (workers[n], todo[n], str(todo[n].converted or abspath), inputs, model_id)
+                        (
+                            workers[n],
+                            todo[n],
+                            str(todo[n].converted or abspath),
+                            inputs,
+                            model_id,
+                            runtimes.get(chosen[n].runtime),
+                        )
                         for n in todo
                     ]
                     list(pool.map(lambda job: _load(*job), jobs))
@@ -535,7 +542,16 @@ def _convert(
     )
 
 
-def _load(worker: StackWorker, out: _Probe, path: str, inputs: list[np.ndarray], model_id: str) -> None:
+def _load(
+    worker: StackWorker,
+    out: _Probe,
+    path: str,
+    inputs: list[np.ndarray],
+    model_id: str,
+    spec: RuntimeSpec | None,
+) -> None:
+    """Load and run the file on a stack; a load that worked keeps the runtime's warnings (read
+    with ``spec``'s log format)."""
     begun = time.time()
     try:
         out.load_log = worker.request("load", model=model_id, path=path).log
@@ -553,7 +569,7 @@ def _load(worker: StackWorker, out: _Probe, path: str, inputs: list[np.ndarray],
                 for i, o in enumerate(outputs)
             ],
             time.time() - begun,
-            log_lines=list(runtime_warnings(out.load_log)),
+            log_lines=list(runtime_warnings(out.load_log, spec)),
         )
     except WorkerError as exc:
         phase = "run" if exc.op == "run" else "load"

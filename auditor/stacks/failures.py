@@ -2,7 +2,8 @@
 in: the file is another release's (incompatible, with the version pair and the remedy), the
 runtime has no kernel for an operator (unsupported, with the operator), or the graph's shape
 is one the runtime cannot take; whether it failed to load the file or loaded it and failed on
-the first call; and the runtime's own lines around the failure.
+the first call; and the runtime's own lines around the failure (read with its log format,
+``RuntimeSpec.log``: none for a runtime without one).
 
 The forms a runtime writes are declared by its package (``RuntimeSpec.failures``, measured on
 the reference stacks: shared notes, opsweep; ``auditor.runtime.failures``), read here with the
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.results import ERROR, INCOMPATIBLE, UNSUPPORTED
-from auditor.runtime import MINDIR, RuntimeSpec
+from auditor.runtime import MINDIR, LogFormat, RuntimeSpec
 from auditor.runtime.failures import (
     DAMAGED,
     EXPORT,
@@ -46,53 +47,38 @@ def _forms(runtime: RuntimeSpec | None) -> tuple[Form, ...]:
     return forms_of(runtime.failures if runtime is not None else ())
 
 
-CROSS_MAJOR_WARNING = re.compile(
-    r"Loaded MindIR version is ([\d.]+), but current MindSpore supported MindIR major version is (\d+)"
-)
-"""MindSpore 2.10 at load of any MindSpore 2.0 file (those that work and those that fail alike)."""
-
-NOISE = re.compile(
-    r"IsConvNode\] prim is nullptr|Open libnuma\.so failed|libnuma|Numpy init failed|"
-    r"Runtime error for null exception handler"
-)
-"""Lines that are no failure: Lite prints "IsConvNode prim is nullptr" on loads that work and
-the libnuma line on every load; MindSpore 2.10 with numpy 2 "Numpy init failed" (absorbed)."""
-
-# "[ERROR] ME(123,7f..,python):2026-12-03-22:24:38.756.622 [mindspore/lite/src/x.cc:100] Func] text"
-_LOG_LINE = re.compile(r"^\[(ERROR|WARNING|CRITICAL|EXCEPTION)\]\s+(\w+)\([^)]*\):\S+\s+\[([^\]]*)\]\s*(.*)$")
 LOG_LINES = 12
 """Runtime lines kept with a failure: enough to read the cause, not the whole log."""
 
 
-def runtime_lines(text: str) -> list[str]:
-    """The runtime's own ERROR/WARNING/CRITICAL lines in ``text``, each once in order, in a short
-    form (no pid, time or directory: "[ERROR] ME lite_model.h ConvertNodes] ..."), with how
-    often a line repeated; the known noise left out."""
-    seen: dict[str, int] = {}
-    for raw in text.splitlines():
-        m = _LOG_LINE.match(raw.strip())
-        if not m or NOISE.search(raw):
-            continue
-        level, module, where, words = m.groups()
-        source = re.sub(r":\d+$", "", where).rpartition("/")[2]
-        short = f"[{level}] {module} {source} {words.strip()}"
-        seen[short] = seen.get(short, 0) + 1
-    return [line if n == 1 else f"{line} (x{n})" for line, n in seen.items()]
+def _log_of(runtime: RuntimeSpec | None) -> LogFormat | None:
+    return runtime.log if runtime is not None else None
 
 
-def _relevant(lines: list[str], forms: Iterable[Form], limit: int = LOG_LINES) -> tuple[str, ...]:
-    """The lines a person needs first: those of a known form, then errors, then warnings."""
+def runtime_lines(text: str, runtime: RuntimeSpec | None) -> list[str]:
+    """The runtime's own lines in ``text``, read with its log format (``RuntimeSpec.log``): each
+    once in order, in a short form, with how often a line repeated, its noise left out; none
+    without a runtime or a log format."""
+    log = _log_of(runtime)
+    return log.lines(text) if log is not None else []
+
+
+def _relevant(
+    lines: list[str], forms: Iterable[Form], log: LogFormat | None, limit: int = LOG_LINES
+) -> tuple[str, ...]:
+    """The lines a person needs first: those of a known form naming a cause, then the log
+    format's notable ones, those of other known forms, errors, then warnings."""
     forms = tuple(forms)
     naming = [f for f in forms if f.names_a_cause]
 
     def rank(line: str) -> int:
         if any(f.regex.search(line) for f in naming):
             return 0
-        if CROSS_MAJOR_WARNING.search(line):
+        if log is not None and log.is_notable(line):
             return 1
         if any(f.regex.search(line) for f in forms):
             return 2
-        return 3 if line.startswith(("[ERROR]", "[CRITICAL]", "[EXCEPTION]")) else 4
+        return 3 if log is not None and log.is_error(line) else 4
 
     ordered = sorted(range(len(lines)), key=lambda i: (rank(lines[i]), i))[:limit]
     kept = tuple(lines[i] for i in sorted(ordered))
@@ -101,10 +87,11 @@ def _relevant(lines: list[str], forms: Iterable[Form], limit: int = LOG_LINES) -
     return kept
 
 
-def runtime_warnings(log: str, runtime: RuntimeSpec | None = None) -> tuple[str, ...]:
+def runtime_warnings(log: str, runtime: RuntimeSpec | None) -> tuple[str, ...]:
     """What the runtime warned about during a request that worked (MindSpore 2.10's
-    cross-major warning on a 2.0 file, say), noise left out."""
-    return _relevant(runtime_lines(log), _forms(runtime), 6)
+    cross-major warning on a 2.0 file, say), read with its log format, noise left out; none
+    without a runtime or a log format."""
+    return _relevant(runtime_lines(log, runtime), _forms(runtime), _log_of(runtime), 6)
 
 
 @dataclass(frozen=True)
@@ -195,7 +182,8 @@ def diagnose(
     name = f"{package or 'the runtime'} {runtime_version or ''}".strip()
     who = f"{error.stack} ({name}, {target})"
     text = f"{error.message}\n{error.log}\n{error.traceback}"
-    lines = _relevant(runtime_lines(earlier_log) + runtime_lines(error.log), forms)
+    log = _log_of(runtime)
+    lines = _relevant(runtime_lines(earlier_log, runtime) + runtime_lines(error.log, runtime), forms, log)
     paired = runtime is not None and runtime.paired_release
     cross = paired and phase != EXPORT and other_release(runtime_version, exported_by)
     pair_remedy = (
@@ -238,7 +226,7 @@ def diagnose(
     found = find(runtime.failures if runtime is not None else (), text, phase)
     if found is not None:
         form, m = found.form, found.match
-        words = _line_of(text, m)
+        words = _line_of(text, m, log)
         if form.kind == VERSION:
             maximum, version = found.maximum, found.version
             if version is None:
@@ -382,12 +370,13 @@ def _operator_remedy(operator: str, runtime: str) -> str:
     )
 
 
-def _line_of(text: str, m: re.Match[str]) -> str:
-    """The whole line of a match, in the short form when it is a log line."""
+def _line_of(text: str, m: re.Match[str], log: LogFormat | None) -> str:
+    """The whole line of a match, in the short form when it is a line of the runtime's log
+    (``log``: its format; None: the line as it is)."""
     start = text.rfind("\n", 0, m.start()) + 1
     end = text.find("\n", m.end())
     line = text[start : end if end >= 0 else len(text)].strip()
-    short = runtime_lines(line)
+    short = log.lines(line) if log is not None else []
     return (short[0] if short else line)[:400]
 
 
@@ -405,15 +394,17 @@ def unsupported_operator(error: WorkerError, runtime: RuntimeSpec | None) -> str
     return None
 
 
-def named_operators(text: str, forms: Iterable[Form]) -> list[tuple[str, str, str]]:
+def named_operators(
+    text: str, forms: Iterable[Form], log: LogFormat | None = None
+) -> list[tuple[str, str, str]]:
     """Every (form, operator, line) that ``text`` names with ``forms`` (a runtime's), in order,
-    each once (the sweep attributes a failing case with it)."""
+    each once; the line in its short form when ``log`` (the runtime's log format) reads it."""
     out: list[tuple[str, str, str]] = []
     for form in forms:
         if not form.operator or not form.names_a_cause:
             continue
         for m in form.regex.finditer(text):
-            item = (form.name, node_operator(m.group(form.operator)), _line_of(text, m))
+            item = (form.name, node_operator(m.group(form.operator)), _line_of(text, m, log))
             if all(item[:2] != o[:2] for o in out):
                 out.append(item)
     return out

@@ -157,7 +157,7 @@ def test_lite_names_the_operator_only_in_its_log(log: str, operator: str, form: 
 
 
 def test_repeated_lines_are_counted_and_short() -> None:
-    lines = runtime_lines(SILU_LOG)
+    lines = runtime_lines(SILU_LOG, LITE)
     assert lines[0] == (
         "[WARNING] LITE ops_utils.h GetPrimitiveCreator] Unsupported primitive type in Create: SiLU (x20)"
     )
@@ -267,7 +267,8 @@ def test_a_runtime_of_another_family_is_never_a_release_pair() -> None:
 
 
 def test_a_successful_load_keeps_its_warnings_without_noise() -> None:
-    assert runtime_warnings(CROSS_MAJOR + "\n" + LIBNUMA + "\n" + CONV_NOISE) == (
+    # Lite reads MindIR with MindSpore's loader: its log format knows the cross-major warning too.
+    assert runtime_warnings(CROSS_MAJOR + "\n" + LIBNUMA + "\n" + CONV_NOISE, LITE) == (
         "[WARNING] CORE load_model.cc CheckAndWarnMindIRVersion] " + CROSS_MAJOR_WORDS,
     )
 
@@ -281,3 +282,38 @@ def test_operator_helpers() -> None:
         ("lite-unsupported-primitive", "SiLU"),
         ("lite-no-ops-registry", "SiLU"),
     ]
+
+
+def test_a_runtime_without_a_log_format_keeps_no_lines() -> None:
+    """The log is read with the stack's runtime's format only: ONNX Runtime declares none, and
+    without a runtime nothing says how to read it; the runtime's message is read all the same."""
+    ort = Plugins(entry_points=False).runtimes()["ort"]
+    assert ort.log is None
+    assert runtime_lines(SILU_LOG, ort) == [] and runtime_lines(SILU_LOG, None) == []
+    assert runtime_warnings(CROSS_MAJOR, ort) == () and runtime_warnings(CROSS_MAJOR, None) == ()
+    d = diagnose(err("load", "unsupported operator: SiLU", SILU_LOG, stack="ort"), ort, "1.32.0")
+    assert (d.status, d.operator, d.log_lines) == (UNSUPPORTED, "SiLU", ())
+    assert d.words == "unsupported operator: SiLU"
+
+
+def test_the_cross_major_warning_is_ranked_before_plain_warnings() -> None:
+    """Of a load's warnings only a few are kept: MindSpore's log format ranks its warning that
+    the file is another release's before the others, wherever it is in the log."""
+    plain = [
+        glog("WARNING", "ME", f"ccsrc/pipeline/step{i}.cc:1", f"Step{i}] nothing wrong") for i in range(8)
+    ]
+    kept = runtime_warnings("\n".join([*plain, CROSS_MAJOR]), MINDSPORE_GRAPH)
+    assert len(kept) == 7 and kept[-1] == "... 3 more line(s) of the runtime's log"
+    assert kept[5] == "[WARNING] CORE load_model.cc CheckAndWarnMindIRVersion] " + CROSS_MAJOR_WORDS
+    assert kept[:5] == tuple(f"[WARNING] ME step{i}.cc Step{i}] nothing wrong" for i in range(5))
+
+
+def test_named_operators_give_the_short_line_with_the_log_format() -> None:
+    short = named_operators(SILU_LOG, LITE.failures, LITE.log)[0][2]
+    assert (
+        short == "[WARNING] LITE ops_utils.h GetPrimitiveCreator] Unsupported primitive type in Create: SiLU"
+    )
+    raw = named_operators(SILU_LOG, LITE.failures)[0][2]
+    assert raw.startswith("[WARNING] LITE(18958,") and raw.endswith(
+        "Unsupported primitive type in Create: SiLU"
+    )
