@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from auditor.common.paths import stacks_dir
+from auditor.history.store import Store
 from tests import postgres_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,3 +161,29 @@ def default_run(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> Defau
     assert "Traceback" not in proc.stderr, proc.stderr
     assert out.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
     return DefaultRun(proc, json.loads(out.read_text()), db)
+
+
+@pytest.fixture(scope="session")
+def history_template(tmp_path_factory) -> Path:
+    """An SQLite history migrated to head once per session: tests copy it instead of migrating."""
+    path = tmp_path_factory.mktemp("history-template") / "history.db"
+    Store.open(f"sqlite:///{path}").close()
+    return path
+
+
+@pytest.fixture
+def history_db(history_template: Path, tmp_path: Path) -> Path:
+    """An empty, up-to-date SQLite history of the test (a copy of the template, not a fresh file:
+    tests of migration itself open a new file instead)."""
+    path = tmp_path / "history.db"
+    shutil.copyfile(history_template, path)
+    return path
+
+
+@pytest.fixture
+def history_url(backend: str, request) -> str:
+    """An empty history of the test's ``backend`` for Store.open: a copy of the migrated SQLite
+    template, or a new PostgreSQL database (migrated by Store.open)."""
+    if backend == "postgresql":
+        return request.getfixturevalue("postgres_url")
+    return f"sqlite:///{request.getfixturevalue('history_db')}"

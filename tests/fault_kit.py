@@ -16,7 +16,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ import numpy as np
 from auditor.common import tempdirs
 from auditor.common.paths import stacks_dir
 from auditor.stacks.worker import StackWorker
+from tests.cli import auditor_argv
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = ("hello", "fingerprint", "build", "run", "time", "export", "load")
@@ -96,7 +96,8 @@ def private_tmp(tmp: Path) -> dict[str, str]:
 
 
 def auditor(cfg: Path, db: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "auditor", "--config", str(cfg), "--db", str(db), *args]
+    """The argv of an auditor on this config and database, for Popen."""
+    return auditor_argv("--config", str(cfg), "--db", str(db), *args)
 
 
 # -- hostile files ---------------------------------------------------------------------------------
@@ -694,7 +695,7 @@ def postgres_outage(tmp: Path, server: Any, url: str, delay: float = 0.5) -> Out
 
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "auditor", "--config", str(cfg), "daemon"],
+            auditor_argv("--config", str(cfg), "daemon"),
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
     try:
@@ -751,7 +752,7 @@ def audit_with_outage(tmp: Path, server: Any, url: str, delay: float = 0.5) -> t
     database = url.rsplit("/", 1)[1].split("?")[0]
     running = "SELECT max(id) FROM runs WHERE status = 'running'"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "auditor", "--config", str(cfg), "audit"],
+        auditor_argv("--config", str(cfg), "audit"),
         cwd=REPO, env=private_tmp(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -49,9 +49,10 @@ def run_main(*args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def base_db(tmp_path_factory) -> Path:
+def base_db(tmp_path_factory, history_template: Path) -> Path:
     """A small generated history in one file (no -wal), to copy and damage."""
     path = tmp_path_factory.mktemp("base") / "history.db"
+    shutil.copyfile(history_template, path)
     store = Store.open(f"sqlite:///{path}")
     generate_history(store.engine, 8, start=datetime(2026, 1, 1))
     store.close()

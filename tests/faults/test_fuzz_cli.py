@@ -5,6 +5,7 @@ AUDITOR_FUZZ_EXAMPLES=1000 runs 1000 examples per test."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime
 
 import pytest
@@ -19,8 +20,9 @@ from tests.history_fixtures import generate_history
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
+def db(tmp_path_factory, history_template):
     path = tmp_path_factory.mktemp("fuzzcli") / "history.db"
+    shutil.copyfile(history_template, path)
     store = Store.open(f"sqlite:///{path}")
     generate_history(store.engine, 30, start=datetime(2026, 3, 1), seed=3, abort_rate=0.05, error_rate=0.05)
     store.engine.dispose()

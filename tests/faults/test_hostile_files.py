@@ -13,8 +13,6 @@ soak size).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +25,8 @@ from auditor.config.user_models import InputSpec, ModelConfig
 from auditor.cycle.preflight import ModelInputError
 from auditor.cycle.user_models import model_inputs
 from auditor.worker.mindir import MindIRInfo, TensorInfo
-from tests.conftest import DEFAULT_CONFIG, REPO
+from tests.cli import auditor
+from tests.conftest import DEFAULT_CONFIG
 from tests.fault_kit import hostile_goldens, hostile_inputs, hostile_paths
 from tests.fuzz_settings import fuzz_settings
 from tests.user_models import export_user_policy
@@ -35,30 +34,21 @@ from tests.user_models import export_user_policy
 TIMEOUT = 120  # a hung read would exceed it; nothing here should take more than seconds
 
 
-def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "auditor", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def test_check_and_golden_record_refuse_each_hostile_model_at_once(tmp_path: Path) -> None:
     db = tmp_path / "history.db"
     for path, said in hostile_paths(tmp_path).values():
-        done = run("--config", str(DEFAULT_CONFIG), "--db", str(db), "check", "--model", str(path))
+        done = auditor(
+            "--config", str(DEFAULT_CONFIG), "--db", str(db), "check", "--model", str(path), timeout=TIMEOUT
+        )
         assert done.returncode == 2, (path, done.returncode, done.stdout, done.stderr)
         assert done.stderr == f"auditor: {path}: {said}\n" or (
             done.stderr.startswith(f"auditor: {path}: ") and said in done.stderr
         ), done.stderr
         assert "Traceback" not in done.stderr + done.stdout
         out = tmp_path / "g.npz"
-        done = run(
+        done = auditor(
             "--config", str(DEFAULT_CONFIG), "--db", str(db), "golden", "record", str(path),
-            "--stack", "lite20", "--out", str(out),
+            "--stack", "lite20", "--out", str(out), timeout=TIMEOUT,
         )  # fmt: skip
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert not out.exists()
@@ -140,7 +130,7 @@ def test_a_cycle_with_hostile_files_keeps_the_good_model_and_the_run(stacks: Pat
     text = text.replace("[stacks.lite20]\n", f"[stacks.lite20]\nmodels = {json.dumps(served)}\n", 1)
     config = d / "auditor.toml"
     config.write_text(text + "\n" + "\n".join(tables))
-    done = run("--config", str(config), "--db", str(d / "history.db"), "audit", "--json")
+    done = auditor("--config", str(config), "--db", str(d / "history.db"), "audit", "--json", timeout=TIMEOUT)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == 1, (done.returncode, done.stderr[-3000:])
     doc = json.loads(done.stdout)
@@ -152,7 +142,7 @@ def test_a_cycle_with_hostile_files_keeps_the_good_model_and_the_run(stacks: Pat
         assert results[pair]["status"] == "unchecked", (pair, results[pair])
         assert f"{path}: " in message and said in message, (pair, message, said)
     # the run is stored complete, with every result
-    shown = run("--db", str(d / "history.db"), "show", "latest", "--format", "json")
+    shown = auditor("--db", str(d / "history.db"), "show", "latest", "--format", "json", timeout=TIMEOUT)
     stored = json.loads(shown.stdout)
     assert stored["run"]["status"] == "complete", stored["run"]
     assert len(stored["results"]) == len(expected) + 1

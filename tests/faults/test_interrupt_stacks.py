@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
 from auditor.history.store import Store
+from tests.cli import auditor_argv
 from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 
 pytestmark = pytest.mark.stacks
@@ -29,7 +29,7 @@ def _default_sigint() -> None:
 
 def _start(db) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "auditor", "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit"],
+        auditor_argv("--config", str(DEFAULT_CONFIG), "--db", str(db), "audit"),
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -16,7 +16,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests import postgres_server
+from tests.cli import auditor, auditor_argv
 from tests.conftest import REPO
 from tests.fault_kit import private_tmp, small_config, wait_until
 from tests.sshd import free_port, make_sshd, unavailable
@@ -130,20 +130,6 @@ def config_with_secrets(tmp: Path, host, url: str, needles: dict[str, str], prom
     return path
 
 
-def auditor(
-    cfg: Path, env: dict[str, str], *args: str, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "auditor", "--config", str(cfg), *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def test_no_planted_secret_appears_anywhere(host, postgres, tmp_path: Path) -> None:
     needles = planted()
     database = f"secrets_{os.getpid()}"
@@ -158,9 +144,10 @@ def test_no_planted_secret_appears_anywhere(host, postgres, tmp_path: Path) -> N
     shown: dict[str, str] = {}
 
     with PsWatch(needles) as ps:
-        shown["config check"] = (done := auditor(cfg, env, "config", "check")).stdout + done.stderr
+        done = auditor("--config", str(cfg), "config", "check", env=env)
+        shown["config check"] = done.stdout + done.stderr
         assert done.returncode == 0, shown["config check"]
-        done = auditor(cfg, env, "audit", "--json")
+        done = auditor("--config", str(cfg), "audit", "--json", env=env)
         shown["audit --json"] = done.stdout + done.stderr
         assert done.returncode in (0, 1), done.stderr[-3000:]
         report = json.loads(done.stdout)
@@ -168,7 +155,8 @@ def test_no_planted_secret_appears_anywhere(host, postgres, tmp_path: Path) -> N
         environment = report["stacks"]["ms20"]["fingerprint"]["environment"]
         assert environment["MS_API_TOKEN"] == "<redacted>", environment  # it reached the remote worker
         assert environment["MS_DEV_OPTIONS"] == "--jit=1 --password=<redacted>", environment
-        shown["audit"] = (done := auditor(cfg, env, "audit", "--no-store")).stdout + done.stderr
+        done = auditor("--config", str(cfg), "audit", "--no-store", env=env)
+        shown["audit"] = done.stdout + done.stderr
         for args in (
             ["runs"],
             ["show", "latest"],
@@ -177,17 +165,17 @@ def test_no_planted_secret_appears_anywhere(host, postgres, tmp_path: Path) -> N
             ["db", "current"],
             ["db", "upgrade"],
         ):
-            done = auditor(cfg, env, *args)
+            done = auditor("--config", str(cfg), *args, env=env)
             shown[" ".join(args)] = done.stdout + done.stderr
             assert done.returncode in (0, 1), (args, shown[" ".join(args)])
         html = tmp_path / "report.html"
-        done = auditor(cfg, env, "report", "--out", str(html))
+        done = auditor("--config", str(cfg), "report", "--out", str(html), env=env)
         shown["report"] = done.stdout + done.stderr + html.read_text()
         # the daemon: its start log, a cycle in its child, its Prometheus endpoint
         log = tmp_path / "daemon.log"
         with log.open("w") as err:
             daemon = subprocess.Popen(
-                [sys.executable, "-m", "auditor", "--config", str(cfg), "daemon"],
+                auditor_argv("--config", str(cfg), "daemon"),
                 cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
             )  # fmt: skip
         try:
@@ -204,10 +192,7 @@ def test_no_planted_secret_appears_anywhere(host, postgres, tmp_path: Path) -> N
     # errors that name the database: a server that is not there
     gone = url.replace(f":{postgres.port}/", f":{free_port()}/")
     for args in (["runs"], ["db", "upgrade"], ["db", "check"], ["audit"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "auditor", "--config", str(cfg), *args],
-            cwd=REPO, env={**env, "AUDITOR_DB_URL": gone}, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        done = auditor("--config", str(cfg), *args, env={**env, "AUDITOR_DB_URL": gone}, timeout=300)
         shown[f"unreachable: {' '.join(args)}"] = done.stdout + done.stderr
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     shown["database"] = database_text(postgres, database)

@@ -12,21 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.cli import auditor
 
 SECRET = "wr0ng-Pa55"
 COMMANDS = (["db", "upgrade"], ["db", "check"], ["db", "current"], ["runs"], ["history"])
-
-
-def auditor(*args: str, block_psycopg: bool = False) -> subprocess.CompletedProcess:
-    """``python -m auditor ARGS``; ``block_psycopg``: as if the PostgreSQL driver were not installed."""
-    code = "import runpy, sys\n"
-    if block_psycopg:
-        code += "sys.modules['psycopg'] = None\n"
-    code += "sys.argv = ['auditor', *sys.argv[1:]]\nrunpy.run_module('auditor', run_name='__main__')\n"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+TIMEOUT = 120
+WITHOUT_PSYCOPG = (
+    sys.executable,
+    "-c",
+    "import runpy, sys\nsys.modules['psycopg'] = None\n"
+    "sys.argv = ['auditor', *sys.argv[1:]]\nrunpy.run_module('auditor', run_name='__main__')\n",
+)  # ``python -m auditor`` as if the PostgreSQL driver were not installed
 
 
 def one_line_failure(done: subprocess.CompletedProcess, *says: str) -> None:
@@ -52,18 +48,24 @@ def password_user(postgres) -> str:
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_wrong_password(password_user, args):
-    one_line_failure(auditor("--db", password_user, *args), "password authentication failed", "pwuser:***@")
+    one_line_failure(
+        auditor("--db", password_user, *args, timeout=TIMEOUT),
+        "password authentication failed",
+        "pwuser:***@",
+    )
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_server_not_answering(args):
     url = f"postgresql://auditor:{SECRET}@127.0.0.1:1/history"  # nobody listens on port 1
-    one_line_failure(auditor("--db", url, *args), "Connection refused", "auditor:***@127.0.0.1:1")
+    one_line_failure(
+        auditor("--db", url, *args, timeout=TIMEOUT), "Connection refused", "auditor:***@127.0.0.1:1"
+    )
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_driver_not_installed(args):
     url = f"postgresql://auditor:{SECRET}@db.example/history"
-    done = auditor("--db", url, *args, block_psycopg=True)
+    done = auditor("--db", url, *args, timeout=TIMEOUT, program=WITHOUT_PSYCOPG)
     one_line_failure(done, "PostgreSQL driver", "auditor[postgres]")
     assert done.returncode == 2

@@ -22,6 +22,7 @@ from auditor.extend.probe_spec import ProbeSpec
 from auditor.results import CONSISTENT, ERROR
 from auditor.stacks.transport import CONNECTIONS
 from tests.ascend_trees import build_tree
+from tests.cli import auditor
 from tests.conftest import stack_python, worker_pids
 from tests.sshd import Sshd, _descends, keygen, make_sshd, unavailable, write_machine_id
 
@@ -462,15 +463,6 @@ def _write_config(path: Path, stacks: dict, hosts: dict, pairs: list[dict]) -> P
     return path
 
 
-def _cli(*args: str):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "auditor", *args], capture_output=True, text=True, timeout=600
-    )
-
-
 def test_hosts_check_reports_each_host_and_stack_without_a_cycle(hosts, tmp_path):
     (a, tree_a), (b, tree_b) = hosts["hostA"], hosts["hostB"]
     config = _write_config(
@@ -489,7 +481,7 @@ def test_hosts_check_reports_each_host_and_stack_without_a_cycle(hosts, tmp_path
         [{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}],
     )
     before = _remote_dirs()
-    proc = _cli("--config", str(config), "hosts", "check")
+    proc = auditor("--config", str(config), "hosts", "check")
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
     assert "hostA  ssh " in out and "reachable" in out
@@ -499,7 +491,7 @@ def test_hosts_check_reports_each_host_and_stack_without_a_cycle(hosts, tmp_path
     assert "not checked: lite20-gone" in out
     assert "lite20-nopy    FAILED" in out and "/no/python is not found" in out
     assert "Traceback" not in proc.stdout + proc.stderr
-    ok = _cli("--config", str(config), "hosts", "check", "hostA")
+    ok = auditor("--config", str(config), "hosts", "check", "hostA")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert _settled(lambda: _remote_dirs() <= before)
 
@@ -525,23 +517,23 @@ def test_moved_stack_is_a_fingerprint_change_and_history_filters_by_host(hosts, 
         {"hostA": a.host_table()},
         pair,
     )
-    first = _cli("--config", str(here), "--db", str(db), "audit", "--json")
+    first = auditor("--config", str(here), "--db", str(db), "audit", "--json")
     assert json.loads(first.stdout)["results"], first.stderr
-    second = _cli("--config", str(there), "--db", str(db), "audit", "--json")
+    second = auditor("--config", str(there), "--db", str(db), "audit", "--json")
     doc = json.loads(second.stdout)
     drift = [f for f in doc["findings"] if f["kind"] == "version-drift" and f["subject"] == "ms20"]
     assert drift, doc["findings"]
     paths = {c["path"] for c in drift[0]["details"]["changes"]}
     assert "host.machine_id" in paths or "connection" in paths, paths
     assert all(r["status"] == CONSISTENT for r in doc["results"])
-    text = _cli("--config", str(there), "--db", str(db), "history", "--host", "hostA", "--format", "csv")
+    text = auditor("--config", str(there), "--db", str(db), "history", "--host", "hostA", "--format", "csv")
     rows = text.stdout.strip().splitlines()
     assert len(rows) == 1 + len(doc["results"]), text.stdout + text.stderr
-    local = _cli("--config", str(there), "--db", str(db), "history", "--host", "local", "--format", "csv")
+    local = auditor("--config", str(there), "--db", str(db), "history", "--host", "local", "--format", "csv")
     assert len(local.stdout.strip().splitlines()) == 1 + 2 * len(doc["results"])  # lite20 is local in both
-    nowhere = _cli("--config", str(there), "--db", str(db), "history", "--host", "hostZ")
+    nowhere = auditor("--config", str(there), "--db", str(db), "history", "--host", "hostZ")
     assert "no host 'hostZ' in the history" in nowhere.stderr
-    report = _cli("--config", str(there), "--db", str(db), "audit")
+    report = auditor("--config", str(there), "--db", str(db), "audit")
     assert "on hostA" in report.stdout and "on local" in report.stdout
 
 

@@ -18,13 +18,13 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests import cli
 from tests.conftest import REPO, stack_python
 from tests.sshd import make_sshd, unavailable
 from tests.user_models import export_user_policy
@@ -38,15 +38,8 @@ is not the auditor's): everything else must be equal."""
 
 
 def auditor(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("AUDITOR_CONFIG", "AUDITOR_DB_URL")}
-    return subprocess.run(
-        [sys.executable, "-m", "auditor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=timeout,
-    )
+    """tests.cli.auditor with only the config named here: no AUDITOR_CONFIG or AUDITOR_DB_URL."""
+    return cli.auditor(*args, env={"AUDITOR_CONFIG": None, "AUDITOR_DB_URL": None}, timeout=timeout)
 
 
 def config_text(variant: str, base: Path, sshd) -> str:
@@ -203,7 +196,7 @@ def _daemon(config: Path, where: Path):
     db = where / "history.db"
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "auditor", "--config", str(config), "daemon"],
+            cli.auditor_argv("--config", str(config), "daemon"),
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=err,

@@ -6,10 +6,10 @@ anything and says nothing of them."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
+from tests.cli import auditor
 from tests.conftest import REPO
 from tests.user_models import export_user_policy
 
@@ -17,13 +17,7 @@ pytestmark = pytest.mark.stacks
 
 
 def config_check(config, *options: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "auditor", "--config", str(config), "config", "check", *options],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    done = auditor("--config", str(config), "config", "check", *options)
     assert "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
     return done
 

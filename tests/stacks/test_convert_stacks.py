@@ -19,6 +19,7 @@ from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.report.text import render_text
 from auditor.results import CONSISTENT, DRIFT, ERROR
+from tests.cli import auditor
 
 pytestmark = pytest.mark.stacks
 
@@ -220,7 +221,6 @@ def test_a_model_converted_before_it_is_served_and_a_served_file_against_its_sou
 
 def test_check_convert_in_the_gate(stacks, converted, tmp_path):
     import subprocess
-    import sys
 
     from tests.conftest import REPO
 
@@ -236,10 +236,7 @@ def test_check_convert_in_the_gate(stacks, converted, tmp_path):
     bad.write_text(text + '\n[stacks.lite20.convert]\nsave_type = "mindir"\n')
 
     def check(config: Path, *more: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "auditor", "--config", str(config), "check", "--model", str(export)]
-        return subprocess.run(
-            [*argv, "--stack", "lite20", *more], capture_output=True, text=True, timeout=600
-        )
+        return auditor("--config", str(config), "check", "--model", str(export), "--stack", "lite20", *more)
 
     ok = check(good, "--convert")
     assert ok.returncode == 0, ok.stdout + ok.stderr

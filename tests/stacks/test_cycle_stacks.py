@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from sqlalchemy import func, select
@@ -21,20 +19,10 @@ from auditor.extend.manager import Plugins, builtin_probes
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
-from tests.conftest import DEFAULT_CONFIG, REPO, DefaultRun, worker_pids
+from tests.cli import auditor
+from tests.conftest import DEFAULT_CONFIG, DefaultRun, worker_pids
 
 pytestmark = pytest.mark.stacks
-
-
-def _auditor(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "auditor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -278,7 +266,7 @@ def test_config_error_exits_2_with_every_problem(tmp_path):
         '[stacks.a]\nrole = "trainer"\nruntime = "mindspore"\npython = "/x"\n'
         '[[pairs]]\ntrain = "a"\ninfer = "b"\nprobes = ["nope"]\n'
     )
-    proc = _auditor("--config", str(bad), "--db", str(tmp_path / "h.db"), "audit")
+    proc = auditor("--config", str(bad), "--db", str(tmp_path / "h.db"), "audit")
     assert proc.returncode == 2
     assert "stacks.a.role: must be one of train, infer, not 'trainer'" in proc.stderr
     assert "pairs[0].infer: no stack named 'b'" in proc.stderr

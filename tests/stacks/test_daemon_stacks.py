@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
 from auditor.history.store import Store
+from tests.cli import auditor_argv
 from tests.conftest import REPO, stack_python, worker_pids
 
 pytestmark = pytest.mark.stacks
@@ -157,7 +158,7 @@ def alert_events(path: Path, key: str | None = None) -> list[tuple[str, str]]:
 
 def start_daemon(cfg: Path, db: Path, log: Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "auditor", "--config", str(cfg), "--db", str(db), "daemon"],
+        auditor_argv("--config", str(cfg), "--db", str(db), "daemon"),
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=log.open("w"),

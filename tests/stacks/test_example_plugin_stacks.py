@@ -5,7 +5,6 @@ their own results."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tomllib
@@ -14,21 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.cli import auditor
 from tests.conftest import DEFAULT_CONFIG, REPO
 
 pytestmark = pytest.mark.stacks
-AUDITOR = REPO / ".venv" / "bin" / "auditor"
+INSTALLED = (str(REPO / ".venv" / "bin" / "auditor"),)  # the script pip installed, as a user runs it
 BROKEN = REPO / "tests" / "plugin_fixtures" / "broken"
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AUDITOR), *args], capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
-    )
-
-
 def test_the_installed_example_is_listed(stacks: Path) -> None:
-    proc = run("--config", str(DEFAULT_CONFIG), "plugins", "--json")
+    proc = auditor("--config", str(DEFAULT_CONFIG), "plugins", "--json", program=INSTALLED)
     assert proc.returncode == 0, proc.stderr
     [example] = [p for p in json.loads(proc.stdout) if p["name"] == "discrete_policy"]
     assert example["source"] == "entry point (auditor-discrete-policy)"
@@ -60,7 +54,7 @@ def audit(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subpr
     )
     config = tmp / "auditor.toml"
     config.write_text("".join(lines))
-    proc = run("--config", str(config), "audit", "--json")
+    proc = auditor("--config", str(config), "audit", "--json", program=INSTALLED)
     assert proc.stdout.startswith("{"), proc.stderr
     return proc, json.loads(proc.stdout)
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
 
 from auditor.history.filters import utcnow
 from auditor.history.store import Store
-from tests.conftest import REPO, stack_python
+from tests.cli import auditor
+from tests.conftest import stack_python
 from tests.history_fixtures import generate_history
 
 pytestmark = pytest.mark.stacks
@@ -46,17 +44,6 @@ def config_text() -> str:
     )
 
 
-def auditor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "auditor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ},
-        timeout=900,
-    )
-
-
 @pytest.fixture(scope="module")
 def filled(stacks, tmp_path_factory):
     """Two real audits, then a day of generated history ten days earlier, in one database."""
@@ -66,7 +53,7 @@ def filled(stacks, tmp_path_factory):
     started = utcnow().replace(microsecond=0) - timedelta(seconds=1)
     audits = []
     for _ in range(2):
-        proc = auditor("--config", str(config), "--db", str(db), "audit", "--json")
+        proc = auditor("--config", str(config), "--db", str(db), "audit", "--json", timeout=900)
         assert proc.returncode in (0, 1), proc.stderr[-3000:]
         audits.append(json.loads(proc.stdout))
     store = Store.open(f"sqlite:///{db}")

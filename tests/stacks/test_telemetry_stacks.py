@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +27,7 @@ from auditor.history.filters import Filters
 from auditor.history.store import Store
 from auditor.report.html import render_report
 from auditor.report.text import render_text
+from tests.cli import auditor
 from tests.conftest import REPO
 from tests.npu_fakes import HOSTS, host_910b_8, write_npu_smi
 
@@ -163,15 +162,10 @@ def test_cli_sample_and_show(stacks, tmp_path: Path) -> None:
     text = text.replace('runtime = "mindspore-lite"', f'runtime = "mindspore-lite"\nnpu_smi = "{fake}"')
     cfg_path.write_text(text)
     db = tmp_path / "history.db"
-    env = {**os.environ}
-    run = lambda *a: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "auditor", "--config", str(cfg_path), "--db", str(db), *a],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=300,
-    )
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return auditor("--config", str(cfg_path), "--db", str(db), *a, timeout=300)
+
     sampled = run("telemetry", "sample")
     assert sampled.returncode == 1, sampled.stderr  # NPU 6 reaches limits, NPU 7 fails
     assert "NPU telemetry (stored)" in sampled.stdout and "npu6  312.4 W  91 °C" in sampled.stdout

@@ -47,8 +47,8 @@ UNAVAILABLE = Finding("stack-unavailable", "error", "ms20", "ms20/stack-unavaila
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def store(history_db):
+    s = Store.open(f"sqlite:///{history_db}")
     yield s
     s.close()
 

@@ -216,11 +216,11 @@ def test_check_input_errors_exit_2_before_any_worker(tmp_path: Path) -> None:
     assert not (tmp_path / "h.db").exists()
 
 
-def test_learned_operators_are_stored_and_read_back(tmp_path: Path) -> None:
+def test_learned_operators_are_stored_and_read_back(history_db: Path) -> None:
     from auditor.history.store import Store
     from auditor.results import CycleResult
 
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    store = Store.open(f"sqlite:///{history_db}")
     op = LearnedOperator("mindspore-lite", "2.0.0", "cpu", "StandardNormal", "schedule node return nullptr")
     for _ in range(2):  # learned again: one row, refreshed
         run_id = store.begin_run("test")

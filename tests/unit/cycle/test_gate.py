@@ -169,8 +169,8 @@ def test_the_exit_status_is_0_only_when_every_stack_is_ok() -> None:
     assert CheckReport("f", info, [], [], 0.0).exit_code == 1  # nothing checked is not an all-clear
 
 
-def test_the_history_finds_a_files_results_with_each_stacks_runtime(tmp_path: Path) -> None:
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_the_history_finds_a_files_results_with_each_stacks_runtime(history_db: Path) -> None:
+    store = Store.open(f"sqlite:///{history_db}")
     doc = {"runtime": {"runtime_package": "mindspore-lite", "runtime_version": "2.0.0"}}
     stacks = {
         "ms20": StackReport("ms20", "train", "mindspore", "/p", "cpu", "local", {"runtime": {}}),

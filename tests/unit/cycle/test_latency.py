@@ -97,8 +97,8 @@ def test_a_busy_box_that_moves_every_series_trips_no_regression():
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def store(history_db):
+    s = Store.open(f"sqlite:///{history_db}")
     yield s
     s.close()
 

@@ -226,8 +226,8 @@ def test_max_publication_age_belongs_to_a_stack_read_from_the_database():
     )
 
 
-def test_unchecked_goes_through_the_history_and_its_filters(tmp_path):
-    url = f"sqlite:///{tmp_path / 'h.db'}"
+def test_unchecked_goes_through_the_history_and_its_filters(history_db):
+    url = f"sqlite:///{history_db}"
     store = Store.open(url)
     missing = result(UNCHECKED, "model", "export/policy.mindir: no such file")
     run_id = store.begin_run("t.toml")

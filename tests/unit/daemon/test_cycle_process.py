@@ -16,10 +16,8 @@ from tests.unit.daemon.test_daemon import minimal
 
 
 @pytest.fixture
-def history(tmp_path):
-    url = f"sqlite:///{tmp_path / 'h.db'}"
-    Store.open(url).close()
-    return url
+def history(history_db):
+    return f"sqlite:///{history_db}"
 
 
 def runs(url: str) -> list[tuple[int, str, str | None]]:

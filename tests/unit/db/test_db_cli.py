@@ -117,9 +117,8 @@ def test_reads_and_checks_create_nothing(tmp_path):
     assert missing.is_file() and "upgraded" in out
 
 
-def test_current_on_a_database_from_a_newer_auditor(tmp_path):
-    path = tmp_path / "future.db"
-    Store.open(f"sqlite:///{path}").close()
+def test_current_on_a_database_from_a_newer_auditor(history_db):
+    path = history_db
     with sqlite3.connect(path) as c:
         c.execute("UPDATE alembic_version SET version_num = '9999_future' WHERE rowid = 1")
     code, _, err = run_cli("--db", str(path), "db", "current")
@@ -147,8 +146,9 @@ def test_upgrade_downgrade_round_trip(tmp_path):
 
 
 @pytest.fixture
-def history_db(tmp_path):
-    path = tmp_path / "h.db"
+def dated_history(history_db):
+    """A copy of the migrated template holding 60 days of runs, for prune."""
+    path = history_db
     store = Store.open(f"sqlite:///{path}")
     now = datetime.now().replace(microsecond=0)
     # 60 runs a day apart, the newest today, written by this host's auditor (prune's default)
@@ -168,42 +168,42 @@ def run_count(path) -> int:
         return c.execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
-def test_prune_command(history_db):
-    code, out, err = run_cli("--db", str(history_db), "db", "prune", "--keep-days", "30", "--dry-run")
+def test_prune_command(dated_history):
+    code, out, err = run_cli("--db", str(dated_history), "db", "prune", "--keep-days", "30", "--dry-run")
     assert code == 0, err
     assert out.startswith(f"would delete 30 run(s) of auditor {socket.gethostname()} started before ")
     assert "(keep_days = 30)" in out
     code, out, _ = run_cli(
-        "--db", str(history_db), "db", "prune", "--keep-days", "30", "--dry-run", "--auditor", "x"
+        "--db", str(dated_history), "db", "prune", "--keep-days", "30", "--dry-run", "--auditor", "x"
     )
     assert code == 0 and out.startswith("would delete 0 run(s) of auditor x ")
     code, out, _ = run_cli(
-        "--db", str(history_db), "db", "prune", "--keep-days", "30", "--dry-run", "--all-auditors"
+        "--db", str(dated_history), "db", "prune", "--keep-days", "30", "--dry-run", "--all-auditors"
     )
     assert code == 0 and out.startswith("would delete 30 run(s) started before ")
-    assert run_count(history_db) == 60
-    code, out, _ = run_cli("--db", str(history_db), "db", "prune", "--keep-days", "30", "--json")
+    assert run_count(dated_history) == 60
+    code, out, _ = run_cli("--db", str(dated_history), "db", "prune", "--keep-days", "30", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["runs"] == 30 and not doc["dry_run"] and doc["deleted"]["metrics"] > 0
-    assert run_count(history_db) == 30
-    code, out, _ = run_cli("--db", str(history_db), "db", "prune", "--keep-days", "0")
-    assert out.strip() == "keep_days is 0: every run is kept" and run_count(history_db) == 30
-    code, _, err = run_cli("--db", str(history_db), "db", "prune", "--keep-days", "-3")
+    assert run_count(dated_history) == 30
+    code, out, _ = run_cli("--db", str(dated_history), "db", "prune", "--keep-days", "0")
+    assert out.strip() == "keep_days is 0: every run is kept" and run_count(dated_history) == 30
+    code, _, err = run_cli("--db", str(dated_history), "db", "prune", "--keep-days", "-3")
     assert code == 2 and "--keep-days" in err
 
 
-def test_prune_reads_keep_days_from_the_config(history_db, tmp_path, monkeypatch):
+def test_prune_reads_keep_days_from_the_config(dated_history, tmp_path, monkeypatch):
     config = tmp_path / "auditor.toml"
     text = DEFAULT_CONFIG.read_text().replace("keep_days = 90", "keep_days = 10")
     assert "keep_days = 10" in text
-    config.write_text(text.replace('url = ""', f'url = "sqlite:///{history_db}"'))
+    config.write_text(text.replace('url = ""', f'url = "sqlite:///{dated_history}"'))
     code, out, err = run_cli("--config", str(config), "db", "prune")
     assert code == 0, err
     assert "(keep_days = 10)" in out and out.startswith("deleted 50 run(s)")
-    assert run_count(history_db) == 10
+    assert run_count(dated_history) == 10
     # with --db and no config anywhere, the default (90 days) applies
     monkeypatch.chdir(tmp_path / "..")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "nowhere"))
     monkeypatch.delenv("AUDITOR_CONFIG", raising=False)
-    code, out, _ = run_cli("--db", str(history_db), "db", "prune", "--dry-run")
+    code, out, _ = run_cli("--db", str(dated_history), "db", "prune", "--dry-run")
     assert code == 0 and "(keep_days = 90)" in out and "would delete 0 run(s)" in out

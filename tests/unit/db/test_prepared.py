@@ -19,9 +19,9 @@ R, P, M, L = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path):
+def store(request):
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'h.db'}"
+        url = f"sqlite:///{request.getfixturevalue('history_db')}"
     else:
         url = request.getfixturevalue("postgres_url")
     s = Store.open(url)
@@ -73,10 +73,10 @@ def test_same_rows_as_sqlalchemy(store):
     assert {type(r[6]) for r in usual} == {float, type(None)}  # (results without metrics)
 
 
-def test_damaged_values_read_as_the_column_types_read_them(tmp_path):
+def test_damaged_values_read_as_the_column_types_read_them(history_db):
     """SQLite stores anything anywhere: a text time, a number as text, a blob message, an
     integer pair. Both paths read them alike (None and a note, or converted text)."""
-    s = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    s = Store.open(f"sqlite:///{history_db}")
     generate_history(s.engine, 6, start=START, seed=3)
     with s.engine.begin() as conn:
         newest = conn.scalar(text("SELECT max(id) FROM runs"))

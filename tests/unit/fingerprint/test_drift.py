@@ -192,8 +192,8 @@ def store_runs(store: Store, docs: list[dict | None], stack: str = "ms20", host:
     return ids
 
 
-def test_previous_fingerprint_skips_runs_without_one(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_previous_fingerprint_skips_runs_without_one(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     assert store.previous_fingerprint("local", "ms20") is None
     first, second, _ = store_runs(store, [document(), None, document(driver__version="25.0")])
     store_runs(store, [document()], host="other-host")  # same name, another host
@@ -203,8 +203,8 @@ def test_previous_fingerprint_skips_runs_without_one(tmp_path):
     assert store.previous_fingerprint("local", "nope") is None
 
 
-def test_drift_history_lists_each_change_once(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_drift_history_lists_each_change_once(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     v1, v2 = document(), document(framework__mindspore__version="2.10.0", cann__compiler_version="8.3")
     ids = store_runs(store, [v1, v1, None, v2, v2, copy.deepcopy(v1)])
     entries = drift_history(store, "ms20")
@@ -220,8 +220,8 @@ def test_drift_history_lists_each_change_once(tmp_path):
     ]
 
 
-def test_drift_command(tmp_path):
-    db = tmp_path / "h.db"
+def test_drift_command(history_db):
+    db = history_db
     store = Store.open(f"sqlite:///{db}")
     ids = store_runs(
         store, [document(), document(driver__version="25.0.rc1.1"), document(driver__version="25.3")]
@@ -254,21 +254,21 @@ def failed_document() -> dict:
     }
 
 
-def test_previous_fingerprint_is_the_last_good_one_not_a_failed_collection(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_previous_fingerprint_is_the_last_good_one_not_a_failed_collection(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     good, _ = store_runs(store, [document(), failed_document()])
     run_id, digest, doc = store.previous_fingerprint("local", "ms20")
     assert (run_id, digest) == (good, fingerprint_digest(document()))
     assert "fingerprint_error" not in doc
 
 
-def test_drift_history_skips_failed_collections(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_drift_history_skips_failed_collections(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     ids = store_runs(store, [document(), failed_document(), document()])
     assert [e["run_id"] for e in drift_history(store, "ms20")] == [ids[0]]
 
 
-def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(tmp_path):
+def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(history_db):
     from auditor.cycle.cycle import stack_report
     from auditor.stacks.session import StackSession as _Session
 
@@ -283,17 +283,16 @@ def test_a_failed_fingerprint_is_not_stored_and_makes_the_run_an_error(tmp_path)
     now = time.time()
     result = CycleResult(now, now, "t", {"ms20": report}, [], [])
     assert result.outcome == "error"
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    store = Store.open(f"sqlite:///{history_db}")
     store.finish_run(store.begin_run("t"), result, {})
     assert store.fingerprint_history("ms20") == []
 
 
-def test_drift_of_a_stack_nobody_knows_is_a_usage_error(tmp_path, monkeypatch):
+def test_drift_of_a_stack_nobody_knows_is_a_usage_error(tmp_path, history_db, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no ./auditor.toml: only the history names stacks
     monkeypatch.delenv("AUDITOR_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    db = tmp_path / "h.db"
-    Store.open(f"sqlite:///{db}").close()  # a history that exists, and knows no such stack
+    db = history_db  # a history that exists, and knows no such stack
     out = CliRunner().invoke(cli, ["--db", str(db), "drift", "ms2O"])
     assert out.exit_code == 2, out.output
     assert "no stack 'ms2O' in the history or the config" in out.output

@@ -144,9 +144,9 @@ def test_findings_once_per_side_with_severity():
 
 
 @pytest.fixture
-def store(db_url):
-    """An empty history: an SQLite file, then a PostgreSQL database (conftest.db_url)."""
-    s = Store.open(db_url)
+def store(history_url):
+    """An empty history: an SQLite file, then a PostgreSQL database (conftest.history_url)."""
+    s = Store.open(history_url)
     yield s
     s.close()
 

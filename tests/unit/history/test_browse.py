@@ -7,10 +7,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 from datetime import datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import create_engine, text
 
 from auditor.cli.main import cli
 from auditor.history.store import Store
@@ -21,8 +23,9 @@ A, B = "train-zone", "infer-zone"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
+def db(tmp_path_factory, history_template):
     path = tmp_path_factory.mktemp("browse") / "h.db"
+    shutil.copyfile(history_template, path)
     store = Store.open(f"sqlite:///{path}")
     start = datetime(2026, 3, 1)
     generate_history(store.engine, RUNS, start=start, host=A, models=("policy",), error_rate=0, abort_rate=0)
@@ -142,10 +145,6 @@ def test_show_names_a_models_golden_side(db):
 def test_the_commands_that_used_to_raise_say_one_line(db, tmp_path):
     """`db prune --keep-days 99999999999` (a date before year 1) and `trend` on a run whose
     started_at is empty (a hand-edited or damaged row) used to end in a traceback."""
-    import shutil
-
-    from sqlalchemy import create_engine, text
-
     result = CliRunner().invoke(cli, ["--db", db, "db", "prune", "--keep-days", "99999999999", "--dry-run"])
     assert result.exit_code == 2 and "Traceback" not in result.output + result.stderr
     assert "--keep-days" in result.stderr

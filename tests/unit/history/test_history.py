@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import math
+import shutil
 import sqlite3
 from datetime import datetime, timedelta
 
@@ -67,8 +68,9 @@ def _generate(store: Store):
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def gen(request, tmp_path_factory):
+def gen(request, tmp_path_factory, history_template):
     path = tmp_path_factory.mktemp("hist") / "history.db"
+    shutil.copyfile(history_template, path)
     store = Store.open(f"sqlite:///{path}")
     info = _generate(store)
     if request.param == "postgresql":
@@ -548,8 +550,8 @@ def test_fingerprint_changes(gen):
     assert c.old_digest != c.new_digest
 
 
-def test_fingerprint_outage_is_not_a_change(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_fingerprint_outage_is_not_a_change(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     generate_history(store.engine, 20, start=START, upgrade_at=None)
     with store.engine.begin() as conn:  # lite20 could not be fingerprinted in run 10
         conn.execute(
@@ -679,8 +681,8 @@ def test_trend_unknown_metric(gen):
 # -- statistics and plans ---------------------------------------------------------------------------------
 
 
-def test_refresh_statistics_and_indexed_plans(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_refresh_statistics_and_indexed_plans(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     generate_history(store.engine, 400, start=START, **SHAPE)
     with store.engine.connect() as conn:
         assert h.refresh_statistics(conn)  # grew from empty: stale
@@ -784,11 +786,11 @@ def test_latency_trend_limit_matches_ranking_every_row(gen, metric):
         assert len(got) >= 2
 
 
-def test_series_walk_plan_does_not_depend_on_planner_statistics(tmp_path):
+def test_series_walk_plan_does_not_depend_on_planner_statistics(history_db):
     """Every table of the walk is reached through an index, runs first, with the planner's
     statistics and without them (SQLite without statistics once started a join from the
     metric name and read a tenth of the metric table per series)."""
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    store = Store.open(f"sqlite:///{history_db}")
     generate_history(store.engine, 40, start=START, **SHAPE)
     statements: list[tuple[str, tuple]] = []
 
@@ -828,8 +830,8 @@ def test_series_walk_plan_does_not_depend_on_planner_statistics(tmp_path):
     store.close()
 
 
-def test_store_lists_the_series_of_a_run(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_store_lists_the_series_of_a_run(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     generate_history(store.engine, 3, start=START)
     with store.engine.connect() as conn:
         listed = conn.execute(text("SELECT count(*) FROM series")).scalar()
@@ -852,8 +854,8 @@ def test_store_lists_the_series_of_a_run(tmp_path):
     store.close()
 
 
-def test_series_no_metric_has_any_more_are_forgotten(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_series_no_metric_has_any_more_are_forgotten(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     generate_history(store.engine, 5, start=START)
     with store.engine.begin() as conn:
         before = conn.execute(text("SELECT count(*) FROM series")).scalar()

@@ -1,5 +1,5 @@
 """Retention (auditor.history.retention): what a prune deletes, keeps and clears, in one transaction.
-On SQLite and on PostgreSQL (the ``db_url`` fixture); expected counts come from hand-written SQL."""
+On SQLite and on PostgreSQL (the ``history_url`` fixture); expected counts come from hand-written SQL."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ NOW = START + timedelta(days=3)  # keep_days=2 keeps the runs from Jan 2 00:00 o
 
 
 @pytest.fixture
-def store(db_url):
-    s = Store.open(db_url)
+def store(history_url):
+    s = Store.open(history_url)
     yield s
     s.close()
 

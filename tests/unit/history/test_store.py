@@ -59,13 +59,15 @@ TABLES = {
 
 @pytest.fixture
 def url(db_url) -> str:
-    """An empty history database: an SQLite file, then a PostgreSQL database (conftest.db_url)."""
+    """A new, unmigrated history database for the tests of opening and migrating: an SQLite
+    file, then a PostgreSQL database (conftest.db_url)."""
     return db_url
 
 
 @pytest.fixture
-def store(url):
-    s = Store.open(url)
+def store(history_url):
+    """An empty, up-to-date history: a copy of the migrated SQLite template, then PostgreSQL."""
+    s = Store.open(history_url)
     yield s
     s.close()
 
@@ -165,12 +167,16 @@ def cycle_result(infer_fp: dict | None = None, artifact: Artifact | None = None)
 # -- opening and migrating ------------------------------------------------------------------------
 
 
-def test_open_creates_schema_at_head(store, tmp_path, backend):
-    if backend == "sqlite":
-        assert (tmp_path / "db" / "history.db").is_file()  # parent directory created
-    assert store.current_revision() == HEAD
-    assert store.head_revision() == HEAD
-    assert set(inspect(store.engine).get_table_names()) == TABLES
+def test_open_creates_schema_at_head(url, tmp_path, backend):
+    store = Store.open(url)
+    try:
+        if backend == "sqlite":
+            assert (tmp_path / "db" / "history.db").is_file()  # parent directory created
+        assert store.current_revision() == HEAD
+        assert store.head_revision() == HEAD
+        assert set(inspect(store.engine).get_table_names()) == TABLES
+    finally:
+        store.close()
 
 
 def test_open_twice_keeps_data(url):

@@ -1,6 +1,6 @@
 """NPU telemetry in the history database (auditor.history.telemetry): written with a run or on
 its own, read back newest-N and by time range, the worst value since a time, and pruned by
-age per auditor. On SQLite and PostgreSQL (the ``db_url`` fixture)."""
+age per auditor. On SQLite and PostgreSQL (the ``history_url`` fixture)."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def host_sample(host: str, minutes: float, temp: float, busy: float = 0.0) -> Ho
 
 
 @pytest.fixture
-def store(db_url):
-    s = Store.open(db_url, auditor_id="a1")
+def store(history_url):
+    s = Store.open(history_url, auditor_id="a1")
     yield s
     s.close()
 
@@ -92,8 +92,8 @@ def test_a_cycle_stores_its_samples_in_its_run(store: Store) -> None:
     assert temp.points == [(T0, 55.0)] and temp.auditor_id == "a1"
 
 
-def test_retention_prunes_by_age_and_only_its_own_auditors_points(store: Store, db_url: str) -> None:
-    other = Store.open(db_url, auditor_id="a2")
+def test_retention_prunes_by_age_and_only_its_own_auditors_points(store: Store, history_url: str) -> None:
+    other = Store.open(history_url, auditor_id="a2")
     try:
         for day in range(5):
             minutes = day * 24 * 60
@@ -114,7 +114,7 @@ def test_retention_prunes_by_age_and_only_its_own_auditors_points(store: Store, 
         other.close()
 
 
-def test_show_narrows_to_auditors_and_writes_csv(store: Store, db_url: str) -> None:
+def test_show_narrows_to_auditors_and_writes_csv(store: Store, history_url: str) -> None:
     """`auditor telemetry show --auditor ID --format csv`: a row per point of that auditor's
     series only, under a header; JSON the same series with their points."""
     import csv
@@ -129,7 +129,7 @@ def test_show_narrows_to_auditors_and_writes_csv(store: Store, db_url: str) -> N
         th.store_samples(store.engine, "a1", [host_sample("box", minute, 40.0 + minute)])
         th.store_samples(store.engine, "a2", [host_sample("box", minute, 70.0)])
     runner = CliRunner()
-    args = ["--db", db_url, "telemetry", "show", "--metric", "temperature_c", "--auditor", "a1"]
+    args = ["--db", history_url, "telemetry", "show", "--metric", "temperature_c", "--auditor", "a1"]
     done = runner.invoke(cli, [*args, "--format", "csv"])
     assert done.exit_code == 0, done.output
     rows = list(csv.DictReader(io.StringIO(done.stdout)))

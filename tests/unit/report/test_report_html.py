@@ -89,8 +89,9 @@ def decode_png(src: str) -> Image.Image:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
+def db(tmp_path_factory, history_template):
     path = tmp_path_factory.mktemp("report") / "history.db"
+    shutil.copyfile(history_template, path)
     store = Store.open(f"sqlite:///{path}")
     info = generate_history(store.engine, RUNS, start=START)
     with store.engine.begin() as conn:
@@ -261,8 +262,8 @@ def test_report_escapes_everything(db, tmp_path):
     assert len(parse(doc).imgs) == 4
 
 
-def test_report_without_alert_data(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+def test_report_without_alert_data(history_db):
+    store = Store.open(f"sqlite:///{history_db}")
     generate_history(store.engine, 10, start=START)
     with store.engine.begin() as conn:  # a database whose schema has no alert engine's tables
         conn.execute(text("DROP TABLE alert_deliveries"))
@@ -271,7 +272,7 @@ def test_report_without_alert_data(tmp_path):
     from auditor.history.filters import Filters
     from auditor.report.html import render_report
 
-    store = Store(f"sqlite:///{tmp_path / 'h.db'}")
+    store = Store(f"sqlite:///{history_db}")
     with store.engine.connect() as conn:
         html_text, summary = render_report(conn, Filters(limit=None))
     store.close()
@@ -279,11 +280,10 @@ def test_report_without_alert_data(tmp_path):
     assert "no alert data: the database has no alerts table" in html_text
 
 
-def test_report_errors(tmp_path, db):
+def test_report_errors(tmp_path, db, history_db):
     code, _, err = report(tmp_path / "missing.db", tmp_path / "r.html")
     assert code == 2 and "no history database at" in err and not (tmp_path / "missing.db").exists()
-    Store.open(f"sqlite:///{tmp_path / 'empty.db'}").close()
-    code, _, err = report(tmp_path / "empty.db", tmp_path / "r.html")
+    code, _, err = report(history_db, tmp_path / "r.html")  # an empty, up-to-date history
     assert code == 2 and "no runs yet" in err and not (tmp_path / "r.html").exists()
     path, _ = db
     code, _, err = report(path, tmp_path / "r.html", "--metric", "max_abz")
@@ -407,8 +407,7 @@ def browser_check(page_path, tmp_path) -> dict:
     return result
 
 
-def scale_db(tmp_path, runs: int, interval: timedelta):
-    path = tmp_path / f"h{runs}.db"
+def scale_db(path, runs: int, interval: timedelta):
     store = Store.open(f"sqlite:///{path}")
     info = generate_history(store.engine, runs, start=START, interval=interval, variants=("fp32",))
     store.close()
@@ -416,10 +415,10 @@ def scale_db(tmp_path, runs: int, interval: timedelta):
 
 
 @pytest.mark.parametrize(("runs", "interval"), [(3, timedelta(minutes=20)), (10_000, timedelta(minutes=1))])
-def test_plots_from_3_to_10000_runs_load_and_decode_in_chromium(tmp_path, runs, interval):
+def test_plots_from_3_to_10000_runs_load_and_decode_in_chromium(tmp_path, history_db, runs, interval):
     from auditor.report.html import MAX_DRAWN
 
-    path, info = scale_db(tmp_path, runs, interval)
+    path, info = scale_db(history_db, runs, interval)
     out = tmp_path / "report.html"
     code, stdout, stderr = report(path, out)
     assert code == 0, stderr
