@@ -187,3 +187,19 @@ def history_url(backend: str, request) -> str:
     if backend == "postgresql":
         return request.getfixturevalue("postgres_url")
     return f"sqlite:///{request.getfixturevalue('history_db')}"
+
+
+SPREAD = frozenset({"tests/stacks/test_bench_stacks.py"})
+"""Files whose tests share no module fixture: spread over the xdist workers test by test."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With pytest-xdist (``-n N --dist loadgroup``, as `make test` runs), a file's tests stay on
+    one worker so that its module fixtures (often a whole cycle) run once; files that must share
+    a worker say so with ``pytest.mark.xdist_group`` (the session's default cycle, the tests that
+    mount a private /etc)."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if item.get_closest_marker("xdist_group") is None and path not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(path))

@@ -184,4 +184,5 @@ def test_daemon_soak_is_flat_and_leaves_nothing(stacks, tmp_path, capsys):
     first, later = figures.samples[1], figures.samples[2:]
     assert min(s["fds"] for s in later) <= first["fds"], figures.samples
     assert min(s["threads"] for s in later) <= first["threads"], figures.samples
-    assert min(s["children"] for s in later) == 0, figures.samples
+    # one cycle child at a time (the next may be running already): a leak makes it grow
+    assert max(s["children"] for s in later) <= 1, figures.samples

@@ -18,7 +18,7 @@ from auditor.history.store import Store
 from tests.cli import auditor_argv
 from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 
-pytestmark = pytest.mark.stacks
+pytestmark = [pytest.mark.stacks, pytest.mark.xdist_group("default-run")]
 
 
 def _default_sigint() -> None:

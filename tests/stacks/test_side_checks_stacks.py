@@ -24,11 +24,15 @@ from __future__ import annotations
 import copy
 import json
 import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 
+from auditor.compare.golden import read_golden
 from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
+from auditor.cycle.saved_outputs import side_path
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.history import queries as history
@@ -40,6 +44,15 @@ from auditor.results import CONSISTENT
 pytestmark = pytest.mark.stacks
 
 STD = math.exp(-0.5)
+RUN_OUTPUTS: dict[str, Path] = {}
+"""Where the module's cycle saved each side's outputs (``audit --save-outputs``)."""
+
+
+def lite_fp16_std() -> np.ndarray:
+    """lite20's std of the tanh-fp16 variant, as the cycle saved it (its seeded inputs)."""
+    path = side_path(RUN_OUTPUTS["root"], "ms20->lite20", "ppo_policy", "tanh-fp16", "infer")
+    golden = read_golden(path)
+    return np.asarray(golden.outputs[golden.output_names.index("std")], dtype=np.float64)
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +90,13 @@ def run(stacks, tmp_path_factory, default_doc):
         probe_variants={n: p.variants for n, p in probes.items()},
     )
     store = Store.open(db)
-    cycle = Cycle(config, probes, plugins.runtimes(), history=store)
+    saved = tmp_path_factory.mktemp("side-outputs")
+    cycle = Cycle(config, probes, plugins.runtimes(), history=store, save_outputs=saved)
     run_id = store.begin_run("<test>")
     result = cycle.run()
     store.finish_run(run_id, result, cycle.artifacts)
     result.run_id = run_id
+    RUN_OUTPUTS["root"] = saved
     yield result, store
     store.close()
 
@@ -166,12 +181,18 @@ def test_reference_stacks_raise_only_real_per_side_properties(run):
     checks it breaks; its -inf log-probability is the std's consequence, not a finding."""
     result, _ = run
     found = {f.details["output"]: f for f in _findings(result, "invariant", "ppo_policy")}
-    assert set(found) == {"fc0", "std"}
-    assert _stacks(found["std"]) == {"lite20"} and ("lite20", "tanh-fp16") in _where(found["std"])
-    assert found["std"].key == "ppo_policy/invariant/std/positive"
-    assert (
-        not float(found["std"].details["value"]) > 0 and "lite20 computed std =" in found["std"].message
-    )  # 0 or NaN
+    # Lite 2.0's fp16 std is garbage that is not always <= 0 (0, small negatives, measured run to
+    # run): where the cycle's own saved outputs hold one, the finding must be there.
+    std = lite_fp16_std()
+    assert "fc0" in found and set(found) <= {"fc0", "std"}
+    if not (std > 0).all():
+        assert "std" in found, std.min()
+    if "std" in found:
+        assert _stacks(found["std"]) == {"lite20"} and ("lite20", "tanh-fp16") in _where(found["std"])
+        assert found["std"].key == "ppo_policy/invariant/std/positive"
+        assert (
+            not float(found["std"].details["value"]) > 0 and "lite20 computed std =" in found["std"].message
+        )  # 0, negative or NaN
     assert _stacks(found["fc0"]) == {"ms210", "ms210-graph"}
     assert {v for _, v in _where(found["fc0"])} == {"fp32", "tanh-fp32"}
     hazards = [f for f in _findings(result, "nan-hazard", "ppo_policy")]
