@@ -275,24 +275,6 @@ def diagnose(
         operator = found.operator
         if form.kind == GRAPH and operator == "data":
             operator = None  # "the node Default/data-0 is not output node": a constant output
-        if phase == EXPORT:
-            summary = f"{error.stack} ({name}) cannot export operator {operator}: {words}"
-            remedy = (
-                f"replace {operator} in the network by operators the exporter writes, or serve the model "
-                "in a format it writes"
-            )
-            return Diagnosis(
-                UNSUPPORTED,
-                phase,
-                summary,
-                remedy,
-                operator,
-                form.kind,
-                form.name,
-                words,
-                teaches=False,
-                **base,
-            )
         # A first-call failure of MindSpore on a file of its own release: no kernel for it.
         kind = OPERATOR if form.kind == FIRST_CALL and not cross else form.kind
         on = f" at operator {operator}" if operator else ""
@@ -300,21 +282,18 @@ def diagnose(
             on += " (a node the runtime made from the file's operators)"
         if words and words not in lines:
             on += f" ({words})"  # the runtime's exception: shown nowhere else
-        if cross:
-            summary = f"{who} {how}{on}: {of_file} on {name}, another release"
-            return Diagnosis(
-                INCOMPATIBLE,
-                phase,
-                summary,
-                pair_remedy,
-                operator,
-                kind,
-                form.name,
-                words,
-                teaches=form.learned,
-                **base,
+        status, teaches = UNSUPPORTED, form.learned
+        if phase == EXPORT:
+            kind, teaches = form.kind, False
+            summary = f"{error.stack} ({name}) cannot export operator {operator}: {words}"
+            remedy = (
+                f"replace {operator} in the network by operators the exporter writes, or serve the model "
+                "in a format it writes"
             )
-        if kind == GRAPH:
+        elif cross:
+            status = INCOMPATIBLE
+            summary, remedy = f"{who} {how}{on}: {of_file} on {name}, another release", pair_remedy
+        elif kind == GRAPH:
             summary = f"{who} {how}{on}: the graph's shape is one the runtime cannot take"
             remedy = form.remedy
         else:
@@ -322,16 +301,7 @@ def diagnose(
             summary = f"{who} {how}: it cannot {verb} operator {operator}" if operator else f"{who} {how}"
             remedy = _operator_remedy(operator or "the operator its log names", name)
         return Diagnosis(
-            UNSUPPORTED,
-            phase,
-            summary,
-            remedy,
-            operator,
-            kind,
-            form.name,
-            words,
-            teaches=form.learned,
-            **base,
+            status, phase, summary, remedy, operator, kind, form.name, words, teaches=teaches, **base
         )
 
     # No form names a cause. The measured table may know which operator of the file fails here.
