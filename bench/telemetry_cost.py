@@ -67,9 +67,7 @@ def cycle_seconds(folder: Path, quick: bool) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="5 samples; the cycle on one pair (ms20->lite20) without rollouts"
-    )
+    parser.add_argument("--quick", action="store_true", help="5 samples; a one-pair cycle without rollouts")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument(
         "--cycle-seconds", type=float, help="the default cycle's wall time, if already measured"
