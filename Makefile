@@ -13,13 +13,14 @@ demo: setup
 	  if [ $$rc -eq 1 ]; then echo "(exit status 1: the audit found drift or an incompatibility, shown above)"; \
 	  elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
-# The suite runs on TEST_WORKERS processes (pytest-xdist; a file's tests stay on one worker, so
-# its module fixtures run once: tests/conftest.py). TEST_WORKERS=0 runs it in this process.
+# The suite runs on TEST_WORKERS processes (pytest-xdist, --dist loadfile: a file's tests stay
+# on one worker, so its module fixtures, often a whole cycle, run once). TEST_WORKERS=0 runs it
+# in this process.
 TEST_WORKERS ?= 2
 test: setup
 	.venv/bin/ruff check .
 	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 \
-	  -n $(TEST_WORKERS) --dist loadgroup
+	  -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	.venv/bin/ruff check .

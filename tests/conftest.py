@@ -130,18 +130,11 @@ def db_url(backend: str, tmp_path: Path, request) -> str:
 class DefaultRun:
     """`auditor audit` on the shipped config, once for the whole test run: its process (exit
     status, the text report on stdout), the same result as JSON (``--json-file``) and the
-    history database it was stored in (copy it with ``history_copy`` before writing to it)."""
+    history database it was stored in (copy it before writing to it)."""
 
     proc: subprocess.CompletedProcess[str]
     doc: dict
     db: Path
-
-    def history_copy(self, folder: Path) -> Path:
-        """A private copy of the run's history database in ``folder``."""
-        folder.mkdir(parents=True, exist_ok=True)
-        copy = folder / "history.db"
-        shutil.copyfile(self.db, copy)
-        return copy
 
 
 @pytest.fixture(scope="session")
@@ -187,19 +180,3 @@ def history_url(backend: str, request) -> str:
     if backend == "postgresql":
         return request.getfixturevalue("postgres_url")
     return f"sqlite:///{request.getfixturevalue('history_db')}"
-
-
-SPREAD = frozenset({"tests/stacks/test_bench_stacks.py"})
-"""Files whose tests share no module fixture: spread over the xdist workers test by test."""
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With pytest-xdist (``-n N --dist loadgroup``, as `make test` runs), a file's tests stay on
-    one worker so that its module fixtures (often a whole cycle) run once; files that must share
-    a worker say so with ``pytest.mark.xdist_group`` (the session's default cycle, the tests that
-    mount a private /etc)."""
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        if item.get_closest_marker("xdist_group") is None and path not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(path))

@@ -16,6 +16,7 @@ bash inside it; the test reads what SCRIPT prints.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -71,7 +72,19 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``script`` (bash) in a fresh namespace where the folders ``private`` are the
     scenario's own; their mount points are created on the machine when missing (empty
-    folders) and removed again afterwards."""
+    folders) and removed again afterwards. One scenario at a time on the machine (a lock
+    file), as the mount points are shared and the suite runs on several workers."""
+    with LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _run(script, work, timeout, private)
+
+
+LOCK = Path("/tmp/auditor-tests-service-host.lock")
+
+
+def _run(
+    script: str, work: Path, timeout: float, private: tuple[str, ...]
+) -> subprocess.CompletedProcess[str]:
     made = [p for p in private if not Path(p).exists()]
     for p in made:
         Path(p).mkdir(parents=True)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -15,10 +17,10 @@ from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
 from auditor.history.store import Store
-from tests.cli import auditor_argv
+from tests.cli import auditor, auditor_argv
 from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 
-pytestmark = [pytest.mark.stacks, pytest.mark.xdist_group("default-run")]
+pytestmark = pytest.mark.stacks
 
 
 def _default_sigint() -> None:
@@ -43,9 +45,22 @@ def _workers_of(pid: int) -> list[int]:
     return worker_pids(parent=pid)
 
 
+@pytest.fixture(scope="module")
+def earlier_run(stacks, tmp_path_factory) -> Path:
+    """A history holding one complete run (one pair, one probe: any complete run will do)."""
+    db = tmp_path_factory.mktemp("earlier") / "h.db"
+    done = auditor(
+        "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--pair", "ms20->lite20",
+        "--probe", "obs_normalizer",
+    )  # fmt: skip
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr[-3000:]
+    return db
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(default_run, tmp_path, signum):
-    db = default_run.history_copy(tmp_path)  # a complete default cycle stored before
+def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(earlier_run, tmp_path, signum):
+    db = tmp_path / "h.db"
+    shutil.copyfile(earlier_run, db)  # a complete run stored before
     store = Store.open(f"sqlite:///{db}")
     with Session(store.engine) as s:
         before = s.scalar(select(func.count()).select_from(m.MetricRow))

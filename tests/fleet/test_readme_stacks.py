@@ -36,7 +36,7 @@ from tests.conftest import REPO, stack_python
 from tests.sshd import free_port, unavailable
 from tests.user_models import export_user_policy
 
-pytestmark = [pytest.mark.stacks, pytest.mark.xdist_group("service-host")]
+pytestmark = pytest.mark.stacks
 
 README = REPO / "README.md"
 

@@ -22,7 +22,7 @@ from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
 from tests.cli import auditor
 from tests.conftest import DEFAULT_CONFIG, DefaultRun, worker_pids
 
-pytestmark = [pytest.mark.stacks, pytest.mark.xdist_group("default-run")]
+pytestmark = pytest.mark.stacks
 
 
 @pytest.fixture(scope="module")

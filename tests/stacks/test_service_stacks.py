@@ -19,7 +19,7 @@ import pytest
 from tests import service_host
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.stacks, pytest.mark.xdist_group("service-host")]
+pytestmark = pytest.mark.stacks
 
 START_AS_SYSTEMD = r"""
 import json, os, pwd, signal, sqlite3, subprocess, sys, time
