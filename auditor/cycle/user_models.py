@@ -309,16 +309,16 @@ class ModelSuite:
         if not sources:
             return []
         model = plan.model
+        names = self._output_names(plan, len(sources))
+        declared = invariants.from_graph(sources, names)
+        if not declared.invariants:
+            return []
         input_names = [spec.name for spec in model.inputs] or [t.name for t in (plan.info.inputs or ())]
         label = "golden" if plan.golden is not None else "configured"
         found: list[Finding] = []
         for stack, side in sides.items():
             if side.outputs is None or len(side.outputs) != len(sources):
                 continue  # the graph does not say which output is which
-            names = self._output_names(plan, len(side.outputs))
-            declared = invariants.from_graph(sources, names)
-            if not declared.invariants:
-                return []
             run = invariants.SideRun(label, list(plan.inputs), [np.asarray(o) for o in side.outputs])
             found += invariants.check_side(stack, model.name, VARIANT, declared, names, input_names, 0, [run])
         return found
