@@ -452,8 +452,9 @@ def _counted(lines: Sequence[Line]) -> str:
 
 
 def _consistent(block: Block) -> str | None:
+    """Beside failing lines, two or more consistent ones in one ("the others")."""
     lines = [ln for ln in block.lines if ln.status == CONSISTENT]
-    return _counted(lines) if len(lines) >= 2 else None
+    return _counted(lines) if 2 <= len(lines) < len(block.lines) else None
 
 
 def _same_as(block: Block) -> None:

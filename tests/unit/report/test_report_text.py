@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -22,7 +23,7 @@ from auditor.results import (
     ProbeResult,
     StackReport,
 )
-from tests.report_fixtures import MINDIR, STANDARD_NORMAL, failing_cycle, passing_cycle
+from tests.report_fixtures import MINDIR, STANDARD_NORMAL, failing_cycle, passing_cycle, probe_result
 
 REASON = "lite20 cannot load the MindIR exported by ms210: the file has MindIR version 3"
 
@@ -237,3 +238,20 @@ def test_a_model_result_names_its_golden_side_and_samples() -> None:
     assert "model policy: golden → lite20" in text and "64 samples compared with golden" in text
     assert "train" not in text.split("Outcome")[0].split("model policy")[1]
     assert "p50 golden -" in render_text(_cycle(r), verbose=True)
+
+
+def test_the_others_line_stands_only_beside_failing_lines() -> None:
+    """One consistent variant and its rollout are shown as they are; beside a failure, two or
+    more consistent lines are counted in one."""
+    cycle = failing_cycle()
+    rollout = cycle.rollouts[0]
+    fine = probe_result(rollout.pair, "ppo_policy", "fp32")
+    bad = _result("fp16", DRIFT, "mean: 4/4 out", 2.0)
+    bad = dataclasses.replace(bad, pair=rollout.pair, train=rollout.train, infer=rollout.infer)
+    (alone,) = summarize(dataclasses.replace(cycle, results=[fine], rollouts=[rollout], findings=[])).blocks
+    assert alone.folded is None and alone.rest is None and len(alone.lines) == 2
+    (mixed,) = summarize(
+        dataclasses.replace(cycle, results=[fine, bad], rollouts=[rollout], findings=[])
+    ).blocks
+    assert mixed.rest == "1 probe variant (1 bitwise equal) and the rollout"
+    assert "  the others " in render_text(dataclasses.replace(cycle, results=[fine, bad], rollouts=[rollout]))
