@@ -8,8 +8,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tests.conftest import REPO
-
+REPO = Path(__file__).resolve().parent.parent
+"""The checkout (tests/conftest.py imports this module, so it cannot import conftest)."""
 PYTHON_M_AUDITOR = (sys.executable, "-m", "auditor")
 
 

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,8 @@ import pytest
 from auditor.common.paths import stacks_dir
 from auditor.history.store import Store
 from tests import postgres_server
+from tests.cli import REPO, auditor
 
-REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "auditor.toml"
 STACK_NAMES = ("ms210", "ms20", "lite20", "ort")
 
@@ -143,13 +142,8 @@ def default_run(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> Defau
     one to three minutes here; each test running its own made the suite slow)."""
     d = tmp_path_factory.mktemp("default-run")
     db, out = d / "history.db", d / "run.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "auditor", "--config", str(DEFAULT_CONFIG), "--db", str(db)]
-        + ["audit", "--json-file", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
+    proc = auditor(
+        "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--json-file", str(out), timeout=900
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     assert out.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
