@@ -15,20 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
-from auditor.extend.manager import builtin_probes
-from auditor.extend.probe_spec import ProbeSpec
 from auditor.results import CONSISTENT, ERROR
 from auditor.stacks.transport import CONNECTIONS
 from tests.ascend_trees import build_tree
 from tests.cli import auditor
+from tests.configs import FP32_POLICY, build, probes_with
 from tests.conftest import stack_python, worker_pids
 from tests.sshd import Sshd, _descends, keygen, make_sshd, unavailable, write_machine_id
 
 pytestmark = pytest.mark.stacks
-
-PROBES = {"ppo_policy", "faulty", "action_sampler", "obs_normalizer"}
 
 
 @pytest.fixture(scope="module")
@@ -65,19 +61,18 @@ def _stack(name: str, runtime: str, role: str, tree, host: str = "local", **extr
 
 
 def _config(doc: dict, stacks: dict, hosts: dict, pairs: list[dict], **worker):
-    doc = copy.deepcopy(doc)
-    doc["stacks"] = stacks
-    doc["hosts"] = hosts
-    doc["pairs"] = pairs
-    doc["rollout"] = {**doc.get("rollout", {}), "enabled": False}
-    doc["latency"] = {**doc.get("latency", {}), "batches": [], "iterations": 20}
-    doc.setdefault("worker", {}).update(worker)
-    doc["probes"]["ppo_policy"] = {**doc["probes"]["ppo_policy"], "variants": ["fp32"]}
-    return parse(doc, "test", known_probes=PROBES)
-
-
-def _probes():
-    return {**builtin_probes(), "faulty": ProbeSpec.from_module("probe_fixtures.faulty")}
+    return build(
+        doc,
+        probes_with("faulty"),
+        source="test",
+        stacks=stacks,
+        hosts=hosts,
+        pairs=pairs,
+        rollout={"enabled": False},
+        latency={"batches": [], "iterations": 20},
+        worker=worker,
+        variants=FP32_POLICY,
+    )
 
 
 def _remote_dirs() -> set[str]:
@@ -138,7 +133,7 @@ def test_two_host_cycle_matches_the_local_pair_and_fingerprints_show_the_hosts(h
         ],
         parallel=4,
     )
-    result = Cycle(config, _probes()).run()
+    result = Cycle(config, probes_with("faulty")).run()
     remote = [r for r in result.results if r.pair == "ms20->lite20"]
     local = [r for r in result.results if r.pair == "ms20-here->lite20-here"]
     assert len(remote) == len(local) >= 2
@@ -213,7 +208,7 @@ def test_each_connection_failure_names_its_host_and_the_other_pairs_run(hosts, d
         parallel=3,
     )
     try:
-        result = Cycle(config, _probes()).run()
+        result = Cycle(config, probes_with("faulty")).run()
     finally:
         silent.close()
     by = {r.infer: r for r in result.results}
@@ -277,7 +272,7 @@ def test_stopped_remote_worker_and_stopped_sshd_fail_only_their_pairs(hosts, def
     stopper = threading.Thread(target=stop_sshd_when_waiting, daemon=True)
     stopper.start()
     try:
-        result = Cycle(config, _probes()).run()
+        result = Cycle(config, probes_with("faulty")).run()
     finally:
         stopper.join(130)
         c.stop()
@@ -333,7 +328,7 @@ def test_command_transport_runs_the_pair_through_a_wrapper(hosts, default_doc, t
         {"box": {"command": [str(wrapper)]}},
         [{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}],
     )
-    result = Cycle(config, _probes()).run()
+    result = Cycle(config, probes_with("faulty")).run()
     assert result.results and all(r.status == CONSISTENT for r in result.results), result.results
     assert result.stacks["ms20"].fingerprint["connection"] == {
         "host": "box",
@@ -575,7 +570,7 @@ def test_a_training_network_on_a_remote_train_stack_gets_its_package_with_the_wo
         {"hostA": a.host_table()},
         [],
     )
-    result = Cycle(config, _probes()).run()
+    result = Cycle(config, probes_with("faulty")).run()
     remote, here = (next(r for r in result.results if r.probe == name) for name in ("remote", "here"))
     assert remote.status == here.status == CONSISTENT, (remote.message, here.message)
     assert remote.train == "ms20" and result.stacks["ms20"].fingerprint["connection"]["transport"] == "ssh"

@@ -12,14 +12,13 @@ from sqlalchemy.orm import Session
 from auditor.alerts.engine import AlertEngine
 from auditor.cli.context import Context
 from auditor.compare.outputs import METRIC_NAMES
-from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
 from auditor.db import schema as m
 from auditor.extend.manager import Plugins, builtin_probes
-from auditor.extend.probe_spec import ProbeSpec
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR, INCOMPATIBLE
 from tests.cli import auditor
+from tests.configs import FP32_POLICY, build, probes_with
 from tests.conftest import DEFAULT_CONFIG, DefaultRun, worker_pids
 
 pytestmark = pytest.mark.stacks
@@ -182,17 +181,15 @@ def test_run_is_stored_complete_in_long_format(default_run):
 
 
 def _config(doc: dict, pairs: list[dict], extra_probes: dict | None = None, **worker):
-    doc["pairs"] = pairs
-    doc.setdefault("worker", {}).update(worker)
-    if extra_probes:
-        doc.setdefault("probes", {}).update(extra_probes)
-    # One variant of the policy keeps one result per pair.
-    doc["probes"]["ppo_policy"] = {**doc["probes"]["ppo_policy"], "variants": ["fp32"]}
-    return parse(doc, "test", known_probes={"ppo_policy", "faulty", "action_sampler", "obs_normalizer"})
-
-
-def _probes():
-    return {**builtin_probes(), "faulty": ProbeSpec.from_module("probe_fixtures.faulty")}
+    return build(
+        doc,
+        probes_with("faulty"),
+        source="test",
+        pairs=pairs,
+        worker=worker,
+        probe_tables={**doc.get("probes", {}), **(extra_probes or {})},
+        variants=FP32_POLICY,
+    )
 
 
 def test_missing_interpreter_is_an_error_for_its_pair_only(stacks, doc, tmp_path):
@@ -222,7 +219,7 @@ def test_worker_dying_mid_request_fails_its_pair_and_the_rest_completes(stacks, 
         ],
         {"faulty": {"params": {"mode": "crash"}}},
     )
-    cycle = Cycle(config, _probes())
+    cycle = Cycle(config, probes_with("faulty"))
     result = cycle.run()
     crashed, ok = result.results
     assert crashed.status == ERROR
@@ -242,7 +239,7 @@ def test_hanging_worker_is_killed_at_its_deadline(stacks, doc):
         {"faulty": {"params": {"mode": "hang"}}},
         request_timeout=8,
     )
-    result = Cycle(config, _probes()).run()
+    result = Cycle(config, probes_with("faulty")).run()
     hung, ok = result.results
     assert hung.status == ERROR and "no answer within 8 s; worker process group killed" in hung.message
     assert ok.status == CONSISTENT, ok.message
@@ -256,7 +253,7 @@ def test_runtime_exception_carries_the_worker_traceback(stacks, doc):
         [{"train": "ms20", "infer": "lite20", "probes": ["faulty"]}],
         {"faulty": {"params": {"mode": "raise"}}},
     )
-    (r,) = Cycle(config, _probes()).run().results
+    (r,) = Cycle(config, probes_with("faulty")).run().results
     assert r.status == ERROR and "faulty probe refuses to build" in r.message
 
 
