@@ -4,19 +4,18 @@ publication on lite20, and the pair's result equals the single-auditor ms20 -> l
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from auditor.config.load import parse
+from auditor.config.tables import Config
 from auditor.cycle.audit_run import AuditRun
 from auditor.db import schema as m
 from auditor.extend.manager import Plugins
 from auditor.history import publication
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR, UNCHECKED
+from tests.configs import FP32_POLICY, build
 
 pytestmark = pytest.mark.stacks
 
@@ -27,20 +26,20 @@ UNSTABLE = {("ppo_policy", "fp16")}
 the next (seen: -std in one run, zeros in the next); their verdict (drift) is stable."""
 
 
-def _doc(base: dict, stacks: dict, pairs: list[dict], auditor_id: str) -> dict:
-    doc = copy.deepcopy(base)
-    doc["stacks"] = stacks
-    doc["pairs"] = pairs
-    doc["rollout"]["enabled"] = False
-    doc["latency"].update(warmup=1, iterations=5, batches=[256])
-    doc["storage"]["auditor_id"] = auditor_id
-    for name, variants in PROBES.items():
-        doc["probes"].setdefault(name, {})["variants"] = variants
-    return doc
+def _config(base: dict, stacks: dict, pairs: list[dict], auditor_id: str, variants=PROBES) -> Config:
+    return build(
+        base,
+        source="split-test.toml",
+        stacks=stacks,
+        pairs=pairs,
+        rollout={"enabled": False},
+        latency={"warmup": 1, "iterations": 5, "batches": [256]},
+        storage={"auditor_id": auditor_id},
+        variants=variants,
+    )
 
 
-def _run(doc: dict, url: str):
-    config = parse(doc, "split-test.toml", known_probes=None)
+def _run(config: Config, url: str):
     store = Store.open(url, config.auditor_id)
     try:
         return AuditRun(config, Plugins(entry_points=False), store).run()
@@ -70,16 +69,16 @@ def modes(stacks, postgres, default_doc, tmp_path_factory):
     ms20, lite20 = default_doc["stacks"]["ms20"], default_doc["stacks"]["lite20"]
     pair = [{"train": "ms20", "infer": "lite20", "probes": list(PROBES)}]
     single = _run(
-        _doc(default_doc, {"ms20": ms20, "lite20": lite20}, pair, "solo"),
+        _config(default_doc, {"ms20": ms20, "lite20": lite20}, pair, "solo"),
         f"sqlite:///{tmp_path_factory.mktemp('solo') / 'history.db'}",
     )
     shared = postgres.create_database("split_mode")
     train_side = _run(
-        _doc(default_doc, {"ms20": {**ms20, "publish": list(PROBES)}}, [], "trainer"),
+        _config(default_doc, {"ms20": {**ms20, "publish": list(PROBES)}}, [], "trainer"),
         shared,
     )
     remote = {"role": "train", "runtime": "mindspore", "source": "db"}
-    infer_side = _run(_doc(default_doc, {"ms20": remote, "lite20": lite20}, pair, "inferer"), shared)
+    infer_side = _run(_config(default_doc, {"ms20": remote, "lite20": lite20}, pair, "inferer"), shared)
     return single, train_side, infer_side, shared
 
 
@@ -162,9 +161,10 @@ def test_no_publication_is_a_clear_error_for_the_pair(stacks, postgres, default_
     lite20 = default_doc["stacks"]["lite20"]
     remote = {"role": "train", "runtime": "mindspore", "source": "db"}
     pair = [{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}]
-    doc = _doc(default_doc, {"ms20": remote, "lite20": lite20}, pair, "inferer")
-    doc["probes"]["ppo_policy"]["variants"] = ["fp32"]
-    result = _run(doc, postgres.create_database("split_empty"))
+    config = _config(
+        default_doc, {"ms20": remote, "lite20": lite20}, pair, "inferer", {**PROBES, **FP32_POLICY}
+    )
+    result = _run(config, postgres.create_database("split_empty"))
     [r] = result.results
     assert r.status == UNCHECKED and result.outcome == UNCHECKED and result.exit_code == 1
     assert "no complete publication of stack ms20 in the history database" in r.message

@@ -5,14 +5,12 @@ served, and a served converted file against a fresh conversion of its source."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from auditor.config.load import parse
 from auditor.cycle.audit_run import AuditRun
 from auditor.db import schema as m
 from auditor.extend.manager import Plugins
@@ -20,6 +18,7 @@ from auditor.history.store import Store
 from auditor.report.text import render_text
 from auditor.results import CONSISTENT, DRIFT, ERROR
 from tests.cli import auditor
+from tests.configs import build, narrow
 
 pytestmark = pytest.mark.stacks
 
@@ -41,26 +40,30 @@ def config(doc: dict, tmp_path: Path, probes=("ppo_policy",), extra=None):
     )
     (tmp_path / "bad.cfg").write_text("[registry]\nno_such_key=1\n")
     lite = doc["stacks"]["lite20"]
-    doc["stacks"] = {"ms20": doc["stacks"]["ms20"]}
-    for name, convert in VARIANTS.items():
-        doc["stacks"][name] = copy.deepcopy(lite) | ({"convert": convert} if convert else {})
-    doc["pairs"] = [{"train": "ms20", "infer": name, "probes": list(probes)} for name in VARIANTS]
-    doc["probes"] = {"ppo_policy": {"variants": ["fp32"]}}
-    doc["rollout"]["enabled"] = False
-    doc["latency"] |= {"batches": [], "iterations": 5}
-    doc["telemetry"] = {"enabled": False}
-    doc["storage"] = {"url": f"sqlite:///{tmp_path / 'history.db'}"}
-    doc.pop("models", None)
+    doc = narrow(
+        doc,
+        stacks={
+            "ms20": doc["stacks"]["ms20"],
+            **{name: lite | ({"convert": convert} if convert else {}) for name, convert in VARIANTS.items()},
+        },
+        pairs=[{"train": "ms20", "infer": name, "probes": list(probes)} for name in VARIANTS],
+        probe_tables={"ppo_policy": {"variants": ["fp32"]}},
+        rollout={"enabled": False},
+        latency={"batches": [], "iterations": 5},
+        telemetry={"enabled": False},
+        storage={"url": f"sqlite:///{tmp_path / 'history.db'}"},
+        drop=["models"],
+    )
     if extra:
         extra(doc)
     path = tmp_path / "auditor.toml"  # relative config_file paths are relative to it
-    return parse(doc, str(path), known_probes=None)
+    return build(doc, source=str(path))
 
 
 @pytest.fixture(scope="module")
 def converted(stacks, tmp_path_factory, default_doc):
     tmp = tmp_path_factory.mktemp("convert")
-    cfg = config(copy.deepcopy(default_doc), tmp)
+    cfg = config(default_doc, tmp)
     store = Store.open(cfg.db_url)
     result = AuditRun(cfg, Plugins(entry_points=False), store).run()
     yield cfg, result, store, tmp
@@ -199,7 +202,7 @@ def test_a_model_converted_before_it_is_served_and_a_served_file_against_its_sou
         doc["stacks"]["lite20-ms"]["convert"]["served"] = {str(served_file): str(export)}
         doc["stacks"]["lite20-ms"]["models"] = [str(served_file)]
 
-    cfg = config(copy.deepcopy(default_doc), tmp_path, probes=("obs_normalizer",), extra=extra)
+    cfg = config(default_doc, tmp_path, probes=("obs_normalizer",), extra=extra)
     result = AuditRun(cfg, Plugins(entry_points=False), None).run()
     model = next(x for x in result.results if x.probe == "policy")
     assert model.pair == "policy:lite20->lite20-fp16" and model.conversion.info["options"]["weight_fp16"]

@@ -7,16 +7,16 @@ MindIR-version rule runs on the deployed file."""
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 
 import pytest
 
-from auditor.config.load import parse
+from auditor.config.tables import Config
 from auditor.cycle.cycle import Cycle
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
+from tests.configs import build
 from tests.user_models import export_user_policy
 
 pytestmark = pytest.mark.stacks
@@ -33,13 +33,17 @@ def exports(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     }
 
 
-def _watching(default_doc: dict, srv: Path, **lite20: object) -> dict:
-    doc = copy.deepcopy(default_doc)
-    doc.pop("pairs")
-    doc["rollout"]["enabled"] = False
-    doc["stacks"]["lite20"]["models"] = [str(srv / "*.mindir")]
-    doc["stacks"]["lite20"].update(lite20)
-    return doc
+def _watching(default_doc: dict, srv: Path, source: Path, plugins: Plugins, **lite20: object) -> Config:
+    """The shipped stacks, no pair: lite20 watches the MindIR files in ``srv``."""
+    watching = {**default_doc["stacks"]["lite20"], "models": [str(srv / "*.mindir")], **lite20}
+    return build(
+        default_doc,
+        source=str(source),
+        runtimes=plugins.runtimes(),
+        stacks={**default_doc["stacks"], "lite20": watching},
+        rollout={"enabled": False},
+        drop=["pairs"],
+    )
 
 
 def test_replacing_and_deleting_the_deployed_file(
@@ -47,9 +51,8 @@ def test_replacing_and_deleting_the_deployed_file(
 ) -> None:
     srv = tmp_path / "srv" / "policy"
     srv.mkdir(parents=True)
-    doc = _watching(default_doc, srv)
     plugins = Plugins(entry_points=False)
-    config = parse(doc, str(tmp_path / "auditor.toml"), runtimes=plugins.runtimes())
+    config = _watching(default_doc, srv, tmp_path / "auditor.toml", plugins)
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
 
     def cycle():  # noqa: ANN202
@@ -116,9 +119,9 @@ def test_the_severity_of_a_changed_model_is_the_stacks_to_set(
 ) -> None:
     srv = tmp_path / "srv"
     srv.mkdir()
-    doc = _watching(default_doc, srv, model_drift_severity={"graph": "warning", "retrained": "critical"})
     plugins = Plugins(entry_points=False)
-    config = parse(doc, str(tmp_path / "auditor.toml"), runtimes=plugins.runtimes())
+    severity = {"graph": "warning", "retrained": "critical"}
+    config = _watching(default_doc, srv, tmp_path / "auditor.toml", plugins, model_drift_severity=severity)
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
     deployed = srv / "policy.mindir"
     outcomes = []

@@ -3,28 +3,28 @@ runs gives exactly one drift finding, listing what changed field by field."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.report.text import render_json, render_text
 from tests.ascend_trees import build_tree
+from tests.configs import FP32_POLICY, build
 
 pytestmark = pytest.mark.stacks
 
 
 def config_on(default_doc: dict, tree) -> object:
-    doc = copy.deepcopy(default_doc)
-    doc["stacks"] = {k: v for k, v in doc["stacks"].items() if k in ("ms20", "lite20")}
-    doc["stacks"]["ms20"].update(tree.stack_options())
-    doc["pairs"] = [{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}]
-    doc["probes"]["ppo_policy"]["variants"] = ["fp32"]
-    doc["latency"] = {"warmup": 1, "iterations": 3}
-    return parse(doc, "test")
+    stacks = default_doc["stacks"]
+    return build(
+        default_doc,
+        source="test",
+        stacks={"ms20": {**stacks["ms20"], **tree.stack_options()}, "lite20": stacks["lite20"]},
+        pairs=[{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}],
+        variants=FP32_POLICY,
+        latency={"warmup": 1, "iterations": 3},
+    )
 
 
 def test_pointing_a_stack_at_another_install_is_one_drift_finding(stacks, default_doc, tmp_path):

@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
 from auditor.db import schema as m
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT, INCOMPATIBLE, UNSUPPORTED
 from auditor.stacks.worker import WorkerError
+from tests.configs import FP32_POLICY, build
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.stacks
@@ -43,15 +43,16 @@ ORT = README["stacks"]["ort"]
 
 
 def _config(default_doc, probes, train=TRAIN, batches=(), variants=None):
-    doc = {k: v for k, v in default_doc.items()}
-    if variants is not None:
-        doc["probes"] = {**doc["probes"], "ppo_policy": {**doc["probes"]["ppo_policy"], "variants": variants}}
-    doc["stacks"] = {**default_doc["stacks"], "ort": ORT}
-    doc["pairs"] = [{**README["pairs"][0], "train": t, "probes": list(probes)} for t in train]
-    doc["latency"] = {"warmup": 1, "iterations": 5, "batches": list(batches)}
-    doc["rollout"] = {**doc.get("rollout", {}), "enabled": False}
-    return parse(
-        doc, "test", known_probes={n: p.default_params for n, p in PROBES.items()}, runtimes=RUNTIMES
+    return build(
+        default_doc,
+        PROBES,
+        source="test",
+        runtimes=RUNTIMES,
+        stacks={**default_doc["stacks"], "ort": ORT},
+        pairs=[{**README["pairs"][0], "train": t, "probes": list(probes)} for t in train],
+        latency={"warmup": 1, "iterations": 5, "batches": list(batches)},
+        rollout={"enabled": False},
+        variants=variants,
     )
 
 
@@ -159,7 +160,7 @@ def test_the_worker_loads_and_refuses_in_onnxruntimes_words(run, default_doc, tm
 
 
 def _tampered_cycle(default_doc, tamper):
-    config = _config(default_doc, ["ppo_policy"], train=("ms20",), variants=["fp32"])
+    config = _config(default_doc, ["ppo_policy"], train=("ms20",), variants=FP32_POLICY)
     return Cycle(config, PROBES, RUNTIMES, tamper=tamper).run()
 
 

@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT
+from tests.configs import DAEMON_SECTIONS, build
 
 pytestmark = pytest.mark.stacks
 
@@ -27,33 +27,30 @@ PERTURBED_LAYER = "fc1"
 
 
 def _config(doc: dict, db: str):
-    doc["pairs"] = [
-        {"train": "ms210", "infer": "ms210-graph", "probes": ["ppo_policy"]},
-        {"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]},
-    ]
-    doc["probes"] = {"ppo_policy": {"params": {"batch": 256, "seed": 0}, "variants": ["fp32"]}}
-    doc["storage"] = {"url": db}
-    doc["latency"] = {
-        "warmup": 2,
-        "iterations": 20,
-        "batches": [1, 256],
-        # Judge every series against the previous run alone, at a factor just above 1, so that
-        # the second cycle's findings follow from the two cycles' numbers.
-        "regression_factor": 1.01,
-        "regression_window": 1,
-        "regression_min_runs": 1,
-    }
-    # return_atol between the returns' differences seen across MindSpore versions (1e-5..1e-3),
-    # so the comparison can go either way; the test computes which.
-    doc["rollout"] = {"seeds": [0, 1], "steps": 200, "action_atol": 1e-5, "return_atol": 1e-4}
-    for section in ("schedule", "alerts", "prometheus", "daemon"):
-        doc.pop(section, None)
     plugins = Plugins(entry_points=False)
-    return parse(
+    return build(
         doc,
-        "<test>",
-        known_probes={n: p.default_params for n, p in plugins.probes().items()},
-        probe_variants={n: p.variants for n, p in plugins.probes().items()},
+        plugins.probes(),
+        pairs=[
+            {"train": "ms210", "infer": "ms210-graph", "probes": ["ppo_policy"]},
+            {"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]},
+        ],
+        probe_tables={"ppo_policy": {"params": {"batch": 256, "seed": 0}, "variants": ["fp32"]}},
+        storage={"url": db},
+        latency={
+            "warmup": 2,
+            "iterations": 20,
+            "batches": [1, 256],
+            # Judge every series against the previous run alone, at a factor just above 1, so that
+            # the second cycle's findings follow from the two cycles' numbers.
+            "regression_factor": 1.01,
+            "regression_window": 1,
+            "regression_min_runs": 1,
+        },
+        # return_atol between the returns' differences seen across MindSpore versions (1e-5..1e-3),
+        # so the comparison can go either way; the test computes which.
+        rollout={"seeds": [0, 1], "steps": 200, "action_atol": 1e-5, "return_atol": 1e-4},
+        drop=DAEMON_SECTIONS,
     ), plugins
 
 
@@ -73,10 +70,8 @@ def _perturb(weight: np.ndarray):
 
 @pytest.fixture(scope="module")
 def cycles(stacks, tmp_path_factory, default_doc):
-    import copy
-
     db = f"sqlite:///{tmp_path_factory.mktemp('suite') / 'history.db'}"
-    config, plugins = _config(copy.deepcopy(default_doc), db)
+    config, plugins = _config(default_doc, db)
     store = Store.open(db)
     probes = plugins.probes()
     out = []

@@ -20,6 +20,7 @@ from auditor.db import schema as m
 from auditor.extend.manager import Plugins, builtin_probes
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT, UNSUPPORTED
+from tests.configs import build
 
 pytestmark = pytest.mark.stacks
 
@@ -28,20 +29,19 @@ SUITE = ("ppo_policy", "action_sampler", "obs_normalizer")
 PAIRS = (("ms20", "lite20"), ("ms210", "ms210-graph"), ("ms20", "ms210-graph"))
 AT_LEAST = {"action_agreement", "ks_pvalue"}  # checks whose value must not fall below the limit
 NO_KERNEL = "schedule node return nullptr"  # MindSpore Lite 2.0's log line for a missing kernel
+CHEAP_LATENCY = {"warmup": 1, "iterations": 5, "batches": []}
 
 
 @pytest.fixture(scope="module")
 def run(stacks, default_doc, tmp_path_factory):
-    doc = {k: v for k, v in default_doc.items()}
-    doc["pairs"] = [{"train": t, "infer": i, "probes": list(SUITE)} for t, i in PAIRS]
-    # Latency sweeps and rollouts are tested elsewhere; here they would only cost time.
-    doc["latency"] = {"warmup": 1, "iterations": 5, "batches": []}
-    doc["rollout"] = {**doc.get("rollout", {}), "enabled": False}
-    config = parse(
-        doc,
-        "test",
-        known_probes={n: p.default_params for n, p in PROBES.items()},
-        probe_variants={n: p.variants for n, p in PROBES.items()},
+    config = build(
+        default_doc,
+        PROBES,
+        source="test",
+        pairs=[{"train": t, "infer": i, "probes": list(SUITE)} for t, i in PAIRS],
+        # Latency sweeps and rollouts are tested elsewhere; here they would only cost time.
+        latency=CHEAP_LATENCY,
+        rollout={"enabled": False},
     )
     # Without Lite's table of operators it lacks, the loads are attempted: what is tested here
     # is the auditor reading the real runtime's failure (the operator-support rule that
@@ -235,17 +235,15 @@ def test_policy_is_built_in_its_dtype_and_computes_logp_inside_the_cell(stacks, 
 def test_seeded_uniform_on_the_mindspore_pairs(stacks, default_doc):
     """The variant the default config leaves out (Lite 2.0 hangs in predict on UniformReal):
     repeatable in a fresh process, and judged by the same rules as every other variant."""
-    doc = dict(default_doc)
-    doc["pairs"] = [
-        {"train": t, "infer": "ms210-graph", "probes": ["action_sampler"]} for t in ("ms210", "ms20")
-    ]
-    doc["latency"] = {"warmup": 1, "iterations": 5, "batches": []}
-    doc["rollout"] = {**doc.get("rollout", {}), "enabled": False}
-    doc["probes"] = {
-        **doc["probes"],
-        "action_sampler": {**doc["probes"]["action_sampler"], "variants": ["seeded-uniform"]},
-    }
-    result = Cycle(parse(doc, "test"), PROBES).run()
+    config = build(
+        default_doc,
+        source="test",
+        pairs=[{"train": t, "infer": "ms210-graph", "probes": ["action_sampler"]} for t in ("ms210", "ms20")],
+        latency=CHEAP_LATENCY,
+        rollout={"enabled": False},
+        variants={"action_sampler": ["seeded-uniform"]},
+    )
+    result = Cycle(config, PROBES).run()
     assert [(r.pair, r.variant) for r in result.results] == [
         ("ms210->ms210-graph", "seeded-uniform"),
         ("ms20->ms210-graph", "seeded-uniform"),

@@ -4,17 +4,16 @@ which the next cycle uses."""
 
 from __future__ import annotations
 
-import copy
 import time
 
 import pytest
 
-from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.results import INCOMPATIBLE, LearnedMaximum
 from auditor.stacks.worker import StackWorker
+from tests.configs import build
 
 pytestmark = pytest.mark.stacks
 
@@ -25,12 +24,14 @@ def plugins() -> Plugins:
 
 
 def ms210_to_lite20(default_doc: dict):
-    doc = copy.deepcopy(default_doc)
-    doc["stacks"] = {k: v for k, v in doc["stacks"].items() if k in ("ms210", "lite20")}
-    doc["pairs"] = [{"train": "ms210", "infer": "lite20", "probes": ["ppo_policy"]}]
-    doc["probes"]["ppo_policy"]["variants"] = ["fp32", "fp16"]
-    doc["latency"] = {"warmup": 1, "iterations": 3}
-    return parse(doc, "test")
+    return build(
+        default_doc,
+        source="test",
+        stacks={name: default_doc["stacks"][name] for name in ("ms210", "lite20")},
+        pairs=[{"train": "ms210", "infer": "lite20", "probes": ["ppo_policy"]}],
+        variants={"ppo_policy": ["fp32", "fp16"]},
+        latency={"warmup": 1, "iterations": 3},
+    )
 
 
 @pytest.fixture

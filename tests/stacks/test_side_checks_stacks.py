@@ -21,7 +21,6 @@ The results come back through the history database, the text report and the JSON
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from pathlib import Path
@@ -30,16 +29,15 @@ import numpy as np
 import pytest
 
 from auditor.compare.golden import read_golden
-from auditor.config.load import parse
 from auditor.cycle.cycle import Cycle
 from auditor.cycle.saved_outputs import side_path
 from auditor.extend.manager import Plugins
-from auditor.extend.probe_spec import ProbeSpec
 from auditor.history import queries as history
 from auditor.history.store import Store
 from auditor.report.html import render_report
 from auditor.report.text import render_json, render_text
 from auditor.results import CONSISTENT
+from tests.configs import DAEMON_SECTIONS, build, probes_with
 
 pytestmark = pytest.mark.stacks
 
@@ -57,37 +55,33 @@ def lite_fp16_std() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def run(stacks, tmp_path_factory, default_doc):
-    doc = copy.deepcopy(default_doc)
-    doc["pairs"] = [
-        {
-            "train": "ms210",
-            "infer": "ms210-graph",
-            "probes": ["wrong_policy", "ppo_policy", "wide_tanh", "obs_normalizer"],
-        },
-        {"train": "ms20", "infer": "lite20", "probes": ["ppo_policy", "wide_tanh", "obs_normalizer"]},
-    ]
-    doc["probes"] = {
-        "ppo_policy": {"params": {"batch": 64, "seed": 0}, "variants": ["fp32", "tanh-fp32", "tanh-fp16"]},
-        # A user relaxes the hazard check of one variant.
-        "wrong_policy": {"variant": {"ok": {"comparators": {"nan_hazard": {"max_share": 1.0}}}}},
-        "obs_normalizer": {"params": {"batch": 96, "seed": 0}},
-    }
     db = f"sqlite:///{tmp_path_factory.mktemp('side') / 'history.db'}"
-    doc["storage"] = {"url": db}
-    doc["latency"] = {"warmup": 1, "iterations": 3, "batches": []}
-    doc["rollout"] = {"enabled": False}
-    for section in ("schedule", "alerts", "prometheus", "daemon"):
-        doc.pop(section, None)
     plugins = Plugins(entry_points=False)
-    probes = {
-        **plugins.probes(),
-        **{n: ProbeSpec.from_module(f"probe_fixtures.{n}") for n in ("wrong_policy", "wide_tanh")},
-    }
-    config = parse(
-        doc,
-        "<test>",
-        known_probes={n: p.default_params for n, p in probes.items()},
-        probe_variants={n: p.variants for n, p in probes.items()},
+    probes = probes_with("wrong_policy", "wide_tanh")
+    config = build(
+        default_doc,
+        probes,
+        pairs=[
+            {
+                "train": "ms210",
+                "infer": "ms210-graph",
+                "probes": ["wrong_policy", "ppo_policy", "wide_tanh", "obs_normalizer"],
+            },
+            {"train": "ms20", "infer": "lite20", "probes": ["ppo_policy", "wide_tanh", "obs_normalizer"]},
+        ],
+        probe_tables={
+            "ppo_policy": {
+                "params": {"batch": 64, "seed": 0},
+                "variants": ["fp32", "tanh-fp32", "tanh-fp16"],
+            },
+            # A user relaxes the hazard check of one variant.
+            "wrong_policy": {"variant": {"ok": {"comparators": {"nan_hazard": {"max_share": 1.0}}}}},
+            "obs_normalizer": {"params": {"batch": 96, "seed": 0}},
+        },
+        storage={"url": db},
+        latency={"warmup": 1, "iterations": 3, "batches": []},
+        rollout={"enabled": False},
+        drop=DAEMON_SECTIONS,
     )
     store = Store.open(db)
     saved = tmp_path_factory.mktemp("side-outputs")

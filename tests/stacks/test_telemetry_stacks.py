@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from auditor.alerts.engine import AlertEngine, list_alerts
-from auditor.config.load import parse
 from auditor.config.tables import AlertsConfig
 from auditor.cycle.audit_run import AuditRun
 from auditor.daemon.cycle_child import run_telemetry
@@ -28,6 +27,7 @@ from auditor.history.store import Store
 from auditor.report.html import render_report
 from auditor.report.text import render_text
 from tests.cli import auditor
+from tests.configs import build
 from tests.conftest import REPO
 from tests.npu_fakes import HOSTS, host_910b_8, write_npu_smi
 
@@ -37,21 +37,20 @@ pytestmark = pytest.mark.stacks
 def config(doc: dict, fake: Path, tmp_path: Path) -> object:
     """The shipped config cut to one cheap pair (ms20 -> lite20, obs_normalizer), every stack
     reading the fake npu-smi."""
-    doc["pairs"] = [{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}]
-    doc["rollout"]["enabled"] = False
-    doc["latency"]["batches"] = []
-    for name in list(doc["stacks"]):
-        if name not in ("ms20", "lite20"):
-            del doc["stacks"][name]
-    for stack in doc["stacks"].values():
-        stack["npu_smi"] = str(fake)
-    doc["storage"] = {"url": f"sqlite:///{tmp_path / 'history.db'}"}
-    return parse(doc, str(REPO / "auditor.toml"), known_probes=None)
+    return build(
+        doc,
+        source=str(REPO / "auditor.toml"),
+        stacks={name: {**doc["stacks"][name], "npu_smi": str(fake)} for name in ("ms20", "lite20")},
+        pairs=[{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}],
+        rollout={"enabled": False},
+        latency={"batches": []},
+        storage={"url": f"sqlite:///{tmp_path / 'history.db'}"},
+    )
 
 
-def test_cycles_store_export_plot_and_alert(stacks, doc, tmp_path: Path) -> None:
+def test_cycles_store_export_plot_and_alert(stacks, default_doc, tmp_path: Path) -> None:
     fake = write_npu_smi(tmp_path / "npu-smi", host_910b_8())
-    cfg = config(doc, fake, tmp_path)
+    cfg = config(default_doc, fake, tmp_path)
     store = Store.open(cfg.db_url)
     plugins = Plugins(entry_points=False)
     # at once in both directions (the defaults wait two runs each way: [alerts] open_after, resolve_after)
@@ -121,9 +120,9 @@ def test_cycles_store_export_plot_and_alert(stacks, doc, tmp_path: Path) -> None
     store.close()
 
 
-def test_daemon_sampling_child_and_host_without_npus(stacks, doc, tmp_path: Path, caplog) -> None:
+def test_daemon_sampling_child_and_host_without_npus(stacks, default_doc, tmp_path: Path, caplog) -> None:
     fake = write_npu_smi(tmp_path / "npu-smi", HOSTS["950"]())
-    cfg = config(doc, fake, tmp_path)
+    cfg = config(default_doc, fake, tmp_path)
     reply = run_telemetry(CycleRequest(cfg, [], cfg.db_url, kind=TELEMETRY))
     assert reply.kind == DONE
     (sample,) = reply.telemetry
@@ -134,8 +133,7 @@ def test_daemon_sampling_child_and_host_without_npus(stacks, doc, tmp_path: Path
     assert power.points[-1][1] == 296.5 and power.host == "local"
 
     # a host without npu-smi: nothing stored, said once in the daemon's log
-    doc2 = json.loads(json.dumps(doc))
-    cfg2 = config(doc2, tmp_path / "no-npu-smi", tmp_path)
+    cfg2 = config(default_doc, tmp_path / "no-npu-smi", tmp_path)
     reply = run_telemetry(CycleRequest(cfg2, [], cfg2.db_url, kind=TELEMETRY))
     (none,) = reply.telemetry
     assert not none.available and not none.failed and "not found" in (none.reason or "")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from auditor.config.load import parse
 from auditor.cycle.audit_run import AuditRun
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.extend.manager import Plugins
@@ -16,22 +15,24 @@ from auditor.history.queries import trend
 from auditor.history.store import Store
 from auditor.report.html import render_report
 from auditor.report.text import render_text
+from tests.configs import build
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.stacks
 
 
-def test_sweep_stored_trended_and_plotted(stacks, doc, tmp_path: Path) -> None:
-    doc["pairs"] = [{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}]
-    doc["probes"] = {"obs_normalizer": {"variants": ["fp32"]}}
-    doc["rollout"]["enabled"] = False
-    doc["latency"] |= {"batches": [1], "sweep": [8, 64, 512], "iterations": 20, "saturation": 0.9}
-    doc["telemetry"] = {"enabled": False}
-    for name in list(doc["stacks"]):
-        if name not in ("ms20", "lite20"):
-            del doc["stacks"][name]
-    doc["storage"] = {"url": f"sqlite:///{tmp_path / 'history.db'}"}
-    cfg = parse(doc, str(REPO / "auditor.toml"), known_probes=None)
+def test_sweep_stored_trended_and_plotted(stacks, default_doc, tmp_path: Path) -> None:
+    cfg = build(
+        default_doc,
+        source=str(REPO / "auditor.toml"),
+        stacks={name: default_doc["stacks"][name] for name in ("ms20", "lite20")},
+        pairs=[{"train": "ms20", "infer": "lite20", "probes": ["obs_normalizer"]}],
+        probe_tables={"obs_normalizer": {"variants": ["fp32"]}},
+        rollout={"enabled": False},
+        latency={"batches": [1], "sweep": [8, 64, 512], "iterations": 20, "saturation": 0.9},
+        telemetry={"enabled": False},
+        storage={"url": f"sqlite:///{tmp_path / 'history.db'}"},
+    )
     store = Store.open(cfg.db_url)
     plugins = Plugins(entry_points=False)
 

@@ -9,6 +9,7 @@ import pytest
 from auditor.config.load import parse
 from auditor.extend.manager import Plugins, builtin_probes
 from auditor.stacks.worker import WorkerError
+from tests.configs import build
 
 pytestmark = pytest.mark.stacks
 
@@ -84,12 +85,10 @@ def test_lite_resizes_for_another_batch(config, exported):
 
 
 def test_graph_runtime_of_2_0_loads_its_own_export_bitwise(config, exported, default_doc):
-    doc = dict(default_doc)
-    doc["stacks"] = dict(
-        doc["stacks"], ms20g={**doc["stacks"]["ms20"], "role": "infer", "runtime": "mindspore-graph"}
-    )
+    graph = {**default_doc["stacks"]["ms20"], "role": "infer", "runtime": "mindspore-graph"}
+    with_graph = build(default_doc, source="test", stacks={**default_doc["stacks"], "ms20g": graph})
     path, x, ref = exported["ms20"]
-    with worker(parse(doc, "test"), "ms20g") as w:
+    with worker(with_graph, "ms20g") as w:
         w.start()
         w.request("load", model="m", path=str(path))
         out = w.request("run", model="m", inputs=x).result["outputs"]

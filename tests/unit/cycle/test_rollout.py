@@ -17,13 +17,13 @@ import gymnasium
 import numpy as np
 import pytest
 
-from auditor.config.load import parse
 from auditor.config.tables import ConfigError, RolloutConfig
 from auditor.cycle import env_process
 from auditor.cycle.env_process import EnvError, EnvProcess
 from auditor.cycle.rollout import check_spaces, findings, rollout, run_episode, verdict
 from auditor.extend.manager import builtin_probes
 from auditor.results import CONSISTENT, DRIFT, ERROR
+from tests.configs import build
 from tests.conftest import REPO
 
 W = np.array([-0.5, 0.1, -0.1])  # |action| <= 1.4: never clipped at Pendulum's bound 2
@@ -337,17 +337,12 @@ print(sorted(m for m in sys.modules if m.split(".")[0] == "gymnasium"))
 # -- config ------------------------------------------------------------------------------------
 
 
-def _parse(doc: dict, **extra: set):
-    known = {n: set(p.default_params) for n, p in builtin_probes().items()}
-    return parse(doc, "<test>", known_probes={**known, **extra})
-
-
 def test_rollout_defaults_and_shipped_config(default_doc):
     doc = copy.deepcopy(default_doc)
-    config = _parse(doc)
+    config = build(doc, builtin_probes())
     assert config.rollout == RolloutConfig(pairs=())
     doc.pop("rollout")
-    assert _parse(doc).rollout == RolloutConfig()
+    assert build(doc, builtin_probes()).rollout == RolloutConfig()
 
 
 def test_rollout_config_errors_all_at_once(default_doc):
@@ -362,7 +357,7 @@ def test_rollout_config_errors_all_at_once(default_doc):
         "colour": 1,
     }
     with pytest.raises(ConfigError) as exc:
-        _parse(doc)
+        build(doc, builtin_probes())
     errors = "\n".join(exc.value.errors)
     for expected in (
         "rollout.seeds[1]: must be a whole number from 0 to 4294967295, not -1",
@@ -380,9 +375,9 @@ def test_rollout_config_errors_all_at_once(default_doc):
 def test_rollout_pairs_must_run_the_probe(default_doc):
     doc = copy.deepcopy(default_doc)
     doc["rollout"] = {"pairs": ["ms20->lite20"], "probe": "ppo_policy"}
-    assert _parse(doc).rollout.pairs == ("ms20->lite20",)
-    doc["pairs"][2]["probes"] = ["other"]
+    assert build(doc, builtin_probes()).rollout.pairs == ("ms20->lite20",)
+    doc["pairs"][2]["probes"] = ["obs_normalizer"]
     doc["rollout"]["pairs"] = ["ms20->lite20"]
     with pytest.raises(ConfigError) as exc:
-        _parse(doc, other=set())
+        build(doc, builtin_probes())
     assert "rollout.pairs[0]: pair ms20->lite20 does not run probe 'ppo_policy'" in exc.value.errors
