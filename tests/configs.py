@@ -26,8 +26,10 @@ DAEMON_SECTIONS = ("schedule", "alerts", "prometheus", "daemon")
 
 
 def catalog(probes: Mapping[str, ProbeSpec]) -> dict[str, dict[str, Any]]:
-    """parse()'s ``known_probes`` and ``probe_variants`` for these probes, as `auditor` computes
-    them from its plugins: probe names, parameters and variants are checked against them."""
+    """parse()'s ``known_probes`` and ``probe_variants`` for these probes, computed as `auditor`
+    computes them from its plugins: probe names, parameters (types inferred from the defaults)
+    and variants are checked against them. `auditor` also passes ``param_schemas``; the tests
+    never did, and a test config's parameters are valid ones."""
     return {
         "known_probes": {n: p.default_params for n, p in probes.items()},
         "probe_variants": {n: p.variants for n, p in probes.items()},
