@@ -117,7 +117,7 @@ class Workers:
     def __init__(self, config: Config, runtimes: Mapping[str, RuntimeSpec], timeout: float):
         self.config = config
         self.runtimes = dict(runtimes)
-        self.reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, [CELLS])
+        self.reach = reach(config, runtimes, [CELLS])
         self.timeout = timeout
         self.workers: dict[str, StackWorker] = {}
         self.hello: dict[str, dict[str, Any]] = {}

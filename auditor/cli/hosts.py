@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ import click
 from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from auditor.config.tables import Config
+from auditor.runtime import RuntimeSpec
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.session import reach
 from auditor.stacks.transport import CONNECTIONS, HostError
@@ -41,7 +43,7 @@ class HostCheck:
     stacks: list[StackCheck] = field(default_factory=list)
 
 
-def check_hosts(config: Config, names: list[str], runtime_classes: dict[str, str]) -> list[HostCheck]:
+def check_hosts(config: Config, names: list[str], runtimes: Mapping[str, RuntimeSpec]) -> list[HostCheck]:
     """Connect to each host (one shared connection each), then start a worker for each of
     its stacks: the interpreter runs there, the worker code arrives, the runtime imports."""
     hosts: dict[str, HostCheck] = {}
@@ -59,7 +61,7 @@ def check_hosts(config: Config, names: list[str], runtime_classes: dict[str, str
         except HostError as exc:
             hosts[name].ok, hosts[name].error = False, str(exc)
         hosts[name].seconds = time.monotonic() - started
-    stacks = reach(config, runtime_classes)
+    stacks = reach(config, runtimes)
 
     def one(stack_name: str) -> StackCheck:
         started = time.monotonic()
@@ -115,7 +117,7 @@ def check_command(obj: Context, names: tuple[str, ...], as_json: bool) -> None:
         sys.exit(EXIT_USAGE)
     chosen = list(dict.fromkeys(names)) or used
     runtimes: dict[str, Any] = obj.plugins().runtimes()
-    results = check_hosts(config, chosen, {n: r.worker_class for n, r in runtimes.items()})
+    results = check_hosts(config, chosen, runtimes)
     ok = all(h.ok and all(s.ok for s in h.stacks) for h in results)
     if as_json:
         click.echo(json.dumps([asdict(h) for h in results], indent=2))

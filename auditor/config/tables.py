@@ -471,6 +471,12 @@ class WorkerConfig:
     """Seconds for any one request (build, export, load, run, time)."""
     parallel: Int(1, 64) = 2
     """Stacks driven at the same time."""
+    warm: Choice("cycle", "daemon", "off") = "cycle"
+    """Warm workers: each local stack's interpreter imports its runtime once (a zygote) and every
+    worker is a fresh process forked from it. "cycle": zygotes live for one cycle or command;
+    "daemon": ``auditor daemon`` keeps them between cycles (memory stated in its log and in
+    Prometheus; a reload or a stack whose fingerprint changed starts fresh ones); "off": every
+    worker starts its interpreter cold."""
 
 
 @section

@@ -109,10 +109,9 @@ class Cycle:
         self.comparators = comparators if comparators is not None else plugins.comparators()
         self.plugins = plugins
         """Read again at the end of the run: a plugin that did not load leaves its checks undone."""
-        runtime_classes = {n: r.worker_class for n, r in self.runtimes.items()}
         self.state = CycleState(
             config,
-            reach(config, runtime_classes, [spec.module for spec in probes.values()], collectors),
+            reach(config, self.runtimes, [spec.module for spec in probes.values()], collectors),
             history,
             tamper,
             save_outputs,

@@ -286,7 +286,7 @@ def preflight_many(
         n: runtimes[config.stacks[n].runtime] for n in stacks if not loads_mindir(config, runtimes, n)
     }
     chosen = {n: config.stacks[n] for n in stacks if n not in elsewhere}
-    stacks_reach = reach(config, {n: r.worker_class for n, r in runtimes.items()}, (), collectors)
+    stacks_reach = reach(config, runtimes, (), collectors)
     gate = _Gate(chosen, rules, runtimes, stacks_reach, convert)
     workers: dict[str, StackWorker] = {}
     tmp = tempdirs.make("auditor-check-") if convert else None

@@ -156,9 +156,8 @@ def _watch_problems(stack: str, section: Mapping[str, Any], out: Readiness) -> N
 
 def _workers(config: Config, plugins: Plugins, out: Readiness) -> None:
     """Start every stack's worker through Reach, on its host; read watched models there."""
-    runtimes = {n: r.worker_class for n, r in plugins.runtimes().items()}
     stacks = _checked_stacks(config)
-    to_reach = reach(config, runtimes, (), [MODELS_COLLECTOR])
+    to_reach = reach(config, plugins.runtimes(), (), [MODELS_COLLECTOR])
 
     def one(name: str) -> None:
         stack = stacks[name]

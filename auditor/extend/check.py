@@ -141,7 +141,7 @@ def check(plugins: Plugins, config: Config, builtins: bool = False) -> CheckRepo
     if not importable:
         return report
     stacks = {n: s for n, s in config.stacks.items() if not config.fleet.is_remote(n)}
-    to_reach = reach(config, {n: r.worker_class for n, r in plugins.runtimes().items()}, importable)
+    to_reach = reach(config, plugins.runtimes(), importable)
     found: dict[str, list[ModuleCheck]] = {}
 
     def one(name: str) -> None:

@@ -265,7 +265,7 @@ class Plugins:
         (auditor.stacks.session): every command that talks to a stack opens it through this."""
         return reach(
             config,
-            {n: r.worker_class for n, r in self.runtimes().items()},
+            self.runtimes(),
             [spec.module for spec in self.probes().values()],
             self.fingerprint_collectors(),
         )

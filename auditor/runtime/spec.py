@@ -68,6 +68,11 @@ class RuntimeSpec:
     writers: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
     """Version facts of an export runtime: format name -> format version -> which of its
     releases write it ("MindSpore 1.7 to 2.2.x")."""
+    cold: str = ""
+    """Why this runtime's workers must start cold, or "" (the default): its worker class's
+    module and ``preload`` are imported once per stack in a zygote and each worker is forked
+    from it (``[worker] warm``). Opt out where a fork after the import is not safe: a
+    framework that starts threads, or opens devices, when it is imported."""
 
     def __post_init__(self) -> None:
         if self.can not in CAPABILITIES:

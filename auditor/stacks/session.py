@@ -14,6 +14,7 @@ remembered: it would only fail the same way again.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,8 +22,10 @@ from functools import cached_property
 from typing import Any
 
 from auditor.config.tables import Config, StackConfig
-from auditor.stacks.hosts import per_host_limits
+from auditor.runtime import RuntimeSpec
+from auditor.stacks.hosts import LOCAL, per_host_limits
 from auditor.stacks.payload import Packages
+from auditor.stacks.warm import WarmPool
 from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
 
 
@@ -39,6 +42,33 @@ class Reach:
     extra_packages: tuple[tuple[str, str], ...] = ()
     """(package, folder) pairs found elsewhere than on the auditor's Python path (a model's
     training network: ``[models.NAME] train.path``)."""
+    cold_runtimes: Mapping[str, str] = field(default_factory=dict)
+    """Runtime name -> why its workers always start cold (its spec opts out of warm workers)."""
+    warm: WarmPool | None = None
+    """The zygotes workers are forked from (auditor.stacks.warm): given (the daemon's, shared by
+    its cycles), or this Reach's own, made from ``[worker] warm`` and ended by ``close()``."""
+
+    def __post_init__(self) -> None:
+        if self.warm is None:
+            pool = WarmPool(self.config.worker.warm)
+            object.__setattr__(self, "warm", pool)
+            object.__setattr__(self, "_own_warm", pool)
+            # A Reach dropped without close() (or at exit) still ends its zygotes.
+            weakref.finalize(self, pool.close)
+        else:
+            object.__setattr__(self, "_own_warm", None)
+
+    def close(self) -> None:
+        """End this Reach's own zygotes (its workers are closed already)."""
+        own = getattr(self, "_own_warm", None)
+        if own is not None:
+            own.close()
+
+    def __enter__(self) -> Reach:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @cached_property
     def packages(self) -> Packages:
@@ -59,8 +89,18 @@ class Reach:
         manager). ``env``: variables set on top of the stack's own (a verbose log level for
         one diagnostic load)."""
         stack = self.config.stacks[name]
+        warm = self.warm
         if env:
+            # One diagnostic worker with other variables: a zygote for it would cost as much as
+            # the cold start it saves.
             stack = dataclasses.replace(stack, env={**stack.env, **env})
+            warm = None
+        if stack.host != LOCAL:
+            warm = None
+        reason = self.cold_runtimes.get(stack.runtime)
+        if warm is not None and reason and warm.mode != "off":
+            warm.cold(name, reason)
+            warm = None
         return StackWorker(
             stack,
             self.config.worker.start_timeout,
@@ -69,6 +109,7 @@ class Reach:
             self.runtime_classes.get(stack.runtime),
             host=self.config.hosts.get(stack.host),
             file_limits=self.config.files.limits,
+            warm=warm,
         )
 
     def session(self, name: str, register: Callable[[StackWorker], None] | None = None) -> StackSession:
@@ -83,13 +124,16 @@ class Reach:
 
 def reach(
     config: Config,
-    runtime_classes: Mapping[str, str],
+    runtimes: Mapping[str, RuntimeSpec],
     probe_modules: Iterable[str] = (),
     collectors: Iterable[str] = (),
+    warm: WarmPool | None = None,
 ) -> Reach:
     """A Reach whose workers carry the probes' and collectors' modules, every runtime's worker
     class and the packages of the models' training networks (what a cycle needs; fewer modules
-    make a smaller remote payload)."""
+    make a smaller remote payload). ``warm``: zygotes to share (the daemon's); else its own."""
+    runtime_classes = {n: r.worker_class for n, r in runtimes.items()}
+    cold = {n: f"runtime {n} opts out of warm workers: {r.cold}" for n, r in runtimes.items() if r.cold}
     modules = [*probe_modules, *(c.partition(":")[0] for c in runtime_classes.values()), *collectors]
     extra = []
     for model in config.models.values():
@@ -98,7 +142,14 @@ def reach(
             package = model.train.package()
             if package is not None:
                 extra.append(package)
-    return Reach(config, dict(runtime_classes), tuple(dict.fromkeys(modules)), tuple(dict.fromkeys(extra)))
+    return Reach(
+        config,
+        runtime_classes,
+        tuple(dict.fromkeys(modules)),
+        tuple(dict.fromkeys(extra)),
+        cold,
+        warm,
+    )
 
 
 class StackSession:

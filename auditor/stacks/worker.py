@@ -31,6 +31,7 @@ from auditor.config.tables import HostConfig, StackConfig
 from auditor.stacks import payload as worker_payload
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.transport import CONNECTIONS, HostError, explain, remote_argv
+from auditor.stacks.warm import ForkedProcess, Identity, WarmPool
 from auditor.worker import files, protocol
 from auditor.worker.bootstrap import SOURCE
 from auditor.worker.fingerprint import WORKER_SET_ENV
@@ -145,10 +146,13 @@ class StackWorker:
         runtime_class: str | None = None,
         host: HostConfig | None = None,
         file_limits: files.Limits = files.DEFAULT_LIMITS,
+        warm: WarmPool | None = None,
     ):
         """``host``: the stack's ``[hosts.NAME]`` (None for a stack on this machine);
-        ``file_limits``: how a model file sent to a remote worker is read (``[files]``)."""
+        ``file_limits``: how a model file sent to a remote worker is read (``[files]``);
+        ``warm``: the zygotes to fork it from (None: a cold start)."""
         self.stack = stack
+        self.warm = warm
         self.host = host
         self.file_limits = file_limits
         self.runtime_class = runtime_class
@@ -158,7 +162,9 @@ class StackWorker:
         self.packages = packages if packages is not None else worker_packages(entry)
         self.start_timeout = start_timeout
         self.request_timeout = request_timeout
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
+        self.forked = False
+        """Forked from a warm zygote (auditor.stacks.warm), not started cold."""
         self._killed = threading.Event()
         self.local_dir = tempdirs.make(f"auditor-{stack.name}-")
         self.workdir: PurePath = self.local_dir
@@ -201,12 +207,20 @@ class StackWorker:
             "runtime_class": self.runtime_class,
         }
         env = local_worker_env(self.stack.env)
-        try:
-            # Its own session (auditor.common.child_process): with the kernel's autogroup scheduling
-            # its own share of the CPU, as a served runtime has (the latency bench relies on it).
-            self.proc = spawn([python, "-c", SOURCE, json.dumps(spec)], env, self.workdir)
-        except OSError as exc:
-            raise WorkerError(self.stack.name, "start", "start", f"cannot run {python}: {exc}") from None
+        if self.warm is not None and self.runtime_class:
+            identity = Identity.of(python, self.runtime_class, self.packages, env)
+            self.proc = self.warm.fork(
+                self.stack.name, identity, spec, env, str(self.workdir), self.start_timeout
+            )
+            self.forked = self.proc is not None
+        if self.proc is None:
+            try:
+                # Its own session (auditor.common.child_process): with the kernel's autogroup
+                # scheduling its own share of the CPU, as a served runtime has (the latency bench
+                # relies on it).
+                self.proc = spawn([python, "-c", SOURCE, json.dumps(spec)], env, self.workdir)
+            except OSError as exc:
+                raise WorkerError(self.stack.name, "start", "start", f"cannot run {python}: {exc}") from None
         if self._killed.is_set():
             # kill() ran between registration and Popen (an abort racing a restart): it found
             # no process, so finish its job here instead of waiting out start_timeout.

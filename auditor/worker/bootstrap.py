@@ -26,3 +26,12 @@ SOURCE = (
 serve(spec)
 """
 )
+
+ZYGOTE_SOURCE = (
+    REGISTER
+    + """from auditor.worker.zygote import main
+main(spec)
+"""
+)
+"""A stack's warm interpreter (``auditor.worker.zygote``): imports the runtime once and forks
+a worker per request; its spec names the runtime class, the packages and its socket."""

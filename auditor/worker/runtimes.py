@@ -55,6 +55,10 @@ class Runtime(object):
 
     package = ""
     version = ""
+    preload = ()
+    """Modules a stack's zygote imports before it forks this runtime's workers (the framework:
+    ``("mindspore",)``). Imports only: a context, a device or a first tensor belong in
+    ``__init__``, which runs in each forked worker. Classes of one module share a zygote."""
 
     def __init__(self, device):
         self.device = device

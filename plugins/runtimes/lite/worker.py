@@ -31,6 +31,8 @@ class LiteRuntime(Runtime):
     """MindSpore Lite (cloud inference package), MindIR on the configured target."""
 
     package = "mindspore-lite"
+    # Imported once in the stack's zygote (auditor.worker.zygote); one thread after the import.
+    preload = ("mindspore_lite",)
 
     def __init__(self, device):
         Runtime.__init__(self, device)

@@ -27,6 +27,10 @@ class MindSporeRuntime(Runtime):
 
     package = "mindspore"
     graph_mode = False
+    # What a stack's zygote imports before it forks workers (auditor.worker.zygote): the import
+    # alone leaves one thread (two on Python 3.11, numpy's OpenBLAS server, which quiesces
+    # itself around a fork); the context and the first tensor come in each worker (__init__).
+    preload = ("mindspore",)
 
     def __init__(self, device):
         Runtime.__init__(self, device)

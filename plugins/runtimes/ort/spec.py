@@ -58,6 +58,10 @@ ORT = RuntimeSpec(
     "ONNX Runtime (CPU; CANN or CUDA execution provider on ascend:N / gpu:N) loading an ONNX export",
     loads=ONNX,
     package="onnxruntime",
+    # onnxruntime starts a thread of its own when it is imported (3 threads after the import
+    # here, 2 after numpy's): a fork would copy a process whose other threads may hold locks.
+    # Its import costs about 0.2 CPU-s, so its workers start cold.
+    cold="onnxruntime starts a thread when it is imported, so a fork after the import is not safe",
     failures=FORMS,
     reads=known_maxima(MAX_IR_VERSION, "onnxruntime {version} says so when it refuses a newer file"),
 )

@@ -98,7 +98,7 @@ def test_a_reach_with_a_training_networks_folder_still_carries_every_entry(tmp_p
     plugins = Plugins(entry_points=False)
     to_reach = reach(
         config,
-        {n: r.worker_class for n, r in plugins.runtimes().items()},
+        plugins.runtimes(),
         [s.module for s in plugins.probes().values()],
         plugins.fingerprint_collectors(),
     )
