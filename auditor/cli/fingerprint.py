@@ -65,7 +65,7 @@ def fingerprint_command(obj: Context, named: tuple[str, ...], as_json: bool, **k
         except Exception as exc:  # a bad plugin module name, say: report it with the stack
             return f"stack {name}: fingerprint failed: {type(exc).__name__}: {exc}"
 
-    with ThreadPoolExecutor(max_workers=max(1, config.worker.parallel)) as pool:
+    with reach, ThreadPoolExecutor(max_workers=max(1, config.worker.parallel)) as pool:
         results = dict(zip(names, pool.map(one, names), strict=True))
 
     complete = all(isinstance(r, dict) and not fp.errors(r) for r in results.values())

@@ -158,7 +158,8 @@ def _record(
     except ModelInputError as exc:
         fail(str(exc))
     network = spec.train if from_train else None
-    worker = obj.plugins().reach(config).worker(stack)
+    stacks = obj.plugins().reach(config)
+    worker = stacks.worker(stack)
     what = network.describe() if network is not None else f"{spec.path} on {stack}"
     try:
         hello = worker.start()
@@ -173,6 +174,7 @@ def _record(
         fail(f"could not read the checkpoint of models.{spec.name}.train: {exc}")
     finally:
         worker.close()
+        stacks.close()
     output_names = list(spec.output_names) or [f"output{i}" for i in range(len(outputs))]
     if len(output_names) != len(outputs):
         fail(

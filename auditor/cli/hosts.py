@@ -18,7 +18,7 @@ from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from auditor.config.tables import Config
 from auditor.runtime import RuntimeSpec
 from auditor.stacks.hosts import LOCAL
-from auditor.stacks.session import reach
+from auditor.stacks.session import Reach, reach
 from auditor.stacks.transport import CONNECTIONS, HostError
 from auditor.stacks.worker import WorkerError
 
@@ -31,6 +31,8 @@ class StackCheck:
     python: str | None = None
     runtime: str | None = None
     error: str | None = None
+    warm: str | None = None
+    """How its workers start: forked from its zygote (and what the zygote holds), or cold."""
 
 
 @dataclass
@@ -78,18 +80,35 @@ def check_hosts(config: Config, names: list[str], runtimes: Mapping[str, Runtime
             time.monotonic() - started,
             python=f"{hello.get('python')} ({hello.get('executable')})",
             runtime=f"{hello.get('runtime_package')} {hello.get('runtime_version')}",
+            warm=_warm_text(stacks, stack_name, worker.forked),
         )
 
     tasks = {
         s: (lambda s=s: one(s)) for s, st in config.stacks.items() if st.host in hosts and hosts[st.host].ok
     }
     size, tasks = stacks.parallel(tasks)
-    with ThreadPoolExecutor(max_workers=size) as pool:
+    with stacks, ThreadPoolExecutor(max_workers=size) as pool:
         futures = {s: pool.submit(fn) for s, fn in tasks.items()}
         for s, f in futures.items():
             hosts[config.stacks[s].host].stacks.append(f.result())
     CONNECTIONS.close_all()
     return list(hosts.values())
+
+
+def _warm_text(stacks: Reach, name: str, forked: bool) -> str:
+    """How the stack's workers start, and what its warm worker holds ([worker] warm)."""
+    if not forked:
+        return "cold: its interpreter imports the runtime for every worker"
+    for info in stacks.warm.zygotes() if stacks.warm is not None else ():
+        if name in info.stacks:
+            rss = f"{info.rss_bytes / 2**20:.0f} MB" if info.rss_bytes else "? MB"
+            pss = f", {info.pss_bytes / 2**20:.0f} MB proportional" if info.pss_bytes else ""
+            return (
+                f"warm: forked from a zygote (pid {info.pid}) that imported "
+                f"{', '.join(info.preloaded) or 'the worker code'} in {info.import_cpu_seconds:.2f} CPU-s "
+                f"and holds {rss}{pss}; {len(info.threads)} thread(s) at fork"
+            )
+    return "warm: forked from a zygote another process keeps (AUDITOR_ZYGOTES)"
 
 
 @click.group("hosts")
@@ -130,6 +149,8 @@ def check_command(obj: Context, names: tuple[str, ...], as_json: bool) -> None:
             for s in h.stacks:
                 if s.ok:
                     click.echo(f"  {s.stack:<14} ok  Python {s.python}  {s.runtime}  ({s.seconds:.1f} s)")
+                    if s.warm:
+                        click.echo(f"  {'':<14} {s.warm}")
                 else:
                     lines = (s.error or "").splitlines()
                     click.echo(f"  {s.stack:<14} FAILED  {lines[0] if lines else ''}")

@@ -49,7 +49,8 @@ def sample_command(obj: Context, hosts: tuple[str, ...], no_store: bool, as_json
         fail(f"no stack lives on host {', '.join(map(repr, unknown))} (hosts: {', '.join(sorted(known))})")
     names = [n for n, s in config.stacks.items() if not hosts or s.host in hosts]
     store = None if no_store else obj.store()
-    samples = sample_hosts(obj.plugins().reach(config), names)
+    with obj.plugins().reach(config) as stacks:
+        samples = sample_hosts(stacks, names)
     if store is not None:
         store_samples(store.engine, store.auditor_id, samples)
     found = findings(samples, config.telemetry)

@@ -222,6 +222,7 @@ class Cycle:
                 results += self._served_conversions(sessions)  # [stacks.X.convert] served
             finally:
                 close_sessions(list(sessions.values()))
+                self.state.reach.close()  # the zygotes of this cycle ([worker] warm)
                 CONNECTIONS.close_all()
             self.state.check()
         stacks = {

@@ -345,6 +345,7 @@ def preflight_many(
     finally:
         for worker in workers.values():
             worker.close()
+        stacks_reach.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return reports

@@ -172,7 +172,8 @@ class Sampling:
             self._workers.append(worker)
 
     def run(self) -> list[HostTelemetry]:
-        samples = sample_hosts(self.reach, register=self._register)
+        with self.reach:
+            samples = sample_hosts(self.reach, register=self._register)
         if self.reason is not None:
             raise CycleAborted(self.reason)
         return samples

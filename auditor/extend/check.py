@@ -166,7 +166,7 @@ def check(plugins: Plugins, config: Config, builtins: bool = False) -> CheckRepo
         ]
 
     size, tasks = to_reach.parallel({n: (lambda n=n: one(n)) for n in stacks})
-    with ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="plugins-check") as pool:
+    with to_reach, ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="plugins-check") as pool:
         for future in [pool.submit(task) for task in tasks.values()]:
             future.result()
     for name in stacks:  # in the config's order, whatever order the workers finished in

@@ -14,7 +14,6 @@ remembered: it would only fail the same way again.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,10 +50,9 @@ class Reach:
     def __post_init__(self) -> None:
         if self.warm is None:
             pool = WarmPool(self.config.worker.warm)
+            # Its own: ended by close(), or when neither this Reach nor a worker holds it.
             object.__setattr__(self, "warm", pool)
             object.__setattr__(self, "_own_warm", pool)
-            # A Reach dropped without close() (or at exit) still ends its zygotes.
-            weakref.finalize(self, pool.close)
         else:
             object.__setattr__(self, "_own_warm", None)
 

@@ -40,6 +40,7 @@ import struct
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -449,7 +450,7 @@ class WarmPool:
         self.mode = mode
         self.shared = os.environ.get(WARM_DIR_ENV) if shared is None else shared
         self._directory = directory
-        self._own_dir: Path | None = None
+        self._own_dirs: list[Path] = []
         self._zygotes: dict[str, Zygote] = {}
         self._failed: dict[str, str] = {}
         self._said: set[tuple[str, str]] = set()
@@ -458,6 +459,8 @@ class WarmPool:
         self._closed = False
         self.warm_starts = 0
         self.cold_starts = 0
+        # A pool nobody holds any more (no Reach, no worker) ends its zygotes, as at exit.
+        weakref.finalize(self, _end, self._zygotes, self._own_dirs)
 
     # -- where zygotes live
     def directory(self) -> Path:
@@ -465,9 +468,9 @@ class WarmPool:
             if self._directory is not None:
                 self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                 return self._directory
-            if self._own_dir is None:
-                self._own_dir = tempdirs.make("auditor-zygotes-", root=tempdirs.socket_root())
-            return self._own_dir
+            if not self._own_dirs:
+                self._own_dirs.append(tempdirs.make("auditor-zygotes-", root=tempdirs.socket_root()))
+            return self._own_dirs[0]
 
     def address(self, key: str) -> str:
         return str(self.directory() / f"{key[:16]}.sock")
@@ -627,13 +630,7 @@ class WarmPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            held = list(self._zygotes.values())
-            self._zygotes.clear()
-        for zygote in held:
-            zygote.close()
-        if self._own_dir is not None:
-            shutil.rmtree(self._own_dir, ignore_errors=True)
-            self._own_dir = None
+        _end(self._zygotes, self._own_dirs)
 
     def reopen(self) -> None:
         """Close every zygote (a reload), and take requests again."""
@@ -642,6 +639,17 @@ class WarmPool:
             self._closed = False
             self._failed.clear()
             self._said.clear()
+
+
+def _end(zygotes: dict[str, Zygote], own_dirs: list[Path]) -> None:
+    """Close a pool's zygotes and remove its own directory (also its finalizer)."""
+    held = list(zygotes.values())
+    zygotes.clear()
+    for zygote in held:
+        zygote.close()
+    for path in own_dirs:
+        shutil.rmtree(path, ignore_errors=True)
+    own_dirs.clear()
 
 
 def stderr_note(proc: Any) -> str:
