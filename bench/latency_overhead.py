@@ -13,7 +13,7 @@ The bare call is built from the probe's own input specs (``INPUTS`` and ``make_i
 input the probe declares is fed, so the bench follows the probe when its inputs change.
 
 Making the comparison honest: the two sides must run under the same conditions, so the bare
-script gets the worker's environment (auditor.stacks.worker.local_worker_env: GLOG_v=2 and
+script gets the worker's environment (auditor.stacks.launch.local_worker_env: GLOG_v=2 and
 GLOG_logtostderr=1, the stack's env, no PYTHONPATH), the same inputs (the exact arrays, fp16 widened to the
 model's declared dtype for Lite as the worker does), the same warm-up and iteration counts, the
 same device choice (set_device where MindSpore has it, else device_target), the same history
@@ -91,7 +91,7 @@ from bench_config import reference_config  # noqa: E402
 from bench_stats import geomean_interval  # noqa: E402
 
 from auditor.cycle.cycle import Cycle  # noqa: E402
-from auditor.stacks.worker import local_worker_env  # noqa: E402
+from auditor.stacks.launch import local_worker_env  # noqa: E402
 
 PROBE = "ppo_policy"
 VARIANT = "fp32"

@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from auditor.common.paths import stacks_dir
+from auditor.common.tempdirs import socket_root
 from auditor.history.store import Store
+from auditor.stacks.warm import WARM_DIR_ENV, WarmPool
 from tests import postgres_server
 from tests.cli import REPO, auditor
 
@@ -52,9 +56,47 @@ def doc(default_doc: dict) -> dict:
     return copy.deepcopy(default_doc)
 
 
-def worker_pids(parent: int | None = None) -> list[int]:
-    """Live stack-worker processes (optionally only descendants of ``parent``: a daemon's
-    workers are its cycle process's children), read from /proc."""
+@pytest.fixture(scope="session", autouse=True)
+def warm_stacks() -> WarmPool | None:
+    """One zygote per reference stack for this test process (auditor.stacks.warm), named to
+    every auditor it runs, in this process or as a command, by AUDITOR_ZYGOTES: each imports
+    its framework once for the whole run instead of once per cycle or command. Started in the
+    background; an auditor that asks before they are ready starts its own, as it would anyway.
+    A test that counts the workers under an auditor's process (they are this process's
+    zygotes' children here) runs that auditor with ``own_zygotes``."""
+    if any(not stack_python(n).exists() for n in STACK_NAMES) or os.environ.get(WARM_DIR_ENV):
+        yield None
+        return
+    from auditor.cli.context import Context
+    from auditor.extend.manager import Plugins
+
+    directory = Path(tempfile.mkdtemp(prefix="auditor-zygotes-", dir=socket_root()))
+    pool = WarmPool("daemon", directory=directory)
+    stacks = Plugins(entry_points=False).reach(Context(str(DEFAULT_CONFIG), None).config(), warm=pool)
+    local = [n for n, s in stacks.config.stacks.items() if s.host == "local"]
+    threading.Thread(target=stacks.prepare_warm, args=(local,), name="warm-stacks", daemon=True).start()
+    os.environ[WARM_DIR_ENV] = str(directory)
+    yield pool
+    os.environ.pop(WARM_DIR_ENV, None)
+    pool.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+OWN_ZYGOTES = {WARM_DIR_ENV: None}
+"""``env=`` of a command whose workers must be its own descendants (tests/cli.py)."""
+
+
+@pytest.fixture
+def own_zygotes(monkeypatch) -> None:
+    """Auditors of this test (in this process) start their own zygotes, so that their workers
+    descend from them (not from the session's, ``warm_stacks``)."""
+    monkeypatch.delenv(WARM_DIR_ENV, raising=False)
+
+
+def worker_pids(parent: int | None = None, zygotes: bool = False) -> list[int]:
+    """Live stack-worker processes, cold or forked from a zygote (optionally only descendants
+    of ``parent``: a daemon's workers are its cycle process's children), read from /proc.
+    ``zygotes``: the zygotes instead (auditor.worker.zygote)."""
     ppids: dict[int, int] = {}
     workers = []
     for entry in Path("/proc").iterdir():
@@ -63,11 +105,19 @@ def worker_pids(parent: int | None = None) -> list[int]:
         try:
             cmdline = (entry / "cmdline").read_bytes()
             stat = (entry / "stat").read_text()
+            comm = (entry / "comm").read_text().strip()
         except OSError:
             continue
         state, ppid = stat.rsplit(")", 1)[1].split()[:2]
         ppids[int(entry.name)] = int(ppid)
-        if b"auditor.worker.main" in cmdline and state != "Z":
+        if state == "Z":
+            continue
+        if zygotes:
+            if b"auditor.worker.zygote" in cmdline and comm == "auditor-zygote":
+                workers.append(int(entry.name))
+        elif b"auditor.worker.main" in cmdline or (
+            b"auditor.worker.zygote" in cmdline and comm == "auditor-worker"
+        ):
             workers.append(int(entry.name))
 
     def descends(pid: int) -> bool:

@@ -45,8 +45,9 @@ from auditor.results import (
     HostTelemetry,
     NpuTelemetry,
 )
+from auditor.stacks.launch import TELEMETRY_COLLECTOR
 from auditor.stacks.session import Reach
-from auditor.stacks.worker import TELEMETRY_COLLECTOR, StackWorker, WorkerError
+from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker.npu_metrics import METRICS, unit
 
 MODULE = TELEMETRY_COLLECTOR

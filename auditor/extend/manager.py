@@ -29,6 +29,7 @@ from auditor import __version__, hookspecs
 from auditor.extend.probe_spec import ProbeSpec, single_file_problem
 from auditor.runtime import RuntimeSpec
 from auditor.stacks.session import Reach, reach
+from auditor.stacks.warm import WarmPool
 
 if TYPE_CHECKING:
     import click
@@ -260,14 +261,16 @@ class Plugins:
     def add_commands(self, cli: click.Group) -> None:
         list(self._each("auditor_cli_commands", cli=cli))
 
-    def reach(self, config: Config) -> Reach:
+    def reach(self, config: Config, warm: WarmPool | None = None) -> Reach:
         """How to reach the config's stacks with these plugins' runtimes, probes and collectors
-        (auditor.stacks.session): every command that talks to a stack opens it through this."""
+        (auditor.stacks.session): every command that talks to a stack opens it through this.
+        ``warm``: zygotes another owner keeps (the daemon's); else the Reach's own."""
         return reach(
             config,
             self.runtimes(),
             [spec.module for spec in self.probes().values()],
             self.fingerprint_collectors(),
+            warm,
         )
 
 

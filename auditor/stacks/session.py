@@ -23,9 +23,10 @@ from typing import Any
 from auditor.config.tables import Config, StackConfig
 from auditor.runtime import RuntimeSpec
 from auditor.stacks.hosts import LOCAL, per_host_limits
+from auditor.stacks.launch import local_worker_env, worker_packages
 from auditor.stacks.payload import Packages
-from auditor.stacks.warm import WarmPool
-from auditor.stacks.worker import StackWorker, WorkerError, worker_packages
+from auditor.stacks.warm import Identity, WarmPool, ZygoteInfo
+from auditor.stacks.worker import StackWorker, WorkerError
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,30 @@ class Reach:
             file_limits=self.config.files.limits,
             warm=warm,
         )
+
+    def warm_identity(self, name: str) -> Identity | None:
+        """The identity of the zygote stack ``name``'s workers fork from, or None where they
+        start cold (another host, a runtime that opts out, no runtime class)."""
+        stack = self.config.stacks[name]
+        runtime_class = self.runtime_classes.get(stack.runtime)
+        if stack.host != LOCAL or not runtime_class or stack.runtime in self.cold_runtimes:
+            return None
+        return Identity.of(stack.python, runtime_class, self.packages, local_worker_env(stack.env))
+
+    def prepare_warm(self, names: Iterable[str]) -> list[ZygoteInfo]:
+        """Start the zygotes of stacks ``names`` now, in parallel as ``[worker] parallel``
+        allows (the daemon before a cycle, the test suite for its session); what each holds."""
+        pool = self.warm
+        if pool is None or pool.mode == "off":
+            return []
+        chosen = {n: i for n in names if (i := self.warm_identity(n)) is not None}
+        timeout = self.config.worker.start_timeout
+        size, tasks = self.parallel(
+            {n: (lambda n=n, i=i: pool.prepare(n, i, timeout)) for n, i in chosen.items()}
+        )
+        with ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="warm") as threads:
+            found = [f.result() for f in [threads.submit(t) for t in tasks.values()]]
+        return list({info.pid: info for info in found if info is not None}.values())
 
     def session(self, name: str, register: Callable[[StackWorker], None] | None = None) -> StackSession:
         return StackSession(self, name, register or (lambda worker: None))

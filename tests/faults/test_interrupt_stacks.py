@@ -3,7 +3,6 @@ runs stored before it intact."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -17,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
 from auditor.history.store import Store
+from auditor.stacks.warm import WARM_DIR_ENV
 from tests.cli import auditor, auditor_argv
 from tests.conftest import DEFAULT_CONFIG, REPO, worker_pids
 
@@ -30,14 +30,32 @@ def _default_sigint() -> None:
 
 
 def _start(db) -> subprocess.Popen[str]:
+    # Its own zygotes: its workers then descend from it, to be counted (not from the session's).
+    env = {k: v for k, v in os.environ.items() if k != WARM_DIR_ENV}
     return subprocess.Popen(
         auditor_argv("--config", str(DEFAULT_CONFIG), "--db", str(db), "audit"),
         cwd=REPO,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=_default_sigint,
     )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _gone(pids: list[int], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(_alive(p) for p in pids)
 
 
 def _workers_of(pid: int) -> list[int]:
@@ -72,12 +90,13 @@ def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(earlier_run, tmp_p
     while not _workers_of(proc.pid):
         assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
         time.sleep(0.05)
+    started = _workers_of(proc.pid) + worker_pids(parent=proc.pid, zygotes=True)
     proc.send_signal(signum)
     code = proc.wait(timeout=60)
     assert code == 128 + signum
     assert "marked aborted" in proc.stderr.read()
-    time.sleep(0.2)
-    assert _workers_of(proc.pid) == []
+    # Its workers and its zygotes (they are reparented once it is gone: counted by pid).
+    assert _gone(started), [p for p in started if _alive(p)]
 
     with Session(store.engine) as s:
         runs = s.scalars(select(m.Run).order_by(m.Run.id)).all()
@@ -102,11 +121,13 @@ def test_killed_audit_is_marked_aborted_at_next_start(stacks, tmp_path):
         assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
         time.sleep(0.05)
     workers = _workers_of(proc.pid)
+    zygotes = worker_pids(parent=proc.pid, zygotes=True)
+    assert zygotes, "the audit started no zygote ([worker] warm = cycle is the default)"
     proc.kill()
     proc.wait()
-    for pid in workers:  # orphaned workers see EOF on stdin and exit; make sure for the test
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    # A zygote sees the end of its stdin and ends, killing what it forked; the workers see
+    # theirs too. Nothing of the killed audit keeps running.
+    assert _gone(zygotes + workers, 20), [p for p in zygotes + workers if _alive(p)]
     store = Store.open(f"sqlite:///{db}")
     (run,) = store.runs()
     # Read as interrupted as soon as its process is gone, before anything is written ...

@@ -15,8 +15,8 @@ from auditor.config.load import parse
 from auditor.config.tables import ConfigError, HostConfig, StackConfig
 from auditor.stacks import payload
 from auditor.stacks.hosts import per_host_limits
+from auditor.stacks.launch import worker_packages
 from auditor.stacks.transport import explain, remote_argv
-from auditor.stacks.worker import worker_packages
 
 STACK = {"role": "train", "runtime": "mindspore", "python": "/opt/ms/bin/python"}
 INFER = {"role": "infer", "runtime": "mindspore-lite", "python": "/opt/lite/bin/python"}

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
 from auditor.history.store import Store
+from auditor.stacks.warm import WARM_DIR_ENV
 from tests.cli import auditor_argv
 from tests.conftest import REPO, stack_python, worker_pids
 
@@ -173,6 +174,7 @@ def test_daemon_lifecycle(stacks, tmp_path):
     listener = NotifyListener(tmp_path / "notify.sock")
     env = {**os.environ, "NOTIFY_SOCKET": str(listener.path), "WATCHDOG_USEC": "2000000"}
     env.pop("WATCHDOG_PID", None)
+    env.pop(WARM_DIR_ENV, None)  # its workers under its own pid (counted below), not the session's
     proc = start_daemon(cfg, db, log, env)
     store = None
     try:

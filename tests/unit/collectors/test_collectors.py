@@ -16,7 +16,7 @@ from auditor.plugins.collectors import _files, npu_smi
 from auditor.plugins.default_collectors import COLLECTORS
 
 from auditor.extend.manager import Plugins
-from auditor.stacks.worker import worker_packages
+from auditor.stacks.launch import worker_packages
 from auditor.worker import fingerprint as runner
 from auditor.worker.bootstrap import SOURCE
 from tests.ascend_trees import SPECS, TREE_NAMES, Npu, build_tree, write, write_npu_smi

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from auditor.plugins.collectors import npu_telemetry as telemetry
 
-from auditor.stacks.worker import worker_packages
+from auditor.stacks.launch import worker_packages
 from auditor.worker.bootstrap import REGISTER
 from auditor.worker.npu_metrics import KEYS, METRICS, VIEWS
 from tests.npu_fakes import DCMI_8005, HOSTS, Card, Host, derive, fixture, host_910b_8, write_npu_smi

@@ -110,7 +110,7 @@ def test_a_reach_with_a_training_networks_folder_still_carries_every_entry(tmp_p
 def test_every_payload_carries_the_telemetry_collector():
     """The cycle samples each host's NPUs through its worker: a remote host without the
     collector in its payload reported its telemetry unavailable while a local one did not."""
-    from auditor.stacks.worker import TELEMETRY_COLLECTOR, worker_packages
+    from auditor.stacks.launch import TELEMETRY_COLLECTOR, worker_packages
 
     assert TELEMETRY_COLLECTOR in set(payload.build(worker_packages()).names)
 
