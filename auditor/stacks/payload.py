@@ -28,6 +28,8 @@ from pathlib import Path
 
 WORKER_ENTRY = "auditor.worker.main"
 """The module every worker runs (``auditor.worker.bootstrap``, ``remote_boot``)."""
+ZYGOTE_ENTRY = "auditor.worker.zygote"
+"""The module a warm stack interpreter runs (``[worker] warm``), on another host too."""
 MAX_FILE = 8 * 1024 * 1024
 _IMPORTERS = {("importlib", "import_module"), ("", "import_module"), ("", "__import__")}
 
@@ -39,7 +41,7 @@ class Packages(list):
 
     def __init__(self, packages: Iterable[tuple[str, str]] = (), entries: Iterable[str] = ()):
         super().__init__(packages)
-        self.entries: tuple[str, ...] = tuple(dict.fromkeys([WORKER_ENTRY, *entries]))
+        self.entries: tuple[str, ...] = tuple(dict.fromkeys([WORKER_ENTRY, ZYGOTE_ENTRY, *entries]))
 
 
 @dataclass(frozen=True)

@@ -94,8 +94,6 @@ class Reach:
             # the cold start it saves.
             stack = dataclasses.replace(stack, env={**stack.env, **env})
             warm = None
-        if stack.host != LOCAL:
-            warm = None
         reason = self.cold_runtimes.get(stack.runtime)
         if warm is not None and reason and warm.mode != "off":
             warm.cold(name, reason)

@@ -41,7 +41,7 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,14 +104,16 @@ class Identity:
         module = runtime_class.partition(":")[0]
         packages = tuple((str(n), str(p)) for n, p in packages)
         used = tuple((n, p) for n, p in packages if n in _CORE or module == n or module.startswith(n + "."))
-        real = os.path.realpath(python)
+        # The path as written, not resolved: a venv's bin/python is a link to its base
+        # interpreter, shared by every venv of that Python, and the venv is what it imports from.
+        path = os.path.abspath(python)
         try:
-            st = os.stat(real)
+            st = os.stat(path)
             stamp = [st.st_ino, st.st_mtime_ns]
         except OSError:
             stamp = None
         document = {
-            "python": real,
+            "python": path,
             "stamp": stamp,
             "module": module,
             "code": sorted(used),
@@ -119,6 +121,22 @@ class Identity:
         }
         key = hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:24]
         return cls(python, runtime_class, packages, dict(env), key)
+
+    @classmethod
+    def remote(
+        cls, host: str, python: str, runtime_class: str, payload: str, env: Mapping[str, str]
+    ) -> Identity:
+        """A zygote on another host: its host, interpreter, runtime module, worker code (the
+        payload's digest) and the stack's whole environment (all it has there)."""
+        document = {
+            "host": host,
+            "python": python,
+            "module": runtime_class.partition(":")[0],
+            "payload": payload,
+            "env": dict(sorted(env.items())),
+        }
+        key = hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:24]
+        return cls(f"{host}:{python}", runtime_class, (), dict(env), key)
 
 
 @dataclass
@@ -342,20 +360,43 @@ class Zygote:
         self.ready: dict[str, Any] = {}
         self.forks = 0
         self.started = 0.0
+        self.remote = False
+        """On another host (reached through ssh or a command): its memory is as it said at start."""
         self._stderr: collections.deque[str] = collections.deque(maxlen=200)
         self._reader: threading.Thread | None = None
 
     def start(self, timeout: float, cwd: Path) -> None:
+        """Start it on this machine with the stack's interpreter."""
         spec = {
             "packages": [list(p) for p in self.identity.packages],
             "runtime_class": self.identity.runtime_class,
             "socket": self.address,
         }
         argv = [self.identity.python, "-c", ZYGOTE_SOURCE, json.dumps(spec)]
+        self.launch(argv, dict(self.identity.env), cwd, (), timeout)
+
+    def launch(
+        self, argv: list[str], env: dict[str, str] | None, cwd: Path, frames: Iterable[bytes], timeout: float
+    ) -> None:
+        """Run ``argv`` (locally, or ssh to its host), send ``frames`` on its stdin (each an
+        8-byte length and the bytes: a remote zygote's environment, source and worker code),
+        and wait for its ready line; its ``socket`` is where it listens (on its host)."""
         try:
-            self.proc = spawn(argv, dict(self.identity.env), cwd)
+            self.proc = spawn(argv, env, cwd)
         except OSError as exc:
-            raise WarmUnavailable(f"cannot run {self.identity.python}: {exc}") from None
+            raise WarmUnavailable(f"cannot run {argv[0]}: {exc}") from None
+        frames = list(frames)
+        if frames:
+            assert self.proc.stdin is not None
+            stdin = self.proc.stdin
+
+            def send() -> None:
+                with contextlib.suppress(OSError, ValueError):
+                    for data in frames:
+                        stdin.write(len(data).to_bytes(8, "big") + data)
+                    stdin.flush()
+
+            threading.Thread(target=send, name="zygote-payload", daemon=True).start()
         self._reader = threading.Thread(target=self._drain, name="zygote-stderr", daemon=True)
         self._reader.start()
         assert self.proc.stdout is not None
@@ -384,6 +425,7 @@ class Zygote:
             self.close()
             raise WarmUnavailable(f"{ready.get('error') if isinstance(ready, dict) else ready}{self._tail()}")
         self.ready = ready
+        self.address = str(ready.get("socket") or self.address)
         self.started = time.time()
 
     def _drain(self) -> None:
@@ -392,10 +434,15 @@ class Zygote:
             self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
     def _tail(self) -> str:
+        """What it said last, without a traceback's frames (its last words name the cause)."""
         if self._reader is not None:
             self._reader.join(timeout=1)
-        lines = [line for line in self._stderr if line.strip()][-5:]
-        return ("; its last lines: " + " | ".join(lines)) if lines else ""
+        lines = [
+            line.strip()
+            for line in self._stderr
+            if line.strip() and not line.startswith((" ", "\t", "Traceback (most recent call last)"))
+        ][-2:]
+        return ("; it said: " + " | ".join(lines)) if lines else ""
 
     @property
     def alive(self) -> bool:
@@ -409,7 +456,11 @@ class Zygote:
         return proc
 
     def info(self) -> ZygoteInfo:
-        rss, pss = memory_of(self.proc.pid) if self.alive and self.proc is not None else (None, None)
+        if self.remote or not self.alive or self.proc is None:
+            rss = (self.ready.get("rss_kib") or 0) * 1024 or None
+            pss = None
+        else:
+            rss, pss = memory_of(self.proc.pid)
         return ZygoteInfo(
             list(self.stacks),
             int(self.ready.get("pid", 0)),
@@ -548,7 +599,13 @@ class WarmPool:
                 del self._zygotes[key]
         zygote.close()
 
-    def _zygote(self, stack: str, identity: Identity, timeout: float) -> Zygote:
+    def _zygote(
+        self,
+        stack: str,
+        identity: Identity,
+        timeout: float,
+        start: Callable[[Zygote], None] | None = None,
+    ) -> Zygote:
         with self._lock:
             if self._closed:
                 raise WarmUnavailable("the pool is closed")
@@ -572,7 +629,10 @@ class WarmPool:
                 raise WarmUnavailable(reason)
             zygote = Zygote(identity, self.address(identity.key), [stack])
             try:
-                zygote.start(timeout, self.directory())
+                if start is None:
+                    zygote.start(timeout, self.directory())
+                else:
+                    start(zygote)
             except WarmUnavailable as exc:
                 reason = f"its warm worker did not start: {exc}"
                 with self._lock:
@@ -585,6 +645,45 @@ class WarmPool:
                 self._zygotes[identity.key] = zygote
             log.info("%s", zygote.info().describe())
             return zygote
+
+    def remote_address(
+        self,
+        stack: str,
+        identity: Identity,
+        argv: list[str],
+        frames: Iterable[bytes],
+        timeout: float,
+    ) -> str | None:
+        """Where the zygote of a stack on another host listens, there (started through ``argv``
+        with ``frames`` on first use, and ended with this pool), or None: start it cold."""
+        if self.mode == "off":
+            return None
+
+        def start(zygote: Zygote) -> None:
+            zygote.remote = True
+            zygote.launch(argv, None, self.directory(), frames, timeout)
+
+        try:
+            zygote = self._zygote(stack, identity, timeout, start)
+        except WarmUnavailable as exc:
+            self.cold(stack, str(exc))
+            return None
+        with self._lock:
+            self.warm_starts += 1
+            zygote.forks += 1
+            if stack not in zygote.stacks:
+                zygote.stacks.append(stack)
+        return zygote.address
+
+    def gone(self, stack: str, identity: Identity, why: str) -> None:
+        """A worker could not be forked by the zygote of ``identity`` (it died, or refused): drop
+        it; the stack's workers start cold from now on (said once)."""
+        with self._lock:
+            zygote = self._zygotes.get(identity.key)
+            self._failed[identity.key] = why
+        if zygote is not None:
+            self._drop(identity.key, zygote)
+        self.cold(stack, why)
 
     def prepare(self, stack: str, identity: Identity, timeout: float) -> ZygoteInfo | None:
         """Start the zygote of ``identity`` now (the daemon, before a cycle); None if it cannot."""

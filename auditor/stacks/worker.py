@@ -33,8 +33,10 @@ from auditor.stacks.warm import ForkedProcess, Identity, WarmPool
 from auditor.worker import files, protocol
 from auditor.worker.bootstrap import SOURCE
 from auditor.worker.fingerprint import WORKER_SET_ENV
+from auditor.worker.remote_boot import CONNECT as REMOTE_CONNECT
 from auditor.worker.remote_boot import LAUNCH as REMOTE_LAUNCH
 from auditor.worker.remote_boot import SOURCE as REMOTE_SOURCE
+from auditor.worker.remote_boot import ZYGOTE_SOURCE as REMOTE_ZYGOTE_SOURCE
 
 STDERR_LINES = 400
 TAIL_CHARS = 4000
@@ -219,17 +221,29 @@ class StackWorker:
         env[WORKER_SET_ENV] = ",".join(k for k in ("GLOG_v", "GLOG_logtostderr") if k not in self.stack.env)
         # The environment (secrets included) goes on stdin, never on the command line: there
         # `ps` would show it to every user of both machines (auditor.worker.remote_boot).
-        words = [
-            "env",
-            "-u",
-            "PYTHONPATH",
-            "-u",
-            "PYTHONHOME",
-            self.stack.python,
-            "-c",
-            REMOTE_LAUNCH,
-            json.dumps(spec),
-        ]
+        prefix = ["env", "-u", "PYTHONPATH", "-u", "PYTHONHOME", self.stack.python, "-c"]
+        frames: tuple[bytes, ...] = (
+            json.dumps(env).encode("utf-8"),
+            REMOTE_SOURCE.encode("utf-8"),
+            code.data,
+        )
+        identity = None
+        address = None
+        if self.warm is not None and self.runtime_class:
+            # The host's zygote of this stack (started on first use; it receives the worker
+            # code once), and each worker a fork of it reached by CONNECT on the host.
+            identity = Identity.remote(
+                self.host.name, self.stack.python, self.runtime_class, code.sha256, env
+            )
+            launch = remote_argv(self.host, [*prefix, REMOTE_LAUNCH, json.dumps(spec)], control)
+            zygote_frames = (frames[0], REMOTE_ZYGOTE_SOURCE.encode("utf-8"), code.data)
+            address = self.warm.remote_address(name, identity, launch, zygote_frames, self.start_timeout)
+        if address is not None:
+            request = {k: v for k, v in spec.items() if k != "payload"}
+            words = [*prefix, REMOTE_CONNECT, json.dumps({"socket": address, "spec": request})]
+            frames = ()
+        else:
+            words = [*prefix, REMOTE_LAUNCH, json.dumps(spec)]
         argv = remote_argv(self.host, words, control)
         try:
             self.proc = spawn(argv, cwd=self.local_dir)
@@ -241,8 +255,8 @@ class StackWorker:
         self._reader = threading.Thread(target=self._drain_stderr, name=f"stderr-{name}", daemon=True)
         self._reader.start()
         sent = threading.Event()
-
-        frames = (json.dumps(env).encode("utf-8"), REMOTE_SOURCE.encode("utf-8"), code.data)
+        if not frames:
+            sent.set()
 
         def send() -> None:
             assert self.proc is not None and self.proc.stdin is not None
@@ -263,11 +277,26 @@ class StackWorker:
             self._wait_quietly()
             raise self._failure("start", "start", f"the worker exited ({describe_status(self.proc.poll())})")
         try:
-            return self._hello()
+            hello = self._hello()
         except WorkerError as exc:
+            if address is not None and identity is not None and self.proc.poll() == 75:
+                # No zygote answered on the host (it died, or its runtime changed there): this
+                # worker, and the stack's next ones, start cold.
+                assert self.warm is not None
+                self.warm.gone(name, identity, "its warm worker on the host is gone")
+                self.forked = False
+                close_pipes(self.proc, self._reader)
+                self._stderr.clear()
+                warm, self.warm = self.warm, None
+                try:
+                    return self._start_remote()
+                finally:
+                    self.warm = warm
             if exc.kind in ("crash", "timeout") and exc.message.startswith("worker"):
                 exc.kind = "start"
             raise
+        self.forked = address is not None
+        return hello
 
     def _drain_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None

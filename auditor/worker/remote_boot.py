@@ -50,7 +50,7 @@ os.execve(sys.executable, [sys.executable, "-c", source, sys.argv[1]], env)
 """Run with ``-c``: take the environment and ``SOURCE`` from stdin (reading exactly their
 frames, so the zip after them stays in the pipe for ``SOURCE``), then become ``SOURCE``."""
 
-SOURCE = r"""
+_UNPACK = r"""
 import hashlib, io, json, os, select, shutil, signal, struct, sys, tempfile, types, zipfile
 spec = json.loads(sys.argv[1])
 def read_exact(n):
@@ -118,8 +118,15 @@ except BaseException as exc:
     if not isinstance(exc, SystemExit):
         sys.stderr.write("auditor worker: cannot unpack the worker code: %s\n" % (exc,))
     cleanup()
-spec["workdir"] = workdir
 spec["packages"] = [[n, os.path.join(lib, *n.split("."))] for n, _ in spec["packages"]]
+"""
+"""What ``SOURCE`` and ``ZYGOTE_SOURCE`` share: remove dead workers' directories, make this
+one's, receive the worker code, check it and unpack it into ``lib``."""
+
+SOURCE = (
+    _UNPACK
+    + r"""
+spec["workdir"] = workdir
 spec["remote"] = {"ssh_connection": os.environ.get("SSH_CONNECTION"), "supervisor": os.getpid()}
 sys.stdout.flush()
 sys.stderr.flush()
@@ -192,3 +199,83 @@ while True:
         else:
             cleanup()
 """
+)
+
+ZYGOTE_SOURCE = (
+    _UNPACK
+    + r"""
+spec["socket"] = os.path.join(workdir, "zygote.sock")
+spec["lib"] = lib
+spec["own_dir"] = workdir
+spec["remote"] = True
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+    signal.signal(s, signal.SIG_DFL)
+for name, path in spec["packages"]:
+    module = types.ModuleType(name)
+    module.__path__ = [path]
+    sys.modules[name] = module
+    parent, _, leaf = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], leaf, module)
+from auditor.worker.zygote import main
+main(spec)
+"""
+)
+"""A warm stack interpreter on another host (``[worker] warm``): the same environment frame,
+then this instead of ``SOURCE``: it unpacks the worker code once into its directory and
+becomes a zygote (``auditor.worker.zygote``) listening on ``<its directory>/zygote.sock``,
+until its connection ends (its stdin closes). Each worker is then started by ``CONNECT``."""
+
+CONNECT = r"""
+import array, json, os, select, signal, socket, struct, sys
+args = json.loads(sys.argv[1])
+def gone(why):
+    sys.stderr.write("auditor worker: the warm worker of this stack is gone (%s)\n" % (why,))
+    sys.exit(75)
+conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    conn.connect(args["socket"])
+except OSError as exc:
+    gone(exc)
+spec = args["spec"]
+spec["remote"] = {"ssh_connection": os.environ.get("SSH_CONNECTION"), "supervisor": os.getpid()}
+body = json.dumps({"spec": spec, "env": None, "workdir": None}).encode("utf-8")
+data = struct.pack(">I", len(body)) + body
+sent = conn.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+conn.sendall(data[sent:])
+buffer = b""
+pid = None
+poller = select.poll()
+poller.register(conn.fileno(), select.POLLIN)
+poller.register(1, select.POLLERR | select.POLLHUP)
+while True:
+    for fd, _ in poller.poll(5000):
+        if fd == 1:
+            if pid:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            sys.exit(1)
+        chunk = conn.recv(4096)
+        if not chunk:
+            if pid is None:
+                gone("it closed the connection")
+            os._exit(128 + signal.SIGKILL)
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            message = json.loads(line.decode("utf-8"))
+            if "pid" in message:
+                pid = message["pid"]
+            elif "exit" in message:
+                status = message["exit"]
+                os._exit(status if status >= 0 else 128 - status)
+            else:
+                gone(message.get("error"))
+"""
+"""Run with ``-c`` on the host for each worker of a warm remote stack: it hands its stdin,
+stdout and stderr (the ssh session) to the stack's zygote at ``args["socket"]``, which forks a
+worker on them, and supervises it as ``SOURCE`` does: exits with the worker's status (128 +
+the signal), and kills the worker's process group when the connection goes away. Exit 75:
+no zygote answered (the auditor starts the worker cold instead)."""

@@ -359,9 +359,14 @@ class Zygote(object):
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        # The pid is answered only once the child leads its own session: a kill of its
+        # process group sent right after the answer must find the group.
+        settled_r, settled_w = os.pipe()
         try:
             pid = os.fork()
         except OSError as exc:
+            _close(settled_r)
+            _close(settled_w)
             send_line(conn, {"error": "fork failed: %s" % (exc,)})
             conn.close()
             for fd in fds:
@@ -370,7 +375,12 @@ class Zygote(object):
                 shutil.rmtree(made, ignore_errors=True)
             return
         if pid == 0:
-            self.child(conn, request, fds, workdir)  # never returns
+            _close(settled_r)
+            self.child(conn, request, fds, workdir, settled_w)  # never returns
+        _close(settled_w)
+        with contextlib.suppress(OSError):
+            os.read(settled_r, 1)  # b"!" once it has its session, b"" if it died first
+        _close(settled_r)
         keep = os.dup(fds[2]) if self.spec.get("remote") else None
         for fd in fds:
             _close(fd)
@@ -380,14 +390,16 @@ class Zygote(object):
         else:
             self.hung_up(pid)
 
-    def child(self, conn, request, fds, workdir):
+    def child(self, conn, request, fds, workdir, settled):
         """In the forked child: become a worker (never returns)."""
         code = 1
         try:
+            os.setsid()
+            os.write(settled, b"!")
+            _close(settled)
             signal.set_wakeup_fd(-1)
             for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
                 signal.signal(s, signal.SIG_DFL)
-            os.setsid()
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != self.pid:
                 os._exit(1)  # the zygote died between fork and prctl

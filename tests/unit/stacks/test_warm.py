@@ -1,0 +1,280 @@
+"""Warm workers without a framework: the auditor's own interpreter stands in for a stack's, and a
+runtime class written by the test stands in for its runtime (auditor.stacks.warm,
+auditor.worker.zygote). What is tested is the fork server and the auditor's side of it: the
+real stacks are in tests/stacks/test_warm_stacks.py."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from auditor.config.tables import StackConfig
+from auditor.stacks.launch import local_worker_env, worker_packages
+from auditor.stacks.payload import Packages
+from auditor.stacks.warm import Identity, WarmPool, fork_from, inert
+from auditor.stacks.worker import StackWorker, WorkerError
+
+RUNTIME = '''
+import os
+from auditor.worker.runtimes import Runtime
+
+
+class EchoRuntime(Runtime):
+    package = "fakert"
+    preload = ("fakert.heavy",)
+
+    def __init__(self, device):
+        Runtime.__init__(self, device)
+        import fakert.heavy
+        self.version = fakert.heavy.VERSION
+
+    def signature(self, name):
+        """Here: the worker's own value of environment variable ``name`` (what it would run with)."""
+        return os.environ.get(name)
+'''
+
+
+@pytest.fixture
+def fakert(tmp_path: Path) -> Path:
+    """A runtime package of the test's: its class preloads ``fakert.heavy``."""
+    package = tmp_path / "fakert"
+    package.mkdir()
+    (package / "rt.py").write_text(RUNTIME)
+    (package / "heavy.py").write_text('VERSION = "1.0"\n')
+    return package
+
+
+@pytest.fixture
+def pool(monkeypatch) -> WarmPool:
+    monkeypatch.delenv("AUDITOR_ZYGOTES", raising=False)  # this pool's own zygotes only
+    pool = WarmPool("cycle")
+    yield pool
+    pool.close()
+
+
+def packages(fakert: Path) -> Packages:
+    core = worker_packages()
+    return Packages([*core, ("fakert", str(fakert))], core.entries)
+
+
+def worker(
+    fakert: Path, pool: WarmPool | None, runtime_class: str = "fakert.rt:EchoRuntime", **env: str
+) -> StackWorker:
+    stack = StackConfig("fake", "infer", "fake", sys.executable, env=env)
+    return StackWorker(stack, 30, 30, packages(fakert), runtime_class, warm=pool)
+
+
+def comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def wait_gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_workers_are_forked_from_one_zygote_each_a_process_of_its_own(fakert, pool):
+    first, second = worker(fakert, pool), worker(fakert, pool)
+    with first, second:
+        a, b = first.start(), second.start()
+        assert first.forked and second.forked
+        assert a["runtime_version"] == "1.0" and a["pid"] != b["pid"]
+        [zygote] = pool.zygotes()
+        assert parent(a["pid"]) == parent(b["pid"]) == zygote.pid
+        assert comm(a["pid"]) == "auditor-worker" and comm(zygote.pid) == "auditor-zygote"
+        # each in a session of its own, as a cold worker is: a kill of its group is its own
+        assert os.getsid(a["pid"]) == a["pid"] and os.getpgid(b["pid"]) == b["pid"]
+        assert zygote.forks == 2 and zygote.preloaded == ["fakert.heavy"]
+        assert zygote.threads  # the threads it had at fork (the main thread at least)
+        assert first.request("echo", value=[1, 2]).result == {"value": [1, 2]}
+    # closed workers exited normally, and the zygote said so
+    assert first.proc.returncode == 0 and second.proc.returncode == 0
+
+
+def test_a_killed_worker_costs_itself_only(fakert, pool):
+    with worker(fakert, pool) as one, worker(fakert, pool) as other:
+        pid = one.start()["pid"]
+        other.start()
+        os.killpg(pid, signal.SIGKILL)
+        with pytest.raises(WorkerError) as caught:
+            one.request("echo", value=1)
+        assert caught.value.kind == "crash" and "SIGKILL" in caught.value.message
+        assert one.proc.returncode == -signal.SIGKILL
+        assert other.request("echo", value=2).result == {"value": 2}
+        with worker(fakert, pool) as third:
+            third.start()
+            assert third.forked
+    assert len(pool.zygotes()) == 1
+
+
+def test_a_deadline_kills_the_forked_worker_and_its_group(fakert, pool):
+    with worker(fakert, pool) as w:
+        pid = w.start()["pid"]
+        # a request that never ends: "echo" of nothing is quick, so stop the worker instead
+        os.kill(pid, signal.SIGSTOP)
+        with pytest.raises(WorkerError) as caught:
+            w.request("echo", timeout=0.5, value=1)
+        assert caught.value.kind == "timeout"
+        assert wait_gone(pid)
+        assert w.proc.poll() == -signal.SIGKILL
+
+
+def test_a_worker_dies_with_its_zygote_and_the_stack_then_starts_cold(fakert, pool, caplog):
+    with worker(fakert, pool) as w:
+        pid = w.start()["pid"]
+        [zygote] = pool.zygotes()
+        os.kill(zygote.pid, signal.SIGKILL)
+        assert wait_gone(pid), "the forked worker outlived its zygote"
+        assert w.proc.wait(timeout=10) == -signal.SIGKILL
+        assert w.proc.zygote_gone
+    with caplog.at_level(logging.WARNING, "auditor.stacks.warm"), worker(fakert, pool) as again:
+        hello = again.start()
+        assert not again.forked and hello["runtime_version"] == "1.0"
+    assert "stack fake: its workers start cold (its warm worker died" in caplog.text
+
+
+def test_the_requesters_environment_reaches_the_worker_and_inert_variables_share_a_zygote(
+    fakert, pool, monkeypatch
+):
+    with worker(fakert, pool) as first:
+        first.start()
+    monkeypatch.setenv("PATH", "/opt/fake-npu-smi/bin:" + os.environ["PATH"])
+    with worker(fakert, pool) as second:
+        second.start()
+        assert second.forked
+        assert second.request("signature", model="PATH").result["inputs"] == os.environ["PATH"]
+    assert len(pool.zygotes()) == 1  # PATH is read when a subprocess runs, not at import
+    with worker(fakert, pool, OMP_NUM_THREADS="1") as third:
+        third.start()
+    assert len(pool.zygotes()) == 2  # a variable a runtime may read at import: a zygote of its own
+
+
+def test_identity_keys_on_what_the_zygote_imported(tmp_path):
+    env = local_worker_env({})
+    venvs = []
+    for name in ("a", "b"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / "python").symlink_to(sys.executable)
+        venvs.append(tmp_path / name / "bin" / "python")
+    core = worker_packages()
+    lite = "auditor.plugins.runtimes.lite.worker:LiteRuntime"
+    key = Identity.of(sys.executable, lite, core, env).key
+    more = Packages([*core, ("tests", "/somewhere/tests")], core.entries)
+    same = [
+        Identity.of(sys.executable, lite, more, env),
+        Identity.of(sys.executable, lite, core, {**env, "HOME": "/x"}),
+        Identity.of(sys.executable, "auditor.plugins.runtimes.lite.worker:OtherClass", core, env),
+    ]
+    other = [
+        Identity.of(sys.executable, "auditor.plugins.runtimes.mindspore.worker:MindSporeRuntime", core, env),
+        Identity.of(sys.executable, lite, core, {**env, "GLOG_v": "3"}),
+        Identity.of("/usr/bin/env", lite, core, env),
+    ]
+    # Two venvs of one Python: their bin/python links to the same interpreter, yet each imports
+    # its own site-packages (a stack pointed at another stack's venv must not share its zygote).
+    assert len({Identity.of(str(p), "m:C", core, env).key for p in venvs}) == 2
+    assert [i.key for i in same] == [key] * 3
+    assert len({i.key for i in other} | {key}) == 4
+    assert inert("PYTEST_CURRENT_TEST") and inert("AUDITOR_ZYGOTES") and not inert("LD_LIBRARY_PATH")
+
+
+def test_a_runtime_changed_on_disk_gets_a_fresh_zygote(fakert, pool):
+    with worker(fakert, pool) as w:
+        assert w.start()["runtime_version"] == "1.0"
+    [old] = pool.zygotes()
+    (fakert / "heavy.py").write_text('VERSION = "2.0"  # upgraded\n')
+    with worker(fakert, pool) as w:
+        hello = w.start()
+        assert w.forked and hello["runtime_version"] == "2.0"
+    [new] = pool.zygotes()
+    assert new.pid != old.pid and wait_gone(old.pid)
+
+
+def test_a_zygote_that_cannot_import_its_runtime_leaves_the_stack_cold(fakert, pool, caplog):
+    with caplog.at_level(logging.WARNING, "auditor.stacks.warm"), worker(fakert, pool, "fakert.rt:Nope") as w:
+        with pytest.raises(WorkerError) as caught:
+            w.start()
+        assert not w.forked
+    assert "cannot import fakert.rt:Nope" in caught.value.message  # the cold worker's own words
+    assert "its warm worker did not start" in caplog.text and "AttributeError" in caplog.text
+    assert pool.zygotes() == []
+
+
+def test_off_starts_every_worker_cold(fakert):
+    with worker(fakert, WarmPool("off")) as w:
+        w.start()
+        assert not w.forked and b"auditor.worker.main" in Path(f"/proc/{w.proc.pid}/cmdline").read_bytes()
+
+
+def test_a_requester_that_hangs_up_gets_its_worker_killed(fakert, pool):
+    with worker(fakert, pool) as w:
+        w.start()
+    [zygote] = pool.zygotes()
+    identity = Identity.of(sys.executable, "fakert.rt:EchoRuntime", packages(fakert), local_worker_env({}))
+    request = {
+        "spec": {"runtime": "fake", "device": "cpu", "workdir": "/tmp", "packages": packages(fakert),
+                 "runtime_class": "fakert.rt:EchoRuntime"},
+        "env": None,
+        "workdir": "/tmp",
+    }  # fmt: skip
+    proc = fork_from(pool.address(identity.key), request, 10, "fake")
+    assert parent(proc.pid) == zygote.pid
+    proc.conn.close()  # the auditor is gone, its worker's stdin still open: the zygote ends it
+    assert wait_gone(proc.pid)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        stream.close()
+
+
+def test_a_bad_request_is_refused_and_the_zygote_serves_on(fakert, pool):
+    with worker(fakert, pool) as w:
+        w.start()
+    [zygote] = pool.zygotes()
+    identity = Identity.of(sys.executable, "fakert.rt:EchoRuntime", packages(fakert), local_worker_env({}))
+    address = pool.address(identity.key)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(address)
+        s.sendall(b"\x00\x00\x00\x05hello")  # no descriptors, not JSON
+        answer = s.recv(4096)
+    assert b"bad request" in answer
+    with worker(fakert, pool) as w:
+        w.start()
+        assert w.forked
+    assert [z.pid for z in pool.zygotes()] == [zygote.pid]
+
+
+def test_closing_the_pool_ends_its_zygotes_and_their_directory(fakert, pool):
+    with worker(fakert, pool) as w:
+        w.start()
+    [zygote] = pool.zygotes()
+    directory = pool.directory()
+    pool.close()
+    assert wait_gone(zygote.pid) and not directory.exists()
+
+
+def test_an_unreferenced_pool_ends_its_zygotes(fakert, monkeypatch):
+    monkeypatch.delenv("AUDITOR_ZYGOTES", raising=False)
+    pool = WarmPool("cycle")
+    with worker(fakert, pool) as w:
+        w.start()
+    [zygote] = pool.zygotes()
+    del w, pool
+    assert wait_gone(zygote.pid)
