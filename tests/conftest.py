@@ -56,8 +56,21 @@ def doc(default_doc: dict) -> dict:
     return copy.deepcopy(default_doc)
 
 
+@dataclass
+class WarmStacks:
+    """The session's zygotes (``warm_stacks``): the pool, and the thread that starts them."""
+
+    pool: WarmPool
+    starting: threading.Thread
+
+    def ready(self, timeout: float = 300) -> dict[str, int]:
+        """Wait until they are started; the workers each has forked so far, by stack."""
+        self.starting.join(timeout)
+        return {s: z.forks for z in self.pool.zygotes() for s in z.stacks}
+
+
 @pytest.fixture(scope="session", autouse=True)
-def warm_stacks() -> WarmPool | None:
+def warm_stacks() -> WarmStacks | None:
     """One zygote per reference stack for this test process (auditor.stacks.warm), named to
     every auditor it runs, in this process or as a command, by AUDITOR_ZYGOTES: each imports
     its framework once for the whole run instead of once per cycle or command. Started in the
@@ -74,9 +87,10 @@ def warm_stacks() -> WarmPool | None:
     pool = WarmPool("daemon", directory=directory)
     stacks = Plugins(entry_points=False).reach(Context(str(DEFAULT_CONFIG), None).config(), warm=pool)
     local = [n for n, s in stacks.config.stacks.items() if s.host == "local"]
-    threading.Thread(target=stacks.prepare_warm, args=(local,), name="warm-stacks", daemon=True).start()
+    starting = threading.Thread(target=stacks.prepare_warm, args=(local,), name="warm-stacks", daemon=True)
+    starting.start()
     os.environ[WARM_DIR_ENV] = str(directory)
-    yield pool
+    yield WarmStacks(pool, starting)
     os.environ.pop(WARM_DIR_ENV, None)
     pool.close()
     shutil.rmtree(directory, ignore_errors=True)
@@ -178,26 +192,35 @@ def db_url(backend: str, tmp_path: Path, request) -> str:
 @dataclass(frozen=True)
 class DefaultRun:
     """`auditor audit` on the shipped config, once for the whole test run: its process (exit
-    status, the text report on stdout), the same result as JSON (``--json-file``) and the
-    history database it was stored in (copy it before writing to it)."""
+    status, the text report on stdout), the same result as JSON (``--json-file``), the history
+    database it was stored in (copy it before writing to it), each side's outputs
+    (``--save-outputs``) and the workers the session's zygotes forked for it, by stack."""
 
     proc: subprocess.CompletedProcess[str]
     doc: dict
     db: Path
+    outputs: Path
+    forked: dict[str, int]
 
 
 @pytest.fixture(scope="session")
-def default_run(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> DefaultRun:
+def default_run(
+    stacks: Path, tmp_path_factory: pytest.TempPathFactory, warm_stacks: WarmStacks | None
+) -> DefaultRun:
     """One real default cycle shared by every test that only reads its results (a cycle takes
     one to three minutes here; each test running its own made the suite slow)."""
     d = tmp_path_factory.mktemp("default-run")
-    db, out = d / "history.db", d / "run.json"
+    db, out, outputs = d / "history.db", d / "run.json", d / "outputs"
+    before = warm_stacks.ready() if warm_stacks is not None else {}
     proc = auditor(
-        "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--json-file", str(out), timeout=900
-    )
+        "--config", str(DEFAULT_CONFIG), "--db", str(db), "audit", "--json-file", str(out),
+        "--save-outputs", str(outputs), timeout=900,
+    )  # fmt: skip
+    after = warm_stacks.ready() if warm_stacks is not None else {}
     assert "Traceback" not in proc.stderr, proc.stderr
     assert out.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
-    return DefaultRun(proc, json.loads(out.read_text()), db)
+    forked = {s: n - before.get(s, 0) for s, n in after.items() if n > before.get(s, 0)}
+    return DefaultRun(proc, json.loads(out.read_text()), db, outputs, forked)
 
 
 @pytest.fixture(scope="session")

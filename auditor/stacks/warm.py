@@ -299,6 +299,22 @@ def _read_line(conn: socket.socket, deadline: float) -> tuple[dict[str, Any], by
     return message, rest
 
 
+def zygote_status(address: str, timeout: float = 5.0) -> dict[str, Any]:
+    """What the zygote at ``address`` says of itself: pid, workers forked, running, threads,
+    memory. Raises WarmUnavailable."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as conn:
+        conn.settimeout(timeout)
+        try:
+            conn.connect(address)
+            body = b'{"status": true}'
+            conn.sendall(_LEN.pack(len(body)) + body)
+        except OSError as exc:
+            raise WarmUnavailable(f"cannot reach the zygote at {address}: {exc}") from None
+        conn.settimeout(None)
+        message, _ = _read_line(conn, time.monotonic() + timeout)
+    return message
+
+
 def fork_from(address: str, request: dict[str, Any], timeout: float, label: str) -> ForkedProcess:
     """Ask the zygote listening at ``address`` for a worker; raises WarmUnavailable."""
     ours: list[int] = []
@@ -456,11 +472,15 @@ class Zygote:
         return proc
 
     def info(self) -> ZygoteInfo:
+        forks = self.forks
         if self.remote or not self.alive or self.proc is None:
             rss = (self.ready.get("rss_kib") or 0) * 1024 or None
             pss = None
         else:
             rss, pss = memory_of(self.proc.pid)
+            with contextlib.suppress(WarmUnavailable, OSError):
+                # Counted by the zygote: other processes (the daemon's cycles) fork from it too.
+                forks = int(zygote_status(self.address, 2.0).get("forks", forks))
         return ZygoteInfo(
             list(self.stacks),
             int(self.ready.get("pid", 0)),
@@ -470,7 +490,7 @@ class Zygote:
             list(self.ready.get("threads") or []),
             rss,
             pss,
-            self.forks,
+            forks,
         )
 
     def close(self) -> None:

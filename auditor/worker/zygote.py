@@ -14,7 +14,8 @@ the socket to listen on). It:
    its pid, the threads it has (what a fork copies: the main thread and, with numpy's
    OpenBLAS on Python 3.11, its server thread, which OpenBLAS quiesces around a fork itself),
    the import's CPU seconds, its resident memory;
-3. serves connections. A connection sends one request (a 4-byte length and JSON: the
+3. serves connections (a ``{"status": true}`` request without descriptors is answered with
+   what it has forked so far). A connection sends one request (a 4-byte length and JSON: the
    worker's spec, its environment, its directory) with three descriptors attached
    (SCM_RIGHTS: the new worker's stdin, stdout and stderr). The zygote forks; the child
    starts a session of its own (its own process group, killed as a whole as a cold worker
@@ -166,8 +167,11 @@ def recv_request(conn):
                 raise EOFError("connection closed in the request")
             body += more
         request = json.loads(body.decode("utf-8"))
-        if len(fds) != 3 or not isinstance(request, dict):
-            raise ValueError("a request needs three descriptors and a JSON object")
+        if not isinstance(request, dict):
+            raise ValueError("a request is a JSON object")
+        if len(fds) != 3 and not (request.get("status") and not fds):
+            # a status request ({"status": true}) sends none; a fork, the worker's three
+            raise ValueError("a request to fork needs three descriptors")
     except BaseException:
         for fd in fds:
             _close(fd)
@@ -325,7 +329,22 @@ class Zygote(object):
                 send_line(conn, {"error": "bad request: %s" % (exc,)})
                 conn.close()
                 continue
+            if request.get("status") and not fds:
+                send_line(conn, self.status())
+                conn.close()
+                continue
             self.fork(conn, request, fds)
+
+    def status(self):
+        """What it has done: its workers forked and running, its threads and memory now."""
+        return {
+            "pid": self.pid,
+            "forks": self.count,
+            "running": sorted(self.children),
+            "threads": threads(),
+            "rss_kib": rss_kib(),
+            "stale": self.stale,
+        }
 
     def _changed(self):
         for path, stamp in self.stamps.items():

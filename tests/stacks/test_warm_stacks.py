@@ -1,0 +1,189 @@
+"""Warm workers on the real stacks (auditor.stacks.warm, auditor.worker.zygote): the shipped
+cycle computes the same warm as cold, repeatability reruns still run in another process, each
+framework's zygote forks with the threads it is documented to have, and a runtime that opts
+out starts cold."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins, builtin_probes
+from auditor.stacks import worker as stack_worker
+from auditor.stacks.warm import WarmPool
+from tests.cli import auditor
+from tests.configs import build
+from tests.conftest import DEFAULT_CONFIG, OWN_ZYGOTES, DefaultRun
+
+pytestmark = pytest.mark.stacks
+
+LITE_FP16_GARBAGE = {
+    ("ms20->lite20", "ppo_policy", variant, output)
+    for variant in ("fp16", "tanh-fp16")
+    for output in ("std", "logp")
+}
+"""MindSpore Lite 2.0's fp16 ``exp`` of the policy's log-std returns a different garbage in every
+process (README: 0, a small negative, or positive values), warm or cold: these outputs are
+compared by their verdict (out of tolerance in both runs), not by their bytes."""
+
+
+def _results(doc: dict) -> dict[tuple[str, str, str], dict]:
+    return {(r["pair"], r["probe"], r["variant"]): r for r in doc["results"]}
+
+
+def _arrays(folder: Path) -> dict[tuple[str, str], np.ndarray]:
+    out = {}
+    for path in sorted(folder.rglob("*.npz")):
+        with np.load(path) as data:
+            for name in data.files:
+                if name != "meta":  # when it was recorded
+                    out[(str(path.relative_to(folder)), name)] = data[name]
+    return out
+
+
+def _garbage(key: tuple[str, str]) -> bool:
+    file, name = key
+    pair_dir, _, base = file.partition("/")
+    probe, variant, side = base.removesuffix(".npz").split(".")
+    results = {f"output_{i}": o for i, o in enumerate(("mean", "std", "logp", "action"))}
+    pair = pair_dir.replace("__", "->")
+    return side == "infer" and (pair, probe, variant, results.get(name)) in LITE_FP16_GARBAGE
+
+
+def test_the_shipped_cycle_gives_the_same_statuses_and_outputs_warm_and_cold(
+    default_run: DefaultRun, tmp_path: Path
+) -> None:
+    # The shared default run forked its workers from the session's zygotes: warm.
+    assert {"ms20", "ms210", "lite20"} <= set(default_run.forked), default_run.forked
+    doc = tomllib.loads(DEFAULT_CONFIG.read_text())
+    assert doc["worker"]["warm"] == "cycle"
+    text = DEFAULT_CONFIG.read_text().replace('\nwarm = "cycle"', '\nwarm = "off"')
+    cold_config = tmp_path / "cold.toml"
+    cold_config.write_text(text)
+    cold_json, cold_outputs = tmp_path / "cold.json", tmp_path / "cold"
+    proc = auditor(
+        "--config", str(cold_config), "--db", str(tmp_path / "h.db"), "audit", "--json-file",
+        str(cold_json), "--save-outputs", str(cold_outputs), env=OWN_ZYGOTES, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == default_run.proc.returncode == 1, proc.stderr[-3000:]
+    cold, warm = json.loads(cold_json.read_text()), default_run.doc
+
+    # The same verdicts, result by result, rollout by rollout, and the same outcome.
+    cold_results, warm_results = _results(cold), _results(warm)
+    assert set(cold_results) == set(warm_results) and len(warm_results) >= 30
+    assert {k: r["status"] for k, r in cold_results.items()} == {
+        k: r["status"] for k, r in warm_results.items()
+    }
+    for key, r in warm_results.items():
+        failing = {o["output"] for o in r["outputs"] if not o["passed"]}
+        assert failing == {o["output"] for o in cold_results[key]["outputs"] if not o["passed"]}, key
+    assert [(r["pair"], r["probe"], r["status"]) for r in cold["rollouts"]] == [
+        (r["pair"], r["probe"], r["status"]) for r in warm["rollouts"]
+    ]
+    assert cold["outcome"] == warm["outcome"] and cold["statuses"] == warm["statuses"]
+    # The same stacks, as their workers described them (packages, runtime, environment, ...).
+    assert {n: s["fingerprint_digest"] for n, s in cold["stacks"].items()} == {
+        n: s["fingerprint_digest"] for n, s in warm["stacks"].items()
+    }
+
+    # Bit for bit the same outputs, on both sides of every pair, but Lite's fp16 garbage.
+    cold_arrays, warm_arrays = _arrays(cold_outputs), _arrays(default_run.outputs)
+    assert set(cold_arrays) == set(warm_arrays) and len(warm_arrays) > 100
+    differ = {k for k in warm_arrays if warm_arrays[k].tobytes() != cold_arrays[k].tobytes()}
+    assert {k for k in differ if not _garbage(k)} == set()
+    for pair, probe, variant, output in LITE_FP16_GARBAGE:  # out of tolerance in both runs
+        for doc_ in (warm_results, cold_results):
+            [o] = [o for o in doc_[(pair, probe, variant)]["outputs"] if o["output"] == output]
+            assert not o["passed"]
+
+
+def _starts(monkeypatch) -> list[tuple[str, int, bool]]:
+    """Every worker start of this test: (stack, pid, forked from a zygote)."""
+    started: list[tuple[str, int, bool]] = []
+    original = stack_worker.StackWorker.start
+
+    def start(self):
+        hello = original(self)
+        started.append((self.stack.name, hello["pid"], self.forked))
+        return hello
+
+    monkeypatch.setattr(stack_worker.StackWorker, "start", start)
+    return started
+
+
+def test_a_repeatability_rerun_runs_in_a_fresh_forked_process(stacks, doc, monkeypatch, own_zygotes):
+    config = build(
+        doc,
+        builtin_probes(),
+        pairs=[{"train": "ms20", "infer": "ms210-graph", "probes": ["action_sampler"]}],
+        variants={"action_sampler": ["seeded-normal"]},
+        latency={"batches": []},
+    )
+    started = _starts(monkeypatch)
+    result = Cycle(config, builtin_probes()).run()
+    [r] = result.results
+    checks = {c.metric: c for c in r.checks}
+    assert "train_rerun_max_abs" in checks, sorted(checks)
+    assert checks["train_rerun_max_abs"].passed and checks["train_rerun_max_abs"].value == 0
+    ms20 = [(pid, forked) for stack, pid, forked in started if stack == "ms20"]
+    assert len(ms20) == 2 and all(forked for _, forked in ms20), started
+    assert ms20[0][0] != ms20[1][0]  # the rerun's worker is another process
+
+
+def test_each_framework_forks_with_the_threads_it_is_documented_to_have(stacks, doc, own_zygotes):
+    """ARCHITECTURE.md: after the import, MindSpore 2.0 and Lite 2.0 have one thread; on
+    Python 3.11 numpy's OpenBLAS adds its server thread (MindSpore 2.10), which OpenBLAS stops
+    around a fork itself. No framework thread pool has run work before the fork."""
+    config = build(doc, builtin_probes())
+    with Plugins(entry_points=False).reach(config) as stacks_reach:
+        found = {i.stacks[0]: i for i in stacks_reach.prepare_warm(["ms20", "lite20", "ms210"])}
+        assert set(found) == {"ms20", "lite20", "ms210"}
+        assert len(found["ms20"].threads) == 1 and len(found["lite20"].threads) == 1
+        assert len(found["ms210"].threads) == 2
+        assert found["ms20"].preloaded == ["mindspore"] and found["lite20"].preloaded == ["mindspore_lite"]
+        # The graph-mode runtime's class sits in MindSpore's module: one zygote serves both.
+        with stacks_reach.worker("ms210-graph") as w:
+            w.start()
+            assert w.forked
+        assert len(stacks_reach.warm.zygotes()) == 3
+        for info in found.values():
+            assert info.rss_bytes and info.rss_bytes > 100 * 2**20  # a framework is in it
+
+
+def test_onnx_runtime_opts_out_and_starts_cold_saying_so(stacks, doc, caplog, own_zygotes):
+    ort = {"role": "infer", "runtime": "ort", "python": str(stacks / "ort" / "bin" / "python")}
+    config = build(doc, builtin_probes(), stacks={**doc["stacks"], "ort": ort})
+    plugins = Plugins(entry_points=False)
+    assert plugins.runtimes()["ort"].cold
+    with caplog.at_level(logging.WARNING, "auditor.stacks.warm"), plugins.reach(config) as stacks_reach:
+        with stacks_reach.worker("ort") as w:
+            hello = w.start()
+        assert not w.forked and hello["runtime_package"] == "onnxruntime"
+        assert stacks_reach.warm.zygotes() == []
+    assert "stack ort: its workers start cold (runtime ort opts out of warm workers" in caplog.text
+
+
+def test_a_command_ends_its_zygotes(stacks, tmp_path):
+    """`auditor hosts check` forks its workers from zygotes of its own and ends them when done."""
+    before = {p.name for p in Path("/tmp").glob("auditor-zygotes-*")}
+    proc = auditor("--config", str(DEFAULT_CONFIG), "hosts", "check", env=OWN_ZYGOTES)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("warm: forked from a zygote") == 4  # ms210, ms210-graph, ms20, lite20
+    assert "holds" in proc.stdout and "thread(s) at fork" in proc.stdout
+    assert {p.name for p in Path("/tmp").glob("auditor-zygotes-*")} <= before
+
+
+def test_warm_off_starts_every_worker_cold(stacks, doc):
+    config = build(doc, builtin_probes(), worker={"warm": "off"})
+    with Plugins(entry_points=False).reach(config) as stacks_reach:
+        assert isinstance(stacks_reach.warm, WarmPool) and stacks_reach.warm.mode == "off"
+        with stacks_reach.worker("lite20") as w:
+            w.start()
+            assert not w.forked
+        assert stacks_reach.warm.zygotes() == []
