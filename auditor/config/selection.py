@@ -222,3 +222,19 @@ def narrow(config: Config, selection: Selection) -> Narrowed:
     )
     skipped = [f"split-mode publication of {n}" for n in config.fleet.publish if n in stacks]
     return Narrowed(narrowed, scope, skipped)
+
+
+def cycle_stacks(config: Config) -> list[str]:
+    """The stacks a cycle of ``config`` starts a worker for, in the config's order: the stacks of
+    its pairs, of its models (serving, reference, training network), those watching served files
+    and those that publish; not a split-mode stack read from the database (``source = "db"``)."""
+    used = {n for p in config.pairs for n in (p.train, p.infer)}
+    for model in config.models.values():
+        used.update(model.stacks)
+        if model.reference_stack:
+            used.add(model.reference_stack)
+    return [
+        name
+        for name, stack in config.stacks.items()
+        if (name in used or stack.models or name in config.fleet.publish) and not config.fleet.is_remote(name)
+    ]

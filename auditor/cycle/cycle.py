@@ -28,6 +28,7 @@ from auditor.compare.outputs import (
     compare_output,
     failure_text,
 )
+from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle import saved_outputs, unchecked
 from auditor.cycle.compatibility import Compatibility
@@ -44,7 +45,7 @@ from auditor.cycle.jobs import (
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
 from auditor.cycle.telemetry import DeviceTelemetry
-from auditor.cycle.user_models import ModelSuite, model_stacks
+from auditor.cycle.user_models import ModelSuite
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.history import publication
@@ -158,15 +159,7 @@ class Cycle:
         jobs = {(p.name, name): by_format[(name, self._format(p).name)] for p in pairs for name in p.probes}
         fleet = self.config.fleet
         sessions = self.state.sessions = {
-            n: self.state.reach.session(n, self.state.register)
-            for n, s in self.config.stacks.items()
-            if (
-                any(n in (p.train, p.infer) for p in pairs)
-                or n in model_stacks(self.config)
-                or s.models
-                or n in fleet.publish
-            )
-            and not fleet.is_remote(n)
+            n: self.state.reach.session(n, self.state.register) for n in cycle_stacks(self.config)
         }
         self._publications: dict[str, publication.Publication | None] = {}
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)

@@ -28,7 +28,7 @@ import numpy as np
 
 from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import compare_output, failure_text
-from auditor.config.tables import Config, PairConfig
+from auditor.config.tables import PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
 from auditor.cycle import invariants, latency, saved_outputs
@@ -150,17 +150,6 @@ class _Plan:
     inputs: list[np.ndarray] = field(default_factory=list)
     golden: Golden | None = None
     error: str | None = None
-
-
-def model_stacks(config: Config) -> set[str]:
-    """Every stack a model probe runs on (serving stacks, reference stacks, the train stacks
-    that build training networks)."""
-    names: set[str] = set()
-    for m in config.models.values():
-        names.update(m.stacks)
-        if m.reference_stack:
-            names.add(m.reference_stack)
-    return names
 
 
 def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:

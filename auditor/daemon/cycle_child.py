@@ -37,6 +37,7 @@ from auditor.daemon.cycle_process import (
 )
 from auditor.db.health import db_error
 from auditor.extend.manager import Plugins
+from auditor.fingerprint.drift import KIND as DRIFT_KIND
 from auditor.history.publication import summary_of
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
@@ -139,6 +140,7 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             open_alerts=open_alerts,
             started=started,
             finished=time.time(),
+            drifted=sorted({f.subject for f in result.findings if f.kind == DRIFT_KIND}),
         )
     finally:
         store.close()

@@ -78,6 +78,9 @@ class CycleReply:
     """A telemetry request's samples (a cycle's are in its result)."""
     unrecorded: str | None = None
     """Aborted, but the database was away: the note the run is to be marked aborted with."""
+    drifted: list[str] = field(default_factory=list)
+    """The stacks whose fingerprint changed since their previous run (a version-drift finding):
+    the daemon's warm workers of those stacks are replaced before the next cycle."""
 
 
 def write_frame(stream: BinaryIO, obj: Any) -> None:
@@ -102,9 +105,14 @@ class ChildCycle:
     """One cycle in a child process; ``abort`` may be called from any thread, any number of
     times (the daemon repeats it until the cycle ends)."""
 
-    def __init__(self, request: CycleRequest, python: str = sys.executable):
+    def __init__(
+        self, request: CycleRequest, python: str = sys.executable, env: dict[str, str] | None = None
+    ):
+        """``env``: variables set for the child on top of the daemon's own (``AUDITOR_ZYGOTES``:
+        where the daemon's warm workers listen)."""
         self.request = request
         self.python = python
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._reason: str | None = None
@@ -138,7 +146,7 @@ class ChildCycle:
                     [self.python, "-m", MODULE],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    env=own_package_env(),
+                    env={**own_package_env(), **self.env},
                     start_new_session=True,
                 )
             except OSError as exc:

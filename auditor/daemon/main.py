@@ -19,6 +19,12 @@
   (workers killed, run marked aborted); a second signal aborts at once. SIGHUP: re-read the
   config; a valid one takes effect from the next cycle, an invalid one is logged with every
   problem and the old one stays.
+- **Warm workers** (``[worker] warm = "daemon"``): the daemon keeps one zygote per local stack
+  (auditor.stacks.warm) between cycles, in ``<state_dir>/zygotes``, started before the first
+  cycle that needs it, and each cycle child forks its workers from them (``AUDITOR_ZYGOTES``);
+  each zygote's memory is logged when it starts and served as Prometheus gauges. A reload
+  (from the next cycle on), a stack whose fingerprint changed (a version-drift finding) and a
+  zygote that died get fresh ones. With ``cycle`` (the default) each cycle child keeps its own.
 - **systemd**: READY=1 once listening and scheduled, STATUS= after each cycle, WATCHDOG=1
   from the main loop, RELOADING=1 / STOPPING=1 (``auditor.daemon.sd_notify``). Logs go to stderr;
   under systemd (``$JOURNAL_STREAM`` is our stderr) without timestamps and with ``<N>``
@@ -36,6 +42,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.paths import state_dir as default_state_dir
 from auditor.config.schedule import describe_schedule, make_trigger, schedule_timezone
+from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, ConfigError
 from auditor.daemon.cycle_process import (
     ABORTED,
@@ -60,6 +68,9 @@ from auditor.daemon.sd_notify import Notifier
 from auditor.history.migrate import open_store
 from auditor.history.store import Store, StoreError
 from auditor.results import HostTelemetry
+from auditor.stacks.hosts import LOCAL
+from auditor.stacks.launch import local_worker_env, worker_packages
+from auditor.stacks.warm import WARM_DIR_ENV, Identity, WarmPool, ZygoteInfo
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -133,7 +144,7 @@ class Daemon:
         self.notifier = notifier or Notifier()
         self.state_dir = Path(config.daemon.state_dir) if config.daemon.state_dir else default_state_dir()
         self.lock = StateLock(self.state_dir)
-        self.exporter = MetricsExporter()
+        self.exporter = MetricsExporter(self.warm_workers)
         self._config = config
         self._setup: _Setup | None = None
         self._scheduler: BackgroundScheduler | None = None
@@ -149,6 +160,10 @@ class Daemon:
         self._wake_r: int | None = None
         self._telemetry_notes: dict[str, str | None] = {}
         """Per host, why its NPUs were not read last time (None: they were): said once."""
+        self.warm: WarmPool | None = None
+        """The zygotes kept between cycles ([worker] warm = "daemon"), else None."""
+        self._warm_stale = False
+        """The config was reloaded: fresh zygotes before the next cycle."""
 
     # -- start-up ---------------------------------------------------------------------------
     def _open(self, config: Config) -> _Setup:
@@ -331,6 +346,7 @@ class Daemon:
         with self._state:
             self._setup = setup
             self._config = config
+            self._warm_stale = True  # a running cycle keeps forking from the ones it has
         if config.schedule != old.schedule and self._scheduler is not None:
             self._scheduler.reschedule_job(JOB_ID, trigger=make_trigger(config.schedule))
             log.info("schedule is now %s; %s", describe_schedule(config.schedule), self._next_text())
@@ -392,8 +408,49 @@ class Daemon:
         return True
 
     def _close(self) -> None:
+        if self.warm is not None:
+            self.warm.close()
+            self.warm = None
         if self._setup is not None:
             self._setup.store.close()
+
+    # -- warm workers -----------------------------------------------------------------------
+    def _prepare_warm(self, config: Config) -> dict[str, str]:
+        """Before a cycle (in the job thread: never while one runs): the zygotes of every local
+        stack the cycle starts, fresh ones after a reload, a drift or a death; the variables
+        that point its child at them."""
+        if config.worker.warm != "daemon":
+            if self.warm is not None:
+                log.info("[worker] warm is %s now: the warm workers kept so far end", config.worker.warm)
+                self.warm.close()
+                self.warm = None
+            return {}
+        if self.warm is None:
+            self.warm = WarmPool("daemon", directory=self.state_dir / "zygotes", shared="")
+        elif self._warm_stale:
+            log.info("the configuration was reloaded: the warm workers start afresh")
+            self.warm.reopen()
+        self._warm_stale = False
+        self.warm.check()
+        runtimes = self.plugins.runtimes()
+        identities = {}
+        for name in cycle_stacks(config):
+            stack, spec = config.stacks[name], runtimes.get(config.stacks[name].runtime)
+            if stack.host != LOCAL or spec is None or spec.cold:
+                continue  # another host's zygote lives with the cycle; an opted-out runtime, none
+            module = spec.worker_class.partition(":")[0]
+            env = local_worker_env(stack.env)
+            identities[name] = Identity.of(stack.python, spec.worker_class, worker_packages([module]), env)
+        pool = self.warm
+        timeout = config.worker.start_timeout
+        with ThreadPoolExecutor(max_workers=max(1, config.worker.parallel), thread_name_prefix="warm") as run:
+            for future in [run.submit(pool.prepare, n, i, timeout) for n, i in identities.items()]:
+                future.result()
+        return {WARM_DIR_ENV: str(pool.directory())}
+
+    def warm_workers(self) -> list[ZygoteInfo]:
+        """What the kept zygotes hold now (Prometheus reads it at each scrape)."""
+        return self.warm.zygotes() if self.warm is not None else []
 
     # -- one cycle (in the scheduler's thread, run by a child process) ----------------------
     def _job(self, kind: str = CYCLE) -> None:
@@ -403,19 +460,25 @@ class Daemon:
             setup = self._setup
             url = setup.store.url
             unrecorded = {run_id: note for (u, run_id), note in self._unrecorded.items() if u == url}
-            run = ChildCycle(
-                CycleRequest(
-                    setup.config,
-                    self.plugins.dirs,
-                    url,
-                    logging.getLogger().getEffectiveLevel(),
-                    kind,
-                    unrecorded if kind == CYCLE else {},
-                )
-            )
-            self._current = run
+            self._current = None
             self._idle.clear()
         try:
+            env = self._prepare_warm(setup.config)
+            with self._state:
+                run = ChildCycle(
+                    CycleRequest(
+                        setup.config,
+                        self.plugins.dirs,
+                        url,
+                        logging.getLogger().getEffectiveLevel(),
+                        kind,
+                        unrecorded if kind == CYCLE else {},
+                    ),
+                    env=env,
+                )
+                self._current = run
+                if self._stopping:
+                    return
             self._cycle(run)
         except Exception:
             log.exception("the audit cycle failed unexpectedly; the daemon carries on")
@@ -444,6 +507,10 @@ class Daemon:
                 self._unrecorded.pop((url, run_id), None)
         if reply.kind == ABORTED and reply.unrecorded is not None and reply.run_id is not None:
             self._unrecorded[(url, reply.run_id)] = reply.unrecorded
+        if reply.drifted and self.warm is not None:
+            ended = self.warm.forget(reply.drifted)
+            if ended:
+                log.info("%s changed: its warm worker starts afresh before the next cycle", ", ".join(ended))
         if reply.kind == DONE and reply.result is not None:
             result = reply.result
             if reply.open_alerts is not None:

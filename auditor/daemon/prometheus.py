@@ -23,6 +23,11 @@ Metrics (all gauges unless said otherwise):
   mindspore_lite,cann,driver}``: the stack's runtime as its worker reported it, and the
   versions found in each stack's fingerprint (empty when unknown);
 - ``auditor_build_info{version}``;
+- the auditor's own warm workers (``[worker] warm = "daemon"``: one zygote per local stack kept
+  between cycles, auditor.stacks.warm): ``auditor_warm_worker_resident_bytes{stacks,pid}`` and
+  ``auditor_warm_worker_proportional_bytes{stacks,pid}`` (RSS and PSS: the pages a zygote
+  shares with the workers it forked count once), ``auditor_warm_worker_forks{stacks,pid}``
+  (workers forked so far); read at each scrape;
 - NPU telemetry, the latest sample of each host (a cycle's or the daemon's ``[telemetry]
   interval``): ``auditor_npu_<metric>{host,npu,chip}`` per metric of
   auditor.worker.npu_metrics (``auditor_npu_power_watts``, ``auditor_npu_temperature_celsius``,
@@ -36,13 +41,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.config.tables import SEVERITIES
 from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry, StackReport
+from auditor.stacks.warm import ZygoteInfo
 from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
 
 if TYPE_CHECKING:
@@ -73,7 +79,9 @@ class Snapshot:
 class MetricsExporter:
     """Holds the latest snapshot and renders it; ``serve`` exposes it over HTTP."""
 
-    def __init__(self) -> None:
+    def __init__(self, warm_workers: Callable[[], Iterable[ZygoteInfo]] = lambda: ()) -> None:
+        """``warm_workers``: the daemon's zygotes as they are now (read at each scrape)."""
+        self.warm_workers = warm_workers
         self._registry: CollectorRegistry | None = None
         self._snapshot = Snapshot()
         self._lock = threading.Lock()
@@ -177,6 +185,7 @@ class _Collector:
         yield build
         yield from _cycle_metrics(snap.cycle)
         yield from _telemetry_metrics(snap.telemetry.values())
+        yield from _warm_metrics(self.exporter.warm_workers())
         alerts = GaugeMetricFamily("auditor_open_alerts", "Open alerts by severity.", labels=["severity"])
         for severity in (*SEVERITIES, *sorted(set(snap.open_alerts) - set(SEVERITIES))):
             alerts.add_metric([severity], snap.open_alerts.get(severity, 0))
@@ -273,6 +282,37 @@ def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
     if saturation.samples:
         yield saturation
     yield stacks
+
+
+def _warm_metrics(zygotes: Iterable[ZygoteInfo]) -> Iterable[Metric]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["stacks", "pid"]
+    rss = GaugeMetricFamily(
+        "auditor_warm_worker_resident_bytes",
+        "Resident memory of each warm worker (zygote) the daemon keeps between cycles.",
+        labels=labels,
+    )
+    pss = GaugeMetricFamily(
+        "auditor_warm_worker_proportional_bytes",
+        "Proportional memory (PSS) of each warm worker the daemon keeps: pages shared with the "
+        "workers it forked count once.",
+        labels=labels,
+    )
+    forks = GaugeMetricFamily(
+        "auditor_warm_worker_forks", "Workers each warm worker has forked so far.", labels=labels
+    )
+    for z in zygotes:
+        key = [",".join(z.stacks), str(z.pid)]
+        if z.rss_bytes is not None:
+            rss.add_metric(key, float(z.rss_bytes))
+        if z.pss_bytes is not None:
+            pss.add_metric(key, float(z.pss_bytes))
+        forks.add_metric(key, float(z.forks))
+    if forks.samples:
+        yield rss
+        yield pss
+        yield forks
 
 
 def _telemetry_metrics(samples: Iterable[HostTelemetry]) -> Iterable[Metric]:

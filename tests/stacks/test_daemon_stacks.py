@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from auditor.db import schema as m
 from auditor.history.store import Store
 from auditor.stacks.warm import WARM_DIR_ENV
+from tests.ascend_trees import build_tree
 from tests.cli import auditor_argv
 from tests.conftest import REPO, stack_python, worker_pids
 
@@ -332,3 +333,109 @@ def test_a_drift_on_the_edge_opens_no_alert_until_it_fails_n_cycles_in_a_row(sta
     assert alert_events(jsonl, KEY) == [("opened", KEY)]
     assert cycle(1.0) == "consistent"  # resolve_after = 1 in this config
     assert alert_events(jsonl, KEY) == [("opened", KEY), ("resolved", KEY)]
+
+
+def _scrape(log: Path) -> dict[tuple[str, str], float]:
+    """The daemon's warm-worker gauges: (metric, stacks) -> value."""
+    url = re.search(r"Prometheus metrics on (http://127\.0\.0\.1:\d+/metrics)", log.read_text()).group(1)
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    return {
+        (s.name, s.labels["stacks"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("auditor_warm_worker_")
+    }
+
+
+def test_the_daemon_keeps_its_warm_workers_between_cycles_and_renews_them_on_reload(stacks, tmp_path):
+    """[worker] warm = "daemon": one zygote per stack, children of the daemon, kept from cycle to
+    cycle (each cycle's workers are forked from them), stated in the log and in Prometheus;
+    the zygote of a stack whose fingerprint changed (its driver upgraded) and, after a SIGHUP,
+    every zygote start afresh; SIGTERM ends them with the daemon."""
+    cfg, db, log = tmp_path / "auditor.toml", tmp_path / "h.db", tmp_path / "daemon.log"
+    tree = build_tree(tmp_path / "trees", "consistent-8.2")
+    options = "".join(f"{k} = {json.dumps(v)}\n" for k, v in tree.stack_options().items())
+    text = config_text(tmp_path, tolerance=1.0, interval="3")
+    text = text.replace('runtime = "mindspore"\n', 'runtime = "mindspore"\n' + options, 1)
+    cfg.write_text(text + '\n[worker]\nwarm = "daemon"\n')
+    env = {k: v for k, v in os.environ.items() if k not in (WARM_DIR_ENV, "NOTIFY_SOCKET", "WATCHDOG_USEC")}
+    proc = start_daemon(cfg, db, log, env)
+    store = None
+
+    def zygotes() -> dict[str, int]:
+        """The daemon's zygotes by the stack each serves (its log names them)."""
+        found = {}
+        for pid in worker_pids(proc.pid, zygotes=True):
+            for stack in ("ms20", "lite20"):
+                if re.search(rf"warm worker of {stack}: pid {pid},", log.read_text()):
+                    found[stack] = pid
+        return found
+
+    def complete() -> list[m.Run]:
+        return [r for r in runs(store) if r.status == "complete"]
+
+    try:
+        wait_for("the warm workers", lambda: len(zygotes()) == 2, 90, proc, log)
+        store = Store(f"sqlite:///{db}")
+        first = zygotes()
+        assert {_parent(p) for p in first.values()} == {proc.pid}  # the daemon's own
+        wait_for("two complete runs", lambda: len(complete()) >= 2, 120, proc, log)
+        assert zygotes() == first  # kept between the cycles
+        text = log.read_text()
+        for stack, module in (("ms20", "mindspore"), ("lite20", "mindspore_lite")):
+            assert re.search(
+                rf"warm worker of {stack}: pid \d+, imported {module} in [\d.]+ CPU-s, \d+ MB resident", text
+            )
+        gauges = _scrape(log)
+        assert gauges[("auditor_warm_worker_resident_bytes", "ms20")] > 100 * 2**20
+        assert gauges[("auditor_warm_worker_proportional_bytes", "lite20")] > 50 * 2**20
+        assert gauges[("auditor_warm_worker_forks", "ms20")] >= 2  # a worker per cycle at least
+
+        # ms20's driver is upgraded: its next fingerprint differs, so its zygote is renewed.
+        driver = tree.ascend_root / "driver" / "version.info"
+        driver.write_text(driver.read_text().replace("25.0.rc1.1", "25.0.rc2"))
+        wait_for(
+            "ms20's renewed warm worker",
+            lambda: (
+                "ms20 changed: its warm worker starts afresh" in log.read_text()
+                and set(zygotes()) == {"ms20", "lite20"}
+                and zygotes()["ms20"] != first["ms20"]
+            ),
+            120,
+            proc,
+            log,
+        )
+        assert zygotes()["lite20"] == first["lite20"]  # the other stack's is kept
+
+        kept = zygotes()
+        proc.send_signal(signal.SIGHUP)
+        wait_for(
+            "the reload", lambda: "reloaded; it applies from the next cycle" in log.read_text(), 30, proc, log
+        )
+        wait_for(
+            "fresh warm workers",
+            lambda: len(zygotes()) == 2 and not set(zygotes().values()) & set(kept.values()),
+            90,
+            proc,
+            log,
+        )
+        assert "the configuration was reloaded: the warm workers start afresh" in log.read_text()
+        assert not [p for p in kept.values() if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+        renewed = set(zygotes().values())
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+        time.sleep(0.3)
+        assert not [p for p in renewed if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+        assert not list((tmp_path / "state" / "zygotes").glob("*.sock"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if store is not None:
+            store.close()
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
