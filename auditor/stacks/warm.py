@@ -712,7 +712,8 @@ class WarmPool:
         try:
             return self._zygote(stack, identity, timeout).info()
         except WarmUnavailable as exc:
-            self.cold(stack, str(exc))
+            if not self._closed:  # closed while it started (the owner is done): nothing to say
+                self.cold(stack, str(exc))
             return None
 
     # -- what it holds

@@ -576,3 +576,54 @@ def test_a_training_network_on_a_remote_train_stack_gets_its_package_with_the_wo
     assert remote.train == "ms20" and result.stacks["ms20"].fingerprint["connection"]["transport"] == "ssh"
     assert _metrics(remote) == _metrics(here)  # the same network, weights and inputs on either host
     _no_leftovers(before)
+
+
+def _my_zygotes() -> list[int]:
+    """Zygotes started through this test's sshd "hosts" (a remote stack's warm interpreter)."""
+    return [p for p in worker_pids(zygotes=True) if any(_descends(p, r) for r in SERVERS)]
+
+
+def test_a_remote_stack_forks_its_workers_on_its_host_and_a_dead_zygote_leaves_it_cold(
+    hosts, default_doc, caplog
+):
+    """[worker] warm on another host: the host's zygote receives the worker code once and each
+    worker is a fork of it there (under the host's sshd, not the auditor); when that zygote
+    dies, the stack's next workers start cold, said in the log; nothing is left behind."""
+    import logging
+
+    from auditor.extend.manager import Plugins
+
+    (b, tree_b) = hosts["hostB"]
+    before = _remote_dirs()
+    config = _config(
+        default_doc,
+        {
+            "ms20": _stack("ms20", "mindspore", "train", tree_b),
+            "lite20": _stack("lite20", "mindspore-lite", "infer", tree_b, "hostB"),
+        },
+        {"hostB": b.host_table()},
+        [{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}],
+    )
+    with Plugins(entry_points=False).reach(config) as stacks:
+        first, second = stacks.worker("lite20"), stacks.worker("lite20")
+        with first, second:
+            a, c = first.start()["pid"], second.start()["pid"]
+            assert first.forked and second.forked and a != c
+            [zygote] = _my_zygotes()
+            assert _parent(a) == _parent(c) == zygote
+            assert _descends(zygote, b.proc.pid)  # on the "host": under its sshd
+            assert first.request("echo", value="remote").result == {"value": "remote"}
+            [info] = stacks.warm.zygotes()
+            assert info.stacks == ["lite20"] and info.forks == 2 and info.preloaded == ["mindspore_lite"]
+        os.kill(zygote, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, "auditor.stacks.warm"), stacks.worker("lite20") as third:
+            hello = third.start()
+            assert not third.forked and hello["runtime_package"] == "mindspore-lite"
+        assert "stack lite20: its workers start cold (its warm worker" in caplog.text
+    CONNECTIONS.close_all()
+    _no_leftovers(before)
+    assert _settled(lambda: _my_zygotes() == []), _my_zygotes()
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
