@@ -1,17 +1,27 @@
-"""What does one full audit cycle cost, next to the framework work it cannot avoid?
+"""What does one full audit cycle cost, warm and cold, next to the framework work it cannot avoid?
 
-Runs one audit cycle on the default config (what `auditor audit --no-store` does: load the
-plugins and config, run the cycle, render the report) and records every request each stack
-worker received. Then replays, for each worker process the cycle started, the same framework
-work in a bare script in that stack's interpreter, with nothing of the auditor imported:
-import the framework, build the same probe cells from the same weights, run them on the
-same inputs, time them with the same warm-up and iterations, export them, load the same
-MindIR files. Requests that timed out or crashed in the cycle are not replayed (their cost
-is the deadline, reported separately); fingerprint collection is auditor work, not replayed.
+Runs one audit cycle on the default config twice in this process (what `auditor audit
+--no-store` does: load the plugins and config, run the cycle, render the report): once with
+warm workers (``[worker] warm = "cycle"``, the default: each stack's interpreter imports its
+framework once, in a zygote, and every worker is forked from it) and once cold (``"off"``:
+every worker a fresh interpreter that imports its framework). For each it prints the wall
+time, the CPU seconds of this process and of everything it started (workers, zygotes, the
+rollout's environment process) and how many times each stack's interpreter started, counted
+by wrappers that stand in for the stacks' interpreters (``AUDITOR_STACKS_DIR``).
 
-Prints the cycle's wall time, the bare time per worker process and in total (serial), and
-their ratio. The cycle drives up to [worker] parallel stacks at once, so a ratio below 1 is
-possible; the serial sum is the honest floor for one machine running everything in turn.
+Then it replays the warm cycle's framework work in a bare script per stack, one cold process
+each, with nothing of the auditor imported: import the framework, build the same probe cells
+from the same weights, run them on the same inputs, time them with the same warm-up and
+iterations, export them, load the same MindIR files. Requests that timed out or crashed in the
+cycle are not replayed (their cost is the deadline, reported separately); fingerprint
+collection is auditor work, not replayed. Ratios: warm / cold CPU (goal: at most 0.75, a cycle
+25% cheaper warm), each / bare.
+
+Last, `auditor check` on two MindIR files (one exported by MindSpore 2.0, one by 2.10, which
+Lite 2.0 refuses: its worker is replaced) and `auditor golden record` run as commands, warm and
+cold, with the interpreter starts of each stack: warm, each framework is imported once.
+
+Measured side by side in one run; the machine is shared, so CPU seconds are the steadier figure.
 
 usage: .venv/bin/python bench/full_cycle.py [--quick] [--config auditor.toml] [--keep DIR]
 """
@@ -20,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -30,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+AUDITOR = str(Path(sys.executable).with_name("auditor"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -202,10 +215,12 @@ class Recorder:
         return None  # hello (the import, done by the bare script too), fingerprint, echo
 
 
-def audit_once(config_path: str, quick: bool) -> tuple[float, str]:
+def audit_once(config_path: str, quick: bool, warm: str) -> tuple[float, str]:
     """`auditor audit --no-store`, in process: plugins, config, cycle, report. ``quick``: one
     pair, one probe variant, no rollout, no extra batch sizes (checks that the bench works)."""
     started = time.perf_counter()
+    import dataclasses
+
     from bench_config import reference_config
 
     from auditor.cycle.cycle import Cycle
@@ -223,9 +238,125 @@ def audit_once(config_path: str, quick: bool) -> tuple[float, str]:
         )
     else:
         config, plugins = reference_config(config_path)
+    config = dataclasses.replace(config, worker=dataclasses.replace(config.worker, warm=warm))
     result = Cycle(config, plugins.probes(), plugins.runtimes()).run()
     render_text(result)
     return time.perf_counter() - started, result.outcome
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of every child it has waited for (their children too)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def counting_stacks(folder: Path) -> Path:
+    """A stacks directory whose interpreters are wrappers of the real ones that note each start
+    (each start of a stack interpreter, a zygote or a cold worker, imports its framework once)."""
+    from auditor.common.paths import stacks_dir
+
+    real = stacks_dir()
+    root = folder / "stacks"
+    for name in ("ms210", "ms20", "lite20", "ort"):
+        wrapper = root / name / "bin" / "python"
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        log, python = root / f"{name}.starts", real / name / "bin" / "python"
+        wrapper.write_text(f'#!/bin/sh\necho start >> "{log}"\nexec "{python}" "$@"\n')
+        wrapper.chmod(0o755)
+    return root
+
+
+def starts(root: Path) -> dict[str, int]:
+    """Interpreter starts per stack since the last call (and forget them)."""
+    out = {}
+    for path in sorted(root.glob("*.starts")):
+        out[path.stem] = len(path.read_text().splitlines())
+        path.unlink()
+    return out
+
+
+def _starts_text(found: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for n, k in sorted(found.items())) or "none"
+
+
+def bare_replay(folder: Path, recorder: Recorder) -> list[tuple[str, int, dict, float, float]]:
+    """The recorded framework work, one cold bare process per stack: (stack, requests, figures,
+    wall, CPU seconds)."""
+    by_stack: dict[str, dict] = {}
+    for i, entry in enumerate(recorder.workers.values()):
+        merged = by_stack.setdefault(entry["stack"], {**entry, "ops": []})
+        for op in entry["ops"]:  # model ids are per worker process: kept apart here
+            merged["ops"].append({**op, "model": f"w{i}:{op['model']}"} if "model" in op else op)
+    rows = []
+    for stack, entry in by_stack.items():
+        plan_path = folder / f"plan-{stack}.json"
+        plan_path.write_text(json.dumps({**entry, "probes_dir": str(REPO / "probes")}))
+        started, cpu = time.perf_counter(), _cpu()
+        proc = subprocess.run(
+            [entry["python"], "-c", BARE, str(plan_path)], capture_output=True, text=True, cwd=folder
+        )
+        wall, cpu = time.perf_counter() - started, _cpu() - cpu
+        if proc.returncode != 0:
+            raise SystemExit(f"bare replay for {stack} failed:\n{proc.stderr[-3000:]}")
+        figures = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append((stack, len(entry["ops"]), figures, wall, cpu))
+    return rows
+
+
+def commands(folder: Path, root: Path, quick: bool) -> list[tuple[str, str, float, float, dict[str, int]]]:
+    """`auditor check` on two exported files and `auditor golden record`, as commands, warm and
+    cold: (command, warm, wall, CPU seconds, interpreter starts per stack)."""
+    models = []
+    for stack in ("ms20",) if quick else ("ms20", "ms210"):
+        out = folder / f"policy-{stack}.mindir"
+        proc = subprocess.run(
+            [
+                str(root / stack / "bin" / "python"),
+                str(REPO / "tests/model_fixtures/user_policy.py"),
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"export by {stack} failed:\n{proc.stderr[-2000:]}")
+        models.append(out)
+    starts(root)
+    text = (REPO / "auditor.toml").read_text()
+    model = (
+        f'\n[models.policy]\npath = "{models[0]}"\nstacks = ["lite20"]\nreference = "ms210-graph"\n'
+        'inputs = [{ name = "obs", shape = [8, 11], low = -1.0, high = 1.0 }]\n'
+    )
+    rows = []
+    env = {k: v for k, v in os.environ.items() if k != "AUDITOR_ZYGOTES"}
+    env["AUDITOR_STACKS_DIR"] = str(root)
+    for warm in ("cycle", "off"):
+        config = folder / f"auditor-{warm}.toml"
+        config.write_text(text.replace('\nwarm = "cycle"', f'\nwarm = "{warm}"') + model)
+        base = [AUDITOR, "--config", str(config), "--db", str(folder / f"h-{warm}.db")]
+        check = ["check", *[a for m in models for a in ("--model", str(m))]]
+        golden = [
+            "golden",
+            "record",
+            "policy",
+            "--stack",
+            "ms210-graph",
+            "--out",
+            str(folder / f"g-{warm}.npz"),
+        ]
+        for label, args in (
+            ("check " + " ".join(m.name for m in models), check),
+            ("golden record policy", golden),
+        ):
+            started, cpu = time.perf_counter(), _cpu()
+            proc = subprocess.run([*base, *args], capture_output=True, text=True, env=env, timeout=1800)
+            wall, cpu = time.perf_counter() - started, _cpu() - cpu
+            if proc.returncode not in (0, 1):
+                raise SystemExit(
+                    f"{label} failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+                )
+            rows.append((label, warm, wall, cpu, starts(root)))
+    return rows
 
 
 def main() -> None:
@@ -236,46 +367,62 @@ def main() -> None:
         "--quick", action="store_true", help="one pair, one probe variant: checks that the bench works"
     )
     args = ap.parse_args()
+    os.environ.pop("AUDITOR_ZYGOTES", None)  # this process's own zygotes: their CPU is counted here
 
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="auditor-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
+    root = counting_stacks(folder)
+    os.environ["AUDITOR_STACKS_DIR"] = str(root)
+    cycles = {}
     recorder = Recorder(folder)
-    recorder.install()
-    try:
-        cycle_s, outcome = audit_once(args.config, args.quick)
-    finally:
-        recorder.uninstall()
+    for warm in ("cycle", "off"):
+        if warm == "cycle":
+            recorder.install()
+        starts(root)
+        started_cpu = _cpu()
+        try:
+            wall, outcome = audit_once(args.config, args.quick, warm)
+        finally:
+            recorder.uninstall()
+        cycles[warm] = (wall, _cpu() - started_cpu, outcome, starts(root))
+    rows = bare_replay(folder, recorder)
+    command_rows = commands(folder, root, args.quick)
 
-    rows = []
-    for i, entry in enumerate(recorder.workers.values()):
-        plan_path = folder / f"plan{i}.json"
-        plan_path.write_text(json.dumps({**entry, "probes_dir": str(REPO / "probes")}))
-        started = time.perf_counter()
-        proc = subprocess.run(
-            [entry["python"], "-c", BARE, str(plan_path)], capture_output=True, text=True, cwd=folder
-        )
-        wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise SystemExit(f"bare replay for {entry['stack']} failed:\n{proc.stderr[-3000:]}")
-        figures = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append((entry["stack"], len(entry["ops"]), figures, wall))
-
-    bare_total = sum(wall for *_, wall in rows)
-    print(f"one audit cycle on {args.config} (outcome {outcome}): {cycle_s:.1f} s wall")
+    bare_wall = sum(r[3] for r in rows)
+    bare_cpu = sum(r[4] for r in rows)
+    print(
+        f"one audit cycle on {args.config}{' (--quick: ms20->lite20, ppo_policy fp32)' if args.quick else ''}"
+    )
+    print(
+        f"  {'workers':<8} {'outcome':<9} {'wall s':>7} {'CPU s':>7}  interpreter starts (framework imports)"
+    )
+    for warm, label in (("cycle", "warm"), ("off", "cold")):
+        wall, cpu, outcome, found = cycles[warm]
+        print(f"  {label:<8} {outcome:<9} {wall:>7.1f} {cpu:>7.1f}  {_starts_text(found)}")
     if recorder.skipped:
-        print(f"  of which {recorder.skipped_s:.1f} s in requests that timed out or crashed (not replayed):")
+        print(f"  warm: {recorder.skipped_s:.1f} s in requests that timed out or crashed (not replayed):")
         for s in recorder.skipped:
             print(f"    {s}")
-    print("bare replay, one process per worker the cycle started, run one after another:")
-    print(f"  {'stack':<14} {'requests':>8} {'import s':>9} {'calls s':>8} {'process s':>10} {'failed':>7}")
-    for stack, n, f, wall in rows:
-        print(f"  {stack:<14} {n:>8} {f['import_s']:>9.2f} {f['ops_s']:>8.2f} {wall:>10.2f} {f['failed']:>7}")
+    print("bare replay of the warm cycle's framework work, one cold process per stack, one after another:")
+    head = ("stack", "requests", "import s", "calls s", "process s", "CPU s", "failed")
+    print("  {:<14} {:>8} {:>9} {:>8} {:>10} {:>7} {:>7}".format(*head))
+    for stack, n, f, wall, cpu in rows:
+        figures = (stack, n, f["import_s"], f["ops_s"], wall, cpu, f["failed"])
+        print("  {:<14} {:>8} {:>9.2f} {:>8.2f} {:>10.2f} {:>7.2f} {:>7}".format(*figures))
         if f["failed"] != f["expected"]:  # a call that worked in the cycle must work bare too
             print(f"    {f['failed'] - f['expected']} failed bare only: " + "; ".join(f["errors"][:3]))
-    print(f"  {'total':<14} {'':>8} {'':>9} {'':>8} {bare_total:>10.2f}")
-    print(f"ratio cycle / bare: {cycle_s / bare_total:.2f}  (goal <= 1.3)")
-    if recorder.skipped:
-        print(f"ratio without the timed-out requests: {(cycle_s - recorder.skipped_s) / bare_total:.2f}")
+    print(f"  {'total':<14} {'':>8} {'':>9} {'':>8} {bare_wall:>10.2f} {bare_cpu:>7.2f}")
+    (warm_wall, warm_cpu, *_), (cold_wall, cold_cpu, *_) = cycles["cycle"], cycles["off"]
+    print(
+        f"ratio warm / cold CPU: {warm_cpu / cold_cpu:.2f}  (goal <= 0.75); wall: {warm_wall / cold_wall:.2f}"
+    )
+    print(f"ratio cycle / bare CPU: warm {warm_cpu / bare_cpu:.2f}, cold {cold_cpu / bare_cpu:.2f}")
+    print(f"ratio cycle / bare: {warm_wall / bare_wall:.2f}  (wall, warm; goal <= 1.3)")
+    print("commands, each a fresh process (its stack interpreters counted: goal, warm: one each):")
+    print(f"  {'command':<44} {'workers':<7} {'wall s':>7} {'CPU s':>7}  interpreter starts")
+    for label, warm, wall, cpu, found in command_rows:
+        how = "warm" if warm == "cycle" else "cold"
+        print(f"  {label:<44} {how:<7} {wall:>7.1f} {cpu:>7.1f}  {_starts_text(found)}")
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
 
