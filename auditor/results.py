@@ -10,9 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
-from auditor.compare.outputs import MetricCheck, OutputComparison
+from auditor.compare.verdicts import MetricCheck, OutputComparison
 
 CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", "error"
 UNSUPPORTED = "unsupported"
@@ -54,6 +52,8 @@ class Latency:
 
     @classmethod
     def from_ns(cls, ns: list[int], batch: int) -> Latency:
+        import numpy as np  # here, not at the top: the daemon reads results without numpy
+
         us = np.asarray(ns, dtype=np.float64) / 1000.0
         p50, p90, p99 = np.percentile(us, [50, 90, 99])
         return cls(batch, len(ns), float(p50), float(p90), float(p99), float(us.mean()))
@@ -423,6 +423,8 @@ class RolloutResult:
     def summary(self, mode: str) -> dict[str, float]:
         """The figures stored per mode ("closed-loop", "open-loop") over all episodes; a
         first-exceed step of 0 means "never"."""
+        import numpy as np  # here, not at the top: the daemon reads results without numpy
+
         eps = self.episodes
         if not eps:
             return {}

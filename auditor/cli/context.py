@@ -15,13 +15,16 @@ import click
 from auditor.cli.exits import EXIT_USAGE
 from auditor.common.paths import default_db_url
 from auditor.common.redact import redact_text
-from auditor.config.load import parse, plugin_dirs, read_document
 from auditor.config.tables import Config, ConfigError
-from auditor.cycle.env_process import env_problem
-from auditor.extend.manager import Plugins, one_line
 
 if TYPE_CHECKING:
+    from auditor.extend.manager import Plugins
     from auditor.history.store import Store
+
+# The config's loader (the database URL rules: SQLAlchemy), the plugins (numpy with the probes)
+# and the rollout's environment check are imported by the methods that need them: the command
+# line starts without them, and `auditor daemon`, which reads its config in a child
+# (auditor.daemon.setup), never loads them at all.
 
 MAX_LIMIT = 10**9
 """--limit beyond this is a typo: no history holds that many rows, and SQL integers overflow."""
@@ -71,6 +74,9 @@ class Context:
 
     def plugins(self, dirs: list[str] | None = None) -> Plugins:
         """The plugins: built-ins, entry points, and the config's plugin directories."""
+        from auditor.config.load import plugin_dirs, read_document
+        from auditor.extend.manager import Plugins
+
         if self._plugins is None:
             if dirs is None:
                 path = self.find_config(required=False)
@@ -88,6 +94,8 @@ class Context:
         errors, asking it for its probes (when the config is read) reports a probe module's."""
         if self._plugins is None:
             return
+        from auditor.extend.manager import one_line
+
         for problem in self._plugins.problems[self._said :]:
             click.echo(f"auditor: warning: {one_line(problem)}", err=True)
         self._said = len(self._plugins.problems)
@@ -95,6 +103,9 @@ class Context:
     def load_config(self) -> Config:
         """The config, or ConfigError listing every problem (the daemon's reload keeps the old
         config then, instead of exiting)."""
+        from auditor.config.load import parse, plugin_dirs, read_document
+        from auditor.cycle.env_process import env_problem
+
         path = self.find_config()
         assert path is not None
         doc = read_document(path)

@@ -2,34 +2,75 @@
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 import sys
 
 import click
 
 from auditor import __version__
-from auditor.cli.audit import audit, runs
-from auditor.cli.baseline import baseline_group
-from auditor.cli.check import check_command
-from auditor.cli.compare import compare_command
-from auditor.cli.config import config_group
 from auditor.cli.context import Context
-from auditor.cli.daemon import alerts_command, daemon_command, service_group
-from auditor.cli.drift import drift_command
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE, interrupted
-from auditor.cli.fingerprint import fingerprint_command
-from auditor.cli.golden import golden_group
-from auditor.cli.history import db_group, history_command, report_command, show_command, trend_command
-from auditor.cli.hosts import hosts_group
-from auditor.cli.plugins import plugins_command
-from auditor.cli.publications import publications_command
-from auditor.cli.telemetry import telemetry_group
-from auditor.db.columns import unreadable
-from auditor.db.health import db_error, from_database
-from auditor.extend.manager import Plugins
+
+COMMANDS = {
+    "audit": "auditor.cli.audit:audit",
+    "runs": "auditor.cli.audit:runs",
+    "config": "auditor.cli.config:config_group",
+    "fingerprint": "auditor.cli.fingerprint:fingerprint_command",
+    "plugins": "auditor.cli.plugins:plugins_command",
+    "history": "auditor.cli.history:history_command",
+    "show": "auditor.cli.history:show_command",
+    "trend": "auditor.cli.history:trend_command",
+    "report": "auditor.cli.history:report_command",
+    "db": "auditor.cli.history:db_group",
+    "daemon": "auditor.cli.daemon:daemon_command",
+    "alerts": "auditor.cli.alerts:alerts_command",
+    "service": "auditor.cli.service:service_group",
+    "drift": "auditor.cli.drift:drift_command",
+    "baseline": "auditor.cli.baseline:baseline_group",
+    "hosts": "auditor.cli.hosts:hosts_group",
+    "check": "auditor.cli.check:check_command",
+    "golden": "auditor.cli.golden:golden_group",
+    "publications": "auditor.cli.publications:publications_command",
+    "telemetry": "auditor.cli.telemetry:telemetry_group",
+    "compare": "auditor.cli.compare:compare_command",
+}
+"""The built-in commands, each imported when it runs (or when --help lists them all): a command
+loads only what it needs, so `auditor daemon` waits with little memory (auditor.daemon.main)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """The command group: built-in commands imported on use (``COMMANDS``); commands added by
+    plugins (the ``auditor_cli_commands`` hook) loaded when a name is not a built-in one, or
+    when every command is listed."""
+
+    _plugins_added = False
+
+    def _add_plugin_commands(self) -> None:
+        if not self._plugins_added:
+            self._plugins_added = True
+            from auditor.extend.manager import Plugins
+
+            # Built-ins and entry points: directory plugins are loaded with the config, after
+            # the command line is parsed, so they cannot add commands.
+            Plugins().add_commands(self)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_plugin_commands()
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, _, name = COMMANDS[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        if cmd_name not in self.commands:
+            self._add_plugin_commands()
+        return self.commands.get(cmd_name)
+
+
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="auditor")
 @click.option(
     "-c",
@@ -56,41 +97,11 @@ def cli(ctx: click.Context, config_path: str | None, db: str | None) -> None:
     ctx.obj = Context(config_path, db)
 
 
-cli.add_command(audit)
-cli.add_command(runs)
-cli.add_command(config_group)
-cli.add_command(fingerprint_command)
-cli.add_command(plugins_command)
-cli.add_command(history_command)
-cli.add_command(show_command)
-cli.add_command(trend_command)
-cli.add_command(report_command)
-cli.add_command(db_group)
-cli.add_command(daemon_command)
-cli.add_command(alerts_command)
-cli.add_command(service_group)
-cli.add_command(drift_command)
-cli.add_command(baseline_group)
-cli.add_command(hosts_group)
-cli.add_command(check_command)
-cli.add_command(golden_group)
-cli.add_command(publications_command)
-cli.add_command(telemetry_group)
-cli.add_command(compare_command)
-
-
 def main() -> None:
     """Run the command line. Ctrl-C anywhere ends it with status 130 and no traceback (click
     alone would say "Aborted!" with status 1); a history database that fails under a command
     is one line naming the problem; values read as missing are listed at the end."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from auditor.history.store import StoreError
-
     try:
-        # Commands added by plugins (built-ins and entry points; directory plugins are loaded
-        # with the config, after the command line is parsed, so they cannot add commands).
-        Plugins().add_commands(cli)
         code = cli.main(prog_name="auditor", standalone_mode=False)
     except KeyboardInterrupt:
         interrupted()
@@ -102,27 +113,50 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code
-    except StoreError as exc:
+    except Exception as exc:
+        code = _database_failure(exc)
+        if code is None:
+            raise
+    finally:
+        if "auditor.db.columns" in sys.modules:  # else nothing was read from a database
+            from auditor.db.columns import unreadable
+
+            problems, count = unreadable(reset=True)
+            for line in problems:
+                click.echo(f"auditor: warning: {line}", err=True)
+            if count > len(problems):
+                click.echo(
+                    f"auditor: warning: {count} unreadable values in all (`auditor db check`)", err=True
+                )
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _database_failure(exc: Exception) -> int | None:
+    """The exit status of a command ended by its history database, said in one line; None for
+    any other exception. The database's modules are imported here, when a command failed: a
+    command that never opened one (the daemon) does not load SQLAlchemy for this."""
+    if "sqlalchemy" not in sys.modules and not isinstance(exc, sqlite3.Error | UnicodeDecodeError):
+        return None  # nothing has opened a database in this process
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from auditor.db.health import db_error, from_database
+    from auditor.history.store import StoreError
+
+    if isinstance(exc, StoreError):
         # Commands catch what they expect; this is the net for any other way a database
         # that cannot be reached or opened surfaces: one line, never a traceback.
         click.echo(f"auditor: {exc}", err=True)
-        code = EXIT_USAGE if not exc.reached else EXIT_FINDINGS
-    except (SQLAlchemyError, sqlite3.Error, UnicodeDecodeError) as exc:
+        return EXIT_USAGE if not exc.reached else EXIT_FINDINGS
+    if isinstance(exc, SQLAlchemyError | sqlite3.Error | UnicodeDecodeError):
         if isinstance(exc, UnicodeDecodeError) and not from_database(exc):
-            raise
+            return None
         click.echo(
             f"auditor: the history database cannot be read: {db_error(exc)} "
             "(`auditor db check` lists its problems)",
             err=True,
         )
-        code = EXIT_FINDINGS
-    finally:
-        problems, count = unreadable(reset=True)
-        for line in problems:
-            click.echo(f"auditor: warning: {line}", err=True)
-        if count > len(problems):
-            click.echo(f"auditor: warning: {count} unreadable values in all (`auditor db check`)", err=True)
-    sys.exit(code if isinstance(code, int) else 0)
+        return EXIT_FINDINGS
+    return None
 
 
 if __name__ == "__main__":

@@ -5,6 +5,6 @@ fp16 edges, and golden files. numpy only.
 This face is the plugin API for comparators: ``from auditor.compare import Comparator,
 MetricCheck`` (docs/plugins.md)."""
 
-from auditor.compare.outputs import Comparator, MetricCheck
+from auditor.compare.verdicts import Comparator, MetricCheck
 
 __all__ = ["Comparator", "MetricCheck"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.common.paths import default_db_url
-from auditor.compare.outputs import Tolerance
+from auditor.compare.verdicts import Tolerance
 from auditor.config import fleet as fleet_config
 from auditor.config.fields import (
     check_param,

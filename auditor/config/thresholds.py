@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
-from auditor.compare.outputs import Tolerance
+from auditor.compare.verdicts import Tolerance
 
 DTYPE_TOLERANCES: dict[str, dict[str, float]] = {
     "float16": {"atol": 1e-3, "rtol": 1e-3},

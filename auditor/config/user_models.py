@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.compare.outputs import Tolerance
+from auditor.compare.verdicts import Tolerance
 from auditor.config.thresholds import DTYPE_TOLERANCES, ProbeConfig
 
 # The kinds of change of a deployed model file (``[stacks.X] models``; auditor.rules.deployed)

@@ -30,11 +30,11 @@ from auditor.daemon.cycle_process import (
     TELEMETRY,
     CycleReply,
     CycleRequest,
-    counts_text,
     log,
     read_frame,
     write_frame,
 )
+from auditor.daemon.metrics import counts_text, summarize
 from auditor.db.health import db_error
 from auditor.extend.manager import Plugins
 from auditor.fingerprint.drift import KIND as DRIFT_KIND
@@ -136,7 +136,7 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
         return CycleReply(
             DONE,
             run_id,
-            result=result,
+            summary=summarize(result),
             open_alerts=open_alerts,
             started=started,
             finished=time.time(),

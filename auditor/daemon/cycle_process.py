@@ -36,7 +36,8 @@ from auditor.common.child_process import close_pipes, describe_status, kill_grou
 
 if TYPE_CHECKING:
     from auditor.config.tables import Config
-    from auditor.results import CycleResult, HostTelemetry
+    from auditor.daemon.metrics import CycleSummary
+    from auditor.results import HostTelemetry
 
 log = logging.getLogger("auditor.daemon")
 
@@ -63,13 +64,14 @@ class CycleRequest:
 
 @dataclass
 class CycleReply:
-    """What a cycle came to. ``kind``: done (``result`` is set), aborted (the run is marked
+    """What a cycle came to. ``kind``: done (``summary`` is set), aborted (the run is marked
     aborted), skipped (no run could be recorded), failed (an unexpected error; logged)."""
 
     kind: str
     run_id: int | None = None
     message: str = ""
-    result: CycleResult | None = None
+    summary: CycleSummary | None = None
+    """What the daemon keeps of the cycle (auditor.daemon.metrics): its result stays in the child."""
     open_alerts: dict[str, int] | None = None
     """Open alerts by severity after this cycle's alerts; None when they could not be read."""
     started: float = 0.0
@@ -179,15 +181,6 @@ class ChildCycle:
         """The last resort of a daemon that cannot wait any longer."""
         if self.proc is not None:
             kill_group(self.proc)
-
-
-def counts_text(result: CycleResult) -> str:
-    """ "3 consistent, 1 drift, stack(s) unavailable: ms20": a cycle in a few words."""
-    parts = [f"{n} {s}" for s, n in result.status_counts().items()]
-    broken = [n for n, s in result.stacks.items() if s.error]
-    if broken:
-        parts.append(f"stack(s) unavailable: {', '.join(broken)}")
-    return ", ".join(parts) or "nothing to check"
 
 
 if __name__ == "__main__":

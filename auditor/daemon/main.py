@@ -10,7 +10,11 @@
 - **Each cycle runs in a child process** (``auditor.daemon.cycle_process``) that exits with it, so the
   daemon between cycles holds what it held at start: the cycle's imports, caches and native
   pages go with the child. The daemon hands it the config it loaded (or reloaded), reads
-  back the result, and keeps status, Prometheus figures and the stop/abort decisions.
+  back a summary of the result (auditor.daemon.metrics), and keeps status, Prometheus figures
+  and the stop/abort decisions.
+- **The config and the database are read by a child too** (auditor.daemon.setup), at start
+  and at each SIGHUP: the plugins (numpy with them) and SQLAlchemy never load in the daemon,
+  which holds the parsed config, the database's URL and what its warm workers need.
 - **One daemon per state directory**: an exclusive ``flock`` on ``daemon.lock`` there; the
   kernel drops it when the process dies, so a crash never leaves a stale lock.
 - **Signals** are turned into bytes on a pipe (``signal.set_wakeup_fd``) that the main
@@ -43,16 +47,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.paths import state_dir as default_state_dir
 from auditor.config.schedule import describe_schedule, make_trigger, schedule_timezone
 from auditor.config.selection import cycle_stacks
-from auditor.config.tables import Config, ConfigError
+from auditor.config.tables import Config
 from auditor.daemon.cycle_process import (
     ABORTED,
     CYCLE,
@@ -61,12 +63,10 @@ from auditor.daemon.cycle_process import (
     TELEMETRY,
     ChildCycle,
     CycleRequest,
-    counts_text,
 )
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.daemon.sd_notify import Notifier
-from auditor.history.migrate import open_store
-from auditor.history.store import Store, StoreError
+from auditor.daemon.setup import DaemonSetup, SetupError
 from auditor.results import HostTelemetry
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.launch import local_worker_env, worker_packages
@@ -74,8 +74,6 @@ from auditor.stacks.warm import WARM_DIR_ENV, Identity, WarmPool, ZygoteInfo
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
-
-    from auditor.extend.manager import Plugins
 
 log = logging.getLogger("auditor.daemon")
 
@@ -125,28 +123,20 @@ class StateLock:
 
 
 # -- the daemon ------------------------------------------------------------------------------
-@dataclass
-class _Setup:
-    """What a cycle uses, swapped as a whole on reload so a running cycle keeps its own."""
-
-    config: Config
-    store: Store
-    alerts: AlertEngine
-
-
 class Daemon:
-    """``context`` is the CLI's: ``load_config()`` (raises ConfigError), ``plugins()``,
-    ``db_url(config)``."""
+    """``setup``: what it starts with (auditor.daemon.setup, read by a child); ``load``: reads
+    it again for a reload (raises SetupError); it is swapped as a whole, so a running cycle
+    keeps its own."""
 
-    def __init__(self, context: Any, config: Config, notifier: Notifier | None = None):
-        self.context = context
-        self.plugins: Plugins = context.plugins()
+    def __init__(self, setup: DaemonSetup, load: Callable[[], DaemonSetup], notifier: Notifier | None = None):
+        config = setup.config
+        self.load = load
         self.notifier = notifier or Notifier()
         self.state_dir = Path(config.daemon.state_dir) if config.daemon.state_dir else default_state_dir()
         self.lock = StateLock(self.state_dir)
         self.exporter = MetricsExporter(self.warm_workers)
         self._config = config
-        self._setup: _Setup | None = None
+        self._setup: DaemonSetup = setup
         self._scheduler: BackgroundScheduler | None = None
         self._state = threading.Lock()
         self._current: ChildCycle | None = None
@@ -166,18 +156,6 @@ class Daemon:
         """The config was reloaded: fresh zygotes before the next cycle."""
 
     # -- start-up ---------------------------------------------------------------------------
-    def _open(self, config: Config) -> _Setup:
-        url = self.context.db_url(config)
-        # Migrated by a child that exits: Alembic, loaded for it, stays out of the daemon.
-        store = open_store(url, config.auditor_id)
-        engine = AlertEngine(
-            store.engine,
-            config.alerts,
-            build_sinks(config.alerts, self.plugins.alert_sinks()),
-            auditor_id=store.auditor_id,
-        )
-        return _Setup(config, store, engine)
-
     def run(self) -> int:
         """Serve until SIGTERM/SIGINT; the exit status."""
         try:
@@ -188,12 +166,9 @@ class Daemon:
         wake_r, wake_w = os.pipe()
         self._wake_r = wake_r
         try:
-            try:
-                self._setup = self._open(self._config)
-            except StoreError as exc:
-                log.error("cannot start: %s", exc)
-                return 1
-            self.exporter.record_alerts(self._setup.alerts.open_counts())
+            for line in self._setup.warnings:
+                log.warning("%s", line)
+            self.exporter.record_alerts(self._setup.open_alerts)
             prom = self._config.prometheus
             if prom.enabled:
                 try:
@@ -209,7 +184,7 @@ class Daemon:
                     "auditor daemon started (pid %d): config %s, history %s, state %s, schedule %s",
                     os.getpid(),
                     self._config.source,
-                    self._setup.store.display_url,
+                    self._setup.display_url,
                     self.state_dir,
                     describe_schedule(self._config.schedule),
                 )
@@ -314,29 +289,27 @@ class Daemon:
     def _reload(self) -> bool:
         log.info("SIGHUP: reloading the configuration")
         try:
-            config = self.context.load_config()
-        except ConfigError as exc:
-            log.error(
-                "config %s not reloaded (%d problem(s)); still running with the previous one:",
-                exc.source,
-                len(exc.errors),
-            )
-            for e in exc.errors:
-                log.error("  %s", e)
-            return False
-        assert self._setup is not None
-        old = self._setup.config
-        try:
-            if self.context.db_url(config) != self._setup.store.url or config.auditor_id != old.auditor_id:
-                setup = self._open(config)
+            setup = self.load()
+        except SetupError as exc:
+            failure = exc.failure
+            for line in failure.warnings:
+                log.warning("%s", line)
+            if failure.errors:
+                log.error(
+                    "config %s not reloaded (%d problem(s)); still running with the previous one:",
+                    failure.source,
+                    len(failure.errors),
+                )
+                for e in failure.errors:
+                    log.error("  %s", e)
             else:
-                store = self._setup.store
-                sinks = build_sinks(config.alerts, self.plugins.alert_sinks())
-                alerts = AlertEngine(store.engine, config.alerts, sinks, auditor_id=store.auditor_id)
-                setup = _Setup(config, store, alerts)
-        except StoreError as exc:
-            log.error("config not reloaded: %s; still running with the previous one", exc)
+                said = " ".join(line.removeprefix("auditor: ") for line in failure.lines)
+                log.error("config not reloaded: %s; still running with the previous one", said)
             return False
+        for line in setup.warnings:
+            log.warning("%s", line)
+        old = self._setup.config
+        config = setup.config
         for what, a, b in (
             ("[prometheus]", old.prometheus, config.prometheus),
             ("[daemon]", old.daemon, config.daemon),
@@ -411,8 +384,6 @@ class Daemon:
         if self.warm is not None:
             self.warm.close()
             self.warm = None
-        if self._setup is not None:
-            self._setup.store.close()
 
     # -- warm workers -----------------------------------------------------------------------
     def _prepare_warm(self, config: Config) -> dict[str, str]:
@@ -432,7 +403,7 @@ class Daemon:
             self.warm.reopen()
         self._warm_stale = False
         self.warm.check()
-        runtimes = self.plugins.runtimes()
+        runtimes = self._setup.runtimes
         identities = {}
         for name in cycle_stacks(config):
             stack, spec = config.stacks[name], runtimes.get(config.stacks[name].runtime)
@@ -458,7 +429,7 @@ class Daemon:
             if self._stopping or self._setup is None:
                 return
             setup = self._setup
-            url = setup.store.url
+            url = setup.db_url
             unrecorded = {run_id: note for (u, run_id), note in self._unrecorded.items() if u == url}
             self._current = None
             self._idle.clear()
@@ -468,7 +439,7 @@ class Daemon:
                 run = ChildCycle(
                     CycleRequest(
                         setup.config,
-                        self.plugins.dirs,
+                        setup.plugin_dirs,
                         url,
                         logging.getLogger().getEffectiveLevel(),
                         kind,
@@ -511,16 +482,16 @@ class Daemon:
             ended = self.warm.forget(reply.drifted)
             if ended:
                 log.info("%s changed: its warm worker starts afresh before the next cycle", ", ".join(ended))
-        if reply.kind == DONE and reply.result is not None:
-            result = reply.result
+        if reply.kind == DONE and reply.summary is not None:
+            summary = reply.summary
             if reply.open_alerts is not None:
                 self.exporter.record_alerts(reply.open_alerts)
-            self.exporter.record_cycle(result)
-            self._say_telemetry(result.telemetry)
+            self.exporter.record_cycle(summary)
+            self._say_telemetry(summary.telemetry)
             open_alerts = sum((reply.open_alerts or {}).values())
             self._last_status = (
-                f"last cycle: run {reply.run_id} {result.outcome} at {when} "
-                f"({counts_text(result)}); {open_alerts} open alert(s)"
+                f"last cycle: run {reply.run_id} {summary.outcome} at {when} "
+                f"({summary.counts}); {open_alerts} open alert(s)"
             )
         elif reply.kind == ABORTED:
             self.exporter.record_aborted(reply.run_id, reply.started, reply.finished)
@@ -552,5 +523,5 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def run_daemon(context: Any, config: Config, notifier: Notifier | None = None) -> int:
-    return Daemon(context, config, notifier).run()
+def run_daemon(setup: DaemonSetup, load: Callable[[], DaemonSetup], notifier: Notifier | None = None) -> int:
+    return Daemon(setup, load, notifier).run()

@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.config.tables import SEVERITIES
-from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry, StackReport
+from auditor.daemon.metrics import GAUGE, INFO, STATESET, CycleSummary, Family, cycle_families
+from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry
 from auditor.stacks.warm import ZygoteInfo
 from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
 
@@ -61,11 +62,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RUN_OUTCOMES = (*STATUS_ORDER, "aborted")
+EMPTY_CYCLE = cycle_families(CycleResult(0.0, 0.0, "", {}, [], []))
+"""The families before the first complete cycle: each there, without samples."""
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    cycle: CycleResult | None = None
+    cycle: CycleSummary | None = None
     open_alerts: dict[str, int] = field(default_factory=dict)
     last_run_id: int | None = None
     last_run_finished: float | None = None
@@ -115,17 +118,18 @@ class MetricsExporter:
         latest.update({s.host: s for s in samples})
         self._replace(telemetry=latest)
 
-    def record_cycle(self, result: CycleResult) -> None:
-        """A complete, stored cycle: its measurements replace the previous cycle's."""
+    def record_cycle(self, summary: CycleSummary) -> None:
+        """A complete, stored cycle (as the cycle child summarized it: auditor.daemon.metrics):
+        its measurements replace the previous cycle's."""
         runs = dict(self._snapshot.runs_total)
         runs["complete"] = runs.get("complete", 0) + 1
-        self.record_telemetry(result.telemetry)
+        self.record_telemetry(summary.telemetry)
         self._replace(
-            cycle=result,
-            last_run_id=result.run_id,
-            last_run_finished=result.finished_at,
-            last_run_duration=result.finished_at - result.started_at,
-            last_run_outcome=result.outcome,
+            cycle=summary,
+            last_run_id=summary.run_id,
+            last_run_finished=summary.finished_at,
+            last_run_duration=summary.finished_at - summary.started_at,
+            last_run_outcome=summary.outcome,
             runs_total=runs,
         )
 
@@ -183,7 +187,7 @@ class _Collector:
         build = InfoMetricFamily("auditor_build", "The auditor's version.", labels=["version"])
         build.add_metric([__version__], {})
         yield build
-        yield from _cycle_metrics(snap.cycle)
+        yield from _families(snap.cycle.families if snap.cycle is not None else EMPTY_CYCLE)
         yield from _telemetry_metrics(snap.telemetry.values())
         yield from _warm_metrics(self.exporter.warm_workers())
         alerts = GaugeMetricFamily("auditor_open_alerts", "Open alerts by severity.", labels=["severity"])
@@ -218,70 +222,16 @@ class _Collector:
             yield outcome
 
 
-def _cycle_metrics(cycle: CycleResult | None) -> Iterable[Metric]:
-    from prometheus_client.core import (
-        GaugeMetricFamily,
-        InfoMetricFamily,
-        StateSetMetricFamily,
-    )
+def _families(families: Iterable[Family]) -> Iterable[Metric]:
+    """The cycle child's plain families as prometheus_client's."""
+    from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, StateSetMetricFamily
 
-    divergence = GaugeMetricFamily(
-        "auditor_divergence",
-        "Comparison metrics of the last complete cycle, per pair, probe variant, output and metric.",
-        labels=["pair", "probe", "variant", "output", "metric"],
-    )
-    status = StateSetMetricFamily(
-        "auditor_probe_status",
-        "Status of each probe variant on each pair in the last complete cycle.",
-        labels=["pair", "probe", "variant"],
-    )
-    latency = GaugeMetricFamily(
-        "auditor_latency_seconds",
-        "Per-call latency measured inside the stack's worker, by quantile, in the last complete cycle.",
-        labels=["stack", "pair", "probe", "variant", "quantile"],
-    )
-    served = GaugeMetricFamily(
-        "auditor_throughput_samples_per_second",
-        "Samples per second of the serving (infer) stack at each batch size timed (batch / p50), "
-        "in the last complete cycle.",
-        labels=["stack", "pair", "probe", "variant", "batch"],
-    )
-    saturation = GaugeMetricFamily(
-        "auditor_saturation_batch",
-        "The smallest timed batch whose throughput reaches [latency] saturation of the highest.",
-        labels=["stack", "pair", "probe", "variant"],
-    )
-    stacks = InfoMetricFamily(
-        "auditor_stack",
-        "Versions found in each stack's fingerprint (empty: unknown).",
-        labels=["stack", "role", "runtime", "host"],
-    )
-    if cycle is not None:
-        for r in cycle.results:
-            labels = [r.pair, r.probe, r.variant]
-            status.add_metric(labels, {s: s == r.status for s in STATUS_ORDER})
-            for c in r.outputs:
-                for name, value in c.metrics.items():
-                    if isinstance(value, bool | int | float):
-                        divergence.add_metric([*labels, c.output, name], float(value))
-            for stack, lat in ((r.train, r.train_latency), (r.infer, r.infer_latency)):
-                if lat is None:
-                    continue
-                for q, us in (("0.5", lat.p50_us), ("0.9", lat.p90_us), ("0.99", lat.p99_us)):
-                    latency.add_metric([stack, r.pair, r.probe, r.variant, q], us / 1e6)
-            for t in r.throughput:
-                served.add_metric([r.infer, *labels, str(t.batch)], t.samples_per_s)
-            if r.saturation_batch is not None:
-                saturation.add_metric([r.infer, *labels], float(r.saturation_batch))
-        for name, s in cycle.stacks.items():
-            stacks.add_metric([name, s.role, s.runtime, s.host], stack_versions(s))
-    yield divergence
-    yield status
-    yield latency
-    yield served
-    if saturation.samples:
-        yield saturation
-    yield stacks
+    kinds = {GAUGE: GaugeMetricFamily, INFO: InfoMetricFamily, STATESET: StateSetMetricFamily}
+    for f in families:
+        family = kinds[f.kind](f.name, f.documentation, labels=list(f.labels))
+        for labels, value in f.samples:
+            family.add_metric(list(labels), value)
+        yield family
 
 
 def _warm_metrics(zygotes: Iterable[ZygoteInfo]) -> Iterable[Metric]:
@@ -351,37 +301,3 @@ def _telemetry_metrics(samples: Iterable[HostTelemetry]) -> Iterable[Metric]:
         yield up
     for metric in sorted(families):
         yield families[metric]
-
-
-def stack_versions(stack: StackReport) -> dict[str, str]:
-    """The stack's runtime (its package and version, whatever the runtime), and the MindSpore,
-    MindSpore Lite, CANN and driver versions from a fingerprint, whichever of its layouts is
-    present (the collectors' sections, or the worker's hello alone)."""
-    fp = stack.fingerprint or {}
-
-    def dig(*path: str) -> str:
-        node: Any = fp
-        for key in path:
-            if not isinstance(node, dict):
-                return ""
-            node = node.get(key)
-        return str(node) if isinstance(node, str | int | float) and node != "" else ""
-
-    runtime = fp.get("runtime") if isinstance(fp.get("runtime"), dict) else fp
-    package = runtime.get("runtime_package") if isinstance(runtime, dict) else None
-    version = runtime.get("runtime_version") if isinstance(runtime, dict) else None
-    found = {
-        "mindspore": dig("framework", "mindspore", "version") or dig("packages", "framework", "mindspore"),
-        "mindspore_lite": dig("framework", "mindspore_lite", "version")
-        or dig("packages", "framework", "mindspore-lite"),
-    }
-    label = str(package or "").replace("-", "_")
-    if label in found and not found[label] and version:
-        found[label] = str(version)  # the hello alone: the runtime's own package
-    return {
-        "runtime_package": str(package or ""),
-        "runtime_version": str(version or ""),
-        **found,
-        "cann": dig("cann", "version"),
-        "driver": dig("driver", "version"),
-    }

@@ -28,13 +28,13 @@ import pluggy
 from auditor import __version__, hookspecs
 from auditor.extend.probe_spec import ProbeSpec, single_file_problem
 from auditor.runtime import RuntimeSpec
-from auditor.stacks.session import Reach, reach
-from auditor.stacks.warm import WarmPool
 
 if TYPE_CHECKING:
     import click
 
     from auditor.config.tables import Config
+    from auditor.stacks.session import Reach
+    from auditor.stacks.warm import WarmPool
 
 ENTRY_POINT_GROUP = "auditor"
 
@@ -265,6 +265,10 @@ class Plugins:
         """How to reach the config's stacks with these plugins' runtimes, probes and collectors
         (auditor.stacks.session): every command that talks to a stack opens it through this.
         ``warm``: zygotes another owner keeps (the daemon's); else the Reach's own."""
+        # Imported here: the stacks' side (the worker protocol, numpy) is for the commands that
+        # reach a stack; the daemon, which loads plugins but never opens a worker, stays light.
+        from auditor.stacks.session import reach
+
         return reach(
             config,
             self.runtimes(),

@@ -19,11 +19,12 @@ import importlib
 import importlib.util
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from auditor.config.fields import check_param, infer_param_spec
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "float64": "fp64", "bfloat16": "bf16"}
 

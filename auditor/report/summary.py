@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from auditor.compare.outputs import MetricCheck, OutputComparison
+from auditor.compare.verdicts import MetricCheck, OutputComparison
 from auditor.config.tables import SEVERITIES
 from auditor.cycle import baseline
 from auditor.history.publication import summary_of

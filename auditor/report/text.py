@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from auditor.compare.outputs import MetricCheck
+from auditor.compare.verdicts import MetricCheck
 from auditor.cycle import baseline, localize, rollout
 from auditor.history.publication import summary_of
 from auditor.report.summary import (

@@ -157,10 +157,11 @@ class ZygoteInfo:
         memory = f"{self.rss_bytes / 2**20:.0f} MB resident" if self.rss_bytes else "memory unknown"
         if self.pss_bytes:
             memory += f" ({self.pss_bytes / 2**20:.0f} MB proportional)"
+        forked = f", {self.forks} worker(s) forked" if self.forks else ""
         return (
             f"warm worker of {', '.join(self.stacks)}: pid {self.pid}, imported "
             f"{', '.join(self.preloaded) or 'the worker code'} in {self.import_cpu_seconds:.2f} CPU-s, "
-            f"{memory}, {len(self.threads)} thread(s) at fork, {self.forks} worker(s) forked"
+            f"{memory}, {len(self.threads)} thread(s) at fork{forked}"
         )
 
 
@@ -663,7 +664,8 @@ class WarmPool:
                     zygote.close()
                     raise WarmUnavailable("the pool is closed")
                 self._zygotes[identity.key] = zygote
-            log.info("%s", zygote.info().describe())
+            # Said at INFO where zygotes are kept (the daemon's); a cycle's own, at DEBUG.
+            log.log(logging.INFO if self.mode == "daemon" else logging.DEBUG, "%s", zygote.info().describe())
             return zygote
 
     def remote_address(

@@ -19,6 +19,7 @@ from auditor.cycle.audit_run import AuditRun
 from auditor.daemon.cycle_child import run_telemetry
 from auditor.daemon.cycle_process import DONE, TELEMETRY, CycleRequest
 from auditor.daemon.main import Daemon
+from auditor.daemon.metrics import summarize
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.extend.manager import Plugins
 from auditor.history import telemetry as th
@@ -30,6 +31,7 @@ from tests.cli import auditor
 from tests.configs import build
 from tests.conftest import REPO
 from tests.npu_fakes import HOSTS, host_910b_8, write_npu_smi
+from tests.unit.daemon.test_daemon import setup_of
 
 pytestmark = pytest.mark.stacks
 
@@ -85,7 +87,7 @@ def test_cycles_store_export_plot_and_alert(stacks, default_doc, tmp_path: Path)
 
     # exported
     exporter = MetricsExporter()
-    exporter.record_cycle(result)
+    exporter.record_cycle(summarize(result))
     metrics = exporter.render().decode()
     assert 'auditor_npu_temperature_celsius{chip="0",host="local",npu="6"} 91.0' in metrics
     assert 'auditor_npu_hbm_usage_percent{chip="0",host="local",npu="0"} 5.0' in metrics
@@ -138,11 +140,7 @@ def test_daemon_sampling_child_and_host_without_npus(stacks, default_doc, tmp_pa
     (none,) = reply.telemetry
     assert not none.available and not none.failed and "not found" in (none.reason or "")
 
-    class Ctx:
-        def plugins(self) -> Plugins:
-            return Plugins(entry_points=False)
-
-    daemon = Daemon(Ctx(), cfg2)
+    daemon = Daemon(setup_of(cfg2, tmp_path), lambda: setup_of(cfg2, tmp_path))
     caplog.set_level(logging.INFO, logger="auditor.daemon")
     for _ in range(3):
         daemon._say_telemetry(reply.telemetry)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditor.cycle.audit_run import AuditRun
+from auditor.daemon.metrics import summarize
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.extend.manager import Plugins
 from auditor.history.filters import Filters
@@ -65,7 +66,7 @@ def test_sweep_stored_trended_and_plotted(stacks, default_doc, tmp_path: Path) -
     assert f"saturation batch {r.saturation_batch}" in page
 
     exporter = MetricsExporter()
-    exporter.record_cycle(results[-1])
+    exporter.record_cycle(summarize(results[-1]))
     metrics = exporter.render().decode()
     assert (
         'auditor_throughput_samples_per_second{batch="512",pair="ms20->lite20",probe="obs_normalizer",'

@@ -268,26 +268,24 @@ def test_daemon_start_refuses_a_schedule_that_never_fires(doc, tmp_path):
 
 
 def test_daemon_reload_keeps_running_on_a_config_the_loader_refuses(doc, tmp_path, caplog):
+    """A SIGHUP reads the config again in the setup child (auditor.daemon.setup): the loader's
+    problems, each with its key, are logged and the daemon keeps its config."""
     import logging
 
     from auditor.daemon.main import Daemon
+    from auditor.daemon.setup import load_setup
 
     caplog.set_level(logging.INFO)
     doc["storage"]["url"] = f"sqlite:///{tmp_path / 'h.db'}"
     doc["daemon"]["state_dir"] = str(tmp_path / "state")
     path = config_file(tmp_path, doc)
-    context = Context(str(path), None)
-    config = context.load_config()
-    daemon = Daemon(context, config)
-    daemon._setup = daemon._open(config)
-    try:
-        bad = copy.deepcopy(doc)
-        bad["schedule"] = {"cron": "0 0 30 2 *", "jitter": float("nan")}
-        bad["probes"]["ppo_policy"]["params"]["batch"] = -1
-        path.write_text(to_toml(bad))
-        assert not daemon.reload()
-        assert daemon._setup.config is config
-        for where in ("schedule.cron", "schedule.jitter", "probes.ppo_policy.params.batch"):
-            assert where in caplog.text
-    finally:
-        daemon._setup.store.close()
+    setup = load_setup(str(path), None)
+    daemon = Daemon(setup, lambda: load_setup(str(path), None))
+    bad = copy.deepcopy(doc)
+    bad["schedule"] = {"cron": "0 0 30 2 *", "jitter": float("nan")}
+    bad["probes"]["ppo_policy"]["params"]["batch"] = -1
+    path.write_text(to_toml(bad))
+    assert not daemon.reload()
+    assert daemon._setup is setup
+    for where in ("schedule.cron", "schedule.jitter", "probes.ppo_policy.params.batch"):
+        assert where in caplog.text

@@ -19,6 +19,8 @@ from auditor.config.load import load, parse
 from auditor.config.schedule import cron_trigger, make_trigger
 from auditor.config.tables import ConfigError, DaemonConfig, ScheduleConfig
 from auditor.daemon.main import Daemon, DaemonError, StateLock
+from auditor.daemon.setup import DaemonSetup, RuntimeInfo, SetupError, SetupFailure, load_setup
+from auditor.extend.manager import Plugins
 from tests.conftest import REPO
 
 UTC = ZoneInfo("UTC")
@@ -237,46 +239,75 @@ def test_shipped_config_documents_the_daemon_sections(monkeypatch, tmp_path):
 # -- reload --------------------------------------------------------------------------------
 
 
-class FakeContext:
-    def __init__(self, config, tmp_path):
-        self.config_ = config
-        self.tmp_path = tmp_path
-        self.next: object = config
-
-    def plugins(self):
-        from auditor.extend.manager import Plugins
-
-        return Plugins(entry_points=False)
-
-    def load_config(self):
-        if isinstance(self.next, Exception):
-            raise self.next
-        return self.next
-
-    def db_url(self, config):
-        return f"sqlite:///{self.tmp_path / 'h.db'}"
+def setup_of(config, tmp_path) -> DaemonSetup:
+    """What the setup child would answer for ``config`` (auditor.daemon.setup), without one."""
+    runtimes = {
+        n: RuntimeInfo(r.worker_class, r.cold) for n, r in Plugins(entry_points=False).runtimes().items()
+    }
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    return DaemonSetup(config, url, url, "test-auditor", [], runtimes, {"warning": 0})
 
 
 def test_reload_keeps_the_old_config_when_the_new_one_is_bad(tmp_path, caplog):
-    from auditor.daemon.main import _Setup
-
     caplog.set_level(logging.INFO)
     config = parse(minimal(daemon={"state_dir": str(tmp_path / "state")}))
-    ctx = FakeContext(config, tmp_path)
-    d = Daemon(ctx, config)
-    d._setup = d._open(config)
-    try:
-        ctx.next = ConfigError("auditor.toml", ["schedule.interval: must be at least 1 s, not -1"])
-        assert not d.reload()
-        assert d._setup.config is config
-        assert "schedule.interval: must be at least 1 s, not -1" in caplog.text
-        assert "still running with the previous one" in caplog.text
+    answers: list[object] = []
 
-        newer = parse(minimal(alerts={"cooldown": "5m"}, prometheus={"enabled": True}))
-        ctx.next = newer
-        assert d.reload()
-        assert d._setup.config is newer and d._setup.alerts.config.cooldown == 300
-        assert "[prometheus] changed: restart the daemon to apply it" in caplog.text
-        assert isinstance(d._setup, _Setup)
-    finally:
-        d._setup.store.close()
+    def load() -> DaemonSetup:
+        answer = answers.pop(0)
+        if isinstance(answer, SetupFailure):
+            raise SetupError(answer)
+        return answer
+
+    d = Daemon(setup_of(config, tmp_path), load)
+    bad = ("schedule.interval: must be at least 1 s, not -1",)
+    answers.append(SetupFailure(("auditor: config auditor.toml is not usable:",), 2, (), "auditor.toml", bad))
+    assert not d.reload()
+    assert d._setup.config is config
+    assert (
+        "config auditor.toml not reloaded (1 problem(s)); still running with the previous one:" in caplog.text
+    )
+    assert "schedule.interval: must be at least 1 s, not -1" in caplog.text
+
+    answers.append(SetupFailure(("auditor: cannot start: the history database is gone",), 1))
+    assert not d.reload()
+    assert "config not reloaded: cannot start: the history database is gone; still running" in caplog.text
+    assert d._setup.config is config
+
+    newer = parse(minimal(alerts={"cooldown": "5m"}, prometheus={"enabled": True}))
+    answers.append(setup_of(newer, tmp_path))
+    assert d.reload()
+    assert d._setup.config is newer and d._setup.config.alerts.cooldown == 300
+    assert "[prometheus] changed: restart the daemon to apply it" in caplog.text
+
+
+def test_the_setup_child_reads_the_config_and_the_database(tmp_path):
+    """auditor.daemon.setup: the config read and the database opened (migrated: it is new) in
+    a child; the daemon gets plain data, a bad config its problems, no config the command's words."""
+    config = tmp_path / "auditor.toml"
+    config.write_text(
+        '[stacks.tr]\nrole = "train"\nruntime = "mindspore"\npython = "/opt/tr/bin/python"\n'
+        '[stacks.inf]\nrole = "infer"\nruntime = "mindspore-lite"\npython = "/opt/inf/bin/python"\n'
+        '[[pairs]]\ntrain = "tr"\ninfer = "inf"\nprobes = ["ppo_policy"]\n'
+    )
+    db = tmp_path / "h.db"
+    setup = load_setup(str(config), str(db))
+    assert setup.config.source == str(config) and set(setup.config.stacks) == {"tr", "inf"}
+    assert setup.db_url == f"sqlite:///{db}" and db.is_file()  # created and migrated
+    assert setup.open_alerts == {s: 0 for s in ("info", "warning", "error", "critical")}
+    assert setup.runtimes["mindspore"].worker_class.endswith(":MindSporeRuntime")
+    assert setup.runtimes["ort"].cold and not setup.runtimes["mindspore-lite"].cold
+    config.write_text(config.read_text().replace('probes = ["ppo_policy"]', 'probes = ["nope"]'))
+    with pytest.raises(SetupError) as bad:
+        load_setup(str(config), str(db))
+    assert bad.value.failure.code == 2 and bad.value.failure.source == str(config)
+    assert any("nope" in e for e in bad.value.failure.errors)
+    with pytest.raises(SetupError) as missing:
+        load_setup(str(tmp_path / "none.toml"), str(db))
+    assert missing.value.failure.code == 2 and "none.toml" in missing.value.failure.lines[0]
+    config.write_text(config.read_text().replace('probes = ["nope"]', 'probes = ["ppo_policy"]'))
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SetupError) as unusable:
+        load_setup(str(config), str(tmp_path / "a-file" / "h.db"))  # its directory is a file
+    failure = unusable.value.failure
+    assert failure.code == 1 and failure.lines[0].startswith("auditor: cannot start")

@@ -10,8 +10,8 @@ from dataclasses import replace
 from auditor.config.load import parse
 from auditor.config.tables import TelemetryConfig
 from auditor.daemon.main import TELEMETRY_JOB_ID, Daemon
+from auditor.daemon.metrics import summarize
 from auditor.daemon.prometheus import MetricsExporter
-from auditor.extend.manager import Plugins
 from auditor.results import (
     CONSISTENT,
     ChipTelemetry,
@@ -22,17 +22,16 @@ from auditor.results import (
     ProbeResult,
     Throughput,
 )
-from tests.unit.daemon.test_daemon import minimal
+from tests.unit.daemon.test_daemon import minimal, setup_of
 
 
-class _Context:
-    def plugins(self) -> Plugins:
-        return Plugins(entry_points=False)
+def _daemon(config, tmp_path) -> Daemon:
+    return Daemon(setup_of(config, tmp_path), lambda: setup_of(config, tmp_path))
 
 
 def test_the_telemetry_job_follows_the_config(tmp_path):
     config = parse(minimal(telemetry={"interval": "45s"}, daemon={"state_dir": str(tmp_path)}))
-    daemon = Daemon(_Context(), config)
+    daemon = _daemon(config, tmp_path)
     daemon._start_scheduler()
     try:
         job = daemon._scheduler.get_job(TELEMETRY_JOB_ID)
@@ -47,7 +46,7 @@ def test_the_telemetry_job_follows_the_config(tmp_path):
         assert daemon._scheduler.get_job(TELEMETRY_JOB_ID) is None
     finally:
         daemon._scheduler.shutdown(wait=False)
-    plain = Daemon(_Context(), parse(minimal(daemon={"state_dir": str(tmp_path)})))
+    plain = _daemon(parse(minimal(daemon={"state_dir": str(tmp_path)})), tmp_path)
     plain._start_scheduler()
     try:
         assert plain._scheduler.get_job(TELEMETRY_JOB_ID) is None  # interval 0: cycles sample alone
@@ -56,7 +55,7 @@ def test_the_telemetry_job_follows_the_config(tmp_path):
 
 
 def test_a_host_without_npus_is_said_once_until_it_changes(tmp_path, caplog):
-    daemon = Daemon(_Context(), parse(minimal(daemon={"state_dir": str(tmp_path)})))
+    daemon = _daemon(parse(minimal(daemon={"state_dir": str(tmp_path)})), tmp_path)
     caplog.set_level(logging.INFO, logger="auditor.daemon")
     none = HostTelemetry("edge", "lite20", 1.0, False, "npu-smi: not found on PATH")
     sick = HostTelemetry("box", "lite20", 1.0, False, "`npu-smi info -l`: exit status 187", failed=True)
@@ -103,7 +102,7 @@ def test_gauges_of_the_latest_sample_per_host_and_of_throughput():
         throughput=(Throughput(256, 2.56e6),),
         saturation_batch=64,
     )
-    exporter.record_cycle(CycleResult(1.0, 2.0, "c", {}, [result], []))
+    exporter.record_cycle(summarize(CycleResult(1.0, 2.0, "c", {}, [result], [])))
     text = exporter.render().decode()
     assert 'auditor_npu_power_watts{chip="0",host="box",npu="0"} 75.5' in text  # the newest sample
     assert 'auditor_npu_power_watts{chip="mcu",host="box",npu="0"} 16.9' in text

@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import auditor
 from auditor.compare.outputs import Tolerance, compare_output
-from auditor.daemon.prometheus import MetricsExporter, stack_versions
+from auditor.daemon.metrics import stack_versions, summarize
+from auditor.daemon.prometheus import MetricsExporter
 from auditor.results import STATUS_ORDER, CycleResult, Latency, ProbeResult, StackReport
 
 
@@ -73,7 +74,7 @@ def samples(fam, **labels) -> list:
 
 def test_exposition_parses_and_holds_the_last_cycle():
     exp = MetricsExporter()
-    exp.record_cycle(result())
+    exp.record_cycle(summarize(result()))
     exp.record_alerts({"warning": 2, "critical": 1})
     fams = families(exp.render().decode())
 
@@ -135,7 +136,7 @@ def test_exposition_parses_and_holds_the_last_cycle():
 
 def test_an_aborted_run_keeps_the_last_measurements():
     exp = MetricsExporter()
-    exp.record_cycle(result())
+    exp.record_cycle(summarize(result()))
     exp.record_aborted(13, 2000.0, 2001.0)
     fams = families(exp.render().decode())
     assert samples(fams["auditor_divergence"], output="mean", metric="max_abs")
@@ -157,7 +158,7 @@ def test_before_any_cycle_only_what_is_known_is_exposed():
 
 def test_served_on_loopback_port_zero():
     exp = MetricsExporter()
-    exp.record_cycle(result())
+    exp.record_cycle(summarize(result()))
     host, port = exp.serve("127.0.0.1", 0)
     try:
         assert host == "127.0.0.1" and port > 0
