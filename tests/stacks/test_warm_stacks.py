@@ -1,16 +1,15 @@
-"""Warm workers on the real stacks (auditor.stacks.warm, auditor.worker.zygote): the shipped
-cycle computes the same warm as cold, repeatability reruns still run in another process, each
-framework's zygote forks with the threads it is documented to have, and a runtime that opts
-out starts cold."""
+"""Warm workers on the real stacks (auditor.stacks.warm, auditor.worker.zygote): repeatability
+reruns still run in another process, each framework's zygote forks with the threads it is
+documented to have, a runtime that opts out starts cold, a command ends its zygotes. That the
+shipped cycle computes the same warm as cold is tested beside the shared default cycle
+(tests/stacks/test_cycle_stacks.py), a daemon that keeps its zygotes in test_daemon_stacks.py,
+a stack on another host in tests/fleet/test_hosts_stacks.py."""
 
 from __future__ import annotations
 
-import json
 import logging
-import tomllib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from auditor.cycle.cycle import Cycle
@@ -19,88 +18,9 @@ from auditor.stacks import worker as stack_worker
 from auditor.stacks.warm import WarmPool
 from tests.cli import auditor
 from tests.configs import build
-from tests.conftest import DEFAULT_CONFIG, OWN_ZYGOTES, DefaultRun
+from tests.conftest import DEFAULT_CONFIG, OWN_ZYGOTES
 
 pytestmark = pytest.mark.stacks
-
-LITE_FP16_GARBAGE = {
-    ("ms20->lite20", "ppo_policy", variant, output)
-    for variant in ("fp16", "tanh-fp16")
-    for output in ("std", "logp")
-}
-"""MindSpore Lite 2.0's fp16 ``exp`` of the policy's log-std returns a different garbage in every
-process (README: 0, a small negative, or positive values), warm or cold: these outputs are
-compared by their verdict (out of tolerance in both runs), not by their bytes."""
-
-
-def _results(doc: dict) -> dict[tuple[str, str, str], dict]:
-    return {(r["pair"], r["probe"], r["variant"]): r for r in doc["results"]}
-
-
-def _arrays(folder: Path) -> dict[tuple[str, str], np.ndarray]:
-    out = {}
-    for path in sorted(folder.rglob("*.npz")):
-        with np.load(path) as data:
-            for name in data.files:
-                if name != "meta":  # when it was recorded
-                    out[(str(path.relative_to(folder)), name)] = data[name]
-    return out
-
-
-def _garbage(key: tuple[str, str]) -> bool:
-    file, name = key
-    pair_dir, _, base = file.partition("/")
-    probe, variant, side = base.removesuffix(".npz").split(".")
-    results = {f"output_{i}": o for i, o in enumerate(("mean", "std", "logp", "action"))}
-    pair = pair_dir.replace("__", "->")
-    return side == "infer" and (pair, probe, variant, results.get(name)) in LITE_FP16_GARBAGE
-
-
-def test_the_shipped_cycle_gives_the_same_statuses_and_outputs_warm_and_cold(
-    default_run: DefaultRun, tmp_path: Path
-) -> None:
-    # The shared default run forked its workers from the session's zygotes: warm.
-    assert {"ms20", "ms210", "lite20"} <= set(default_run.forked), default_run.forked
-    doc = tomllib.loads(DEFAULT_CONFIG.read_text())
-    assert doc["worker"]["warm"] == "cycle"
-    text = DEFAULT_CONFIG.read_text().replace('\nwarm = "cycle"', '\nwarm = "off"')
-    cold_config = tmp_path / "cold.toml"
-    cold_config.write_text(text)
-    cold_json, cold_outputs = tmp_path / "cold.json", tmp_path / "cold"
-    proc = auditor(
-        "--config", str(cold_config), "--db", str(tmp_path / "h.db"), "audit", "--json-file",
-        str(cold_json), "--save-outputs", str(cold_outputs), env=OWN_ZYGOTES, timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == default_run.proc.returncode == 1, proc.stderr[-3000:]
-    cold, warm = json.loads(cold_json.read_text()), default_run.doc
-
-    # The same verdicts, result by result, rollout by rollout, and the same outcome.
-    cold_results, warm_results = _results(cold), _results(warm)
-    assert set(cold_results) == set(warm_results) and len(warm_results) >= 30
-    assert {k: r["status"] for k, r in cold_results.items()} == {
-        k: r["status"] for k, r in warm_results.items()
-    }
-    for key, r in warm_results.items():
-        failing = {o["output"] for o in r["outputs"] if not o["passed"]}
-        assert failing == {o["output"] for o in cold_results[key]["outputs"] if not o["passed"]}, key
-    assert [(r["pair"], r["probe"], r["status"]) for r in cold["rollouts"]] == [
-        (r["pair"], r["probe"], r["status"]) for r in warm["rollouts"]
-    ]
-    assert cold["outcome"] == warm["outcome"] and cold["statuses"] == warm["statuses"]
-    # The same stacks, as their workers described them (packages, runtime, environment, ...).
-    assert {n: s["fingerprint_digest"] for n, s in cold["stacks"].items()} == {
-        n: s["fingerprint_digest"] for n, s in warm["stacks"].items()
-    }
-
-    # Bit for bit the same outputs, on both sides of every pair, but Lite's fp16 garbage.
-    cold_arrays, warm_arrays = _arrays(cold_outputs), _arrays(default_run.outputs)
-    assert set(cold_arrays) == set(warm_arrays) and len(warm_arrays) > 100
-    differ = {k for k in warm_arrays if warm_arrays[k].tobytes() != cold_arrays[k].tobytes()}
-    assert {k for k in differ if not _garbage(k)} == set()
-    for pair, probe, variant, output in LITE_FP16_GARBAGE:  # out of tolerance in both runs
-        for doc_ in (warm_results, cold_results):
-            [o] = [o for o in doc_[(pair, probe, variant)]["outputs"] if o["output"] == output]
-            assert not o["passed"]
 
 
 def _starts(monkeypatch) -> list[tuple[str, int, bool]]:
