@@ -175,7 +175,6 @@ def test_daemon_lifecycle(stacks, tmp_path):
     listener = NotifyListener(tmp_path / "notify.sock")
     env = {**os.environ, "NOTIFY_SOCKET": str(listener.path), "WATCHDOG_USEC": "2000000"}
     env.pop("WATCHDOG_PID", None)
-    env.pop(WARM_DIR_ENV, None)  # its workers under its own pid (counted below), not the session's
     proc = start_daemon(cfg, db, log, env)
     store = None
     try:
@@ -266,8 +265,14 @@ def test_daemon_lifecycle(stacks, tmp_path):
         with Session(store.engine) as s:
             metrics_before = s.scalar(select(func.count()).select_from(m.MetricRow))
         done_before = [(r.id, r.status) for r in complete()]
-        wait_for("a cycle in progress", lambda: worker_pids(parent=proc.pid), 30, proc, log)
-        workers = worker_pids(parent=proc.pid)
+
+        # Its cycle's workers: forked by the session's zygotes (AUDITOR_ZYGOTES: this process's
+        # children, and nothing else of this process runs now) or by the cycle's own.
+        def cycle_workers() -> list[int]:
+            return worker_pids(parent=proc.pid) + worker_pids(parent=os.getpid())
+
+        wait_for("a cycle in progress", cycle_workers, 30, proc, log)
+        workers = cycle_workers()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=40) == 0, log.read_text()[-3000:]
         time.sleep(0.3)
