@@ -224,11 +224,16 @@ class Zygote(object):
         self.listener = None
         self.wake_r = self.wake_w = None
         self.count = 0
+        self.startup_env = {}
 
     # -- start -------------------------------------------------------------------------------
     def start(self):
         started = time.time()
         cpu = time.process_time()
+        # The environment as it was before the runtime's import, which may change it (MindSpore
+        # prepends its lib/ to LD_LIBRARY_PATH, sets MS_DEV_* switches): a child applies the
+        # requester's differences to it and keeps what the import set, as a cold worker has.
+        self.startup_env = dict(os.environ)
         names, self.stamps = preload(self.spec["runtime_class"])
         seconds, cpu = time.time() - started, time.process_time() - cpu
         path = self.spec["socket"]
@@ -438,8 +443,7 @@ class Zygote(object):
                 _close(fd)
             env = request.get("env")
             if env is not None:
-                os.environ.clear()
-                os.environ.update(env)
+                self.take_environment(env)
             os.chdir(workdir)
             spec = dict(request["spec"])
             spec["workdir"] = workdir
@@ -460,6 +464,22 @@ class Zygote(object):
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+    def take_environment(self, env):
+        """In a child: the requester's environment, as a cold worker of it would have it after
+        the runtime's import. Only variables the runtime cannot have read at import differ (a
+        zygote serves requesters whose other variables it was started with): those are set or
+        unset; what the import itself set stays. The fingerprint's record of the environment the
+        worker was started with (taken before the import) becomes the requester's."""
+        startup = self.startup_env
+        for name in [n for n in startup if n not in env]:
+            os.environ.pop(name, None)
+        for name, value in env.items():
+            if startup.get(name) != value:
+                os.environ[name] = value
+        from auditor.worker import fingerprint
+
+        fingerprint.STARTUP_ENVIRON = fingerprint.stack_environ(dict(env))
 
     # -- children ------------------------------------------------------------------------------
     def hung_up(self, pid):

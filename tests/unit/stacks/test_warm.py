@@ -36,7 +36,12 @@ class EchoRuntime(Runtime):
         self.version = fakert.heavy.VERSION
 
     def signature(self, name):
-        """Here: the worker's own value of environment variable ``name`` (what it would run with)."""
+        """Here: the worker's own value of environment variable ``name`` (what it would run with),
+        or with "startup:", what its fingerprint records it was started with."""
+        if name.startswith("startup:"):
+            from auditor.worker import fingerprint
+
+            return fingerprint.STARTUP_ENVIRON.get(name.partition(":")[2])
         return os.environ.get(name)
 '''
 
@@ -47,7 +52,9 @@ def fakert(tmp_path: Path) -> Path:
     package = tmp_path / "fakert"
     package.mkdir()
     (package / "rt.py").write_text(RUNTIME)
-    (package / "heavy.py").write_text('VERSION = "1.0"\n')
+    # Like MindSpore, whose import sets variables of its own (MS_DEV_*, LD_LIBRARY_PATH).
+    heavy = 'import os\nos.environ["FAKERT_LIB"] = "set at import"\nVERSION = "1.0"\n'
+    (package / "heavy.py").write_text(heavy)
     return package
 
 
@@ -163,8 +170,15 @@ def test_the_requesters_environment_reaches_the_worker_and_inert_variables_share
         assert second.forked
         assert second.request("signature", model="PATH").result["inputs"] == os.environ["PATH"]
     assert len(pool.zygotes()) == 1  # PATH is read when a subprocess runs, not at import
-    with worker(fakert, pool, OMP_NUM_THREADS="1") as third:
+    with worker(fakert, pool) as third:
         third.start()
+        # what the runtime's import set stays, as in a cold worker; the fingerprint records the
+        # environment the requester started it with, not the zygote's
+        assert third.request("signature", model="FAKERT_LIB").result["inputs"] == "set at import"
+        assert third.request("signature", model="startup:PATH").result["inputs"] == os.environ["PATH"]
+        assert third.request("signature", model="startup:FAKERT_LIB").result["inputs"] is None
+    with worker(fakert, pool, OMP_NUM_THREADS="1") as fourth:
+        fourth.start()
     assert len(pool.zygotes()) == 2  # a variable a runtime may read at import: a zygote of its own
 
 
