@@ -19,7 +19,7 @@ demo: setup
 TEST_WORKERS ?= 2
 test: setup
 	.venv/bin/ruff check .
-	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 \
+	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 -rs \
 	  -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup

@@ -23,6 +23,7 @@ from auditor.history.store import Store
 from auditor.stacks.warm import WARM_DIR_ENV, WarmPool
 from tests import postgres_server
 from tests.cli import REPO, auditor
+from tests.requires import made_unavailable, need, probe, require
 
 DEFAULT_CONFIG = REPO / "auditor.toml"
 STACK_NAMES = ("ms210", "ms20", "lite20", "ort")
@@ -34,14 +35,14 @@ def stack_python(name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def stacks() -> Path:
-    missing = [n for n in STACK_NAMES if not stack_python(n).exists()]
-    if missing:
-        message = (
-            f"reference stacks missing ({', '.join(missing)} in {stacks_dir()}): run scripts/install-stacks"
-        )
-        if os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    def missing() -> str | None:
+        absent = [n for n in STACK_NAMES if not stack_python(n).exists()]
+        if absent:
+            where = f"{', '.join(absent)} in {stacks_dir()}"
+            return f"reference stacks missing ({where}): run scripts/install-stacks"
+        return None
+
+    require("stacks", missing)
     return stacks_dir()
 
 
@@ -77,7 +78,11 @@ def warm_stacks() -> WarmStacks | None:
     background; an auditor that asks before they are ready starts its own, as it would anyway.
     A test that counts the workers under an auditor's process (they are this process's
     zygotes' children here) runs that auditor with ``own_zygotes``."""
-    if any(not stack_python(n).exists() for n in STACK_NAMES) or os.environ.get(WARM_DIR_ENV):
+    if (
+        any(not stack_python(n).exists() for n in STACK_NAMES)
+        or os.environ.get(WARM_DIR_ENV)
+        or made_unavailable("stacks")
+    ):
         yield None
         return
     from auditor.cli.context import Context
@@ -148,20 +153,16 @@ def worker_pids(parent: int | None = None, zygotes: bool = False) -> list[int]:
 def postgres() -> postgres_server.Server:
     """A real PostgreSQL server for the session (tests/postgres_server.py). Skipped when none
     can be started here; a failure when AUDITOR_REQUIRE_POSTGRES=1 (`make test`, CI)."""
+    need("postgres", probe("postgres", lambda: None))
     try:
         server = postgres_server.start()
     except postgres_server.Unavailable as exc:
-        if os.environ.get("AUDITOR_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL is required (AUDITOR_REQUIRE_POSTGRES=1): {exc}")
-        pytest.skip(f"no PostgreSQL server: {exc}")
+        need("postgres", f"no PostgreSQL server: {exc}")
     try:
         import psycopg  # noqa: F401
     except ImportError:
         server.stop()
-        message = "the psycopg driver is not installed: pip install -e '.[test]'"
-        if os.environ.get("AUDITOR_REQUIRE_POSTGRES") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        need("postgres", "the psycopg driver is not installed: pip install -e '.[test]'")
     yield server
     server.stop()
 

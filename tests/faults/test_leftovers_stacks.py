@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fault_kit import audit_with_outage, postgres_outage, ssh_daemon_soak
+from tests.requires import require
 from tests.sshd import make_sshd, unavailable
 
 pytestmark = pytest.mark.stacks
@@ -35,11 +36,7 @@ def short_tmp():
 
 
 def test_daemon_cycles_with_an_ssh_host_and_sigkills_leave_nothing_behind(stacks, short_tmp: Path) -> None:
-    reason = unavailable()
-    if reason:
-        if os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require("sshd", unavailable)
     remote_tmp = short_tmp / "remote-tmp"
     remote_tmp.mkdir()
     server = make_sshd(short_tmp / "sshd", "h", session_env={"TMPDIR": str(remote_tmp)})

@@ -27,6 +27,7 @@ from tests import postgres_server
 from tests.cli import auditor, auditor_argv
 from tests.conftest import REPO
 from tests.fault_kit import private_tmp, small_config, wait_until
+from tests.requires import require
 from tests.sshd import free_port, make_sshd, unavailable
 
 pytestmark = pytest.mark.stacks
@@ -99,11 +100,7 @@ def database_text(server: postgres_server.Server, database: str) -> str:
 
 @pytest.fixture(scope="module")
 def host(stacks, tmp_path_factory):
-    reason = unavailable()
-    if reason:
-        if os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require("sshd", unavailable)
     server = make_sshd(tmp_path_factory.mktemp("secrets-sshd"), "secret-host")
     yield server
     server.stop()

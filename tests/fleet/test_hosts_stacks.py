@@ -22,6 +22,7 @@ from tests.ascend_trees import build_tree
 from tests.cli import auditor
 from tests.configs import FP32_POLICY, build, probes_with
 from tests.conftest import stack_python, worker_pids
+from tests.requires import require
 from tests.sshd import Sshd, _descends, keygen, make_sshd, unavailable, write_machine_id
 
 pytestmark = pytest.mark.stacks
@@ -30,11 +31,7 @@ pytestmark = pytest.mark.stacks
 @pytest.fixture(scope="module")
 def hosts(stacks, tmp_path_factory) -> dict[str, tuple[Sshd, object]]:
     """Two sshd "hosts", each with its own Ascend tree, system_root and machine id."""
-    reason = unavailable()
-    if reason:
-        if os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
-            pytest.fail(reason)  # CI: scripts/setup installs openssh-server
-        pytest.skip(reason)
+    require("sshd", unavailable)  # CI: scripts/setup installs openssh-server
     base = tmp_path_factory.mktemp("hosts")
     out = {}
     for name, tree_name in (("hostA", "consistent-8.2"), ("hostB", "310p-nnrt")):

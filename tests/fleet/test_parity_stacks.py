@@ -14,7 +14,6 @@ module comes in the payload."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -27,6 +26,7 @@ import pytest
 
 from tests import cli
 from tests.conftest import REPO, stack_python
+from tests.requires import require
 from tests.sshd import make_sshd, unavailable
 from tests.user_models import export_user_policy
 
@@ -110,11 +110,7 @@ stop_timeout = 0
 
 @pytest.fixture(scope="module")
 def setup(stacks, tmp_path_factory):
-    reason = unavailable()
-    if reason:
-        if os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require("sshd", unavailable)
     base = tmp_path_factory.mktemp("parity")
     (base / "served").mkdir()
     export_user_policy("ms20", base / "served" / "policy.mindir")

@@ -33,6 +33,7 @@ import pytest
 from auditor.common.paths import stacks_dir
 from tests import service_host
 from tests.conftest import REPO, stack_python
+from tests.requires import require
 from tests.sshd import free_port, unavailable
 from tests.user_models import export_user_policy
 
@@ -80,9 +81,7 @@ def home(tmp_path):
 
 
 def test_two_hosts_as_written(stacks, home):
-    reason = unavailable()
-    if reason:
-        pytest.skip(reason)
+    require("sshd", unavailable)
     home, checkout, env = home
     [(lang0, servers), (lang1, toml), (lang2, run)] = blocks("Training and inference on different hosts")
     assert (lang0, lang1, lang2) == ("sh", "toml", "sh")
@@ -132,9 +131,7 @@ def service_account():
 
 
 def test_service_install_as_written(stacks, service_account, tmp_path):
-    reason = service_host.unavailable()
-    if reason:
-        pytest.skip(reason)
+    require("namespace", service_host.unavailable)
     os.chmod(tmp_path, 0o755)
     checkout = tmp_path / "checkout"
     shutil.copytree(

@@ -7,9 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import REPO
+from tests.requires import require
 
 SCRIPT = REPO / "scripts" / "install-stacks"
 
@@ -20,8 +19,12 @@ def _run(tmp_path: Path, *args: str, path: str) -> subprocess.CompletedProcess[s
 
 
 def test_missing_python_37_is_named_with_what_to_install(tmp_path):
-    if any(Path(d, "python3.7").exists() for d in ("/usr/bin", "/usr/local/bin")):
-        pytest.skip("this machine has a system python3.7")
+    def system_python() -> str | None:
+        if any(Path(d, "python3.7").exists() for d in ("/usr/bin", "/usr/local/bin")):
+            return "this machine has a system python3.7: install-stacks would find it on any PATH"
+        return None
+
+    require("no-system-python3.7", system_python)
     # A PATH without pyenv or any python3.7: the script must stop and say what to install.
     proc = _run(tmp_path, "ms20", path="/usr/bin:/bin")
     assert proc.returncode == 1
@@ -31,12 +34,18 @@ def test_missing_python_37_is_named_with_what_to_install(tmp_path):
 
 
 def test_python_37_is_found_through_pyenv_when_not_on_path(tmp_path):
+    def no_pyenv_37() -> str | None:
+        if shutil.which("pyenv") is None:
+            return "no pyenv on this machine"
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
+        if not any(p.name.startswith("3.7.") for p in Path(root, "versions").iterdir()):
+            return "pyenv has no 3.7"
+        return None
+
+    require("pyenv", no_pyenv_37)
     pyenv = shutil.which("pyenv")
-    if pyenv is None:
-        pytest.skip("no pyenv on this machine")
+    assert pyenv is not None
     root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
-    if not any(p.name.startswith("3.7.") for p in Path(root, "versions").iterdir()):
-        pytest.skip("pyenv has no 3.7")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "pyenv").symlink_to(pyenv)

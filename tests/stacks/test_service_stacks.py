@@ -18,6 +18,7 @@ import pytest
 
 from tests import service_host
 from tests.conftest import REPO
+from tests.requires import require
 
 pytestmark = pytest.mark.stacks
 
@@ -132,9 +133,7 @@ def service_user():
 
 
 def test_the_installed_unit_runs_a_cycle_as_its_user(stacks, service_user, tmp_path):
-    reason = service_host.unavailable()
-    if reason:
-        pytest.skip(reason)
+    require("namespace", service_host.unavailable)
     os.chmod(tmp_path, 0o755)
     script = SCENARIO.format(
         repo=REPO, user=service_user, python=REPO / ".venv" / "bin" / "python", start=START_AS_SYSTEMD

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from auditor.cli.main import cli
 from auditor.daemon.unit import UnitOptions, hardening_text, unit_text
+from tests.requires import made_unavailable, need, probe
 
 AUDITOR_EXE = Path(sys.executable).parent / "auditor"
 
@@ -23,8 +24,13 @@ AUDITOR_EXE = Path(sys.executable).parent / "auditor"
 def systemd_analyze() -> str:
     """systemd-analyze, installed from Debian's systemd package when missing (CI runs as root
     on Debian; scripts/setup does the same)."""
-    found = shutil.which("systemd-analyze")
-    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
+    found = None if made_unavailable("systemd-analyze") else shutil.which("systemd-analyze")
+    if (
+        found is None
+        and not made_unavailable("systemd-analyze")
+        and shutil.which("apt-get")
+        and os.geteuid() == 0
+    ):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, capture_output=True, timeout=600)
         subprocess.run(
@@ -35,11 +41,10 @@ def systemd_analyze() -> str:
             timeout=900,
         )
         found = shutil.which("systemd-analyze")
+    need("systemd-analyze", probe("systemd-analyze", lambda: None))
     if found is None:
-        message = "systemd-analyze not found and could not be installed (apt-get install systemd)"
-        if os.environ.get("CI") or os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        need("systemd-analyze", "not found and could not be installed (apt-get install systemd)")
+    assert found is not None
     return found
 
 

@@ -207,12 +207,14 @@ def test_migrated_schema_matches_orm_metadata(store):
     assert diff == []
 
 
-def test_sqlite_pragmas(store, backend):
-    if backend != "sqlite":
-        pytest.skip("SQLite only")
-    with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+def test_sqlite_pragmas(history_db):
+    store = Store.open(f"sqlite:///{history_db}")  # SQLite's own settings: no PostgreSQL variant
+    try:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    finally:
+        store.close()
 
 
 # -- writing a cycle ------------------------------------------------------------------------------

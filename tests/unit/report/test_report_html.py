@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html as html_module
 import io
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -23,6 +22,7 @@ from auditor.cli.main import cli
 from auditor.db import schema as m
 from auditor.history.store import Store
 from tests.history_fixtures import DRIFTING_PAIR, UPGRADED_STACK, UPGRADED_VERSION, generate_history
+from tests.requires import require
 
 START = datetime(2026, 4, 1)
 RUNS = 192  # two days, 15 minutes apart; lite20 upgraded half-way
@@ -300,17 +300,19 @@ def test_report_errors(tmp_path, db, history_db):
 
 
 def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    message = (
-        "headless Chromium is not installed (scripts/setup installs Debian's `chromium` where it runs "
-        "as root with apt-get)"
-    )
-    if os.environ.get("AUDITOR_REQUIRE_STACKS") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
+    def missing() -> str | None:
+        if any(shutil.which(n) for n in CHROMIUMS):
+            return None
+        return (
+            "headless Chromium is not installed (scripts/setup installs Debian's `chromium` where it "
+            "runs as root with apt-get)"
+        )
+
+    require("chromium", missing)
+    return next(found for n in CHROMIUMS if (found := shutil.which(n)))
+
+
+CHROMIUMS = ("chromium", "chromium-browser", "google-chrome")
 
 
 def run_chromium(tmp_path, *args: str) -> subprocess.CompletedProcess[bytes]:
