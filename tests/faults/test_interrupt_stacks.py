@@ -58,6 +58,17 @@ def _gone(pids: list[int], seconds: float = 10.0) -> bool:
     return not any(_alive(p) for p in pids)
 
 
+def _mid_cycle(proc: subprocess.Popen[str], polls: int = 1200) -> None:
+    """Wait (every 50 ms, up to 1200 times) until the audit's workers are up: mid-cycle."""
+    for _ in range(polls):
+        if _workers_of(proc.pid):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the audit ended ({proc.returncode}) before a worker started")
+        time.sleep(0.05)
+    raise AssertionError("no worker started")
+
+
 def _workers_of(pid: int) -> list[int]:
     """Stack workers whose parent is pid (they run in their own sessions, so not in its group)."""
     return worker_pids(parent=pid)
@@ -86,10 +97,7 @@ def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(earlier_run, tmp_p
 
     proc = _start(db)
     # Wait until the cycle's workers are up, i.e. we are in the middle of the cycle.
-    deadline = time.monotonic() + 60
-    while not _workers_of(proc.pid):
-        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
-        time.sleep(0.05)
+    _mid_cycle(proc)
     started = _workers_of(proc.pid) + worker_pids(parent=proc.pid, zygotes=True)
     proc.send_signal(signum)
     code = proc.wait(timeout=60)
@@ -116,10 +124,7 @@ def test_signal_mid_cycle_marks_run_aborted_and_keeps_history(earlier_run, tmp_p
 def test_killed_audit_is_marked_aborted_at_next_start(stacks, tmp_path):
     db = tmp_path / "h.db"
     proc = _start(db)
-    deadline = time.monotonic() + 60
-    while not _workers_of(proc.pid):
-        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
-        time.sleep(0.05)
+    _mid_cycle(proc)
     workers = _workers_of(proc.pid)
     zygotes = worker_pids(parent=proc.pid, zygotes=True)
     assert zygotes, "the audit started no zygote ([worker] warm = cycle is the default)"

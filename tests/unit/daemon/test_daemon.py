@@ -66,7 +66,9 @@ def _hold_lock_and_die(path: str) -> None:
 def test_a_dead_daemon_leaves_no_stale_lock(tmp_path):
     p = multiprocessing.get_context("fork").Process(target=_hold_lock_and_die, args=(str(tmp_path),))
     p.start()
-    p.join(10)
+    p.join(60)
+    assert p.exitcode == 0  # it did take the lock, and died holding it
+    assert (tmp_path / "daemon.lock").read_text().strip() == str(p.pid)  # its pid, never released
     lock = StateLock(tmp_path)
     lock.acquire()
     lock.release()

@@ -194,12 +194,41 @@ def test_snapshot_of_a_failing_default_cycle_fits_a_screen_and_names_each_cause_
     # each blocked variant counts once (its rule finding is not counted again); rollouts count too
     outcome = "Outcome: ERROR (23 consistent, 0 unchecked, 3 drift, 1 unsupported, 8 incompatible, 1 error)"
     assert lines[-1].startswith(outcome)
+    # every finding the cycle produced that is a cause of its own (not a result's) is listed,
+    # once, by the start of what it says: checked against the cycle, not against the snapshot
+    flat = " ".join(text.split())
+    causes = {
+        (f.summary or f.message)[:60] for f in result.findings if f.severity in ("critical", "error", "info")
+    }
+    causes |= {(f.summary or f.message)[:60] for f in result.findings if f.kind == "unsupported"}
+    assert len(causes) == 4
+    for cause in causes:
+        assert flat.count(" ".join(cause.split())) == 1, cause
 
 
 def test_snapshot_of_a_passing_cycle_is_a_line_per_pair() -> None:
-    text = render_text(passing_cycle())
+    result = passing_cycle()
+    text = render_text(result)
     _snapshot("passing_cycle.txt", text)
-    assert len(text.splitlines()) <= 10 and "DRIFT" not in text and "Findings" not in text
+    # Checked apart from the snapshot, from the cycle itself: one line per pair with its variant
+    # and bitwise counts, no failure, the outcome counting every result and rollout.
+    lines = text.splitlines()
+    assert "DRIFT" not in text and "Findings" not in text and "Not checked" not in text
+    pairs = sorted({r.pair for r in result.results})
+    for pair in pairs:
+        variants = [r for r in result.results if r.pair == pair]
+        bitwise = [r for r in variants if all(o.metrics.get("bitwise_equal") == 1.0 for o in r.outputs)]
+        train, infer = pair.split("->")
+        [line] = [line for line in lines if line.startswith(f"{train} → {infer} ")]
+        assert line.endswith(
+            f"consistent: {len(variants)} probe variants ({len(bitwise)} bitwise equal) and the rollout"
+        )
+    parts = len(result.results) + len(result.rollouts)
+    assert lines[-1] == (
+        f"Outcome: CONSISTENT ({parts} consistent, 0 unchecked, 0 drift, 0 unsupported, 0 incompatible, "
+        "0 error); exit status 0"
+    )
+    assert len(lines) == 2 + 2 + len(pairs) + 2  # title, stacks, a line per pair, the outcome
 
 
 def test_json_carries_the_compact_report_structure() -> None:

@@ -39,15 +39,14 @@ def _start_in_thread(worker: StackWorker) -> tuple[threading.Thread, list[BaseEx
 @pytest.mark.parametrize("delay", [0.0, 0.5])
 def test_kill_from_another_thread_ends_a_waiting_start_at_once(silent_python: str, delay: float) -> None:
     """An aborted cycle kills workers while their threads wait for an answer: the wait must
-    end now, not at the 60 s deadline (a closed pipe does not wake an epoll wait)."""
-    worker = StackWorker(StackConfig("s", "train", "mindspore", silent_python), start_timeout=60)
+    end now, not at the deadline (a closed pipe does not wake an epoll wait): it ends long
+    before its 600 s, and as a crash (killed), not as a timeout."""
+    worker = StackWorker(StackConfig("s", "train", "mindspore", silent_python), start_timeout=600)
     thread, errors = _start_in_thread(worker)
     time.sleep(delay)
-    started = time.monotonic()
     worker.kill()
-    thread.join(timeout=10)
+    thread.join(timeout=60)
     assert not thread.is_alive(), "start() still waiting after kill()"
-    assert time.monotonic() - started < 5
     [error] = errors
     assert isinstance(error, WorkerError) and error.kind == "crash"
     worker.close()

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import subprocess
-import time
 
 import pytest
 
@@ -203,7 +202,8 @@ def test_a_malformed_graph_is_not_readable_but_keeps_the_identity():
 
 
 def test_work_is_bounded_on_hostile_input():
-    t = time.perf_counter()
+    """Bounded by counting: the reader stops at MAX_FIELDS fields, and says so (how long it took
+    is bench/ territory)."""
     info = read_info(b"\x08\x00" * 2_000_000)  # four million bytes of one-byte fields
     assert not info.readable and f"more than {mindir.MAX_FIELDS} protobuf fields" in info.reason
     # A graph with more nodes than the bound: the identity is kept, the summary is not.
@@ -212,7 +212,6 @@ def test_work_is_bounded_on_hostile_input():
     assert info.readable and info.mind_ir_version == 2
     assert info.op_types is None and "protobuf fields" in info.graph_note
     assert "graph not summarised" in info.describe()
-    assert time.perf_counter() - t < 10
 
 
 def shaped(op_type: str, dims: list[int], dtype: int) -> bytes:
@@ -346,10 +345,16 @@ def test_agrees_with_the_stacks_own_protobuf_parser(exports, stacks, stack):
 def test_truncated_real_export_is_rejected_or_reads_the_same(exports, stack):
     data = exports[(stack, "float32")][0].read_bytes()
     whole = read_info(data)
+    assert whole.readable and whole.op_types and whole.mind_ir_version in (1, 3)
+    rejected = 0
     for cut in list(range(1, len(data), 97)) + list(range(len(data) - 200, len(data))):
         info = read_info(data[:cut])
         if info.readable:
             assert (info.mind_ir_version, info.op_types) == (whole.mind_ir_version, whole.op_types), cut
+        else:
+            rejected += 1
+            assert info.reason, cut  # a rejection says why
+    assert rejected >= len(data) // 97 // 2  # most cuts land inside a field: those are rejected
 
 
 ENCRYPT = r"""
