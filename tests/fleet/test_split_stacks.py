@@ -4,6 +4,9 @@ publication on lite20, and the pair's result equals the single-auditor ms20 -> l
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
@@ -15,6 +18,8 @@ from auditor.extend.manager import Plugins
 from auditor.history import publication
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR, UNCHECKED
+from auditor.worker.mindir import read_info
+from tests.cli import auditor
 from tests.configs import FP32_POLICY, build
 
 pytestmark = pytest.mark.stacks
@@ -170,3 +175,28 @@ def test_no_publication_is_a_clear_error_for_the_pair(stacks, postgres, default_
     assert "no complete publication of stack ms20 in the history database" in r.message
     assert result.stacks["ms20"].error is None  # nothing failed: nothing was there to check
     assert any("ms20 is read from the database" in line for line in result.unchecked)
+
+
+def test_publications_lists_what_the_real_train_side_published(modes):
+    """`auditor publications` as a command on the shared PostgreSQL: the train side's real
+    publication, its exports by the digests the MindIR files really have, and the infer side
+    reading it (#38: the command end to end, on real parts)."""
+    _, train_side, _, url = modes
+    store = Store(url)
+    try:
+        pub = publication.latest(store.engine, "ms20")
+    finally:
+        store.close()
+    listed = auditor("--db", url, "publications", "--stack", "ms20")
+    assert listed.returncode == 0, listed.stderr
+    assert f"of ms20 by trainer (run {train_side.run_id}, " in listed.stdout
+    assert f"): {len(pub.items)} exports" in listed.stdout and "INCOMPLETE" not in listed.stdout
+    doc = json.loads(auditor("--db", url, "publications", "--complete", "--json").stdout)
+    [entry] = [p for p in doc if p["run_id"] == train_side.run_id]
+    assert entry["stack"] == "ms20" and entry["auditor_id"] == "trainer" and entry["completed_at"]
+    published = {(i["probe"], i["variant"]): i["mindir_sha256"] for i in entry["items"]}
+    # the digests are those of the MindIR files ms20 really exported (read back whole)
+    assert published == {(i.probe, i.variant): hashlib.sha256(i.mindir).hexdigest() for i in pub.items}
+    assert all(read_info(i.mindir).mind_ir_version == 1 for i in pub.items)  # MindSpore 2.0 writes 1
+    nobody = auditor("--db", url, "publications", "--auditor", "inferer")
+    assert nobody.returncode == 0 and "no publications by inferer" in nobody.stdout

@@ -358,3 +358,49 @@ def test_the_shipped_cycle_gives_the_same_statuses_and_outputs_warm_and_cold(
         for doc_ in (warm_results, cold_results):
             [o] = [o for o in doc_[(pair, probe, variant)]["outputs"] if o["output"] == output]
             assert not o["passed"]
+
+
+def test_compare_judges_the_saved_outputs_of_the_real_cycle_as_the_cycle_did(default_run: DefaultRun) -> None:
+    """`auditor compare` (#38: end to end, on real parts) on the files the shared default cycle
+    saved (`audit --save-outputs`), later and without a stack: each variant gets the verdict and
+    the failing outputs the cycle gave it; at the tolerance the cycle said would pass, it passes;
+    files of other inputs are refused."""
+    results = _results(default_run.doc)
+    cases = [
+        ("ms20->lite20", "ppo_policy", "fp32"),
+        ("ms20->lite20", "ppo_policy", "fp16"),
+        ("ms210->ms210-graph", "ppo_policy", "fp32"),
+        ("ms20->ms210-graph", "action_sampler", "seeded-normal"),
+        ("ms20->lite20", "obs_normalizer", "fp32"),
+    ]
+    for pair, probe, variant in cases:
+        folder = default_run.outputs / pair.replace("->", "__")
+        a, b = folder / f"{probe}.{variant}.train.npz", folder / f"{probe}.{variant}.infer.npz"
+        proc = auditor("--config", str(DEFAULT_CONFIG), "compare", "--json", str(a), str(b))
+        cycle = results[(pair, probe, variant)]
+        assert proc.returncode == (0 if cycle["status"] == "consistent" else 1), proc.stderr
+        said = json.loads(proc.stdout)
+        assert said["status"] == cycle["status"], (pair, probe, variant)
+        failing = {o["output"] for o in cycle["outputs"] if not o["passed"]}
+        assert {o["output"] for o in said["outputs"] if not o["passed"]} == failing
+        unstable = (pair, probe, variant) in {(p, pr, v) for p, pr, v, _ in LITE_FP16_GARBAGE}
+        for o in said["outputs"]:
+            [c] = [c for c in cycle["outputs"] if c["output"] == o["output"]]
+            if not unstable:  # the same bytes compared: the same figures
+                assert o["metrics"] == c["metrics"], (pair, probe, variant, o["output"])
+    # at the tolerance the cycle said would pass, every output of the drifting sampler passes
+    drift = results[("ms20->ms210-graph", "action_sampler", "seeded-normal")]
+    assert drift["status"] == "drift"
+    worst = max(o["metrics"]["min_atol"] for o in drift["outputs"])
+    sampler = default_run.outputs / "ms20__ms210-graph" / "action_sampler.seeded-normal"
+    loose = auditor(
+        "--config", str(DEFAULT_CONFIG), "compare", "--json", "--atol", repr(worst * 1.01), "--rtol", "0",
+        f"{sampler}.train.npz", f"{sampler}.infer.npz",
+    )  # fmt: skip
+    assert [o["passed"] for o in json.loads(loose.stdout)["outputs"]] == [True] * len(drift["outputs"])
+    other = default_run.outputs / "ms20__lite20"
+    refused = auditor(
+        "--config", str(DEFAULT_CONFIG), "compare",
+        str(other / "ppo_policy.fp32.train.npz"), str(other / "obs_normalizer.fp32.infer.npz"),
+    )  # fmt: skip
+    assert refused.returncode == 2 and "was computed from 2 inputs" in refused.stderr

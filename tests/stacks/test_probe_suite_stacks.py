@@ -9,6 +9,7 @@ expected findings are computed from the numbers each cycle reports, never assume
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -18,6 +19,7 @@ from auditor.cycle.cycle import Cycle
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT
+from tests.cli import auditor
 from tests.configs import DAEMON_SECTIONS, build
 
 pytestmark = pytest.mark.stacks
@@ -217,3 +219,33 @@ def test_report_shows_the_suite(cycles):
     doc = json.loads(render_json(tampered))
     assert [len(e["action_diff"]) for e in doc["rollouts"][0]["episodes"]] == [200, 200]
     assert doc["rollouts"][0]["summary"]["closed-loop"]["steps"] == 400
+
+
+def test_the_baseline_command_shows_and_resets_the_goldens_real_cycles_kept(cycles, tmp_path):
+    """`auditor baseline` as a command (#38: end to end, on real parts), on a copy of the
+    history two real cycles wrote: it lists the goldens the clean run kept, each side of each
+    pair; a reset of one stack forgets that stack's alone and says how many."""
+    import sqlite3
+
+    from auditor.history import baselines as baseline
+
+    _, store, (clean, _) = cycles
+    db = tmp_path / "history.db"
+    with sqlite3.connect(store.engine.url.database) as source, sqlite3.connect(db) as copy:
+        source.backup(copy)  # WAL included (a file copy would miss what is not checkpointed)
+    shown = auditor("--db", str(db), "baseline", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows = json.loads(shown.stdout)
+    assert {(g["stack"], g["source"], g["probe"], g["variant"], g["run_id"]) for g in rows} == {
+        (stack, source, "ppo_policy", "fp32", clean.run_id)
+        for stack, source in (("ms210", ""), ("ms210-graph", "ms210"), ("ms20", ""), ("lite20", "ms20"))
+    }
+    text = auditor("--db", str(db), "baseline", "show", "--stack", "lite20").stdout
+    assert "lite20" in text and "ms210-graph" not in text
+    done = auditor("--db", str(db), "baseline", "reset", "--stack", "lite20")
+    assert done.returncode == 0 and "reset 1 golden baseline" in done.stdout, done.stdout + done.stderr
+    left = Store(f"sqlite:///{db}")
+    try:
+        assert {g["stack"] for g in baseline.show(left.engine)} == {"ms210", "ms210-graph", "ms20"}
+    finally:
+        left.close()
