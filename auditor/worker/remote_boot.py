@@ -119,9 +119,18 @@ except BaseException as exc:
         sys.stderr.write("auditor worker: cannot unpack the worker code: %s\n" % (exc,))
     cleanup()
 spec["packages"] = [[n, os.path.join(lib, *n.split("."))] for n, _ in spec["packages"]]
+def register(packages):
+    for name, path in packages:
+        module = types.ModuleType(name)
+        module.__path__ = [path]
+        sys.modules[name] = module
+        parent, _, leaf = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], leaf, module)
 """
 """What ``SOURCE`` and ``ZYGOTE_SOURCE`` share: remove dead workers' directories, make this
-one's, receive the worker code, check it and unpack it into ``lib``."""
+one's, receive the worker code, check it and unpack it into ``lib``; ``register`` the worker's
+packages there the way the local bootstrap does."""
 
 SOURCE = (
     _UNPACK
@@ -145,13 +154,7 @@ if child == 0:
         signal.signal(s, signal.SIG_DFL)
     code = 0
     try:
-        for name, path in spec["packages"]:
-            module = types.ModuleType(name)
-            module.__path__ = [path]
-            sys.modules[name] = module
-            parent, _, leaf = name.rpartition(".")
-            if parent:
-                setattr(sys.modules[parent], leaf, module)
+        register(spec["packages"])
         from auditor.worker.main import serve
         serve(spec)
     except BaseException:
@@ -210,13 +213,7 @@ spec["own_dir"] = workdir
 spec["remote"] = True
 for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
     signal.signal(s, signal.SIG_DFL)
-for name, path in spec["packages"]:
-    module = types.ModuleType(name)
-    module.__path__ = [path]
-    sys.modules[name] = module
-    parent, _, leaf = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], leaf, module)
+register(spec["packages"])
 from auditor.worker.zygote import main
 main(spec)
 """
