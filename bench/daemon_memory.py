@@ -122,14 +122,15 @@ def main() -> None:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="two cycles 10 s apart on a fresh database: checks that the bench works",
+        help="two cycles 5 s apart on a fresh database: checks that the bench works",
     )
     args = ap.parse_args()
     if args.quick:
-        args.cycles, args.interval = 2, min(args.interval, 10.0)
+        args.cycles, args.interval = 2, min(args.interval, 5.0)
     args.database = args.database or ("fresh" if args.quick else "both")
     kinds = ("existing", "fresh") if args.database == "both" else (args.database,)
-    results = {kind: measure(kind, args.cycles, args.interval) for kind in kinds}
+    idle = 1.0 if args.quick else 5.0
+    results = {kind: measure(kind, args.cycles, args.interval, idle) for kind in kinds}
     print()
     for kind, (start, last) in results.items():
         print(
@@ -138,8 +139,9 @@ def main() -> None:
         )
 
 
-def measure(kind: str, cycles: int, interval: float) -> tuple[float, float]:
-    """One daemon on an ``existing`` or ``fresh`` database: (RSS at start, after the last cycle)."""
+def measure(kind: str, cycles: int, interval: float, idle_window: float = 5.0) -> tuple[float, float]:
+    """One daemon on an ``existing`` or ``fresh`` database: (RSS at start, after the last cycle).
+    ``idle_window``: seconds its CPU is read for after each cycle (and half that to settle)."""
     print(f"== {kind} history database")
     with tempfile.TemporaryDirectory(prefix="auditor-bench-") as tmp:
         cfg = Path(tmp) / "auditor.toml"
@@ -166,7 +168,7 @@ def measure(kind: str, cycles: int, interval: float) -> tuple[float, float]:
             )
         try:
             wait_for(log, "auditor daemon started", 1, 120, proc)
-            time.sleep(2)
+            time.sleep(idle_window / 2)
             start_rss = rss_mb(proc.pid)
             print(f"daemon pid {proc.pid}, a cycle every {interval:g} s on {'->'.join(PAIR)} ppo_policy/fp32")
             print(
@@ -177,9 +179,9 @@ def measure(kind: str, cycles: int, interval: float) -> tuple[float, float]:
             figures = []
             for n in range(1, cycles + 1):
                 wait_for(log, "cycle done", n, interval + 300, proc)
-                time.sleep(2)  # the alerts and retention that follow a cycle
+                time.sleep(idle_window / 2)  # the alerts and retention that follow a cycle
                 c0, t0 = cpu_s(proc.pid), time.monotonic()
-                time.sleep(5)
+                time.sleep(idle_window)
                 idle = 100 * (cpu_s(proc.pid) - c0) / (time.monotonic() - t0)
                 rss = rss_mb(proc.pid)
                 figures.append(rss)
