@@ -4,7 +4,7 @@ application/json``; the payload is documented in ``auditor.alerts.engine`` and d
     [alerts.sinks.ops]
     type = "webhook"
     url = "https://hooks.example.com/auditor"
-    timeout = 10                       # seconds per attempt (connect, and each read)
+    timeout = 10                       # seconds per attempt, the whole answer included
     retries = 3                        # further attempts after a failed one, in this notification
     backoff = 1.0                      # seconds before the first retry; doubles each time
     headers = { "X-Team" = "ml-platform" }
@@ -12,7 +12,9 @@ application/json``; the payload is documented in ``auditor.alerts.engine`` and d
     secret_env = "AUDITOR_WEBHOOK_TOKEN"   # ... read from this environment variable (preferred)
     # secret = "Bearer ..."            # ... or written here (keep the file private)
 
-Connection errors, timeouts, HTTP 408, 429 and 5xx are retried with backoff; other 4xx
+Each attempt has an overall deadline, ``timeout``: connecting, sending and reading the whole
+answer (a server that trickles its answer a byte at a time is cut off there, not read for
+ever). Connection errors, timeouts, HTTP 408, 429 and 5xx are retried with backoff; other 4xx
 answers are not (the request itself is wrong). After the last retry the event stays
 pending and is sent again at the next notification. The secret's value never appears in
 logs or errors: they name the header, not its value, and any echo of it is masked.
@@ -20,8 +22,12 @@ logs or errors: they name the header, not its value, and any echo of it is maske
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
+import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -80,19 +86,23 @@ class WebhookSink:
             if attempt:
                 self._sleep(self.backoff * 2 ** (attempt - 1))
             request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            deadline = _Deadline(self.timeout)
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                with deadline, deadline.opener().open(request, timeout=self.timeout) as response:
                     response.read(65536)
+                if deadline.expired:
+                    raise TimeoutError("cut off at the deadline")
                 return
             except urllib.error.HTTPError as exc:
                 errors.append(f"HTTP {exc.code} {exc.reason}")
                 exc.close()
                 if exc.code < 500 and exc.code not in RETRYABLE_STATUS:
                     break
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as exc:
                 reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                    errors.append(f"no answer within {self.timeout:g} s")
+                if deadline.expired or isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                    # the socket's timeout and the deadline are the same seconds: one words both
+                    errors.append(f"no complete answer within {self.timeout:g} s")
                 else:
                     errors.append(str(reason))
         attempts = len(errors)
@@ -103,6 +113,67 @@ class WebhookSink:
         if self._secret:
             text = text.replace(self._secret, "***")
         return text
+
+
+class _Deadline:
+    """One attempt's overall deadline. The socket timeout bounds each read, not the answer: a
+    server that sends a byte every few seconds keeps a read going for ever. The connections the
+    attempt opens are recorded (through urllib's own handlers, so proxies work as before), and
+    at the deadline they are shut down: the read in progress ends at once."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = False
+        self._connections: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            connections = list(self._connections)
+        for connection in connections:
+            sock = connection.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def _watched(self, base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        deadline = self
+
+        class Watched(base):  # type: ignore[misc, valid-type]
+            def connect(self) -> None:
+                super().connect()
+                with deadline._lock:
+                    deadline._connections.append(self)
+                    expired = deadline.expired
+                if expired:
+                    deadline._expire()
+
+        return Watched
+
+    def opener(self) -> urllib.request.OpenerDirector:
+        deadline = self
+
+        class Http(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> Any:
+                return self.do_open(deadline._watched(http.client.HTTPConnection), req)
+
+        class Https(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> Any:
+                return self.do_open(
+                    deadline._watched(http.client.HTTPSConnection), req, context=self._context
+                )
+
+        return urllib.request.build_opener(Http, Https)
 
 
 def _redact_url(url: str) -> str:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -180,10 +181,13 @@ class AlertEngine:
         host: str | None = None,
         auditor_id: str | None = None,
         builtin_probes: Collection[str] = (),
+        timer: Callable[[], float] = time.monotonic,
     ):
         """``auditor_id``: deliver (and count) only this auditor's alerts; None: all of them
         (one auditor alone on its database). ``builtin_probes``: the probes shipped with the
-        auditor, whose findings are category "probes" (the others' are "models")."""
+        auditor, whose findings are category "probes" (the others' are "models"). ``timer``:
+        seconds, for each sink's budget in a delivery round (``[alerts] sink_budget``)."""
+        self.timer = timer
         self.builtin_probes = frozenset(builtin_probes)
         self.engine = engine
         self.config = config
@@ -334,6 +338,8 @@ class AlertEngine:
             ]
         delivered = failed = 0
         broken: set[str] = set()
+        spent: dict[str, float] = {}
+        waiting: dict[str, int] = {}
         for delivery_id, sink_name, payload, attempts in pending:
             if should_stop():
                 break
@@ -343,7 +349,11 @@ class AlertEngine:
             if sink is None:
                 self._update(delivery_id, state=DROPPED, last_error="the sink is no longer configured")
                 continue
+            if spent.get(sink_name, 0.0) >= self.config.sink_budget:
+                waiting[sink_name] = waiting.get(sink_name, 0) + 1  # the next round sends it
+                continue
             now = self.clock()
+            started = self.timer()
             try:
                 sink.sink.send(payload)
             except Exception as exc:  # sinks are plugin code; any failure is the sink's
@@ -370,6 +380,8 @@ class AlertEngine:
                 broken.add(sink_name)
                 failed += 1
                 continue
+            finally:
+                spent[sink_name] = spent.get(sink_name, 0.0) + (self.timer() - started)
             self._update(
                 delivery_id,
                 state=DELIVERED,
@@ -378,6 +390,14 @@ class AlertEngine:
                 delivered_at=self.clock(),
             )
             delivered += 1
+        for sink_name, count in waiting.items():
+            log.warning(
+                "alert sink %s used its %g s of this round (sink_budget): %d delivery(ies) wait for "
+                "the next round",
+                sink_name,
+                self.config.sink_budget,
+                count,
+            )
         with Session(self.engine) as s:
             left = s.scalar(
                 self._mine(select(func.count()).select_from(m.AlertDelivery).join(m.Alert)).where(

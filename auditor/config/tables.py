@@ -647,6 +647,10 @@ class AlertsConfig:
     """The same alert is not sent again within this time."""
     max_attempts: Int(1, 1000) = 5
     """Deliveries of one alert to one sink are tried this often."""
+    sink_budget: Seconds(0.0, DAY, lo_open=True) = 120.0
+    """Seconds one sink may take in one delivery round (after a cycle): a sink that answers but
+    slowly sends what it can within them, and the rest waits for the next round, so it never
+    holds up the other sinks or the next cycle. A webhook attempt also has its own deadline."""
     on: tuple[Choice(*ALERT_CATEGORIES), ...] = (
         "models",
         "compatibility",

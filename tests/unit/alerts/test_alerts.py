@@ -4,6 +4,8 @@ cooldown, resolve; what aborted and errored runs may not do; delivery state of s
 from __future__ import annotations
 
 import json
+import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -351,3 +353,38 @@ def test_two_auditors_never_resolve_each_others_alerts(store):
     finally:
         a.close()
         b.close()
+
+
+def test_a_slow_sink_spends_its_budget_and_the_others_are_not_held_up(store, caplog):
+    """[alerts] sink_budget: a sink that answers, but slowly, sends what it can within its
+    seconds this round; the rest waits, pending, for the next round; the other sinks deliver
+    everything (a fake timer: each of the slow sink's sends takes 50 s of it)."""
+    elapsed = [0.0]
+
+    class Slow(Recorder):
+        def send(self, event):
+            elapsed[0] += 50.0
+            super().send(event)
+
+    slow, fast = Slow(), Recorder()
+    configured = {
+        name: ConfiguredSink(SinkConfig(name, "test", "info"), sink)
+        for name, sink in (("slow", slow), ("fast", fast))
+    }
+    engine = AlertEngine(
+        store.engine,
+        AlertsConfig(sink_budget=120.0, **AT_ONCE),
+        configured,
+        clock=Clock(),
+        timer=lambda: elapsed[0],
+    )
+    findings = [DRIFT, INCOMPATIBLE, *(replace(DRIFT, key=f"{DRIFT.key}/{i}") for i in range(3))]
+    engine.evaluate(stored_run(store, findings))
+    with caplog.at_level(logging.WARNING, "auditor.alerts.engine"):
+        first = engine.deliver()
+    assert len(fast.seen()) == 5 and len(slow.seen()) == 3  # 3 x 50 s crossed the 120 s budget
+    assert first.failed == 0 and first.pending == 2
+    assert "alert sink slow used its 120 s of this round (sink_budget): 2 delivery(ies) wait" in caplog.text
+    second = engine.deliver()
+    assert len(slow.seen()) == 5 and second.pending == 0  # the next round sends the rest, in order
+    assert [e for e, _ in slow.seen()] == ["opened"] * 5

@@ -45,9 +45,11 @@ def event(kind: str = "opened", severity: str = "critical") -> dict:
 class Server:
     """A loopback HTTP server: ``fail_first`` answers 500 that many times, ``hang`` never answers."""
 
-    def __init__(self, fail_first: int = 0, hang: bool = False, status: int = 200):
+    def __init__(self, fail_first: int = 0, hang: bool = False, status: int = 200, trickle: float = 0.0):
+        """``trickle``: answer one byte every that many seconds (each read comes in time, the
+        answer never does)."""
         self.requests: list[tuple[dict[str, str], bytes]] = []
-        self.fail_first, self.hang, self.status = fail_first, hang, status
+        self.fail_first, self.hang, self.status, self.trickle = fail_first, hang, status, trickle
         self.release = threading.Event()
         outer = self
 
@@ -57,6 +59,16 @@ class Server:
                 outer.requests.append((dict(self.headers), body))
                 if outer.hang:
                     outer.release.wait(30)
+                    return
+                if outer.trickle:
+                    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000:  # headers without end
+                        if outer.release.wait(outer.trickle):
+                            return
+                        try:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                        except OSError:  # the client gave up: what the test wants
+                            return
                     return
                 code = 500 if len(outer.requests) <= outer.fail_first else outer.status
                 self.send_response(code)
@@ -143,9 +155,32 @@ def test_webhook_does_not_retry_a_client_error(server_factory):
 def test_webhook_times_out_on_a_hanging_server(server_factory):
     server = server_factory(hang=True)
     sink = WebhookSink("ops", server.url, timeout=0.5, retries=1, backoff=0, sleep=lambda s: None)
-    with pytest.raises(WebhookError, match=r"no answer within 0.5 s"):
+    with pytest.raises(WebhookError, match=r"no complete answer within 0.5 s"):
         sink.send(event())
     assert len(server.requests) == 2  # two attempts that each reached their deadline, not a hang
+
+
+def test_webhook_gives_up_on_a_server_that_trickles_its_answer(server_factory):
+    """A server that answers one byte every 0.3 s: each read arrives within the 1 s timeout,
+    the answer never completes. Each attempt has an overall deadline (the sink's timeout), so
+    the sink gives up after its attempts instead of reading forever (a daemon stopped auditing)."""
+    server = server_factory(trickle=0.3)
+    sink = WebhookSink("ops", server.url, timeout=1.0, retries=1, backoff=0, sleep=lambda s: None)
+    done: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _catch(done, lambda: sink.send(event())), daemon=True)
+    thread.start()
+    thread.join(60)  # far beyond two attempts of 1 s: reaching it means a read without end
+    assert not thread.is_alive(), "the sink is still reading the trickle"
+    [error] = done
+    assert isinstance(error, WebhookError) and "no complete answer within 1 s" in str(error)
+    assert len(server.requests) == 2
+
+
+def _catch(into: list[BaseException], call) -> None:
+    try:
+        call()
+    except BaseException as exc:
+        into.append(exc)
 
 
 def test_webhook_connection_refused(server_factory):
