@@ -15,6 +15,7 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -341,7 +342,9 @@ class StackWorker:
             kill_group(self.proc)
 
     def close(self, grace: float = 5.0) -> None:
-        """Ask the worker to exit (end of stdin), then kill it if it does not."""
+        """Ask the worker to exit (end of stdin), then kill it if it does not; and kill what it
+        started in a session of its own, out of its process group (found by its working
+        directory, which is the worker's), so that nothing it ran outlives it."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None
@@ -352,6 +355,10 @@ class StackWorker:
         self.kill()
         if self.proc is not None:
             close_pipes(self.proc, self._reader)
+        if not self.is_remote:
+            for pid in tempdirs.processes_in(self.local_dir):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.local_dir, ignore_errors=True)
 
     def __enter__(self) -> StackWorker:
@@ -416,7 +423,10 @@ class StackWorker:
             raise self._failure(
                 op, "crash", f"worker exited (status {self.proc.returncode}) before the request was sent"
             ) from None
-        frame = _read_with_deadline(self.proc.stdout, timeout, self._killed)
+        # An answer is at most what a tensor or a file could need: a file the auditor would read
+        # ([files] max_size_mb), and a margin for a batch's outputs.
+        most = self.file_limits.max_bytes + FRAME_MARGIN
+        frame = _read_with_deadline(self.proc.stdout, timeout, self._killed, most)
         if frame is _STOPPED:
             raise self._failure(op, "crash", "worker killed while the request ran (cycle aborted)")
         if frame is _TIMEOUT:
@@ -433,19 +443,24 @@ class StackWorker:
                 message = f"unreadable answer: {frame}"
                 self.kill()
             raise self._failure(op, kind, message)
+        problem = reply_problem(op, frame)
+        if problem is not None:
+            # Nothing else it says can be trusted: this stack's worker goes, the others go on.
+            self.kill()
+            raise self._failure(op, "protocol", f"the worker's answer is not a reply: {problem}")
         assert isinstance(frame, dict)
-        if not frame.get("ok"):
-            err = frame.get("error", {})
+        if not frame["ok"]:
+            err = frame["error"]
             raise WorkerError(
                 self.stack.name,
                 op,
                 "error",
-                err.get("message", "unknown error"),
-                log=frame.get("log", ""),
-                error_type=err.get("type", ""),
-                traceback=err.get("traceback", ""),
+                str(err.get("message") or "unknown error"),
+                log=str(frame.get("log") or ""),
+                error_type=str(err.get("type") or ""),
+                traceback=str(err.get("traceback") or ""),
             )
-        return Reply(frame.get("result") or {}, frame.get("log", ""), float(frame.get("seconds", 0.0)))
+        return Reply(frame.get("result") or {}, frame.get("log") or "", float(frame.get("seconds") or 0.0))
 
     def _wait_quietly(self) -> bool:
         assert self.proc is not None
@@ -459,6 +474,56 @@ class StackWorker:
 
 _TIMEOUT = object()
 _STOPPED = object()
+FRAME_MARGIN = 256 * 1024 * 1024
+"""Bytes an answer may hold beyond the largest file the auditor reads (a batch's outputs)."""
+
+ANSWERS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "run": {"outputs": list},
+    "export": {"artifact": bytes},
+    "time": {"ns": list},
+    "signature": {"inputs": (list, dict, str, type(None))},
+    "import": {"results": list},
+}
+"""What the result of each request must hold (what its callers read), beyond being a mapping."""
+
+
+def _kind(value: object) -> str:
+    """``an int``, ``a str``: what a value is, in words."""
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def reply_problem(op: str, frame: object) -> str | None:
+    """What is wrong with a worker's frame as the answer to ``op``, or None: a mapping with
+    ``ok`` true and a mapping ``result`` (holding what ``op``'s callers read), or ``ok`` false
+    and an ``error`` mapping; ``log`` text and ``seconds`` a number when present."""
+    if not isinstance(frame, dict):
+        return f"{_kind(frame)}, not a reply"
+    ok = frame.get("ok")
+    if not isinstance(ok, bool):
+        return f"its ok is {_kind(ok)}, not true or false"
+    log, seconds = frame.get("log", ""), frame.get("seconds", 0.0)
+    if not isinstance(log, str):
+        return f"its log is {_kind(log)}, not text"
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return f"its seconds is {_kind(seconds)}, not a number"
+    if not ok:
+        error = frame.get("error")
+        if not isinstance(error, dict):
+            return f"its error is {_kind(error)}, not a description"
+        return None
+    result = frame.get("result")
+    if result is None:
+        result = {}
+    if not isinstance(result, dict):
+        return f"its result is {_kind(result)}, not a mapping"
+    for key, kinds in ANSWERS.get(op, {}).items():
+        if key not in result:
+            return f"{op}: no {key}"
+        if not isinstance(result[key], kinds):
+            wanted = kinds.__name__ if isinstance(kinds, type) else " or ".join(k.__name__ for k in kinds)
+            return f"{op}: {key} is {_kind(result[key])}, not a {wanted}"
+    return None
 
 
 class _Stopped(Exception):
@@ -493,10 +558,10 @@ class _DeadlineReader:
                     raise _Stopped from None
 
 
-def _read_with_deadline(stream: Any, timeout: float, stop: threading.Event) -> object:
+def _read_with_deadline(stream: Any, timeout: float, stop: threading.Event, most: int) -> object:
     reader = _DeadlineReader(stream, time.monotonic() + timeout, stop)
     try:
-        frame = protocol.read_frame(reader)
+        frame = protocol.read_frame(reader, most)
     except _Stopped:
         return _STOPPED
     except TimeoutError:

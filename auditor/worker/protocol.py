@@ -82,8 +82,10 @@ def _read_exact(stream, n):
     return b"".join(chunks)
 
 
-def read_frame(stream):
-    """Read one message from a binary stream; None on a clean end of stream."""
+def read_frame(stream, max_blobs=MAX_BLOBS):
+    """Read one message from a binary stream; None on a clean end of stream. ``max_blobs``:
+    the most bytes of tensors and byte strings one frame may announce (the auditor reads a
+    worker's answers with what a tensor or a file could need, not the protocol's own limit)."""
     first = stream.read(_HEAD.size)
     if not first:
         return None
@@ -100,9 +102,9 @@ def read_frame(stream):
         body = header["body"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ProtocolError("unreadable frame header: %s" % exc) from None
-    if any(n < 0 for n in sizes) or sum(sizes) > MAX_BLOBS:
+    if any(n < 0 for n in sizes) or sum(sizes) > max_blobs:
         raise ProtocolError(
-            "frame announces %d bytes of tensors, over the %d-byte limit" % (sum(sizes), MAX_BLOBS)
+            "frame announces %d bytes of tensors, over the %d-byte limit" % (sum(sizes), max_blobs)
         )
     blobs = [_read_exact(stream, n) for n in sizes]
     try:
