@@ -18,8 +18,10 @@ with the ``quick_check``.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sqlalchemy import JSON, DateTime, inspect
 from sqlalchemy.exc import SQLAlchemyError
@@ -39,15 +41,47 @@ def from_database(exc: BaseException) -> bool:
     return False
 
 
+SQLITE_FILES: set[Path] = set()
+"""The SQLite files this process opened (auditor.history.store notes each): where a driver's
+"disk I/O error" may mean a full file system, which is then said."""
+FULL_BELOW = 1024 * 1024
+"""Free bytes under which a file system reads as full to SQLite in WAL mode (its -wal and
+-shm files need room to grow)."""
+
+
 def db_error(exc: BaseException) -> str:
     """What the database driver said, in one line (libpq says "Connection refused" and "Is the
-    server running...?" on two), without SQLAlchemy's statement and link."""
+    server running...?" on two), without SQLAlchemy's statement and link; where SQLite says
+    "disk I/O error" or "disk is full" and a file system of its files is full, that too."""
     if isinstance(exc, UnicodeDecodeError):
         return f"the file holds text that is not UTF-8, it is damaged ({exc.reason} at byte {exc.start})"
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc)
     text = text.split("\n[SQL:")[0].split("\n(Background on this error")[0]
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    said = "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    if "disk i/o error" in said.lower() or "disk is full" in said.lower():
+        full = full_disk()
+        if full:
+            said += f" ({full})"
+    return said
+
+
+def full_disk() -> str:
+    """How full the file systems of this process's SQLite files are, where one is (under
+    ``FULL_BELOW``): "the file system holding /var/lib/auditor/history.db is full (12 KiB
+    free): free some space there and run the command again"; "" when none is."""
+    for path in sorted(SQLITE_FILES):
+        try:
+            st = os.statvfs(path.parent)
+        except OSError:
+            continue
+        free = st.f_bavail * st.f_frsize
+        if free < FULL_BELOW:
+            return (
+                f"the file system holding {path} is full ({free // 1024} KiB free): free some space "
+                "there and run the command again"
+            )
+    return ""
 
 
 CYCLE_BUDGET = 10.0

@@ -162,6 +162,7 @@ class Store:
             path = Path(parsed.database).expanduser()
             parsed = parsed.set(database=str(path))
             self._sqlite_path = path
+            db_health.SQLITE_FILES.add(path.absolute())
             if not create and not path.exists():
                 raise StoreError(
                     f"no history database at {path}: nothing was recorded there (check --db, "
@@ -214,6 +215,12 @@ class Store:
         cfg = alembic_config(self.url)
         try:
             with self._migration_lock(), self.engine.begin() as conn:
+                if conn.dialect.name == "sqlite":
+                    # One transaction for the whole schema, as on PostgreSQL: Python's sqlite3
+                    # opens none before DDL (each CREATE would commit alone), so a disk that
+                    # fills up halfway would leave half a schema that no later start could
+                    # migrate ("table ... already exists"). SQLite's DDL is transactional.
+                    conn.exec_driver_sql("BEGIN")
                 if conn.dialect.name == "postgresql":
                     # Held until this transaction ends; PostgreSQL's DDL is transactional, so a
                     # waiting auditor sees either no schema or the whole migrated one.

@@ -26,7 +26,9 @@ from hypothesis import strategies as st
 
 from auditor.cli.main import main
 from auditor.history.store import Store
+from tests.cli import REPO
 from tests.history_fixtures import generate_history
+from tests.requires import require
 
 EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", "20"))
 READ_COMMANDS = (["runs"], ["show", "latest"], ["show", "3"], ["history", "--limit", "5"], ["db", "current"])
@@ -356,3 +358,67 @@ def test_schema_text_that_is_not_utf8_is_a_clear_error(base_db, tmp_path):
     data[at + 23] = 0x80
     db.write_bytes(bytes(data))
     _no_traceback(str(db))
+
+
+# -- a full file system (#37), in a private mount namespace with a small tmpfs -------------------
+FULL_DISK = r"""
+set -u
+A="{python} -m auditor"
+D={where}
+mkdir -p $D/new $D/old
+mount -t tmpfs -o size=64k tmpfs $D/new
+$A --db $D/new/h.db db upgrade > new1.out 2> new1.err; echo $? > new1.code
+mount -o remount,size=20m $D/new
+$A --db $D/new/h.db db upgrade > new2.out 2> new2.err; echo $? > new2.code
+$A --db $D/new/h.db runs > new3.out 2> new3.err; echo $? > new3.code
+mount -t tmpfs -o size=3m tmpfs $D/old
+$A --db $D/old/h.db db upgrade > /dev/null 2>&1
+dd if=/dev/zero of=$D/old/fill bs=4k > /dev/null 2>&1 || true
+for c in runs "show 1" "db check"; do
+  n=$(echo $c | tr -d ' ')
+  $A --db $D/old/h.db $c > full-$n.out 2> full-$n.err; echo $? > full-$n.code
+done
+"""
+
+
+def _namespace() -> str | None:
+    if os.geteuid() != 0:
+        return "mounting a small tmpfs needs root"
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return f"no private mount namespace here: {probe.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def test_a_full_disk_leaves_no_half_schema_and_is_named_as_full(tmp_path):
+    """A new SQLite history on a file system with 64 KiB free: the schema is one transaction, so
+    nothing is left of it; once space is freed it is created whole (no "table ... already
+    exists"). An existing history on a full file system: every read command says the file
+    system is full and what to do, not only "disk I/O error", and ends without a traceback."""
+    require("namespace", _namespace)
+    script = tmp_path / "full.sh"
+    script.write_text(FULL_DISK.format(python=sys.executable, where=tmp_path / "mnt"))
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "bash", str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+
+    def said(name: str) -> tuple[int, str]:
+        return int((tmp_path / f"{name}.code").read_text()), (tmp_path / f"{name}.err").read_text()
+
+    code, err = said("new1")
+    assert code == 1 and "database or disk is full" in err and "Traceback" not in err
+    code, err = said("new2")
+    assert code == 0, err  # created whole now: nothing of the failed attempt was left
+    code, err = said("new3")
+    assert code == 0 and "no runs yet" in (tmp_path / "new3.out").read_text(), err
+    for name in ("full-runs", "full-show1", "full-dbcheck"):
+        code, err = said(name)
+        text = err + (tmp_path / f"{name}.out").read_text()
+        assert code == 1 and "Traceback" not in text, text
+        assert "is full" in text and "free some space there" in text, text
