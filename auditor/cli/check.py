@@ -64,10 +64,10 @@ def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: b
     rule (MindIR version and operators against the runtime, exporting MindSpore against the
     served runtime, MindSpore/CANN, driver/firmware/CANN) as if a train stack had exported
     the file, then loads the file on each stack and runs one seeded batch. A stack is OK only
-    on evidence that its runtime runs this file: that load and run; or, for a stack that
-    cannot be reached, an earlier audit's result for this very file (by digest) on the same
-    runtime release, or the runtime's measured operator table covering every operator of the
-    file. A failure says whether the load or the first call failed, on which operator or
+    on evidence that its runtime runs this file: that load and run. A stack that cannot be
+    reached is UNCHECKED, with what is known instead (the newest stored result of this very
+    file, by digest, on the same runtime release and host; the runtime's measured operator
+    table). A failure says whether the load or the first call failed, on which operator or
     version pair, with the runtime's own log lines and the remedy. The history database is
     read (never created): earlier results of the file, runtime limits learned by audits.
 

@@ -6,23 +6,24 @@ train stack had just exported it: the MindIR version against the runtime, the op
 against those the runtime is known not to run, the producer's MindSpore against the served
 runtime, and the stacks' own MindSpore/CANN/driver/firmware.
 
-A stack's verdict is ``ok`` only on evidence that its runtime loads and runs this file:
-  - a load and one seeded run on the stack (the default; a failure is read as the user thinks
-    of it: incompatible with the version pair, unsupported with the operator, load or first
-    call, the runtime's own lines: ``auditor.stacks.failures``);
-  - when the stack cannot be reached: a result an earlier audit stored for this very file (its
-    digest) on the same runtime (package, version, device kind), or the runtime's measured
-    operator table covering every operator of the file (``auditor.rules.operator_support``).
-Without a load (``load=False``, ``auditor check --no-load``) the verdict is never ok: it says
-what was checked and what could not be known (``unchecked``), or the problem found. A stored
-failure of the file, an operator the runtime's table measured computing differently, a
-cross-release pair the runtime itself warns about, each keeps the verdict from ``ok``.
+A stack's verdict is ``ok`` only on today's evidence that its runtime loads and runs this
+file: a load and one seeded run on the stack (the default; a failure is read as the user thinks
+of it: incompatible with the version pair, unsupported with the operator, load or first call,
+the runtime's own lines: ``auditor.stacks.failures``). A stack that cannot be reached is never
+``ok``: its verdict is ``unchecked``, naming what is known instead (a result an earlier audit
+stored for this very file, by digest, on the same runtime release, device kind and host, newest
+first; or the runtime's measured operator table covering every operator of the file,
+``auditor.rules.operator_support``). Without a load (``load=False``, ``auditor check
+--no-load``) the verdict is never ok either: it says what was checked and what could not be
+known (``unchecked``), or the problem found. The newest stored failure of the file, an operator
+the runtime's table measured computing differently, a cross-release pair the runtime itself
+warns about, each keeps the verdict from ``ok``; causes of the same weight are all named.
 
 With ``convert`` a stack that declares its deployment's conversion (``[stacks.X.convert]``)
 first converts the file with it (``auditor.cycle.convert``): a conversion that fails is that
 stack's error in the converter's words, what is loaded and run is what the conversion made, and
 only stored results of converted runs (and no operator table, which was measured on exported
-files) stand in for a stack that cannot be reached.
+files) are named for a stack that cannot be reached.
 """
 
 from __future__ import annotations
@@ -471,11 +472,7 @@ class _Gate:
                 op = learn(stack, p.hello, d)
                 if op is not None:
                     learned_ops.append(op)
-            served = [
-                r
-                for r in past.served
-                if _same_runtime(r, package, version, target) and r.converted == self.converts(name)
-            ]
+            served = served_here(past.served, stack, package, version, self.converts(name))
             pair = PairConfig(file_label(path), name, (MODEL_PROBE,)).name
             verdicts.append(_verdict(stack, pair, p, findings, served, cov, before, load))
         notes = [past.note] if past.note else []
@@ -512,6 +509,20 @@ def _stand_in(p: _Probe, last: Mapping[str, Any] | None) -> None:
 def _identity(p: _Probe) -> tuple[str | None, str | None]:
     rt = p.hello or (p.fingerprint or {}).get("runtime") or {}
     return rt.get("runtime_package"), rt.get("runtime_version")
+
+
+def served_here(
+    served: list[ServedResult], stack: StackConfig, package: str | None, version: str | None, converted: bool
+) -> list[ServedResult]:
+    """The stored results that are evidence about this file on ``stack`` today: the same runtime
+    release and device, the same host, loaded the same way (converted or not); newest first,
+    as stored. Another host's result is about another machine's libraries and driver."""
+    target = target_of(stack)
+    return [
+        r
+        for r in served
+        if _same_runtime(r, package, version, target) and r.converted == converted and r.host == stack.host
+    ]
 
 
 def _same_runtime(r: ServedResult, package: str | None, version: str | None, target: str) -> bool:
@@ -651,8 +662,14 @@ class _Worst:
     remedy: str = ""
 
     def add(self, status: str, reason: str, remedy: str = "") -> None:
+        """The worse status wins; causes of the same status are all said (two operators a
+        runtime cannot run are two reasons, not the first of them)."""
         if VERDICT_ORDER.index(status) > VERDICT_ORDER.index(self.status):
             self.status, self.reason, self.remedy = status, reason, remedy
+        elif status == self.status and status != OK and reason and reason not in self.reason:
+            self.reason = f"{self.reason}; {reason}" if self.reason else reason
+            if remedy and remedy not in self.remedy:
+                self.remedy = f"{self.remedy}; {remedy}" if self.remedy else remedy
 
 
 def _when(r: ServedResult) -> str:
@@ -738,8 +755,12 @@ def _verdict(
         )
         verdict.remedy = "run the check without --no-load where the stack is reachable"
         verdict.unknown.insert(0, "whether the runtime loads and runs the file: not loaded (--no-load)")
-    elif verdict.evidence:
-        verdict.reason = f"{runtime}: not reached, but {verdict.evidence[0]}{notes}"
+    elif p.error is not None:
+        # Never OK without having been reached: what is stored or measured is said, not trusted.
+        verdict.status = UNCHECKED
+        known = f"; known: {verdict.evidence[0]}" if verdict.evidence else ""
+        verdict.reason = f"{runtime}: not reached now, so not known to run this file{known}{notes}"
+        verdict.remedy = "reach the stack and check again (its load is the evidence)"
     else:
         verdict.status = UNCHECKED
         verdict.reason = (
@@ -761,8 +782,11 @@ def _history_and_table(
     """What earlier audits of this file on this runtime and its measured operator table add
     (``loaded``: today's load and run worked; ``tried``: a load was made, whatever it gave,
     and so decides over what was stored or measured)."""
-    failed = [r for r in served if r.status not in (CONSISTENT, DRIFT)]
-    ran = [r for r in served if r.status in (CONSISTENT, DRIFT)]
+    # The newest result decides: an older failure a later audit of the same file and runtime
+    # did not repeat (a golden path since fixed, say) is history, not evidence.
+    newest = served[:1]
+    failed = [r for r in newest if r.status not in (CONSISTENT, DRIFT)]
+    ran = [r for r in newest if r.status in (CONSISTENT, DRIFT)]
     if failed:
         r = failed[0]
         said = f"an audit of this very file on {runtime} ({_when(r)}) stored {r.status.upper()}: {r.message}"

@@ -299,7 +299,11 @@ def diagnose(
         else:
             verb = "load" if phase == LOAD else "run"
             summary = f"{who} {how}: it cannot {verb} operator {operator}" if operator else f"{who} {how}"
-            remedy = _operator_remedy(operator or "the operator its log names", name)
+            more = _other_operators(text, forms, log, operator, known, ops) if operator else {}
+            if more:
+                summary += "; nor " + "; ".join(f"{o} ({why})" for o, why in more.items())
+            named = ", ".join([operator, *more]) if operator else "the operator its log names"
+            remedy = _operator_remedy(named, name)
         return Diagnosis(
             status, phase, summary, remedy, operator, kind, form.name, words, teaches=teaches, **base
         )
@@ -331,6 +335,27 @@ def diagnose(
         f"on {error.stack} by hand with GLOG_v=1 for more, and report it with the file"
     )
     return Diagnosis(ERROR, phase, summary, remedy, **base)
+
+
+def _other_operators(
+    text: str,
+    forms: Iterable[Form],
+    log: LogFormat | None,
+    operator: str,
+    known: Mapping[str, str] | None,
+    ops: set[str],
+) -> dict[str, str]:
+    """The file's other operators that fail here, besides the one the failure is read by: those
+    the runtime's log names too (it logs every node it cannot create, then fails on the first),
+    then those a measured table or an earlier load knows fail (operator -> what says so). One
+    unsupported operator fixed must not reveal the next one only on the next deployment."""
+    more: dict[str, str] = {}
+    for _, op, _ in named_operators(text, forms, log):
+        if op != operator and (not ops or op in ops):
+            more.setdefault(op, "its log names it too")
+    for op in sorted(o for o in (known or {}) if o in ops and o != operator):
+        more.setdefault(op, f"known: {(known or {})[op]}")
+    return more
 
 
 def _operator_remedy(operator: str, runtime: str) -> str:

@@ -207,12 +207,12 @@ def test_a_failure_an_audit_stored_is_known_without_a_load(
     assert "an audit of this very file" in v["reason"] and "stored INCOMPATIBLE" in v["reason"]
 
 
-def test_an_unreachable_stack_is_ok_only_on_what_an_audit_stored(
+def test_an_unreachable_stack_is_never_ok_and_names_what_an_audit_stored(
     cycle: dict, config: Path, policies: dict[tuple[str, str], Path], tmp_path: Path
 ) -> None:
     """lite20's interpreter gone: its last stored fingerprint says which runtime it is, and the
-    cycle's result for this very file on that runtime is the evidence; a file never audited
-    there is not OK."""
+    cycle's result for this very file on that runtime is named as what is known; neither it nor
+    the measured table makes a stack that was not reached OK (exit 1)."""
     broken = tmp_path / "auditor.toml"
     text = config.read_text().replace(
         '[stacks.lite20]\nrole = "infer"\nruntime = "mindspore-lite"\npython = ',
@@ -232,14 +232,16 @@ def test_an_unreachable_stack_is_ok_only_on_what_an_audit_stored(
     ]
     audited = CliRunner().invoke(cli, [*args, "--model", str(policies[("ms20", "elu_gauss")])])
     (v,) = json.loads(audited.stdout)["verdicts"]
-    assert audited.exit_code == 0 and v["status"] == "ok", v
-    assert "not reached, but an audit loaded and ran this very file" in v["reason"]
+    assert audited.exit_code == 1 and v["status"] == "unchecked", v
+    assert "not reached now, so not known to run this file" in v["reason"]
+    assert "known: an audit loaded and ran this very file" in v["reason"]
     assert any("could not be reached" in u for u in v["unknown"])
     export_policies("ms20", tmp_path, ("leaky_entropy",), seed=5)
     unaudited = CliRunner().invoke(cli, [*args, "--model", str(tmp_path / "leaky_entropy.mindir")])
     (u,) = json.loads(unaudited.stdout)["verdicts"]
-    # Never audited, but Lite 2.0's measured table covers each of its operators: evidence too.
-    assert u["status"] == "ok" and "covers every operator" in u["reason"], u
+    # Never audited; Lite 2.0's measured table covers each of its operators, which is said.
+    assert unaudited.exit_code == 1 and u["status"] == "unchecked", u
+    assert "covers every operator" in u["reason"] and "an audit" not in u["reason"], u
 
 
 def test_golden_record_from_the_training_network(cycle: dict, config: Path, tmp_path: Path) -> None:

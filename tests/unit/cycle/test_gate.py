@@ -1,11 +1,11 @@
-"""The deployment gate's verdict logic without stacks: OK only on evidence (a load and run, a
-stored result of the same file on the same runtime, a measured table covering every operator
-when the stack cannot be reached), --no-load never OK, what is stored or measured against a
-file keeping it from OK; and the history query that finds a file's stored results."""
+"""The deployment gate's verdict logic without stacks: OK only on today's load and run; an
+unreachable stack and --no-load never OK (what is stored or measured is named, not trusted);
+the newest stored result of the same file, runtime and host keeping it from OK; and the
+history query that finds a file's stored results."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -15,12 +15,15 @@ from auditor.cycle.preflight import (
     INCOMPATIBLE,
     OK,
     UNCHECKED,
+    UNSUPPORTED,
     WARNING,
     CheckReport,
     LoadCheck,
     StackVerdict,
     _Probe,
     _verdict,
+    _Worst,
+    served_here,
 )
 from auditor.extend.manager import Plugins
 from auditor.history.queries import ServedResult, served_results
@@ -90,22 +93,63 @@ def test_no_load_is_never_ok_even_with_every_other_evidence() -> None:
     assert "whether the runtime loads and runs the file" in v.unknown[0]
 
 
-def test_an_unreachable_stack_is_ok_only_on_stored_or_measured_evidence() -> None:
+def test_an_unreachable_stack_is_never_ok_and_says_what_is_known() -> None:
     stored = verdict(
         unreachable(), {"model_version": "2.0.0", "op_types": ["NoSuchOp", "Add"]}, [served("consistent")]
     )
-    assert stored.status == OK and "not reached, but an audit loaded and ran this very file" in stored.reason
+    assert stored.status == UNCHECKED and "not reached now, so not known to run this file" in stored.reason
+    assert "known: an audit loaded and ran this very file" in stored.reason
     assert any("could not be reached" in u for u in stored.unknown)
     measured = verdict(unreachable())
-    assert measured.status == OK and "covers every operator" in measured.reason
+    assert measured.status == UNCHECKED and "covers every operator" in measured.reason
     nothing = verdict(unreachable(), {"model_version": "2.0.0", "op_types": ["NoSuchOp"]})
-    assert nothing.status == UNCHECKED and "no evidence" in nothing.reason
+    assert nothing.status == UNCHECKED and "known:" not in nothing.reason
     # Add hung in one of the sweep's graphs: without this file's own result, a warning.
     uneven = verdict(unreachable(), {"model_version": "2.0.0", "op_types": ["Add", "MatMul"]})
     assert uneven.status == WARNING and "may fail on this file" in uneven.reason and "Add" in uneven.reason
     # Another runtime release's result is no evidence for this one (the caller filters by identity).
     gone = verdict(unreachable(fingerprint=False), history=[served("consistent")])
     assert gone.status == ERROR and "interpreter not found" in gone.reason
+
+
+def test_the_newest_stored_result_decides() -> None:
+    fixed = served("consistent")
+    old = replace(served("error", "golden file /x/g.npz not found"), started_at=datetime(2026, 11, 1, 12, 0))
+    v = verdict(reached(RAN), history=[fixed, old])
+    assert v.status == OK and "golden" not in v.reason
+    broke = verdict(reached(RAN), history=[old, fixed])
+    assert broke.status == WARNING and "golden file /x/g.npz not found" in broke.reason
+
+
+def test_stored_results_count_only_for_the_same_runtime_host_and_conversion() -> None:
+    here = served("consistent")
+    elsewhere = replace(served("unsupported", "SiLU"), host="infer2")
+    newer_release = served("incompatible", "too new", version="2.1.0")
+    converted = replace(served("error", "conversion"), converted=True)
+    stored = [elsewhere, newer_release, converted, here]
+    kept = served_here(stored, LITE, "mindspore-lite", "2.0.0", converted=False)
+    assert kept == [here]
+    assert served_here(stored, LITE, "mindspore-lite", "2.0.0", converted=True) == [converted]
+    remote = StackConfig("lite20", "infer", "mindspore-lite", "/p", "cpu", host="infer2")
+    assert served_here(stored, remote, "mindspore-lite", "2.0.0", converted=False) == [elsewhere]
+    assert served_here(stored, LITE, None, None, converted=False) == []
+
+
+def test_two_causes_of_the_same_weight_are_both_named() -> None:
+    learned = {
+        "SiLU": "a load on mindspore-lite 2.0.0 (cpu) failed: Unsupported primitive SiLU",
+        "Erf": "a load on mindspore-lite 2.0.0 (cpu) failed: Unsupported primitive Erf",
+    }
+    both = verdict(unreachable(), {"model_version": "2.0.0", "op_types": ["SiLU", "Erf"]}, before=learned)
+    assert both.status == WARNING and "SiLU" in both.reason and "Erf" in both.reason
+    w = _Worst()
+    w.add(UNSUPPORTED, "it cannot run SiLU", "replace SiLU")
+    w.add(UNSUPPORTED, "it cannot run Erf", "replace Erf")
+    w.add(WARNING, "a lesser cause")
+    assert w.status == UNSUPPORTED and "SiLU" in w.reason and "Erf" in w.reason
+    assert "replace SiLU" in w.remedy and "replace Erf" in w.remedy and "lesser" not in w.reason
+    w.add(ERROR, "worse")
+    assert (w.status, w.reason, w.remedy) == (ERROR, "worse", "")
 
 
 def test_a_stored_failure_of_the_file_keeps_it_from_ok() -> None:

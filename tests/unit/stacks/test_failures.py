@@ -156,6 +156,24 @@ def test_lite_names_the_operator_only_in_its_log(log: str, operator: str, form: 
     assert not any("libnuma" in line or "IsConvNode" in line for line in d.log_lines)
 
 
+def test_every_operator_that_fails_is_named_not_only_the_first() -> None:
+    mish = glog(
+        "WARNING",
+        "LITE",
+        "lite/src/common/ops/ops_utils.h:50",
+        "GetPrimitiveCreator] Unsupported primitive type in Create: Mish",
+    )
+    log = SILU_LOG.replace(LIBNUMA, f"{mish}\n{LIBNUMA}")
+    known = {"Erf": "load-fails: Unsupported primitive type in Create: Erf", "Gelu": "not in this file"}
+    ops = {"op_types": ["MatMul", "SiLU", "Mish", "Erf"]}
+    d = diagnose(err("load", COMMON, log), LITE, "2.0.0", MS20_FILE | ops, known=known)
+    assert (d.status, d.operator) == (UNSUPPORTED, "SiLU")
+    assert "cannot load operator SiLU; nor Mish (its log names it too); Erf (known:" in d.summary
+    assert "Gelu" not in d.summary and "replace SiLU, Mish, Erf in the network" in d.remedy
+    alone = diagnose(err("load", COMMON, SILU_LOG), LITE, "2.0.0", MS20_FILE | {"op_types": ["SiLU"]})
+    assert "nor" not in alone.summary and "replace SiLU in the network" in alone.remedy
+
+
 def test_repeated_lines_are_counted_and_short() -> None:
     lines = runtime_lines(SILU_LOG, LITE)
     assert lines[0] == (

@@ -18,7 +18,7 @@ from auditor.config.tables import StackConfig
 from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker import files
 
-LIAR = '''
+LIAR = """
 import json, os, struct, subprocess, sys
 sys.path[:0] = {paths!r}
 from auditor.worker import protocol
@@ -41,7 +41,7 @@ while True:
         protocol.write_frame(out, {{"ok": True, "result": {{}}}})
     else:
         protocol.write_frame(out, json.loads(mode))
-'''
+"""
 
 ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -50,7 +50,7 @@ def liar(tmp_path: Path, mode: str) -> StackWorker:
     script = tmp_path / "liar.py"
     script.write_text(LIAR.format(paths=[ROOT], mode=mode))
     python = tmp_path / "python"
-    python.write_text(f'#!/bin/sh\nexec {sys.executable} {script}\n')
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
     python.chmod(0o755)
     limits = files.Limits(64 * 1024 * 1024, 10.0)
     return StackWorker(StackConfig("liar", "infer", "x", str(python)), 30, 30, file_limits=limits)
