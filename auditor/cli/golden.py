@@ -15,7 +15,7 @@ from auditor.compare.golden import GoldenError, read_golden, write_golden
 from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
 from auditor.config.user_models import ModelConfig
-from auditor.cycle.preflight import ModelInputError, read_model
+from auditor.cycle.preflight import ModelInputError, other_formats, read_model
 from auditor.cycle.user_models import build_network, model_inputs
 from auditor.stacks.worker import WorkerError
 
@@ -153,7 +153,7 @@ def _record(
     obj: Context, config: Config, spec: ModelConfig, stack: str, target: str, from_train: bool = False
 ) -> None:
     try:
-        data, info = read_model(spec.path, config.files.limits)
+        data, info = read_model(spec.path, config.files.limits, other_formats(obj.plugins().runtimes()))
         inputs, names = model_inputs(spec, info, config.files.limits)
     except ModelInputError as exc:
         fail(str(exc))

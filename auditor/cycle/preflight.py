@@ -56,7 +56,7 @@ from auditor.rules.operator_support import (
     operator_limits,
     target_of,
 )
-from auditor.runtime import MINDIR, RuntimeSpec
+from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
 from auditor.stacks.failures import Diagnosis, diagnose, runtime_warnings
 from auditor.stacks.session import Reach, reach
 from auditor.stacks.worker import StackWorker, WorkerError
@@ -78,19 +78,42 @@ class ModelInputError(Exception):
 
 
 def read_model(
-    path: str | os.PathLike[str], limits: files.Limits = files.DEFAULT_LIMITS
+    path: str | os.PathLike[str],
+    limits: files.Limits = files.DEFAULT_LIMITS,
+    others: Sequence[ArtifactFormat] = (),
 ) -> tuple[bytes, MindIRInfo]:
     """The file's bytes and what it says about itself, read through auditor.worker.files (a
     regular file within ``limits``, read with a deadline); ModelInputError names the file and
-    the problem."""
+    the problem. ``others``: the other formats the runtimes load; a file that is not a MindIR
+    but reads whole as one of them is named as that format, not as a damaged MindIR."""
     try:
         data = files.read_bytes(path, limits)
     except files.FileProblem as exc:
         raise ModelInputError(str(exc)) from None
     info = read_info(data)
     if not info.readable:
+        for fmt in others:
+            summary = fmt.read(data) if fmt.name != MINDIR.name else {}
+            if summary.get("readable"):
+                version = fmt.version(summary)
+                said = f", version {version}" if version is not None else ""
+                ops = len(set(summary.get("op_types") or ()))
+                raise ModelInputError(
+                    f"{Path(path)}: a whole {fmt.title} file ({ops} operator type(s){said}), not a MindIR; "
+                    f"this command reads MindIR files (the auditor audits {fmt.title} as a train stack "
+                    "exports it, in a cycle)"
+                )
         raise ModelInputError(f"{Path(path)}: {info.reason}")
     return data, info
+
+
+def other_formats(runtimes: Mapping[str, RuntimeSpec]) -> list[ArtifactFormat]:
+    """The formats other than MindIR that the runtimes load, each once."""
+    out: dict[str, ArtifactFormat] = {}
+    for spec in runtimes.values():
+        if spec.loads.name != MINDIR.name:
+            out.setdefault(spec.loads.name, spec.loads)
+    return list(out.values())
 
 
 def seeded_inputs(inputs: Sequence[TensorInfo], seed: int = 0, dynamic: int = 1) -> list[np.ndarray]:
@@ -280,7 +303,8 @@ def preflight_many(
     for it. ``history``: the history database, read only (earlier results of each file, learned
     limits, the last fingerprint of a stack that cannot be reached). ``convert``: stacks with a
     ``[stacks.X.convert]`` convert each file first, and load what the conversion made."""
-    read = [(path, *read_model(path, config.files.limits)) for path in paths]
+    others = other_formats(runtimes)
+    read = [(path, *read_model(path, config.files.limits, others)) for path in paths]
     # A stack whose runtime loads another format cannot serve a MindIR: its verdict says so,
     # and no worker is started for it.
     elsewhere = {

@@ -25,7 +25,15 @@ from typing import Any
 
 from auditor.compare.golden import GoldenError, read_golden
 from auditor.config.tables import Config, StackConfig
-from auditor.cycle.preflight import ERROR, INCOMPATIBLE, UNSUPPORTED, ModelInputError, preflight, read_model
+from auditor.cycle.preflight import (
+    ERROR,
+    INCOMPATIBLE,
+    UNSUPPORTED,
+    ModelInputError,
+    other_formats,
+    preflight,
+    read_model,
+)
 from auditor.cycle.user_models import model_inputs
 from auditor.db import health as db_health
 from auditor.db import url as db_url
@@ -86,7 +94,7 @@ def check(
     else:
         _interpreters(config, out)
         _watched_here(config, out)
-    _models(config, out)
+    _models(config, plugins, out)
     if hosts:
         _servable(config, plugins, out)
     _database(url, connect, out)
@@ -184,7 +192,7 @@ def _workers(config: Config, plugins: Plugins, out: Readiness) -> None:
 # -- models ----------------------------------------------------------------------------------------
 
 
-def _models(config: Config, out: Readiness) -> None:
+def _models(config: Config, plugins: Plugins, out: Readiness) -> None:
     """Each ``[models.NAME]``: its file, its inputs against the file, its golden."""
     for name, model in config.models.items():
         where = f"models.{name}"
@@ -194,7 +202,7 @@ def _models(config: Config, out: Readiness) -> None:
             except GoldenError as exc:
                 out.add(f"{where}.golden", str(exc))
         try:
-            _data, info = read_model(model.path)
+            _data, info = read_model(model.path, others=other_formats(plugins.runtimes()))
         except ModelInputError as exc:
             out.add(f"{where}.path", str(exc))
             continue

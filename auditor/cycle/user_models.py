@@ -34,7 +34,7 @@ from auditor.config.user_models import ModelConfig, TrainNetwork
 from auditor.cycle import invariants, latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.jobs import CycleAborted
-from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
+from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
 from auditor.results import (
     CONSISTENT,
@@ -185,7 +185,7 @@ class ModelSuite:
         plan = _Plan(model)
         limits = self.state.config.files.limits  # every file read through auditor.worker.files
         try:
-            plan.data, plan.info = read_model(model.path, limits)
+            plan.data, plan.info = read_model(model.path, limits, other_formats(self.compat.runtimes))
             missing = model.train.missing() if model.train is not None else None
             if missing is not None:
                 raise ModelInputError(f"models.{model.name}.{missing}")

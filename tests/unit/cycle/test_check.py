@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from auditor.cli.main import cli
 from auditor.config.load import load
 from auditor.config.tables import Config, PairConfig, StackConfig
-from auditor.cycle.preflight import ModelInputError, read_model, seeded_inputs
+from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.extend.manager import Plugins
 from auditor.results import LearnedOperator
 from auditor.rules.engine import ExportedModel, RuleContext, blocked
@@ -26,6 +26,7 @@ from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import TensorInfo
 from plugins.default_rules import operator_support
 from tests.conftest import DEFAULT_CONFIG
+from tests.unit.runtime.test_ort import onnx_model
 from tests.unit.worker.test_mindir import PRIMS, model, policy_graph
 
 LITE_LOG = (
@@ -214,6 +215,28 @@ def test_check_input_errors_exit_2_before_any_worker(tmp_path: Path) -> None:
     r = _invoke(tmp_path)
     assert r.exit_code == 2 and "--model" in r.stderr
     assert not (tmp_path / "h.db").exists()
+
+
+def test_a_whole_onnx_file_is_named_as_onnx_not_as_a_damaged_mindir(tmp_path: Path) -> None:
+    onnx = tmp_path / "policy.onnx"
+    onnx.write_bytes(onnx_model(ops=("Gemm", "Tanh", "Gemm")))
+    with pytest.raises(ModelInputError) as plain:
+        read_model(onnx)  # no runtime loads another format: the MindIR reader's words
+    assert "ONNX" not in str(plain.value) and "malformed" in str(plain.value)
+    others = other_formats(Plugins(entry_points=False).runtimes())
+    assert [f.name for f in others] == ["onnx"]
+    with pytest.raises(ModelInputError) as named:
+        read_model(onnx, others=others)
+    said = str(named.value)
+    assert said.startswith(f"{onnx}: a whole ONNX file (2 operator type(s), version 4), not a MindIR")
+    assert "malformed" not in said
+    r = _invoke(tmp_path, "--model", str(onnx))
+    assert r.exit_code == 2 and "a whole ONNX file" in r.stderr and "malformed" not in r.stderr
+    # A damaged ONNX file is not whole: the MindIR reader's words stay.
+    onnx.write_bytes(onnx_model()[:-7])
+    with pytest.raises(ModelInputError) as cut:
+        read_model(onnx, others=others)
+    assert "ONNX" not in str(cut.value)
 
 
 def test_learned_operators_are_stored_and_read_back(history_db: Path) -> None:
