@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.alerts.sinks import SinkType, option_problems
-from auditor.config.tables import expand
+from auditor.config.tables import UnsetVariable, expand
 
 
 class JsonLinesSink:
@@ -42,8 +42,11 @@ class JsonLinesSink:
 def validate(options: dict[str, Any]) -> list[str]:
     problems = option_problems(options, {"path": str, "fsync": bool}, required=("path",))
     path = options.get("path")
-    if isinstance(path, str) and not os.path.isabs(expand(path)):
-        problems.append(f"path: must be an absolute path, not {path!r}")
+    try:
+        if isinstance(path, str) and not os.path.isabs(expand(path)):
+            problems.append(f"path: must be an absolute path, not {path!r}")
+    except UnsetVariable as exc:
+        problems.append(f"path: {exc}")
     return problems
 
 

@@ -114,6 +114,7 @@ def generate(probes: Mapping[str, Any] | None = None) -> str:
         "# auditor.toml written by `auditor config generate`: every key with its description,",
         "# allowed range and default (`auditor config schema` gives the same as JSON Schema).",
         "# Values may use $VAR, ${VAR} and ${VAR:-default}; a leading ~ is the home directory.",
+        "# A variable that is unset or empty and has no default is an error, never an empty string.",
         "",
     ]
     names = sorted(probes or {"ppo_policy": None})

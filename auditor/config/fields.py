@@ -177,7 +177,10 @@ def Text(  # noqa: N802
     def check(v: Any, info: ValidationInfo) -> str:
         if not isinstance(v, str):
             raise _fail(f"must be {what or 'a string'}, not {show(v)}")
-        out = expand(v, info) if expand is not None else v
+        try:
+            out = expand(v, info) if expand is not None else v
+        except ValueError as exc:  # an unset variable: tables.UnsetVariable
+            raise _fail(str(exc)) from None
         if nonempty and not out.strip():
             said = f" ({v!r} expands to {out!r})" if out != v else ""
             raise _fail(f"must be {what or 'a non-empty string'}, not an empty string{said}")

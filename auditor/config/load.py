@@ -52,6 +52,7 @@ from auditor.config.tables import (
     StackConfig,
     StorageTable,
     TelemetryConfig,
+    UnsetVariable,
     _relative_to,
     expand,
 )
@@ -713,7 +714,14 @@ def plugin_dirs(doc: dict, source: str) -> list[str]:
     dirs = section.get("dirs") if isinstance(section, dict) else None
     if not isinstance(dirs, list):
         return []
-    return [_relative_to(source, expand(d)) for d in dirs if isinstance(d, str)]
+    out = []
+    for d in dirs:
+        try:
+            if isinstance(d, str):
+                out.append(_relative_to(source, expand(d)))
+        except UnsetVariable:
+            continue  # parse() names the variable with the key
+    return out
 
 
 def load(

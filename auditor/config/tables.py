@@ -63,7 +63,19 @@ class ConfigError(Exception):
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _expand_vars(value: str, env: Mapping[str, str]) -> str:
+class UnsetVariable(ValueError):
+    """A value names an environment variable that is not set (or empty) and gives no default:
+    expanding it to "" would quietly turn ``${STACKS}/ms20/bin/python`` into ``/ms20/bin/python``."""
+
+    def __init__(self, name: str, written: str):
+        self.name = name
+        super().__init__(
+            f"{written} uses ${{{name}}}, which is not set in the auditor's environment; set it, or give "
+            f"a default: ${{{name}:-default}} (${{{name}:-}} for an empty one)"
+        )
+
+
+def _expand_vars(value: str, env: Mapping[str, str], written: str = "") -> str:
     out: list[str] = []
     i = 0
     while i < len(value):
@@ -81,10 +93,14 @@ def _expand_vars(value: str, env: Mapping[str, str]) -> str:
             if env.get(name):
                 out.append(env[name])
             elif sep:
-                out.append(_expand_vars(default, env))
+                out.append(_expand_vars(default, env, written or value))
+            else:
+                raise UnsetVariable(name, repr(written or value))
             i = j + 1
         elif value[i] == "$" and (m := _NAME_RE.match(value, i + 1)):
-            out.append(env.get(m.group(0), ""))
+            if not env.get(m.group(0)):
+                raise UnsetVariable(m.group(0), repr(written or value))
+            out.append(env[m.group(0)])
             i = m.end()
         else:
             out.append(value[i])
@@ -95,7 +111,8 @@ def _expand_vars(value: str, env: Mapping[str, str]) -> str:
 def expand(value: str, env: Mapping[str, str] | None = None) -> str:
     """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` (defaults may nest), then a leading ``~``.
 
-    One pass: the value of a variable is used as it is, never expanded again.
+    One pass: the value of a variable is used as it is, never expanded again. A variable that
+    is unset or empty and has no default raises UnsetVariable (a ValueError naming it).
     """
     return os.path.expanduser(_expand_vars(value, os.environ if env is None else env))
 

@@ -9,7 +9,7 @@ import pytest
 from auditor.common.paths import default_db_url
 from auditor.compare.outputs import Tolerance
 from auditor.config.load import load, parse
-from auditor.config.tables import ConfigError, PairConfig, expand
+from auditor.config.tables import ConfigError, PairConfig, UnsetVariable, expand
 from auditor.config.thresholds import ProbeConfig
 from auditor.extend.manager import Plugins
 from auditor.runtime import ArtifactFormat, RuntimeSpec
@@ -353,8 +353,6 @@ def test_empty_file_reports_no_pairs(tmp_path):
         ("${A}bin", {"A": "/opt/"}, "/opt/bin"),
         ("$A_B", {"A": "x", "A_B": "y"}, "y"),  # longest name
         ("${A}_B", {"A": "x", "A_B": "y"}, "x_B"),
-        ("$UNSET/x", {}, "/x"),
-        ("${UNSET}/x", {}, "/x"),
         ("${A:-/default}/x", {}, "/default/x"),
         ("${A:-/default}/x", {"A": "/set"}, "/set/x"),
         ("${A:-/default}/x", {"A": ""}, "/default/x"),  # empty uses the default
@@ -373,6 +371,15 @@ def test_expand(text, env, expected):
     assert expand(text, env=env) == expected
 
 
+@pytest.mark.parametrize("text", ["$UNSET/x", "${UNSET}/x", "${A:-${UNSET}}/x", "$EMPTY/x"])
+def test_an_unset_variable_without_a_default_is_named_not_dropped(text):
+    with pytest.raises(UnsetVariable) as err:
+        expand(text, env={"EMPTY": ""})
+    name = err.value.name
+    assert name in ("UNSET", "EMPTY") and f"uses ${{{name}}}, which is not set" in str(err.value)
+    assert repr(text) in str(err.value) and f"${{{name}:-default}}" in str(err.value)
+
+
 def test_expand_home(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert expand("~/stacks", env={}) == f"{tmp_path}/stacks"
@@ -385,7 +392,7 @@ def test_expand_home(monkeypatch, tmp_path):
 def test_expand_uses_os_environ_by_default(monkeypatch):
     monkeypatch.setenv("AUDITOR_TEST_VAR", "/from/env")
     assert expand("${AUDITOR_TEST_VAR}/x") == "/from/env/x"
-    assert expand("${AUDITOR_TEST_VAR}/x", env={}) == "/x"
+    assert expand("${AUDITOR_TEST_VAR:-}/x", env={}) == "/x"
 
 
 def test_expand_does_not_reexpand_values():

@@ -88,14 +88,22 @@ def test_stack_numbers_and_empty_python(doc, tmp_path):
     assert "not an empty string" in errors[paths(errors).index("stacks.lite20.python")]
 
 
-def test_python_expanding_to_nothing_is_rejected(doc, tmp_path, monkeypatch):
+def test_python_naming_an_unset_variable_is_rejected_with_the_variable(doc, tmp_path, monkeypatch):
+    """Not a silent '' that turns ${STACKS}/ms20/bin/python into /ms20/bin/python."""
     monkeypatch.delenv("AUDITOR_UNSET_X", raising=False)
-    doc["stacks"]["lite20"]["python"] = "$AUDITOR_UNSET_X"
+    doc["stacks"]["lite20"]["python"] = "${AUDITOR_UNSET_X}/lite20/bin/python"
+    doc["stacks"]["lite20"]["env"] = {"A": "$AUDITOR_UNSET_X", "B": "${AUDITOR_UNSET_X:-}"}
     errors = problems(tmp_path, doc)
-    assert errors == [
-        "stacks.lite20.python: must be the path of the stack's Python interpreter, not an empty string "
-        "('$AUDITOR_UNSET_X' expands to '')"
-    ]
+    assert sorted(paths(errors)) == ["stacks.lite20.env.A", "stacks.lite20.python"], errors
+    assert errors[paths(errors).index("stacks.lite20.python")] == (
+        "stacks.lite20.python: '${AUDITOR_UNSET_X}/lite20/bin/python' uses ${AUDITOR_UNSET_X}, which is not "
+        "set in the auditor's environment; set it, or give a default: ${AUDITOR_UNSET_X:-default} "
+        "(${AUDITOR_UNSET_X:-} for an empty one)"
+    )
+    doc["stacks"]["lite20"]["env"] = {}
+    doc["stacks"]["lite20"]["python"] = "${AUDITOR_UNSET_X:-}"
+    (empty,) = problems(tmp_path, doc)
+    assert "not an empty string ('${AUDITOR_UNSET_X:-}' expands to '')" in empty
 
 
 def test_unknown_gymnasium_env_and_rollout_variant(doc, tmp_path):
