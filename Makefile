@@ -7,9 +7,10 @@ setup:
 	scripts/setup
 
 # Exit status 1 means "the audit found something" (the default config includes a pair that
-# is incompatible on purpose), which is the demo working, not make failing.
+# is incompatible on purpose), which is the demo working, not make failing. The demo keeps its
+# own history (.demo/history.db), never the user's default one.
 demo: setup
-	@.venv/bin/auditor --config auditor.toml audit; rc=$$?; \
+	@mkdir -p .demo; .venv/bin/auditor --config auditor.toml --db .demo/history.db audit; rc=$$?; \
 	  if [ $$rc -eq 1 ]; then echo "(exit status 1: the audit found drift or an incompatibility, shown above)"; \
 	  elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
@@ -45,4 +46,4 @@ soak: setup
 	.venv/bin/python bench/soak.py --soak
 
 clean:
-	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache
+	rm -rf .venv .demo build *.egg-info .pytest_cache .ruff_cache

@@ -187,6 +187,7 @@ def db_url(backend: str, tmp_path: Path, request) -> str:
     """An empty history database of the test's ``backend``: an SQLite file or a PostgreSQL database."""
     if backend == "postgresql":
         return request.getfixturevalue("postgres_url")
+    (tmp_path / "db").mkdir(exist_ok=True)
     return f"sqlite:///{tmp_path / 'db' / 'history.db'}"
 
 

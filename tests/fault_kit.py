@@ -418,6 +418,21 @@ def proc_sample(pid: int) -> dict[str, float]:
     }
 
 
+def resting_sample(pid: int, window: float = 0.6) -> dict[str, float]:
+    """The daemon between cycles: the sample with the fewest descriptors over ``window`` s.
+    Right after a cycle is stored its child may have exited unreaped, its pipes still open, or
+    the next cycle (1 s schedule) may be starting; a leak raises even the least of them."""
+    best = proc_sample(pid)
+    end = time.monotonic() + window
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        with contextlib.suppress(OSError):
+            now = proc_sample(pid)
+            if (now["fds"], now["children"]) < (best["fds"], best["children"]):
+                best = now
+    return best
+
+
 def slope(values: list[float]) -> float:
     """Least-squares change per cycle."""
     n = len(values)
@@ -480,7 +495,7 @@ def daemon_soak(
                 done = 0
             if done > seen:
                 seen = done
-                sample = proc_sample(proc.pid)
+                sample = resting_sample(proc.pid)
                 sample["db_kib"] = sum(p.stat().st_size for p in tmp.glob("soak.db*")) / 1024
                 figures.samples.append(sample)
                 figures.cycles = done

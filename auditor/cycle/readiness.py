@@ -39,7 +39,7 @@ from auditor.db import health as db_health
 from auditor.db import url as db_url
 from auditor.extend.manager import Plugins, one_line
 from auditor.fingerprint.collect import collect as fingerprint
-from auditor.history.store import Store, StoreError
+from auditor.history.store import Store, StoreError, sqlite_directory_problem
 from auditor.plugins.collectors import models as watched_models
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.session import reach
@@ -254,7 +254,7 @@ def _database(url: str, connect: bool, out: Readiness) -> None:
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         path = Path(parsed.database).expanduser()
         if not path.exists():
-            problem = _creatable(path)
+            problem = _creatable(path) or sqlite_directory_problem(path)
             if problem is not None:
                 out.add("storage.url", problem)
             else:

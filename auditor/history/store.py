@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 import auditor.migrations
 from auditor.common import tempdirs
+from auditor.common.paths import state_dir
 from auditor.db import health as db_health
 from auditor.db import schema as m
 from auditor.db import url as db_url
@@ -138,6 +139,32 @@ _OPEN_RUNS: set[tuple[str, int]] = set()
 over every Store it opened (the daemon opens a new one on reload while a cycle may run)."""
 
 
+def sqlite_directory_problem(path: Path) -> str | None:
+    """Why a new SQLite history at ``path`` will not be created, or None. The default directory
+    (under the state directory) is made when missing; any other must exist, so that a typo in
+    --db or [storage] url (``/typo-dir/h.db``) is an error, not a directory quietly made at
+    the root of the file system."""
+    parent = path.parent.absolute()
+    default = state_dir().absolute()
+    if parent.is_dir() or parent == default or default in parent.parents:
+        return None
+    what = "is not a directory" if parent.exists() else "does not exist"
+    return (
+        f"cannot create the history database {path}: its directory {parent} {what} (check --db, "
+        f"${db_url.ENV} or [storage] url; make the directory first if the path is right)"
+    )
+
+
+def _sqlite_directory(path: Path) -> None:
+    problem = sqlite_directory_problem(path)
+    if problem is not None:
+        raise StoreError(problem, reached=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the directory for {path}: {exc}") from None
+
+
 class Store:
     def __init__(self, url: str, auditor_id: str = "", create: bool = True):
         """``create``: an SQLite file that does not exist yet is made (with its directory) on
@@ -169,10 +196,7 @@ class Store:
                     f"${db_url.ENV} or [storage] url; `auditor audit` creates it)",
                     reached=False,
                 )
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(f"cannot create the directory for {path}: {exc}") from None
+            _sqlite_directory(path)
         elif db_url.is_postgres(parsed):
             # A server that went away between cycles is reconnected, not reported as broken.
             options = {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT}}

@@ -179,14 +179,19 @@ def test_a_database_that_cannot_be_created_or_opened(tmp_path):
     assert code == 1 and "storage.url:" in err
 
 
-def test_typo_in_the_database_path_creates_no_directory(tmp_path):
+def test_typo_in_the_database_path_is_a_problem_and_creates_no_directory(tmp_path, monkeypatch):
     typo = tmp_path / "typo" / "deeper"
     for options in ((), ("--connect",)):
-        code, out, _ = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{typo}/h.db"\n'), *options)
-        assert code == 0 and "not there yet" in out
-        # the directories the first audit would make are named, so the typo shows before it
-        assert f"the first audit creates it and the directories {typo.parent}, {typo})" in out
+        code, _, err = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{typo}/h.db"\n'), *options)
+        assert code == 1 and f"its directory {typo} does not exist" in err, err
         assert not (tmp_path / "typo").exists()
+    # The default location's directories are the auditor's own: made by the first audit, named.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("AUDITOR_DB_URL", raising=False)
+    code, out, _ = config_check(write(tmp_path, ""))
+    made = tmp_path / "state"
+    assert code == 0 and f"the first audit creates it and the directories {made}, {made / 'auditor'})" in out
+    assert not made.exists()
 
 
 def test_a_plugin_that_did_not_import_fails_the_check(tmp_path, monkeypatch):

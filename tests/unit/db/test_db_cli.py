@@ -112,9 +112,24 @@ def test_reads_and_checks_create_nothing(tmp_path):
         assert code == 2, (args, err)
         assert f"no history database at {missing}" in err and "Traceback" not in err, (args, err)
         assert not (tmp_path / "typo").exists(), args
+    # Nor a writing command: a directory that is not there is a typo until made on purpose.
+    for args in (["db", "upgrade"],):
+        code, _, err = run_cli("--db", str(missing), *args)
+        assert code == 2 and "Traceback" not in err, (args, err)
+        assert f"its directory {missing.parent} does not exist" in err, (args, err)
+        assert not (tmp_path / "typo").exists(), args
+    missing.parent.mkdir(parents=True)
     code, out, err = run_cli("--db", str(missing), "db", "upgrade")
     assert code == 0, err
     assert missing.is_file() and "upgraded" in out
+
+
+def test_the_default_history_directory_is_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("AUDITOR_DB_URL", raising=False)
+    code, out, err = run_cli("--config", str(DEFAULT_CONFIG), "db", "upgrade")
+    assert code == 0 and "upgraded" in out, err
+    assert (tmp_path / "state" / "auditor" / "history.db").is_file()
 
 
 def test_current_on_a_database_from_a_newer_auditor(history_db):

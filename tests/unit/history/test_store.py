@@ -171,7 +171,7 @@ def test_open_creates_schema_at_head(url, tmp_path, backend):
     store = Store.open(url)
     try:
         if backend == "sqlite":
-            assert (tmp_path / "db" / "history.db").is_file()  # parent directory created
+            assert (tmp_path / "db" / "history.db").is_file()
         assert store.current_revision() == HEAD
         assert store.head_revision() == HEAD
         assert set(inspect(store.engine).get_table_names()) == TABLES
@@ -540,14 +540,27 @@ def test_unknown_backend_is_a_store_error():
         Store.open("notadb://x")
 
 
-def test_sqlite_directory_cannot_be_created(tmp_path):
+def test_sqlite_directory_must_exist_unless_it_is_the_default(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    path = blocker / "sub" / "history.db"
-    with pytest.raises(StoreError) as info:
-        Store.open(f"sqlite:///{path}")
-    assert str(path) in str(info.value)
-    assert "cannot create the directory" in str(info.value)
+    for path, what in (
+        (blocker / "history.db", "is not a directory"),
+        (tmp_path / "typo" / "h.db", "does not exist"),
+    ):
+        with pytest.raises(StoreError) as info:
+            Store.open(f"sqlite:///{path}")
+        assert f"cannot create the history database {path}: its directory {path.parent} {what}" in str(
+            info.value
+        )
+        assert not info.value.reached and not (tmp_path / "typo").exists()
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    default = tmp_path / "state" / "auditor" / "history.db"
+    Store.open(f"sqlite:///{default}").close()
+    assert default.is_file()
+    # The default directory under a file: the OS's words, with the path.
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker))
+    with pytest.raises(StoreError, match="cannot create the directory for"):
+        Store.open(f"sqlite:///{blocker / 'auditor' / 'history.db'}")
 
 
 def test_unopenable_sqlite_file_is_a_store_error(tmp_path):
@@ -558,6 +571,7 @@ def test_unopenable_sqlite_file_is_a_store_error(tmp_path):
 
 def test_sqlite_path_with_tilde(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "state").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     s = Store.open("sqlite:///~/state/history.db")
     try:
