@@ -36,6 +36,7 @@ from auditor.history.queries import (
     run_auditors,
     run_detail,
     trend,
+    unknown_where,
 )
 from auditor.report.tables import (
     WRITERS,
@@ -151,7 +152,8 @@ def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
 
 def _reject_unknown(conn: Any, f: Filters) -> None:
     """A filter value that matches nothing in the whole history is a typo: a usage error
-    naming the values there are, before any output."""
+    naming the values there are, before any output (--where FIELD=VALUE and FIELD!=VALUE too;
+    FIELD~TEXT is a search, which may rightly find nothing)."""
     for column, values in (
         ("pair", f.pairs),
         ("probe", f.probes),
@@ -171,6 +173,10 @@ def _reject_unknown(conn: Any, f: Filters) -> None:
             if v not in known:
                 shown = ", ".join(known[:20]) + (", …" if len(known) > 20 else "")
                 fail(f"no {column} {v!r} in the history (known: {shown or 'none yet'})", EXIT_USAGE)
+    for name, op, value in f.where:
+        problem = unknown_where(conn, name, op, value, STATUSES if name == "status" else ())
+        if problem is not None:
+            fail(problem, EXIT_USAGE)
 
 
 # -- formatting ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, func, or_, select, text
+from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, cast, func, or_, select, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
@@ -30,6 +30,7 @@ from auditor.db.prepared import prepared
 from auditor.fingerprint.drift import diff
 from auditor.history import series as series_index
 from auditor.history.filters import (
+    FIELDS,
     Filters,
     HistoryError,
     bound_in,
@@ -144,6 +145,27 @@ def known_values(conn: Connection, column: str) -> list[str]:
         "auditor": R.auditor_id,
     }[column]
     return sorted(conn.scalars(select(col).distinct()))
+
+
+FREE_TEXT = ("message", "artifact", "config")
+"""--where fields whose values are not a small vocabulary: a miss names no alternatives."""
+
+
+def unknown_where(conn: Connection, name: str, op: str, value: str, valid: Iterable[str] = ()) -> str | None:
+    """Why ``--where NAME=VALUE`` (or ``!=``) is a typo: no stored result or run has that value
+    anywhere in the history, and it is not one of ``valid`` (a status no result happens to have
+    yet). None when it is there, or for ``~`` (a search that may rightly find nothing)."""
+    if op == "~" or value in valid:
+        return None
+    col = m.Stack.name if name in ("train", "infer") else FIELDS[name]
+    # compared as text, as the filter itself compares (auditor.history.filters)
+    if conn.scalar(select(col).where(cast(col, String()) == value).limit(1)) is not None:
+        return None
+    if name in FREE_TEXT or name == "run":
+        return f"--where {name}{op}{value}: no stored result has {name} {value!r}"
+    known = sorted({str(v) for v in conn.scalars(select(col).distinct().limit(21)) if v is not None})
+    shown = ", ".join(known[:20]) + (", …" if len(known) > 20 else "")
+    return f"--where {name}{op}{value}: no {name} {value!r} in the history (known: {shown or 'none yet'})"
 
 
 # -- one run in full ----------------------------------------------------------------------------

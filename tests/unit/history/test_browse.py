@@ -99,6 +99,21 @@ def test_unknown_selector_values_and_fields_are_usage_errors(db):
     assert bad.exit_code == 2 and "no probe 'nothing'" in bad.stderr
     bad = runner.invoke(cli, ["--db", db, "history", "--where", "colour=red"])
     assert bad.exit_code == 2 and "no field 'colour'" in bad.stderr and "probe_version" in bad.stderr
+    # A value no result has anywhere is a typo, = and != alike; ~ is a search that may find nothing.
+    bad = runner.invoke(cli, ["--db", db, "history", "--where", "infer=lite2O"])
+    assert bad.exit_code == 2 and "--where infer=lite2O: no infer 'lite2O' in the history" in bad.stderr
+    assert "(known: " in bad.stderr and "lite20" in bad.stderr
+    bad = runner.invoke(cli, ["--db", db, "history", "--where", "pair!=ms20->lite2O"])
+    assert bad.exit_code == 2 and "no pair 'ms20->lite2O'" in bad.stderr
+    bad = runner.invoke(cli, ["--db", db, "history", "--where", "run=999999"])
+    assert bad.exit_code == 2 and "no stored result has run '999999'" in bad.stderr
+    found = runner.invoke(cli, ["--db", db, "history", "--where", "message~no such words"])
+    assert found.exit_code == 0 and "(no matching rows)" in found.stderr
+    # A status that exists in the vocabulary but not (yet) in this history is a real question.
+    valid = runner.invoke(cli, ["--db", db, "history", "--where", "status=unsupported"])
+    assert valid.exit_code == 0, valid.stderr
+    bad = runner.invoke(cli, ["--db", db, "history", "--where", "status=drfit"])
+    assert bad.exit_code == 2 and "no status 'drfit'" in bad.stderr
 
 
 def test_runs_in_every_format_and_per_auditor(db):
