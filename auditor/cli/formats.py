@@ -4,6 +4,7 @@ auditors of a shared database), and one way to write rows with headers in any fo
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -28,6 +29,21 @@ def format_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         show_default=True,
         help="Output format: an aligned table with headers, JSON, or CSV with a header row.",
     )(fn)
+
+
+def json_short(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json`` for a command that already has ``--format`` (received as ``fmt``): the short
+    form every read command has, so a program can always ask for JSON the same way."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, as_json: bool = False, **kw: Any) -> Any:
+        if as_json:
+            kw["fmt"] = "json"
+        return fn(*args, **kw)
+
+    return click.option("--json", "as_json", is_flag=True, help="Print as JSON (the same as --format json).")(
+        wrapper
+    )
 
 
 def chosen(fmt: str, as_json: bool) -> str:

@@ -19,6 +19,7 @@ import click
 
 from auditor.cli.context import MAX_LIMIT, Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
+from auditor.cli.formats import json_short
 from auditor.cli.selection import selector_options
 from auditor.common.redact import redact_url
 from auditor.config.tables import MAX_KEEP_DAYS, ConfigError
@@ -202,6 +203,7 @@ def _reject_unknown(conn: Any, f: Filters) -> None:
     show_default=True,
     help="Output format.",
 )
+@json_short
 @click.pass_obj
 def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
     """List probe results from the history, newest first.
@@ -250,6 +252,7 @@ SHOW_COLUMNS = tuple(c for c in RESULT_COLUMNS if c != "started_at")
 @click.argument("run", metavar="RUN")
 @auditor_option
 @text_or_json
+@json_short
 @click.pass_obj
 def show_command(obj: Context, run: str, auditors: tuple[str, ...], fmt: str) -> None:
     """Everything stored about one run: RUN is a run id, 'latest' or 'latest~N' (of the
@@ -325,6 +328,7 @@ def show_command(obj: Context, run: str, auditors: tuple[str, ...], fmt: str) ->
     help="Width of the sparkline in characters.",
 )
 @text_or_json
+@json_short
 @click.pass_obj
 def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int, fmt: str, **kw: Any) -> None:
     """One metric over time, per pair, probe, variant and output, in the terminal.

@@ -175,3 +175,12 @@ def test_the_commands_that_used_to_raise_say_one_line(db, tmp_path):
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 0 and "Traceback" not in result.output + result.stderr, result.stderr
     assert result.stdout.strip(), "the other runs' points are still shown"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("history", "--limit", "5"), ("show", "latest"), ("trend", "--metric", "max_abs", "--limit", "3")],
+)
+def test_every_read_command_takes_json_as_format_json(db, args):
+    short = json.loads(run(db, *args, "--json"))
+    assert short and short == json.loads(run(db, *args, "--format", "json"))
