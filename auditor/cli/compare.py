@@ -2,8 +2,9 @@
 thresholds as a probe (Polygraphy's ``--load-outputs``), without any stack.
 
 The files are golden-format ``.npz`` (auditor.compare.golden): what ``audit --save-outputs``
-writes for each side, or what ``golden record`` writes. A is the reference (the train side,
-or the golden). The probe, variant and dtype come from the files' ``meta`` (or ``--probe``,
+writes for each side, or what ``golden record`` writes; or any ``.npz`` of numeric arrays (a
+user's own dumps), whose arrays are outputs matched by name. A is the reference (the train
+side, or the golden). The probe, variant and dtype come from the files' ``meta`` (or ``--probe``,
 ``--variant``, ``--model``); the thresholds are the config's for that probe variant and each
 output (``[probes.P]``, ``[models.NAME]``), and a probe's comparators run with their options,
 exactly as in a cycle.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import click
@@ -21,7 +22,7 @@ import numpy as np
 
 from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_USAGE
-from auditor.compare.golden import Golden, GoldenError, read_golden
+from auditor.compare.golden import Golden, GoldenError, read_outputs
 from auditor.compare.outputs import Tolerance, check_text, compare_output, failure_text
 from auditor.config.tables import Config
 from auditor.config.thresholds import ProbeConfig
@@ -59,6 +60,10 @@ def compare_command(
 ) -> None:
     """Compare two saved output files, A (the reference) and B, as a probe would.
 
+    A and B are what `audit --save-outputs` or `golden record` wrote, or any .npz files of
+    numeric arrays (your own dumps): their arrays are matched by name. Without --probe or
+    --model the config's default thresholds apply; --atol/--rtol set them for every output.
+
     \b
     Exit status:
       0  every output and check within its limit
@@ -66,18 +71,17 @@ def compare_command(
       2  usage error, unreadable files, or files of different inputs or outputs
     """
     try:
-        a, b = read_golden(reference), read_golden(other)
+        a, b = read_outputs(reference), read_outputs(other)
     except GoldenError as exc:
         fail(str(exc))
     _same_inputs(a, b, reference, other)
+    b = _by_name(a, b, reference, other)
     if len(a.outputs) != len(b.outputs):
         fail(
             f"{reference} holds {len(a.outputs)} outputs, {other} {len(b.outputs)}: "
             "they are not the same model's"
         )
     names = a.output_names or b.output_names or [f"output{i}" for i in range(len(a.outputs))]
-    if a.output_names and b.output_names and a.output_names != b.output_names:
-        fail(f"the outputs are named {a.output_names} in {reference} and {b.output_names} in {other}")
     probe = probe or model or a.meta.get("probe") or b.meta.get("probe")
     variant = variant or a.meta.get("variant") or b.meta.get("variant")
     config = obj.config() if obj.find_config(required=False) else None
@@ -89,6 +93,22 @@ def compare_command(
         title = f"{reference} → {other}" + (f" · {judge.source}" if judge.source else "")
         click.echo(render_result(result, title, verbose), nl=False)
     sys.exit(0 if result.status == CONSISTENT else 1)
+
+
+def _by_name(a: Golden, b: Golden, ra: str, rb: str) -> Golden:
+    """B's outputs in A's order, matched by name when both files name them (a user's own
+    dumps may hold their arrays in any order); names only one file has are a usage error."""
+    if not a.output_names or not b.output_names:
+        return b
+    only_a = [n for n in a.output_names if n not in b.output_names]
+    only_b = [n for n in b.output_names if n not in a.output_names]
+    if only_a or only_b:
+        fail(
+            f"the outputs are matched by name: only in {ra}: {', '.join(only_a) or 'none'}; "
+            f"only in {rb}: {', '.join(only_b) or 'none'}"
+        )
+    order = [b.output_names.index(n) for n in a.output_names]
+    return replace(b, outputs=[b.outputs[i] for i in order], output_names=list(a.output_names))
 
 
 def _same_inputs(a: Golden, b: Golden, ra: str, rb: str) -> None:

@@ -75,15 +75,42 @@ def read_golden(path: str | os.PathLike[str], limits: files.Limits = files.DEFAU
     document's types, the arrays' numbering and names. GoldenError names the file and the
     problem."""
     p = Path(path)
+    arrays = _arrays(p, limits)
+    if "meta" not in arrays:
+        raise GoldenError(f"{p}: no 'meta' array: not written by `auditor golden record` (docs/golden.md)")
+    return _golden(p, arrays)
+
+
+def read_outputs(path: str | os.PathLike[str], limits: files.Limits = files.DEFAULT_LIMITS) -> Golden:
+    """A golden (``read_golden``), or any other ``.npz`` of numeric arrays, such as a user's own
+    dumps of a model's outputs: each array is an output under its name (``meta`` is empty,
+    there are no inputs), in the file's order."""
+    p = Path(path)
+    arrays = _arrays(p, limits)
+    if "meta" in arrays:
+        return _golden(p, arrays)
+    if not arrays:
+        raise GoldenError(f"{p}: holds no arrays")
+    for name, array in arrays.items():
+        try:
+            files.check_array(p, name, array)
+        except files.FileProblem as exc:
+            raise GoldenError(str(exc)) from None
+    return Golden([], list(arrays.values()), [], list(arrays), {})
+
+
+def _arrays(p: Path, limits: files.Limits) -> dict[str, np.ndarray]:
     try:
-        arrays = files.read_npz(p, limits, numeric=False)
+        return files.read_npz(p, limits, numeric=False)
     except files.FileProblem as exc:
         if exc.problem == "no such file":
             raise GoldenError(f"{p}: no such golden file (record one with `auditor golden record`)") from None
         problem = exc.problem.replace("not a readable .npz", "not a golden .npz", 1)
         raise GoldenError(f"{p}: {problem}") from None
-    if "meta" not in arrays:
-        raise GoldenError(f"{p}: no 'meta' array: not written by `auditor golden record` (docs/golden.md)")
+
+
+def _golden(p: Path, arrays: dict[str, np.ndarray]) -> Golden:
+    """A golden's arrays (``meta`` included) checked whole."""
     meta_array = arrays.pop("meta")
     if meta_array.shape != () or meta_array.dtype.kind != "U":
         raise GoldenError(

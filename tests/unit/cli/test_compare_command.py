@@ -118,3 +118,35 @@ def test_files_of_other_inputs_or_unreadable_files_are_refused(tmp_path):
     assert out.exit_code == 2 and "junk.npz: not a golden .npz" in out.stderr
     out = compare(tmp_path, str(a), str(a), "--probe", "nope")
     assert out.exit_code == 2 and "no probe 'nope' is loaded" in out.stderr
+
+
+def test_two_plain_npz_files_are_compared_by_array_name(tmp_path):
+    """A user's own dumps (np.savez, no meta, any order): arrays matched by name."""
+    rng = np.random.default_rng(1)
+    logits, value = rng.normal(size=(8, 4)).astype(np.float32), rng.normal(size=(8, 1)).astype(np.float32)
+    np.savez(tmp_path / "train.npz", logits=logits, value=value)
+    np.savez(tmp_path / "serve.npz", value=value + 1e-4, logits=logits)
+    a, b = str(tmp_path / "train.npz"), str(tmp_path / "serve.npz")
+    close = compare(tmp_path, a, b, "--atol", "1e-3", "--rtol", "0", "--json")
+    assert close.exit_code == 0, close.output
+    doc = json.loads(close.stdout)
+    assert doc["status"] == "consistent" and {o["output"] for o in doc["outputs"]} == {"logits", "value"}
+    tight = compare(tmp_path, a, b, "--atol", "1e-6", "--rtol", "0")
+    assert tight.exit_code == 1 and "value" in tight.output and "max abs 0.0001" in tight.output
+    # A golden against a dump: matched by name too.
+    golden, _ = sides(tmp_path)
+    names = ("mean", "std", "logp", "action")
+    np.savez(tmp_path / "mine.npz", **dict(zip(names, _outputs(golden), strict=True)))
+    mixed = compare(tmp_path, str(golden), str(tmp_path / "mine.npz"))
+    assert mixed.exit_code == 0, mixed.output
+    np.savez(tmp_path / "other.npz", logits=logits, q=value)
+    out = compare(tmp_path, a, str(tmp_path / "other.npz"))
+    assert out.exit_code == 2 and "only in" in out.stderr and "value" in out.stderr and "q" in out.stderr
+    np.savez(tmp_path / "text.npz", names=np.array(["a", "b"]))
+    out = compare(tmp_path, a, str(tmp_path / "text.npz"))
+    assert out.exit_code == 2 and "holds text" in out.stderr
+
+
+def _outputs(path: Path) -> list[np.ndarray]:
+    with np.load(path) as f:
+        return [f[f"output_{i}"] for i in range(4)]
