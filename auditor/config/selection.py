@@ -73,7 +73,7 @@ class Universe:
     @classmethod
     def of(cls, config: Config) -> Universe:
         pairs = [p.name for p in config.pairs] + [
-            model_pair(m.name, m.reference or "golden", t) for m in config.models.values() for t in m.stacks
+            model_pair(m.name, m.reference_label, t) for m in config.models.values() for t in m.stacks
         ]
         probes = {name for p in config.pairs for name in p.probes} | {
             name for names in config.fleet.publish.values() for name in names
@@ -194,16 +194,15 @@ def narrow(config: Config, selection: Selection) -> Narrowed:
     for m in config.models.values():
         if what and m.name not in selection.models:
             continue
-        label = m.reference or "golden"
-        targets = tuple(
-            t
-            for t in m.stacks
-            if where([t, *([m.reference] if m.reference else [])], model_pair(m.name, label, t))
-        )
+        # the reference side: a stack running the file, the training network's stack, or a golden
+        ref = [m.reference_stack] if m.reference_stack else []
+        targets = tuple(t for t in m.stacks if where([t, *ref], model_pair(m.name, m.reference_label, t)))
         if targets:
             models[m.name] = dataclasses.replace(m, stacks=targets)
     used = {n for p in pairs for n in (p.train, p.infer)}
-    used |= {n for m in models.values() for n in (*m.stacks, *([m.reference] if m.reference else []))}
+    used |= {
+        n for m in models.values() for n in (*m.stacks, *([m.reference_stack] if m.reference_stack else []))
+    }
     if not what and not selection.pairs:  # a stack (or a host) named alone: its own watch too
         used |= {n for n in config.stacks if n in selection.stacks or host_of[n] in selection.hosts}
     if not used:
@@ -216,7 +215,7 @@ def narrow(config: Config, selection: Selection) -> Narrowed:
     scope = Scope(
         selection.to_json(),
         tuple(p.name for p in pairs)
-        + tuple(model_pair(m.name, m.reference or "golden", t) for m in models.values() for t in m.stacks),
+        + tuple(model_pair(m.name, m.reference_label, t) for m in models.values() for t in m.stacks),
         tuple(stacks),
         tuple(sorted({x for p in pairs for x in p.probes} | set(models))),
     )

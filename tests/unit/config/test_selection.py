@@ -134,6 +134,23 @@ def test_each_selector_and_their_combinations(config, selection, expected, stack
     assert set(n.scope.stacks) == stacks and n.config.fleet.publish == {}
 
 
+def test_a_model_whose_reference_is_the_training_network_keeps_its_train_stack():
+    """`audit --model actor` with the training network as reference: the network's train
+    stack runs (and is stored with the run), and the pair is named after it, not 'golden'."""
+    doc = copy.deepcopy(DOC)
+    doc["models"]["actor"] = {
+        "path": "actor.mindir",
+        "stacks": ["lite20"],
+        "train": {"factory": "mypolicy.nets:build_actor", "stack": "ms20"},
+    }
+    c = parse(doc, "/etc/auditor/auditor.toml")
+    n = narrow(c, Selection(models=("actor",)))
+    assert set(n.config.stacks) == {"ms20", "lite20"} and units(n.config) == {"actor@lite20"}
+    assert n.scope is not None and n.scope.pairs == ("actor:ms20->lite20",)
+    assert narrow(c, Selection(pairs=("actor:ms20->lite20",))).config.models["actor"].stacks == ("lite20",)
+    assert "actor@lite20" in units(narrow(c, Selection(stacks=("ms20",))).config)
+
+
 def test_no_selector_is_the_whole_config(config):
     n = narrow(config, Selection())
     assert n.config is config and n.scope is None
