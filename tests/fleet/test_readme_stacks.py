@@ -189,7 +189,7 @@ def test_own_model_as_written(stacks, home):
         "Auditing your own policy"
     )
     [(_, watch), (_, severity)] = rest
-    assert lang == lang2 == "toml" and "train = { factory = " in train  # its own test: test_gate_stacks
+    assert lang == lang2 == "toml" and "[models.policy.train]" in train  # its own test: test_gate_stacks
     for name in ("actor", "critic"):  # the second preflight line checks two files at once
         shutil.copy(policy, checkout / "export" / f"{name}.mindir")
     # 1. preflight: ms20's export loads and runs on both infer stacks of the shipped config, and
