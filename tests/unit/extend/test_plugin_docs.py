@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -167,22 +168,35 @@ def blocks() -> list[tuple[str, str]]:
 
 
 def guide_tree(root: Path) -> Path:
-    """The guide's plugin folder and tests, as files under ``root``; its config as auditor.toml."""
-    config = tomllib.loads(DEFAULT_CONFIG.read_text())
-    text = "".join(
-        f"[stacks.{name}]\n" + "".join(f'{k} = "{v}"\n' for k, v in stack.items())
-        for name, stack in config["stacks"].items()
-    )
+    """The guide's plugin folder and tests, as files under ``root``; its config as auditor.toml:
+    the shipped file with the guide's edits made as a user makes them."""
+    text = DEFAULT_CONFIG.read_text()
     for lang, body in blocks():
         header = FILE_HEADER.match(body)
         if lang == "python" and header:
             path = root / header.group(1)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(body)
-        elif lang == "toml" and ("value_net" in body or body.startswith('[plugins]\ndirs = ["plugins"]')):
-            text += body + "\n"
+        elif lang == "toml" and body.startswith('[plugins]\ndirs = ["plugins"]'):
+            text = with_guide_edits(text, body)
     (root / "auditor.toml").write_text(text)
     return root
+
+
+def with_guide_edits(shipped: str, block: str) -> str:
+    """The shipped config with the guide's block applied: [plugins] dirs set, each of its pairs
+    replacing the shipped pair of the same two stacks, its [probes.*] tables added."""
+    guide = tomllib.loads(block)
+    assert "[plugins]\ndirs = []\n" in shipped
+    text = shipped.replace(
+        "[plugins]\ndirs = []\n", f"[plugins]\ndirs = {json.dumps(guide['plugins']['dirs'])}\n"
+    )
+    for pair in guide["pairs"]:
+        head = f'[[pairs]]\ntrain = "{pair["train"]}"\ninfer = "{pair["infer"]}"\n'
+        old = re.search(re.escape(head) + r"probes = \[[^\]]*\]\n", text)
+        assert old is not None, f"the guide edits a pair the shipped config does not have: {head}"
+        text = text.replace(old.group(0), f"{head}probes = {json.dumps(pair['probes'])}\n")
+    return text + "\n" + block[block.index("[probes.") :]
 
 
 def test_every_block_is_run_by_a_test() -> None:
