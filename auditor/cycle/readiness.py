@@ -34,7 +34,7 @@ from auditor.cycle.preflight import (
     preflight,
     read_model,
 )
-from auditor.cycle.user_models import model_inputs
+from auditor.cycle.user_models import check_golden_inputs, model_inputs
 from auditor.db import health as db_health
 from auditor.db import url as db_url
 from auditor.extend.manager import Plugins, one_line
@@ -196,9 +196,10 @@ def _models(config: Config, plugins: Plugins, out: Readiness) -> None:
     """Each ``[models.NAME]``: its file, its inputs against the file, its golden."""
     for name, model in config.models.items():
         where = f"models.{name}"
+        golden = None
         if model.golden:
             try:
-                read_golden(model.golden)
+                golden = read_golden(model.golden)
             except GoldenError as exc:
                 out.add(f"{where}.golden", str(exc))
         try:
@@ -210,6 +211,11 @@ def _models(config: Config, plugins: Plugins, out: Readiness) -> None:
             model_inputs(model, info)
         except ModelInputError as exc:
             out.add(f"{where}.inputs", str(exc))
+        if golden is not None:
+            try:
+                check_golden_inputs(model, info, golden)
+            except ModelInputError as exc:
+                out.add(f"{where}.golden", f"does not fit the model: {exc}")
 
 
 def _servable(config: Config, plugins: Plugins, out: Readiness) -> None:

@@ -200,7 +200,7 @@ class ModelSuite:
             if model.golden:
                 plan.golden = read_golden(model.golden, limits)
                 plan.inputs = plan.golden.inputs
-                _check_golden_inputs(model, plan.info, plan.golden)
+                check_golden_inputs(model, plan.info, plan.golden)
             else:
                 plan.inputs, _ = model_inputs(model, plan.info, limits)
         except (ModelInputError, GoldenError) as exc:
@@ -480,7 +480,9 @@ def fp16_note(
     return text + "; judged " + "; ".join(judged) + ")"
 
 
-def _check_golden_inputs(model: ModelConfig, info: MindIRInfo, golden: Golden) -> None:
+def check_golden_inputs(model: ModelConfig, info: MindIRInfo, golden: Golden) -> None:
+    """ModelInputError unless the golden's inputs are what the file takes (count, shape with
+    dynamic dimensions free, dtype): a golden of another model cannot be its reference."""
     declared = list(info.inputs or ())
     if declared and len(declared) != len(golden.inputs):
         raise ModelInputError(

@@ -10,11 +10,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
+from auditor.compare.golden import write_golden
 from auditor.worker.mindir import read_info
+from tests.unit.worker.test_mindir import PRIMS, model, policy_graph
 
 PYTHON = sys.executable  # an interpreter that exists: the checks here start no stack
 
@@ -230,3 +233,24 @@ def test_stacks_on_other_hosts_are_said_to_be_unchecked_without_hosts(tmp_path):
     assert code == 0, err
     assert "not checked: stack t: its interpreter on host far (config check --hosts starts it there)" in out
     assert os.path.exists(PYTHON)
+
+
+def test_a_golden_that_does_not_fit_its_model_is_a_problem(tmp_path):
+    """The file takes obs [-1, 3] float32; a golden recorded for another model is named."""
+    (tmp_path / "policy.mindir").write_bytes(model(policy_graph(), PRIMS))
+    out = [np.zeros((4, 2), np.float32)]
+    write_golden(tmp_path / "good.npz", [np.zeros((4, 3), np.float32)], out, ["obs"], ["a"])
+    write_golden(tmp_path / "wide.npz", [np.zeros((4, 5), np.float32)], out, ["obs"], ["a"])
+    write_golden(tmp_path / "f64.npz", [np.zeros((4, 3), np.float64)], out, ["obs"], ["a"])
+    for golden, said in (
+        ("wide.npz", "input_0 is [4, 5] float32, "),
+        ("f64.npz", "input_0 is [4, 3] float64, "),
+    ):
+        text = f'[models.p]\npath = "policy.mindir"\nstacks = ["i"]\ngolden = "{golden}"\n'
+        code, _, err = config_check(write(tmp_path, text))
+        assert code == 1 and "problem: models.p.golden: does not fit the model:" in err, err
+        assert said in err and "input obs is [-1, 3] float32" in err, err
+    code, _, err = config_check(
+        write(tmp_path, '[models.p]\npath = "policy.mindir"\nstacks = ["i"]\ngolden = "good.npz"\n')
+    )
+    assert "models.p.golden" not in err, err
