@@ -623,22 +623,24 @@ def runtime_package(ctx: RuleContext, stack: str) -> dict[str, Any] | None:
     return choice.package if choice is not None else None
 
 
-def _cann_side(ctx: RuleContext, stack: str) -> tuple[str | None, str | None, str | None]:
-    """(release, compiler Version=, package as shown) of the CANN the stack's runtime loads;
-    the package is said "probably" where the choice is the auditor's inference."""
+def _cann_side(ctx: RuleContext, stack: str) -> tuple[str | None, str | None, str | None, bool]:
+    """(release, compiler Version=, package as shown, probable) of the CANN the stack's runtime
+    loads; ``probable``: the choice is the auditor's inference (several packages installed and
+    nothing in the stack's environment saying which), and the package is said "probably"."""
     choice = cann_choice.for_runtime(ctx, stack)
     if choice is None:  # a fingerprint from before cann.choice
         cann = ctx.section(stack, "cann")
-        return cann.get("version"), cann.get("compiler_version"), None
+        return cann.get("version"), cann.get("compiler_version"), None, False
     name = (choice.package or {}).get("name")
-    return choice.release, choice.compiler, (f"{name}, probably" if name and choice.probable else name)
+    probable = bool(choice.probable)
+    return choice.release, choice.compiler, (f"{name}, probably" if name and probable else name), probable
 
 
 def _cann_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
     """Like with like: the releases of the packages each runtime loads; only when a side's
     release is unknown, the compilers' ``Version=`` major.minor (never a release against an
     internal build number: before 8.2 the compiler says 7.6 for CANN 8.0.0)."""
-    (ra, ca, pa), (rb, cb, pb) = _cann_side(ctx, pair.train), _cann_side(ctx, pair.infer)
+    (ra, ca, pa, guess_a), (rb, cb, pb, guess_b) = _cann_side(ctx, pair.train), _cann_side(ctx, pair.infer)
     if ra and rb:
         if ra.strip().lower() == rb.strip().lower():
             return None
@@ -655,16 +657,29 @@ def _cann_pair(ctx: RuleContext, pair: PairConfig) -> Finding | None:
     def side(value: str, package: str | None) -> str:
         return f"{label} {value}" + (f" ({package})" if package else "")
 
+    # A side whose package is the auditor's guess is not known to differ: said, not warned.
+    guessed = guess_a or guess_b
     return _finding(
         "train-infer-pairing",
-        "warning",
+        "info" if guessed else "warning",
         pair.name,
         f"{pair.name}/pairing-cann",
-        f"{pair.name}: trained on {side(a, pa)}, served on {side(b, pb)}{shown}",
-        {"train": a, "infer": b, "field": f"cann.{field}", "train_package": pa, "infer_package": pb},
-        "run both stacks of the pair on the same CANN release, or audit the pair after every "
+        f"{pair.name}: trained on {side(a, pa)}, served on {side(b, pb)}{shown}"
+        + ("; which package a side loads is inferred, not read from its environment" if guessed else ""),
+        {
+            "train": a,
+            "infer": b,
+            "field": f"cann.{field}",
+            "train_package": pa,
+            "infer_package": pb,
+        },
+        "set ASCEND_HOME_PATH (or source the package's set_env.sh) in [stacks.X.env] so the auditor "
+        "reads which CANN each side loads"
+        if guessed
+        else "run both stacks of the pair on the same CANN release, or audit the pair after every "
         "CANN upgrade on either side",
         aspect="cann",
+        inferred=guessed,
     )
 
 

@@ -337,9 +337,20 @@ def test_pairing_compares_releases_and_names_the_packages(tmp_path: Path):
         [RULES["train-infer-pairing"]], context(stacks, {"tr": train, "inf": infer}, (("tr", "inf"),))
     )
     assert [f.key for f in found] == ["tr->inf/pairing-cann"]
-    # neither environment names a CANN: both sides are the auditor's inference, and say so
+    # neither environment names a CANN: both sides are the auditor's inference, and say so;
+    # a difference between two guesses is information with the way to know, not a warning
     assert "CANN 8.2.RC1 (ascend-toolkit, probably)" in found[0].message
     assert "CANN 8.0.0 (nnrt, probably)" in found[0].message
+    assert found[0].severity == "info" and "inferred, not read from its environment" in found[0].message
+    assert "ASCEND_HOME_PATH" in found[0].details["action"] and found[0].details["inferred"] is True
+    # both sides read from their environments: the same difference is a warning
+    for doc, framework in ((train, "mindspore"), (infer, "mindspore_lite")):
+        doc["cann"]["choice"][framework].update(probable=False, basis="environment")
+    known = run_rules(
+        [RULES["train-infer-pairing"]], context(stacks, {"tr": train, "inf": infer}, (("tr", "inf"),))
+    )
+    assert [(f.key, f.severity) for f in known] == [("tr->inf/pairing-cann", "warning")]
+    assert "probably" not in known[0].message and "inferred" not in known[0].message
 
 
 def test_pairing_never_sets_an_internal_number_against_a_release(tmp_path: Path):
