@@ -50,7 +50,10 @@ class Reach:
 
     def __post_init__(self) -> None:
         if self.warm is None:
-            pool = WarmPool(self.config.worker.warm)
+            # Zygotes kept between cycles are the daemon's pool alone (given here); a command's or
+            # a cycle's own live as long as it does, whatever the setting.
+            mode = self.config.worker.warm
+            pool = WarmPool("cycle" if mode == "daemon" else mode)
             # Its own: ended by close(), or when neither this Reach nor a worker holds it.
             object.__setattr__(self, "warm", pool)
             object.__setattr__(self, "_own_warm", pool)

@@ -537,9 +537,18 @@ class WarmPool:
     # -- where zygotes live
     def directory(self) -> Path:
         with self._lock:
-            if self._directory is not None:
+            if self._directory is not None and not _too_long_for_sockets(self._directory):
                 self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                 return self._directory
+            if self._directory is not None and not self._own_dirs:
+                # A long state directory: a socket there could not be bound (its path is
+                # limited to 107 bytes), and every zygote would fail to start.
+                self._own_dirs.append(tempdirs.make("auditor-zygotes-", root=tempdirs.socket_root()))
+                log.info(
+                    "%s is too long a path for a unix socket: the warm workers listen in %s",
+                    self._directory,
+                    self._own_dirs[0],
+                )
             if not self._own_dirs:
                 self._own_dirs.append(tempdirs.make("auditor-zygotes-", root=tempdirs.socket_root()))
             return self._own_dirs[0]
@@ -761,6 +770,15 @@ class WarmPool:
             self._closed = False
             self._failed.clear()
             self._said.clear()
+
+
+SOCKET_PATH_MAX = 107
+"""The longest path a unix socket can be bound to on Linux (``sun_path``: 108 bytes with the NUL)."""
+
+
+def _too_long_for_sockets(directory: Path) -> bool:
+    """Whether a zygote's socket in ``directory`` (``<16 hex digits>.sock``) would be too long."""
+    return len(os.fsencode(str(directory))) + len("/0123456789abcdef.sock") > SOCKET_PATH_MAX
 
 
 def _end(zygotes: dict[str, Zygote], own_dirs: list[Path]) -> None:

@@ -8,6 +8,7 @@ a stack on another host in tests/fleet/test_hosts_stacks.py."""
 from __future__ import annotations
 
 import logging
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -90,13 +91,16 @@ def test_onnx_runtime_opts_out_and_starts_cold_saying_so(stacks, doc, caplog, ow
 
 
 def test_a_command_ends_its_zygotes(stacks, tmp_path):
-    """`auditor hosts check` forks its workers from zygotes of its own and ends them when done."""
-    before = {p.name for p in Path("/tmp").glob("auditor-zygotes-*")}
-    proc = auditor("--config", str(DEFAULT_CONFIG), "hosts", "check", env=OWN_ZYGOTES)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("warm: forked from a zygote") == 4  # ms210, ms210-graph, ms20, lite20
-    assert "holds" in proc.stdout and "thread(s) at fork" in proc.stdout
-    assert {p.name for p in Path("/tmp").glob("auditor-zygotes-*")} <= before
+    """`auditor hosts check` forks its workers from zygotes of its own and ends them when done.
+    Its temporary directory is this test's own (short enough for sockets): the other test
+    process's commands make and remove zygote directories in /tmp at the same time."""
+    with tempfile.TemporaryDirectory(prefix="zy", dir="/tmp") as tmp:
+        proc = auditor("--config", str(DEFAULT_CONFIG), "hosts", "check", env={**OWN_ZYGOTES, "TMPDIR": tmp})
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count("warm: forked from a zygote") == 4  # ms210, ms210-graph, ms20, lite20
+        assert "holds" in proc.stdout and "thread(s) at fork" in proc.stdout
+        made = [p.name for p in Path(tmp).iterdir()]
+        assert not [n for n in made if n.startswith("auditor-zygotes-")], made
 
 
 def test_warm_off_starts_every_worker_cold(stacks, doc):

@@ -292,3 +292,34 @@ def test_an_unreferenced_pool_ends_its_zygotes(fakert, monkeypatch):
     [zygote] = pool.zygotes()
     del w, pool
     assert wait_gone(zygote.pid)
+
+
+def test_a_state_directory_too_long_for_a_socket_gets_a_short_one(fakert, tmp_path, monkeypatch, caplog):
+    """A daemon whose state directory is deep (a socket path is limited to 107 bytes) still keeps
+    warm workers: they listen in a short private directory, said once, removed with the pool."""
+    monkeypatch.delenv("AUDITOR_ZYGOTES", raising=False)
+    deep = tmp_path / ("s" * max(1, 100 - len(str(tmp_path)))) / "zygotes"
+    assert len(str(deep / "0123456789abcdef.sock")) > 107
+    pool = WarmPool("daemon", directory=deep, shared="")
+    try:
+        with caplog.at_level(logging.INFO, "auditor.stacks.warm"), worker(fakert, pool) as w:
+            w.start()
+            assert w.forked
+        [zygote] = pool.zygotes()
+        directory = pool.directory()
+        assert directory != deep and not deep.exists()
+        assert len(pool.address("0123456789abcdef" * 4)) <= 107
+        said = f"{deep} is too long a path for a unix socket: the warm workers listen in {directory}"
+        assert said in caplog.text
+    finally:
+        pool.close()
+    assert wait_gone(zygote.pid) and not directory.exists()
+
+
+def test_a_short_state_directory_is_used_as_it_is(tmp_path):
+    pool = WarmPool("daemon", directory=tmp_path / "zygotes", shared="")
+    try:
+        assert pool.directory() == tmp_path / "zygotes" and (tmp_path / "zygotes").is_dir()
+    finally:
+        pool.close()
+    assert (tmp_path / "zygotes").is_dir()  # the daemon's state directory is not the pool's to remove
