@@ -25,7 +25,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection, inspect, select
+from sqlalchemy.orm import aliased
 
 from auditor.alerts.engine import list_alerts
 from auditor.config.tables import DEFAULT_LIMITS, LimitTable
@@ -178,26 +179,47 @@ SIDE_KINDS = ("invariant", "nan-hazard")
 
 
 def side_findings(conn: Connection, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """The per-side findings (auditor.cycle.invariants) of the latest complete run in the window
-    that has any."""
-    from sqlalchemy import select
-
-    F, R = m.FindingRow, m.Run
-    latest = conn.execute(
-        select(R.id)
-        .join(F, F.run_id == R.id)
-        .where(R.started_at >= since, R.started_at < until, F.kind.in_(SIDE_KINDS))
-        .order_by(R.started_at.desc())
-        .limit(1)
-    ).scalar()
-    if latest is None:
+    """The per-side findings (auditor.cycle.invariants) as they stand: for each stack, probe
+    and variant, those of the latest complete run in the window that audited it. A run narrowed
+    to one model or pair (``audit --model``) speaks for what it ran only; the rest keeps the
+    findings of the run before it that covered them."""
+    F, R, P = m.FindingRow, m.Run, m.ProbeResultRow
+    train, infer = aliased(m.Stack), aliased(m.Stack)
+    covered = conn.execute(
+        select(R.id, P.probe, P.variant, train.name, infer.name)
+        .join(P, P.run_id == R.id)
+        .join(train, train.id == P.train_stack_id)
+        .join(infer, infer.id == P.infer_stack_id)
+        .where(R.started_at >= since, R.started_at < until, R.status == "complete")
+        .order_by(R.started_at.desc(), R.id.desc())
+    ).all()
+    newest: dict[tuple[str, str, str], int] = {}
+    for run_id, probe, variant, *stacks in covered:
+        for stack in stacks:
+            newest.setdefault((stack, probe, variant), run_id)
+    if not newest:
         return []
     rows = conn.execute(
-        select(F.run_id, F.kind, F.severity, F.subject, F.message)
-        .where(F.run_id == latest, F.kind.in_(SIDE_KINDS))
-        .order_by(F.id)
+        select(F.run_id, F.kind, F.severity, F.subject, F.message, F.details)
+        .where(F.run_id.in_(sorted(set(newest.values()))), F.kind.in_(SIDE_KINDS))
+        .order_by(F.run_id.desc(), F.id)
     ).mappings()
-    return [dict(r) for r in rows]
+    found = []
+    for row in rows:
+        if any(newest.get(place) == row["run_id"] for place in _places(row["details"], row["subject"])):
+            found.append({k: row[k] for k in ("run_id", "kind", "severity", "subject", "message")})
+    return found
+
+
+def _places(details: Any, subject: str) -> list[tuple[str, str, str]]:
+    """The (stack, probe, variant) a per-side finding is about: each place of a finding merged
+    from one cause (auditor.cycle.causes), else its own."""
+    d = details if isinstance(details, dict) else {}
+    probe = str(d.get("probe", ""))
+    where = [w for w in d.get("where") or () if isinstance(w, dict)]
+    if where:
+        return [(str(w.get("subject", "")), probe, str(w.get("variant", ""))) for w in where]
+    return [(str(d.get("stack", subject)), probe, str(d.get("variant", "")))]
 
 
 def _stacks_of(series: Iterable[Series]) -> dict[tuple[str, str, str], set[str]]:
@@ -568,15 +590,19 @@ def _page(
     if not side:
         parts.append('<p class="muted">No per-side finding in this window.</p>')
     else:
-        parts.append(f'<p class="muted">From run {side[0]["run_id"]}, the latest in the window with any.</p>')
+        parts.append(
+            '<p class="muted">For each stack, probe and variant: the latest complete run in the window '
+            "that audited it.</p>"
+        )
         rows = [
             [
                 f"<td>{_status(f['severity'])}</td><td>{_e(f['kind'])}</td>",
                 f"<td>{_e(f['subject'])}</td><td>{_e(f['message'])}</td>",
+                f'<td class="num">{_e(f["run_id"])}</td>',
             ]
             for f in side
         ]
-        parts.append(_table(["severity", "kind", "stack", "message"], rows))
+        parts.append(_table(["severity", "kind", "stack", "message", "run"], rows))
 
     # NPU telemetry
     parts.append("<h2>NPU telemetry</h2>")

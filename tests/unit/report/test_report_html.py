@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from PIL import Image
-from sqlalchemy import insert, text
+from sqlalchemy import delete, insert, select, text
 
 from auditor.cli.main import cli
 from auditor.db import schema as m
 from auditor.history.store import Store
+from auditor.report.html import side_findings
 from tests.history_fixtures import DRIFTING_PAIR, UPGRADED_STACK, UPGRADED_VERSION, generate_history
 from tests.requires import require
 
@@ -461,3 +462,52 @@ def test_thinning_keeps_every_extreme_and_the_order():
     finite = [y for y in ty if math.isfinite(y)]
     assert max(finite) == 50.0 and min(finite) == -50.0
     assert thin(xs[:10], ys[:10], 1000) == (xs[:10], ys[:10])
+
+
+def test_per_side_findings_stand_per_stack_probe_and_variant(tmp_path, history_template):
+    """A run narrowed to one pair (``audit --model``, ``--pair``) speaks for what it ran only:
+    the page keeps each other stack's per-side findings from the latest run that audited it."""
+    path = tmp_path / "history.db"
+    shutil.copyfile(history_template, path)
+    store = Store.open(f"sqlite:///{path}")
+    info = generate_history(store.engine, 3, start=START, upgrade_at=None, error_rate=0, abort_rate=0)
+    first, full, narrowed = info.run_ids
+    R, P, S = m.Run, m.ProbeResultRow, m.Stack
+    with store.engine.begin() as conn:
+        assert {r.status for r in conn.execute(select(R.status))} == {"complete"}
+        ids = dict(conn.execute(select(S.name, S.id)).all())
+        # the last run audited ms20 -> ms210-graph only
+        conn.execute(
+            delete(P).where(
+                P.run_id == narrowed,
+                (P.train_stack_id != ids["ms20"]) | (P.infer_stack_id != ids["ms210-graph"]),
+            )
+        )
+
+        def finding(run_id, kind, subject, message, **details):
+            conn.execute(
+                insert(m.FindingRow).values(
+                    run_id=run_id,
+                    kind=kind,
+                    severity="error",
+                    subject=subject,
+                    key=message,
+                    message=message,
+                    details={"probe": "ppo_policy", "variant": "fp32", **details},
+                )
+            )
+
+        finding(first, "invariant", "lite20", "OLD-LITE20", stack="lite20")  # run 2 covered it again
+        finding(full, "invariant", "lite20", "KEPT-LITE20", stack="lite20")
+        finding(full, "invariant", "ms210-graph", "GONE-MS210-GRAPH", stack="ms210-graph")  # run 3: clean
+        where = [{"subject": s, "variant": "fp32", "message": ""} for s in ("ms20", "lite20")]
+        finding(full, "nan-hazard", "ppo_policy", "KEPT-MERGED", stack="ms20", where=where)
+        finding(narrowed, "nan-hazard", "ms20", "NEW-MS20", stack="ms20")
+    with store.engine.connect() as conn:
+        side = side_findings(conn, START, START + timedelta(days=1))
+    store.close()
+    assert [(f["message"], f["run_id"]) for f in side] == [
+        ("NEW-MS20", narrowed),
+        ("KEPT-LITE20", full),
+        ("KEPT-MERGED", full),
+    ]
