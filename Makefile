@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   installs everything and runs one audit cycle on auditor.toml
 #   make test   installs everything and runs the whole test suite
-.PHONY: setup demo test lint bench fuzz soak clean
+.PHONY: setup demo test lint docs bench fuzz soak clean
 
 setup:
 	scripts/setup
@@ -27,6 +27,10 @@ lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
+# The documentation site (docs/, mkdocs.yml) in site/; --strict: a broken link is an error.
+docs: setup
+	.venv/bin/mkdocs build --strict
+
 bench: setup
 	.venv/bin/python bench/latency_overhead.py
 	.venv/bin/python bench/full_cycle.py
@@ -46,4 +50,4 @@ soak: setup
 	.venv/bin/python bench/soak.py --soak
 
 clean:
-	rm -rf .venv .demo build *.egg-info .pytest_cache .ruff_cache
+	rm -rf .venv .demo site build *.egg-info .pytest_cache .ruff_cache

@@ -77,7 +77,7 @@ def publications_command(
             "no publications"
             + (f" of {', '.join(stacks)}" if stacks else "")
             + (f" by {', '.join(auditors)}" if auditors else "")
-            + " (split mode: README, A fleet)"
+            + " (split mode: docs/hosts.md, 'A fleet')"
         )
     for p in found:
         state = "" if p.completed_at is not None else "  INCOMPLETE (never read)"

@@ -168,3 +168,29 @@ def generate(probes: Mapping[str, Any] | None = None) -> str:
                     "",
                 ]
     return "\n".join(out).rstrip() + "\n"
+
+
+def reference_page(probes: Mapping[str, Any] | None = None) -> str:
+    """docs/reference.md: the commented auditor.toml of ``generate``, one section per table, so
+    the configuration reference is the schema's own words (scripts/config-reference writes it;
+    a test holds the page to it)."""
+    out = [
+        "# Configuration reference",
+        "",
+        "Every key of `auditor.toml`, with its description, allowed range and default, written from",
+        "the schema the config is validated against (`scripts/config-reference`; a test fails when",
+        "this page is out of date). `auditor config generate` prints the same as one file, with the",
+        "probes of your installed plugins; `auditor config schema` gives it as JSON Schema.",
+        "",
+    ]
+    chunks = [c for c in generate(probes).split("\n\n") if c.strip()]
+    intro, *tables = chunks
+    out += ["```toml", intro, "```", ""]
+    for chunk in tables:
+        lines = chunk.splitlines()
+        header = next((ln.lstrip("# ") for ln in lines if ln.lstrip("# ").startswith("[")), None)
+        if header is None:
+            out += ["```toml", chunk, "```", ""]
+            continue
+        out += [f"## `{header}`", "", "```toml", chunk, "```", ""]
+    return "\n".join(out).rstrip("\n") + "\n"

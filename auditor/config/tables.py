@@ -272,7 +272,7 @@ class StackConfig:
     source: Choice("local", "db") = "local"
     """local: driven through a worker here (or on its host); db (a train stack of another
     auditor sharing the history database): its latest complete publication stands in for it
-    (split mode, README "A fleet")."""
+    (split mode, docs/hosts.md, "A fleet")."""
     publish: tuple[Name, ...] = ()
     """Probes whose exports this train stack publishes in the history database every cycle,
     for inference-side auditors that cannot reach it (split mode)."""

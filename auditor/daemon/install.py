@@ -225,8 +225,8 @@ def check(need: ServiceNeeds, user: str, hardening: bool) -> list[str]:
             problems.append(
                 f"run the interpreter {python} of stack {', '.join(stacks)}: {_tail(done)} "
                 f"({_denied(python)}); install the "
-                "stacks where the user can read them, interpreters included (README: Running as a "
-                "service: AUDITOR_STACKS_DIR=/var/cache/auditor/stacks scripts/install-stacks)"
+                "stacks where the user can read them, interpreters included (docs/service.md: "
+                "AUDITOR_STACKS_DIR=/var/cache/auditor/stacks scripts/install-stacks)"
             )
     for path, what in need.readable.items():
         if not _test(user, "-r", path):

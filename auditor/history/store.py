@@ -348,7 +348,7 @@ class Store:
         """Record that a cycle started; first mark runs orphaned by dead processes aborted.
         ``selection``: what a narrowed run covers (auditor.config.selection.Scope), None for
         the whole config. A database that cannot be reached is a StoreError: the cycle does
-        not start (the auditor keeps no results of its own; see README "A fleet")."""
+        not start (the auditor keeps no results of its own; see docs/hosts.md, "A fleet")."""
         try:
             self.reap_orphans()
             with Session(self.engine) as s, s.begin():

@@ -1,5 +1,6 @@
-"""The README's sections that a new user follows step by step are executed as written, so the
-documentation cannot drift from the program again:
+"""The documentation's sections that a new user follows step by step are executed as written, so
+the documentation cannot drift from the program again (docs/hosts.md, docs/service.md,
+docs/own-policy.md):
 
 - "Training and inference on different hosts": the shell block that starts two OpenSSH
   servers, the ``two-hosts.toml`` block, and the three commands (hosts check, audit across
@@ -33,21 +34,12 @@ import pytest
 from auditor.common.paths import stacks_dir
 from tests import service_host
 from tests.conftest import REPO, stack_python
+from tests.docs import blocks
 from tests.requires import require
 from tests.sshd import free_port, unavailable
 from tests.user_models import export_user_policy
 
 pytestmark = pytest.mark.stacks
-
-README = REPO / "README.md"
-
-
-def blocks(section: str) -> list[tuple[str, str]]:
-    """(language, code) of every fenced block of the README section titled ``section``."""
-    text = README.read_text()
-    assert f"\n## {section}\n" in text, section
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```(\w*)\n(.*?)```", body, re.DOTALL)
 
 
 def commands(code: str) -> list[str]:
@@ -83,7 +75,9 @@ def home(tmp_path):
 def test_two_hosts_as_written(stacks, home):
     require("sshd", unavailable)
     home, checkout, env = home
-    [(lang0, servers), (lang1, toml), (lang2, run)] = blocks("Training and inference on different hosts")
+    [(lang0, servers), (lang1, toml), (lang2, run)] = blocks(
+        "docs/hosts.md", "Training and inference on different hosts"
+    )
     assert (lang0, lang1, lang2) == ("sh", "toml", "sh")
     ports = {"2201": str(free_port()), "2202": str(free_port())}
     for old, new in ports.items():
@@ -142,7 +136,7 @@ def test_service_install_as_written(stacks, service_account, tmp_path):
     shims.mkdir()
     (shims / "sudo").write_text(SUDO)
     (shims / "sudo").chmod(0o755)
-    [(lang0, show), (lang1, install)] = blocks("Running as a service")
+    [(lang0, show), (lang1, install)] = blocks("docs/service.md", "Running as a service")
     assert (lang0, lang1) == ("sh", "sh")
     script = f"""
 export PATH={shims}:$PATH
@@ -186,7 +180,7 @@ def test_own_model_as_written(stacks, home):
     (checkout / "export").mkdir()
     policy = export_user_policy("ms20", checkout / "export" / "policy.mindir", batch=64)
     [(_, preflight), (_, gate), (lang, model), (lang2, train), (_, golden), *rest] = blocks(
-        "Auditing your own policy"
+        "docs/own-policy.md", "Auditing your own policy"
     )
     [(_, watch), (_, severity)] = rest
     assert lang == lang2 == "toml" and "[models.policy.train]" in train  # its own test: test_gate_stacks
@@ -271,7 +265,7 @@ def test_fleet_as_written(stacks, postgres, home):
     (shims / "sudo").chmod(0o755)
     env = {**env, "PATH": f"{shims}:{checkout / '.venv' / 'bin'}:{postgres.bin}:{env['PATH']}"}
     server = f"127.0.0.1:{postgres.port}"
-    [(lang0, database), (lang1, trainer), (lang2, inference)] = blocks("A fleet")
+    [(lang0, database), (lang1, trainer), (lang2, inference)] = blocks("docs/hosts.md", "A fleet")
     assert (lang0, lang1, lang2) == ("sh", "toml", "toml")
     assert "db.internal:5432" in database + trainer + inference and "/opt/stacks/ms20/bin/python" in trainer
     for name, block in (("trainer.toml", trainer), ("inference.toml", inference)):

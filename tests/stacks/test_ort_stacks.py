@@ -19,8 +19,8 @@ from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT, INCOMPATIBLE, UNSUPPORTED
 from auditor.stacks.worker import WorkerError
+from tests import docs
 from tests.configs import FP32_POLICY, build
-from tests.conftest import REPO
 
 pytestmark = pytest.mark.stacks
 
@@ -31,15 +31,16 @@ TRAIN = ("ms20", "ms210")
 SUITE = ["ppo_policy", "action_sampler", "obs_normalizer"]
 
 
-def _readme_block() -> dict:
-    """The README's "ONNX Runtime" block, which a user adds to auditor.toml: these tests run it."""
-    section = (REPO / "README.md").read_text().split("\n## ONNX Runtime\n", 1)[1].split("\n## ", 1)[0]
+def _page_block() -> dict:
+    """The "ONNX Runtime" block of docs/own-policy.md, which a user adds to auditor.toml: the
+    tests run it."""
+    section = docs.section("docs/own-policy.md", "ONNX Runtime")
     (block,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     return tomllib.loads(block)
 
 
-README = _readme_block()
-ORT = README["stacks"]["ort"]
+PAGE = _page_block()
+ORT = PAGE["stacks"]["ort"]
 
 
 def _config(default_doc, probes, train=TRAIN, batches=(), variants=None):
@@ -49,7 +50,7 @@ def _config(default_doc, probes, train=TRAIN, batches=(), variants=None):
         source="test",
         runtimes=RUNTIMES,
         stacks={**default_doc["stacks"], "ort": ORT},
-        pairs=[{**README["pairs"][0], "train": t, "probes": list(probes)} for t in train],
+        pairs=[{**PAGE["pairs"][0], "train": t, "probes": list(probes)} for t in train],
         latency={"warmup": 1, "iterations": 5, "batches": list(batches)},
         rollout={"enabled": False},
         variants=variants,
@@ -71,9 +72,9 @@ def _by(result):
     return {(r.train, r.probe, r.variant): r for r in result.results}
 
 
-def test_the_readme_block_is_the_pair_these_tests_run():
+def test_the_page_block_is_the_pair_these_tests_run():
     assert ORT["runtime"] == "ort" and ORT["role"] == "infer"
-    (pair,) = README["pairs"]
+    (pair,) = PAGE["pairs"]
     assert (pair["train"], pair["infer"], pair["probes"]) == ("ms20", "ort", SUITE)
 
 
