@@ -80,21 +80,47 @@ def gaussian_kl(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list
 
 
 def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
-    """Log-probabilities of the same fixed actions on both sides (computed inside the cells)."""
+    """Log-probabilities of the same fixed actions on both sides (computed inside the cells).
+
+    In a low-precision output (fp16, bf16) a limit finer than the dtype can show at a value is
+    no limit but a false alarm: fp16 holds |logp| in [16, 32) to 2**-6 = 0.0156, above the
+    default max_abs. Each limit is therefore at least ``max_ulps`` (default 4) units in the
+    last place of the output's dtype at the element's value (metrics.rounding_unit), and the
+    max check shows the element furthest beyond its own limit. In fp32 the widening is far
+    below the defaults and changes nothing."""
     name = _option(options, "output", "logp", str)
     a, b = _output(train, infer, name)
     d = metrics.logp_diff(a, b)
+    ulps = _option(options, "max_ulps", 4.0)
+    if ulps is None or not ulps >= 0:
+        raise ValueError(f"option 'max_ulps' must be a number >= 0, not {ulps!r}")
+    unit = ulps * metrics.rounding_unit(a, b)
+    diffs = metrics.logp_abs_diff(a, b)
+    checks = []
+    max_abs = _option(options, "max_abs", 1e-2)
+    if max_abs is None or diffs.size == 0:
+        checks.append(_at_most("logp_diff_max", d.max_abs, max_abs, name, "log-probabilities differ"))
+    else:
+        limits = np.maximum(max_abs, unit)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            worst = int(np.argmax(diffs / limits))
+        checks.append(
+            _at_most(
+                "logp_diff_max", float(diffs[worst]), float(limits[worst]), name, "log-probabilities differ"
+            )
+        )
+    max_mean = _option(options, "max_mean", 1e-3)
+    max_mean_exp = _option(options, "max_mean_exp", 1.001)
+    if unit.size:
+        max_mean = None if max_mean is None else max(max_mean, float(np.mean(unit)))
+        max_mean_exp = None if max_mean_exp is None else max(max_mean_exp, float(np.mean(np.exp(unit))))
     return [
-        _at_most(
-            "logp_diff_max", d.max_abs, _option(options, "max_abs", 1e-2), name, "log-probabilities differ"
-        ),
-        _at_most(
-            "logp_diff_mean", d.mean_abs, _option(options, "max_mean", 1e-3), name, "log-probabilities differ"
-        ),
+        *checks,
+        _at_most("logp_diff_mean", d.mean_abs, max_mean, name, "log-probabilities differ"),
         _at_most(
             "exp_abs_logp_diff_mean",
             d.mean_exp_abs,
-            _option(options, "max_mean_exp", 1.001),
+            max_mean_exp,
             name,
             "importance ratios drift from 1 (NeMo RL investigates above 1.05)",
         ),

@@ -93,6 +93,33 @@ class LogpDiff:
     """max |exp(lp_train) − exp(lp_infer)| (verl)."""
 
 
+def rounding_unit(train: np.ndarray, infer: np.ndarray) -> np.ndarray:
+    """Per element (flattened), one unit in the last place (ULP) of the coarser floating dtype
+    of the two outputs at the larger of the two magnitudes: the finest difference that dtype
+    can show there (fp16 at |x| in [16, 32): 2**-6 = 0.0156). 0 where a value is not finite,
+    and everywhere for float64 or non-float outputs (the comparison's own precision)."""
+    a, b = _f64(train).ravel(), _f64(infer).ravel()
+    dtypes = [np.asarray(x).dtype for x in (train, infer)]
+    floats = [t for t in dtypes if np.issubdtype(t, np.floating) and np.finfo(t).bits < 64]
+    if not floats:
+        return np.zeros(a.shape)
+    coarse = max(floats, key=lambda t: np.finfo(t).eps)
+    with np.errstate(invalid="ignore", over="ignore"):
+        big = np.maximum(np.abs(a), np.abs(b))
+        finite = np.isfinite(big)
+        unit = np.abs(np.spacing(np.where(finite, big, 0.0).astype(coarse))).astype(np.float64)
+    return np.where(finite & np.isfinite(unit), unit, 0.0)
+
+
+def logp_abs_diff(train: np.ndarray, infer: np.ndarray) -> np.ndarray:
+    """|lp_train − lp_infer| per element, 0 where both are the same value (both −inf: an
+    impossible action on both sides), inf where only one side is finite or either is NaN."""
+    a, b = _f64(train).ravel(), _f64(infer).ravel()
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.abs(np.where(a == b, 0.0, a - b))
+    return np.where(np.isfinite(d), d, np.inf)
+
+
 def logp_diff(train: np.ndarray, infer: np.ndarray) -> LogpDiff:
     """Log-probability mismatch metrics; non-finite differences make every figure inf."""
     a, b = _f64(train).ravel(), _f64(infer).ravel()

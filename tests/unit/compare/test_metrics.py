@@ -286,3 +286,64 @@ def test_normalizer_comparator_needs_classes_shaped_like_the_output():
         dc.normalizer_classes(
             {"normalized": np.zeros((2, 2))}, {"normalized": np.zeros((2, 2))}, {"classes": []}
         )
+
+
+def test_rounding_unit_is_the_coarser_dtype_s_ulp_at_the_value():
+    train = np.array([20.0, -40.0, 0.5, np.inf], dtype=np.float16)
+    infer = np.array([20.0, -40.0, 0.5, 1.0], dtype=np.float32)
+    unit = metrics.rounding_unit(train, infer)
+    # fp16 spacing: 2**-6 in [16, 32), 2**-5 in [32, 64), 2**-11 in [0.5, 1); nothing at inf
+    assert unit.tolist() == [2.0**-6, 2.0**-5, 2.0**-11, 0.0]
+    both32 = metrics.rounding_unit(train.astype(np.float32), infer)
+    assert both32[0] == 2.0**-19  # float32 at 20
+    assert not metrics.rounding_unit(np.ones(2), np.ones(2)).any()  # float64: nothing to widen
+
+
+def test_logp_diff_in_fp16_is_not_held_finer_than_fp16_can_show():
+    """Measured on ONNX Runtime against MindSpore 2.0 (ppo_policy [fp16], the magnitude input
+    class): logp near -33 differs by 0.0312, one fp16 ULP there, which max_abs = 0.01 failed.
+    The limit at each element is at least max_ulps ULPs of fp16 at the value; the same
+    difference at a value fp16 resolves finely (|logp| near 1) still fails, and so does
+    anything in fp32."""
+    at = lambda *v: np.array(v, dtype=np.float16)  # noqa: E731
+    train, infer = {"logp": at(-33.0, -1.0)}, {"logp": at(-33.03125, -1.0)}
+    check = _by_metric(dc.logp_diff(train, infer, {}))[("logp_diff_max", "logp")]
+    assert check.passed and check.value == pytest.approx(2.0**-5)
+    assert check.limit == pytest.approx(4 * 2.0**-5)
+    strict = _by_metric(dc.logp_diff(train, infer, {"max_ulps": 0}))[("logp_diff_max", "logp")]
+    assert not strict.passed and strict.limit == 0.01
+    # the same 0.03 where fp16 shows 0.001: drift, and the check names that element
+    near_one = {"logp": at(-33.0, -1.03125)}
+    check = _by_metric(dc.logp_diff(train, near_one, {}))[("logp_diff_max", "logp")]
+    assert not check.passed and check.value == pytest.approx(0.03125) and check.limit == 0.01
+    f32 = {k: v.astype(np.float32) for k, v in train.items()}
+    f32_infer = {k: v.astype(np.float32) for k, v in infer.items()}
+    assert not _by_metric(dc.logp_diff(f32, f32_infer, {}))[("logp_diff_max", "logp")].passed
+    with pytest.raises(ValueError, match="max_ulps"):
+        dc.logp_diff(train, infer, {"max_ulps": -1})
+
+
+def _gaussian_logp_in(dtype, action, mean, std):
+    """A Gaussian head's logp evaluated with every operation rounded to ``dtype``."""
+    a, m, s = (x.astype(dtype) for x in (action, mean, std))
+    z = ((a - m) / s).astype(dtype)
+    per = (dtype(-0.5) * z * z - np.log(s) - dtype(0.5 * math.log(2 * math.pi))).astype(dtype)
+    return per.sum(axis=-1, dtype=dtype).astype(np.float16)
+
+
+def test_two_fp16_evaluations_of_a_gaussian_logp_pass_the_default_and_not_a_finer_limit():
+    """The default max_ulps rests on this: the same Gaussian logp computed with every op in
+    fp16, and with fp32 intermediates rounded to fp16 at the end (a fused kernel), differ by up
+    to 3 fp16 ULPs, which is above max_abs = 0.01 at |logp| of a few units."""
+    rng = np.random.default_rng(0)
+    shape = (4096, 2)
+    action, mean = rng.normal(0, 1.5, shape), rng.normal(0, 1, shape)
+    std = np.exp(rng.normal(0, 0.5, shape))
+    action, mean, std = (x.astype(np.float16) for x in (action, mean, std))
+    every_op, fused = (_gaussian_logp_in(t, action, mean, std) for t in (np.float16, np.float32))
+    ulps = np.abs(every_op.astype(np.float64) - fused) / metrics.rounding_unit(every_op, fused)
+    assert 2 <= ulps.max() <= 4
+    checks = _by_metric(dc.logp_diff({"logp": every_op}, {"logp": fused}, {}))
+    assert checks[("logp_diff_max", "logp")].passed and checks[("logp_diff_mean", "logp")].passed
+    strict = _by_metric(dc.logp_diff({"logp": every_op}, {"logp": fused}, {"max_ulps": 0}))
+    assert not strict[("logp_diff_max", "logp")].passed
