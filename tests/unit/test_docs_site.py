@@ -48,5 +48,5 @@ def test_the_configuration_reference_is_generated_from_the_schema():
     )
     assert done.returncode == 0, done.stderr
     reference = (REPO / "docs" / "reference.md").read_text()
-    for key in ("## `[worker]`", "warm = \"cycle\"", "## `[[pairs]]`", "## `[probes.ppo_policy.params]`"):
+    for key in ("## `[worker]`", 'warm = "cycle"', "## `[[pairs]]`", "## `[probes.ppo_policy.params]`"):
         assert key in reference, key
