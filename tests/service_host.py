@@ -3,14 +3,15 @@ private mount namespace (``unshare --mount``), so that what an installation writ
 /etc/systemd/system, the config in /etc/auditor, the unit's state and cache directories) is
 seen by that scenario only and is gone when it ends, whatever happens.
 
-The namespace also gives the view of a host where the service user can reach the reference
-stacks: the stacks are where the README's install step puts them (/var/cache/auditor/stacks,
-a bind mount of this machine's stacks), and the Pythons the venvs were made with (under
-/root/.pyenv here) can be entered: /root is a folder of mode 0711 that holds only .pyenv and
-.cache. Nothing else of the machine changes.
+The namespace is a fresh host's view of the stacks: /var/cache/auditor/stacks (where the docs'
+install step puts them) is this machine's installed stacks under an overlay whose writes land
+in the scenario's folder, so ``scripts/install-stacks`` finds them present (seconds, no
+download) and does there what it does on a real host, the real stacks left unchanged. /root
+stays as it is (mode 700): the service user reaches no Python under it, and the stacks run
+for it only if install-stacks gave them Pythons it can run.
 
-``python -m tests.service_host SCRIPT`` (as root) sets the namespace up and runs SCRIPT with
-bash inside it; the test reads what SCRIPT prints.
+``python -m tests.service_host SCRIPT WORK`` (as root) sets the namespace up and runs SCRIPT
+with bash inside it; the test reads what SCRIPT prints.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from auditor.common.paths import stacks_dir
@@ -36,7 +38,74 @@ def unavailable() -> str | None:
     probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
     if probe.returncode != 0:
         return f"no private mount namespace here: {probe.stderr.decode(errors='replace').strip()}"
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("lower", "upper", "work", "merged"):
+            os.mkdir(os.path.join(tmp, name))
+        options = f"lowerdir={tmp}/lower,upperdir={tmp}/upper,workdir={tmp}/work"
+        mount = f"mount -t overlay overlay -o {options} {tmp}/merged"
+        probe = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount], capture_output=True
+        )
+        if probe.returncode != 0:
+            return f"no overlay file system here: {probe.stderr.decode(errors='replace').strip()}"
     return None
+
+
+# What systemd would do to start the installed unit, for a Python run as root in the namespace
+# (``python - > started.json``): the unit's state and cache directories owned by its User=, its
+# Environment= and WorkingDirectory=, then ExecStart under setpriv as that user; it waits for
+# the first complete run in /var/lib/auditor/history.db, stops the daemon with SIGTERM and
+# prints what it saw as JSON (the run, whether the daemon was alive, its exit status, the
+# database's owner, the unit, the daemon's log).
+START_AS_SYSTEMD = r"""
+import json, os, pwd, signal, sqlite3, subprocess, sys, time
+unit = {}
+for line in open("/etc/systemd/system/auditor.service"):
+    key, sep, value = line.strip().partition("=")
+    if sep and not line.startswith("#"):
+        unit.setdefault(key, []).append(value)
+spec = {"%S": "/var/lib", "%C": "/var/cache"}
+def expand(text):
+    for k, v in spec.items():
+        text = text.replace(k, v)
+    return text
+user = unit["User"][0]
+account = pwd.getpwnam(user)
+# What systemd does before ExecStart: the state and cache directories, owned by the user.
+for key, top in (("StateDirectory", "/var/lib"), ("CacheDirectory", "/var/cache")):
+    path = os.path.join(top, unit[key][0])
+    os.makedirs(path, exist_ok=True)
+    os.chown(path, account.pw_uid, account.pw_gid)
+env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": account.pw_dir,
+       "USER": user, "LOGNAME": user, "SHELL": account.pw_shell}
+for words in unit.get("Environment", []):
+    for word in words.split():
+        k, _, v = word.partition("=")
+        env[k] = expand(v)
+cwd = expand(unit["WorkingDirectory"][0].lstrip("-"))
+argv = ["setpriv", "--reuid", str(account.pw_uid), "--regid", str(account.pw_gid), "--init-groups", "--"]
+argv += unit["ExecStart"][0].split()
+proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=open("daemon.log", "w"))
+db = "/var/lib/auditor/history.db"
+run = None
+deadline = time.monotonic() + 900
+while time.monotonic() < deadline and proc.poll() is None:
+    if os.path.exists(db):
+        try:  # the file exists before the daemon's migration child has made its tables
+            with sqlite3.connect(db) as c:
+                run = c.execute("SELECT id, status, outcome FROM runs WHERE status = 'complete'").fetchone()
+        except sqlite3.OperationalError:
+            run = None
+        if run:
+            break
+    time.sleep(1)
+alive = proc.poll() is None
+proc.send_signal(signal.SIGTERM)
+code = proc.wait(timeout=120)
+owner = pwd.getpwuid(os.stat(db).st_uid).pw_name if os.path.exists(db) else None
+print(json.dumps({"run": run, "alive": alive, "code": code, "db_owner": owner, "unit": unit,
+                  "log": open("daemon.log").read()[-4000:]}))
+"""
 
 
 def _mount(*args: str) -> None:
@@ -44,21 +113,23 @@ def _mount(*args: str) -> None:
 
 
 def setup_view(work: Path, private: tuple[str, ...] = PRIVATE) -> None:
-    """Inside the namespace: the private directories, the stacks where the README puts them,
-    and a /root the service user can enter to reach the interpreters."""
-    home = Path.home()
-    keep = {name: home / name for name in (".pyenv", ".cache") if (home / name).exists()}
-    for name, path in keep.items():
-        (work / name).mkdir(parents=True, exist_ok=True)
-        _mount("--bind", str(path), str(work / name))
-    _mount("-t", "tmpfs", "-o", "mode=0711", "tmpfs", str(home))
-    for name in keep:
-        (home / name).mkdir()
-        _mount("--bind", str(work / name), str(home / name))
+    """Inside the namespace: the private directories, and the stacks where the docs put them
+    (an overlay: the installed stacks below, the scenario's changes in ``work``)."""
     for path in private:
         _mount("-t", "tmpfs", "-o", "mode=0755", "tmpfs", path)
-    Path("/var/cache/auditor/stacks").mkdir()
-    _mount("--bind", str(stacks_dir()), "/var/cache/auditor/stacks")
+    stacks = Path("/var/cache/auditor/stacks")
+    stacks.mkdir()
+    upper, scratch = work / ".stacks-upper", work / ".stacks-work"
+    upper.mkdir()
+    scratch.mkdir()
+    _mount(
+        "-t",
+        "overlay",
+        "overlay",
+        "-o",
+        f"lowerdir={stacks_dir()},upperdir={upper},workdir={scratch}",
+        str(stacks),
+    )
 
 
 def main() -> int:

@@ -146,6 +146,10 @@ cd {checkout}
 test -f /etc/systemd/system/auditor.service -a -f /etc/systemd/system/auditor.service.d/hardening.conf
 systemd-analyze verify /etc/systemd/system/auditor.service
 /opt/auditor/bin/auditor service check --exec /opt/auditor/bin/auditor
+# what `systemctl start auditor` does next: ExecStart as the unit's user, until one cycle is stored
+{REPO / ".venv" / "bin" / "python"} - > {tmp_path / "started.json"} <<'PY'
+{service_host.START_AS_SYSTEMD}
+PY
 """
     done = service_host.run(script, tmp_path, private=(*service_host.PRIVATE, "/opt/auditor"))
     out = done.stdout + done.stderr
@@ -154,6 +158,14 @@ systemd-analyze verify /etc/systemd/system/auditor.service
     assert "created the system user auditor" in out or "checked: user auditor can run" in out
     assert "ok: user auditor can start the service" in out
     assert "Traceback" not in out
+    # /root stays closed (tests/service_host.py): the cycle below ran every stack as the user
+    started = json.loads((tmp_path / "started.json").read_text())
+    assert started["unit"]["User"] == ["auditor"] and started["db_owner"] == "auditor"
+    assert started["run"] is not None, started["log"]
+    _, status, outcome = started["run"]
+    # the shipped config's cycle, complete as the service user (its outcome is the demo's)
+    assert status == "complete" and outcome == "error", started["log"]
+    assert started["alive"] and started["code"] == 0, started["log"]
 
 
 def shell(line: str, cwd, env: dict, timeout: float = 1800) -> subprocess.CompletedProcess:

@@ -70,3 +70,19 @@ def test_present_stacks_are_reused_quickly(stacks):
     for name in ("ms210", "ms20", "lite20", "ort"):
         assert f"{name}: " in proc.stderr and "present in" in proc.stderr
     assert "installing" not in proc.stderr
+    # A stacks folder only its owner reaches (under /root here) keeps the Pythons it was made
+    # with: copying one is for a folder other users reach (docs/service.md).
+    if not os.stat(stacks).st_mode & 0o001 or not os.stat(Path.home()).st_mode & 0o001:
+        assert "copying the Python" not in proc.stderr and "now uses" not in proc.stderr
+
+
+def test_shared_python_refuses_a_folder_other_users_cannot_reach(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    env = {**os.environ, "AUDITOR_STACKS_DIR": str(private / "stacks")}
+    (private / "stacks").mkdir()
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--shared-python", "3.11"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert f"{private / 'stacks'} cannot be reached by other users" in proc.stderr

@@ -5,14 +5,16 @@ working directory (setpriv, as systemd would start it), runs a cycle on the real
 it, and stops on SIGTERM.
 
 It all happens in a private mount namespace (tests/service_host.py): the unit, the config in
-/etc/auditor and the state directory are that scenario's only, and the stacks are where the
-README's install step puts them (/var/cache/auditor/stacks)."""
+/etc/auditor and the state directory are that scenario's only, the stacks are where the docs'
+install step puts them (/var/cache/auditor/stacks), and /root stays closed to the service
+user: the stacks run for it because scripts/install-stacks gave them Pythons it can run."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import sysconfig
 
 import pytest
 
@@ -22,61 +24,24 @@ from tests.requires import require
 
 pytestmark = pytest.mark.stacks
 
-START_AS_SYSTEMD = r"""
-import json, os, pwd, signal, sqlite3, subprocess, sys, time
-unit = {}
-for line in open("/etc/systemd/system/auditor.service"):
-    key, sep, value = line.strip().partition("=")
-    if sep and not line.startswith("#"):
-        unit.setdefault(key, []).append(value)
-spec = {"%S": "/var/lib", "%C": "/var/cache"}
-def expand(text):
-    for k, v in spec.items():
-        text = text.replace(k, v)
-    return text
-user = unit["User"][0]
-account = pwd.getpwnam(user)
-# What systemd does before ExecStart: the state and cache directories, owned by the user.
-for key, top in (("StateDirectory", "/var/lib"), ("CacheDirectory", "/var/cache")):
-    path = os.path.join(top, unit[key][0])
-    os.makedirs(path, exist_ok=True)
-    os.chown(path, account.pw_uid, account.pw_gid)
-env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": account.pw_dir,
-       "USER": user, "LOGNAME": user, "SHELL": account.pw_shell}
-for words in unit.get("Environment", []):
-    for word in words.split():
-        k, _, v = word.partition("=")
-        env[k] = expand(v)
-cwd = expand(unit["WorkingDirectory"][0].lstrip("-"))
-argv = ["setpriv", "--reuid", str(account.pw_uid), "--regid", str(account.pw_gid), "--init-groups", "--"]
-argv += unit["ExecStart"][0].split()
-proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=open("daemon.log", "w"))
-db = "/var/lib/auditor/history.db"
-run = None
-deadline = time.monotonic() + 900
-while time.monotonic() < deadline and proc.poll() is None:
-    if os.path.exists(db):
-        try:  # the file exists before the daemon's migration child has made its tables
-            with sqlite3.connect(db) as c:
-                run = c.execute("SELECT id, status, outcome FROM runs WHERE status = 'complete'").fetchone()
-        except sqlite3.OperationalError:
-            run = None
-        if run:
-            break
-    time.sleep(1)
-alive = proc.poll() is None
-proc.send_signal(signal.SIGTERM)
-code = proc.wait(timeout=120)
-owner = pwd.getpwuid(os.stat(db).st_uid).pw_name if os.path.exists(db) else None
-print(json.dumps({"run": run, "alive": alive, "code": code, "db_owner": owner, "unit": unit,
-                  "log": open("daemon.log").read()[-4000:]}))
-"""
-
 SCENARIO = """
-A={repo}/.venv/bin/auditor
 U={user}
-# the README's install step for the stacks (they are there already: it takes seconds)
+# the docs' install step for the stacks: present already, they get Pythons the user can run
 AUDITOR_STACKS_DIR=/var/cache/auditor/stacks {repo}/scripts/install-stacks ms20 lite20 2> install-stacks.err
+# the auditor for the unit: a venv of a Python 3.11 the user can run, with this checkout's
+# venv's packages on its path (docs/service.md installs with pip, as
+# tests/fleet/test_readme_stacks.py does; here the checkout under test is what runs)
+export AUDITOR_STACKS_DIR=/var/cache/auditor/stacks
+py=$({repo}/scripts/install-stacks --shared-python 3.11 2>> install-stacks.err)
+"$py" -m venv --without-pip /opt/auditor
+site=$(/opt/auditor/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# the venv's packages, then its editable install of the checkout (a .pth runs its finder)
+printf '%s\\n' {packages} > "$site/checkout.pth"
+cat {packages}/__editable__*.pth > "$site/zz-checkout-editable.pth"
+printf '#!/opt/auditor/bin/python\\nimport sys\\nfrom auditor.entry import main\\nsys.exit(main())\\n' \\
+  > /opt/auditor/bin/auditor
+chmod 755 /opt/auditor/bin/auditor
+A=/opt/auditor/bin/auditor
 cat > /etc/auditor/auditor.toml <<'EOF'
 [stacks.ms20]
 role = "train"
@@ -135,10 +100,15 @@ def service_user():
 def test_the_installed_unit_runs_a_cycle_as_its_user(stacks, service_user, tmp_path):
     require("namespace", service_host.unavailable)
     os.chmod(tmp_path, 0o755)
+    packages = sysconfig.get_paths()["purelib"]  # this venv's (the tests run in it)
     script = SCENARIO.format(
-        repo=REPO, user=service_user, python=REPO / ".venv" / "bin" / "python", start=START_AS_SYSTEMD
+        repo=REPO,
+        packages=packages,
+        user=service_user,
+        python=REPO / ".venv" / "bin" / "python",
+        start=service_host.START_AS_SYSTEMD,
     )
-    done = service_host.run(script, tmp_path)
+    done = service_host.run(script, tmp_path, private=(*service_host.PRIVATE, "/opt/auditor"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # refused first, with the list: the config it cannot read; nothing written
     assert (tmp_path / "refused.code").read_text().strip() == "1"
