@@ -139,7 +139,7 @@ def main() -> int:
         "--skip",
         action="append",
         default=[],
-        choices=["kill9", "fuzz", "hostile", "secrets", "ssh", "postgres", "daemon"],
+        choices=["kill9", "fuzz", "hostile", "secrets", "journeys", "ssh", "postgres", "daemon"],
     )
     args = ap.parse_args()
     ssh_cycles = args.ssh_cycles if args.ssh_cycles is not None else (100 if args.soak else 6)
@@ -183,13 +183,19 @@ def main() -> int:
                 "tests/faults/test_secrets_stacks.py",
                 "planted secrets (ps, logs, database, report, Prometheus; ssh and local stacks)",
             ),
+            "journeys": (
+                "tests",
+                "defects found on new users' journeys and by fault injection, kept reproduced "
+                "(pytest -m faults: a trickling webhook, bad worker frames, stale gate verdicts, ...)",
+            ),
         }
         for name, (path, what) in surfaces.items():
             if name in args.skip:
                 continue
             print(f"== {what}", flush=True)
             t0 = time.monotonic()
-            tests, failed, tail = pytest_surface(path, examples)
+            select = ("-m", "faults", "--ignore=tests/faults") if name == "journeys" else ()
+            tests, failed, tail = pytest_surface(path, examples, *select)
             summary.append(f"{what}: {tests} tests, {failed} failed ({time.monotonic() - t0:.0f} s)")
             if failed:
                 print(tail)

@@ -207,6 +207,7 @@ def test_a_failure_an_audit_stored_is_known_without_a_load(
     assert "an audit of this very file" in v["reason"] and "stored INCOMPATIBLE" in v["reason"]
 
 
+@pytest.mark.faults
 def test_an_unreachable_stack_is_never_ok_and_names_what_an_audit_stored(
     cycle: dict, config: Path, policies: dict[tuple[str, str], Path], tmp_path: Path
 ) -> None:

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 from tests.requires import require
 
@@ -76,6 +78,7 @@ def test_present_stacks_are_reused_quickly(stacks):
         assert "copying the Python" not in proc.stderr and "now uses" not in proc.stderr
 
 
+@pytest.mark.faults
 def test_shared_python_refuses_a_folder_other_users_cannot_reach(tmp_path):
     private = tmp_path / "private"
     private.mkdir(mode=0o700)

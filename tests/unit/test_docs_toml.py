@@ -23,6 +23,7 @@ def blocks() -> list[tuple[str, int, str]]:
     return out
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize(
     ("page", "line", "body"), blocks(), ids=lambda v: str(v) if isinstance(v, (str, int)) else ""
 )

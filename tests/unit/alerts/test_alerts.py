@@ -355,6 +355,7 @@ def test_two_auditors_never_resolve_each_others_alerts(store):
         b.close()
 
 
+@pytest.mark.faults
 def test_a_slow_sink_spends_its_budget_and_the_others_are_not_held_up(store, caplog):
     """[alerts] sink_budget: a sink that answers, but slowly, sends what it can within its
     seconds this round; the rest waits, pending, for the next round; the other sinks deliver

@@ -160,6 +160,7 @@ def test_webhook_times_out_on_a_hanging_server(server_factory):
     assert len(server.requests) == 2  # two attempts that each reached their deadline, not a hang
 
 
+@pytest.mark.faults
 def test_webhook_gives_up_on_a_server_that_trickles_its_answer(server_factory):
     """A server that answers one byte every 0.3 s: each read arrives within the 1 s timeout,
     the answer never completes. Each attempt has an overall deadline (the sink's timeout), so

@@ -299,6 +299,7 @@ def test_rounding_unit_is_the_coarser_dtype_s_ulp_at_the_value():
     assert not metrics.rounding_unit(np.ones(2), np.ones(2)).any()  # float64: nothing to widen
 
 
+@pytest.mark.faults
 def test_logp_diff_in_fp16_is_not_held_finer_than_fp16_can_show():
     """Measured on ONNX Runtime against MindSpore 2.0 (ppo_policy [fp16], the magnitude input
     class): logp near -33 differs by 0.0312, one fp16 ULP there, which max_abs = 0.01 failed.

@@ -371,6 +371,7 @@ def test_expand(text, env, expected):
     assert expand(text, env=env) == expected
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("text", ["$UNSET/x", "${UNSET}/x", "${A:-${UNSET}}/x", "$EMPTY/x"])
 def test_an_unset_variable_without_a_default_is_named_not_dropped(text):
     with pytest.raises(UnsetVariable) as err:

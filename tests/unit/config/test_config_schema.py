@@ -88,6 +88,7 @@ def test_stack_numbers_and_empty_python(doc, tmp_path):
     assert "not an empty string" in errors[paths(errors).index("stacks.lite20.python")]
 
 
+@pytest.mark.faults
 def test_python_naming_an_unset_variable_is_rejected_with_the_variable(doc, tmp_path, monkeypatch):
     """Not a silent '' that turns ${STACKS}/ms20/bin/python into /ms20/bin/python."""
     monkeypatch.delenv("AUDITOR_UNSET_X", raising=False)

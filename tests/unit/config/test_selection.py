@@ -134,6 +134,7 @@ def test_each_selector_and_their_combinations(config, selection, expected, stack
     assert set(n.scope.stacks) == stacks and n.config.fleet.publish == {}
 
 
+@pytest.mark.faults
 def test_a_model_whose_reference_is_the_training_network_keeps_its_train_stack():
     """`audit --model actor` with the training network as reference: the network's train
     stack runs (and is stored with the run), and the pair is named after it, not 'golden'."""

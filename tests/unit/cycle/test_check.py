@@ -217,6 +217,7 @@ def test_check_input_errors_exit_2_before_any_worker(tmp_path: Path) -> None:
     assert not (tmp_path / "h.db").exists()
 
 
+@pytest.mark.faults
 def test_a_whole_onnx_file_is_named_as_onnx_not_as_a_damaged_mindir(tmp_path: Path) -> None:
     onnx = tmp_path / "policy.onnx"
     onnx.write_bytes(onnx_model(ops=("Gemm", "Tanh", "Gemm")))

@@ -9,6 +9,8 @@ from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from auditor.config.tables import StackConfig
 from auditor.cycle.preflight import (
     ERROR,
@@ -93,6 +95,7 @@ def test_no_load_is_never_ok_even_with_every_other_evidence() -> None:
     assert "whether the runtime loads and runs the file" in v.unknown[0]
 
 
+@pytest.mark.faults
 def test_an_unreachable_stack_is_never_ok_and_says_what_is_known() -> None:
     stored = verdict(
         unreachable(), {"model_version": "2.0.0", "op_types": ["NoSuchOp", "Add"]}, [served("consistent")]
@@ -112,6 +115,7 @@ def test_an_unreachable_stack_is_never_ok_and_says_what_is_known() -> None:
     assert gone.status == ERROR and "interpreter not found" in gone.reason
 
 
+@pytest.mark.faults
 def test_the_newest_stored_result_decides() -> None:
     fixed = served("consistent")
     old = replace(served("error", "golden file /x/g.npz not found"), started_at=datetime(2026, 11, 1, 12, 0))
@@ -121,6 +125,7 @@ def test_the_newest_stored_result_decides() -> None:
     assert broke.status == WARNING and "golden file /x/g.npz not found" in broke.reason
 
 
+@pytest.mark.faults
 def test_stored_results_count_only_for_the_same_runtime_host_and_conversion() -> None:
     here = served("consistent")
     elsewhere = replace(served("unsupported", "SiLU"), host="infer2")
@@ -135,6 +140,7 @@ def test_stored_results_count_only_for_the_same_runtime_host_and_conversion() ->
     assert served_here(stored, LITE, None, None, converted=False) == []
 
 
+@pytest.mark.faults
 def test_two_causes_of_the_same_weight_are_both_named() -> None:
     learned = {
         "SiLU": "a load on mindspore-lite 2.0.0 (cpu) failed: Unsupported primitive SiLU",

@@ -182,6 +182,7 @@ def test_a_database_that_cannot_be_created_or_opened(tmp_path):
     assert code == 1 and "storage.url:" in err
 
 
+@pytest.mark.faults
 def test_typo_in_the_database_path_is_a_problem_and_creates_no_directory(tmp_path, monkeypatch):
     typo = tmp_path / "typo" / "deeper"
     for options in ((), ("--connect",)):
@@ -235,6 +236,7 @@ def test_stacks_on_other_hosts_are_said_to_be_unchecked_without_hosts(tmp_path):
     assert os.path.exists(PYTHON)
 
 
+@pytest.mark.faults
 def test_a_golden_that_does_not_fit_its_model_is_a_problem(tmp_path):
     """The file takes obs [-1, 3] float32; a golden recorded for another model is named."""
     (tmp_path / "policy.mindir").write_bytes(model(policy_graph(), PRIMS))

@@ -177,6 +177,7 @@ def test_the_commands_that_used_to_raise_say_one_line(db, tmp_path):
     assert result.stdout.strip(), "the other runs' points are still shown"
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize(
     "args",
     [("history", "--limit", "5"), ("show", "latest"), ("trend", "--metric", "max_abs", "--limit", "3")],

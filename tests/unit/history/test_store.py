@@ -540,6 +540,7 @@ def test_unknown_backend_is_a_store_error():
         Store.open("notadb://x")
 
 
+@pytest.mark.faults
 def test_sqlite_directory_must_exist_unless_it_is_the_default(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

@@ -464,6 +464,7 @@ def test_thinning_keeps_every_extreme_and_the_order():
     assert thin(xs[:10], ys[:10], 1000) == (xs[:10], ys[:10])
 
 
+@pytest.mark.faults
 def test_per_side_findings_stand_per_stack_probe_and_variant(tmp_path, history_template):
     """A run narrowed to one pair (``audit --model``, ``--pair``) speaks for what it ran only:
     the page keeps each other stack's per-side findings from the latest run that audited it."""

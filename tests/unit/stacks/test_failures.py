@@ -156,6 +156,7 @@ def test_lite_names_the_operator_only_in_its_log(log: str, operator: str, form: 
     assert not any("libnuma" in line or "IsConvNode" in line for line in d.log_lines)
 
 
+@pytest.mark.faults
 def test_every_operator_that_fails_is_named_not_only_the_first() -> None:
     mish = glog(
         "WARNING",

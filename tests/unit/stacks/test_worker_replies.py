@@ -56,6 +56,7 @@ def liar(tmp_path: Path, mode: str) -> StackWorker:
     return StackWorker(StackConfig("liar", "infer", "x", str(python)), 30, 30, file_limits=limits)
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize(
     ("reply", "said"),
     [
@@ -78,6 +79,7 @@ def test_a_reply_of_the_wrong_shape_is_a_protocol_error_of_that_stack(tmp_path, 
         assert w.proc.poll() is not None  # killed: nothing it says can be trusted any more
 
 
+@pytest.mark.faults
 def test_a_frame_announcing_gigabytes_is_refused_before_it_is_read(tmp_path):
     """The cap is what a tensor or a file could need ([files] max_size_mb, here 64 MiB, and a
     margin), not the protocol's 4 GiB: nothing is read past the header."""
@@ -89,6 +91,7 @@ def test_a_frame_announcing_gigabytes_is_refused_before_it_is_read(tmp_path):
         assert "announces 4294967295 bytes" in caught.value.message
 
 
+@pytest.mark.faults
 def test_what_a_worker_started_in_a_session_of_its_own_ends_with_it(tmp_path):
     w = liar(tmp_path, "escape")
     w.start()
