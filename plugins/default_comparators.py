@@ -103,7 +103,12 @@ def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[M
     else:
         limits = np.maximum(max_abs, unit)
         with np.errstate(invalid="ignore", divide="ignore"):
-            worst = int(np.argmax(diffs / limits))
+            # How far each element is beyond its own limit (a zero limit: any difference is
+            # infinitely beyond it, none is not beyond it at all).
+            beyond = np.where(
+                limits > 0, diffs / np.where(limits > 0, limits, 1.0), np.where(diffs > 0, np.inf, 0.0)
+            )
+        worst = int(np.argmax(beyond))
         checks.append(
             _at_most(
                 "logp_diff_max", float(diffs[worst]), float(limits[worst]), name, "log-probabilities differ"
@@ -113,7 +118,12 @@ def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[M
     max_mean_exp = _option(options, "max_mean_exp", 1.001)
     if unit.size:
         max_mean = None if max_mean is None else max(max_mean, float(np.mean(unit)))
-        max_mean_exp = None if max_mean_exp is None else max(max_mean_exp, float(np.mean(np.exp(unit))))
+        with np.errstate(over="ignore"):
+            widened = float(np.mean(np.exp(unit)))
+        # Values so large that their ULPs overflow exp are not rounding to allow for: never an
+        # infinite limit (an inf would then pass).
+        if max_mean_exp is not None and math.isfinite(widened):
+            max_mean_exp = max(max_mean_exp, widened)
     return [
         *checks,
         _at_most("logp_diff_mean", d.mean_abs, max_mean, name, "log-probabilities differ"),

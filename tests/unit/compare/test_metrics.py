@@ -348,3 +348,17 @@ def test_two_fp16_evaluations_of_a_gaussian_logp_pass_the_default_and_not_a_fine
     assert checks[("logp_diff_max", "logp")].passed and checks[("logp_diff_mean", "logp")].passed
     strict = _by_metric(dc.logp_diff({"logp": every_op}, {"logp": fused}, {"max_ulps": 0}))
     assert not strict[("logp_diff_max", "logp")].passed
+
+
+def test_logp_diff_never_gets_an_infinite_or_hidden_limit():
+    """Values so large that 4 ULPs overflow exp() leave max_mean_exp as it is (an infinite
+    limit would let inf pass); with max_abs = 0 an exact element does not hide a differing one."""
+    huge = np.array([3e38, -3e38], dtype=np.float32)
+    checks = _by_metric(dc.logp_diff({"logp": huge}, {"logp": huge}, {}))
+    assert checks[("exp_abs_logp_diff_mean", "logp")].limit == 1.001
+    assert all(c.passed for c in checks.values())
+    train, infer = np.array([-1.0, -2.0], np.float64), np.array([-1.0, -2.5], np.float64)
+    check = _by_metric(dc.logp_diff({"logp": train}, {"logp": infer}, {"max_abs": 0}))[
+        ("logp_diff_max", "logp")
+    ]
+    assert not check.passed and check.value == 0.5 and check.limit == 0
