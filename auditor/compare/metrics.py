@@ -111,12 +111,17 @@ def rounding_unit(train: np.ndarray, infer: np.ndarray) -> np.ndarray:
     return np.where(finite & np.isfinite(unit), unit, 0.0)
 
 
-def logp_abs_diff(train: np.ndarray, infer: np.ndarray) -> np.ndarray:
-    """|lp_train − lp_infer| per element, 0 where both are the same value (both −inf: an
-    impossible action on both sides), inf where only one side is finite or either is NaN."""
-    a, b = _f64(train).ravel(), _f64(infer).ravel()
+def _logp_delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """lp_train − lp_infer per element, 0 where both are the same value (both −inf: an
+    impossible action on both sides); NaN or ±inf where the two are not comparable."""
     with np.errstate(over="ignore", invalid="ignore"):
-        d = np.abs(np.where(a == b, 0.0, a - b))
+        return np.where(a == b, 0.0, a - b)
+
+
+def logp_abs_diff(train: np.ndarray, infer: np.ndarray) -> np.ndarray:
+    """|lp_train − lp_infer| per element (flattened), inf where only one side is finite or
+    either is NaN."""
+    d = np.abs(_logp_delta(_f64(train).ravel(), _f64(infer).ravel()))
     return np.where(np.isfinite(d), d, np.inf)
 
 
@@ -125,13 +130,11 @@ def logp_diff(train: np.ndarray, infer: np.ndarray) -> LogpDiff:
     a, b = _f64(train).ravel(), _f64(infer).ravel()
     if a.size == 0:
         return LogpDiff(0.0, 0.0, 1.0, 0.0, 0.0)
+    d = _logp_delta(a, b)
+    if not np.all(np.isfinite(d)):
+        inf = float("inf")
+        return LogpDiff(inf, inf, inf, inf, inf)
     with np.errstate(over="ignore", invalid="ignore"):
-        d = a - b
-        # Both -inf (an impossible action on both sides) or both the same value: no difference.
-        d = np.where(a == b, 0.0, d)
-        if not np.all(np.isfinite(d)):
-            inf = float("inf")
-            return LogpDiff(inf, inf, inf, inf, inf)
         ad = np.abs(d)
         return LogpDiff(
             max_abs=float(ad.max()),

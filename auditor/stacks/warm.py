@@ -540,17 +540,15 @@ class WarmPool:
             if self._directory is not None and not _too_long_for_sockets(self._directory):
                 self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                 return self._directory
-            if self._directory is not None and not self._own_dirs:
-                # A long state directory: a socket there could not be bound (its path is
-                # limited to 107 bytes), and every zygote would fail to start.
-                self._own_dirs.append(tempdirs.make("auditor-zygotes-", root=tempdirs.socket_root()))
-                log.info(
-                    "%s is too long a path for a unix socket: the warm workers listen in %s",
-                    self._directory,
-                    self._own_dirs[0],
-                )
             if not self._own_dirs:
                 self._own_dirs.append(tempdirs.make("auditor-zygotes-", root=tempdirs.socket_root()))
+                if self._directory is not None:
+                    # No socket could be bound there (its path is limited to 107 bytes).
+                    log.info(
+                        "%s is too long a path for a unix socket: the warm workers listen in %s",
+                        self._directory,
+                        self._own_dirs[0],
+                    )
             return self._own_dirs[0]
 
     def address(self, key: str) -> str:
