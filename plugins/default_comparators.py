@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import metrics
+from auditor.compare import metrics, ratios
 from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.hookspecs import hookimpl
 
@@ -253,6 +253,87 @@ def normalizer_classes(train: Outputs, infer: Outputs, options: dict[str, Any]) 
     return checks
 
 
+def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[MetricCheck]:
+    """PPO's importance ratios w = pi_train(a|s) / pi_infer(a|s) under the infer side's policy.
+
+    Actions are drawn from the infer side's distribution (``samples_per_state`` per state,
+    ``seed``), as the serving stack's rollouts draw them; the weights come from each side's
+    in-graph log-probabilities of those actions where the cycle ran the models on them
+    (``{logp}@behaviour``), else from the distributions' parameters in float64
+    (auditor.compare.ratios). Held to: the share PPO would clip at ``clip_epsilon`` (0.2, as the
+    seed's trainer) at most ``max_ppo_clip_share``, the share truncated importance sampling
+    truncates at ``tis_cap`` (2) at most ``max_tis_share``, the effective sample size at least
+    ``min_ess``; the ratio's mean, p99 and max and KL(pi_infer || pi_train) are recorded
+    (``max_kl_behaviour`` to hold it: gaussian_kl already holds the distributions)."""
+    policy = ratios.Policy.from_options(options)
+    k, seed = ratios.sampling(options)
+    eps = _option(options, "clip_epsilon", ratios.CLIP_EPSILON)
+    cap = _option(options, "tis_cap", ratios.TIS_CAP)
+    if eps is None or not 0 < eps < 1:
+        raise ValueError(f"option 'clip_epsilon' must be a number in (0, 1), not {eps!r}")
+    if cap is None or not cap > 1:
+        raise ValueError(f"option 'tis_cap' must be a number > 1, not {cap!r}")
+    t, i = ratios.distribution(policy, train), ratios.distribution(policy, infer)
+    if t.valid.shape != i.valid.shape:
+        raise ValueError(f"the two sides have {t.valid.size} and {i.valid.size} states")
+    draws = ratios.draw(i, k, seed)
+    sampled = f"{policy.logp}{ratios.BEHAVIOUR}"
+    if policy.in_graph() and sampled in train and sampled in infer:
+        log_w = ratios.log_weights_in_graph(train[sampled], infer[sampled], draws)
+        basis = "from the models' own log-probabilities"
+    else:
+        log_w = ratios.log_weights_from_params(t, i, draws)
+        basis = "from the distributions' parameters in float64"
+    stats = ratios.ratio_stats(log_w, eps, cap)
+    kl = ratios.behaviour_kl(t, i)
+    kl_mean = float(kl.mean()) if kl.size else 0.0
+    # Why samples have no weight is said once, on the clip share; the others count them.
+    also = f" ({stats.invalid} of {stats.n} samples have no valid weight)" if stats.invalid else ""
+    states = ratios.invalid_states(t, i)
+    clip_words = (
+        f"the stacks alone would clip {100 * stats.ppo_clip_share:.2f}% of PPO samples at epsilon {eps:g} "
+        f"(0 expected){also[:-1] + ': ' + states + ')' if also and states else also}"
+    )
+    clip_limit = _option(options, "max_ppo_clip_share", 0.0)
+    return [
+        MetricCheck("ratio_mean", stats.ratio_mean, True, None, None, f"{stats.n} samples, {basis}"),
+        MetricCheck("ratio_p99", stats.ratio_p99, True, None, None),
+        MetricCheck("ratio_max", stats.ratio_max, True, None, None),
+        # said whether it passes: the report's line in PPO terms quotes it
+        MetricCheck(
+            "ppo_clip_share",
+            stats.ppo_clip_share,
+            stats.ppo_clip_share <= clip_limit if clip_limit is not None else True,
+            clip_limit,
+            None,
+            clip_words,
+            "<=" if clip_limit is not None else "",
+        ),
+        _at_most(
+            "tis_share",
+            stats.tis_share,
+            _option(options, "max_tis_share", 0.0),
+            None,
+            f"truncated importance sampling would truncate {100 * stats.tis_share:.2f}% of samples "
+            f"at w > {cap:g}{also}",
+        ),
+        _at_least(
+            "ess",
+            stats.ess,
+            _option(options, "min_ess", 0.99),
+            None,
+            f"the stacks alone cut the effective sample size to {stats.ess:.4f} of the batch{also}",
+        ),
+        _at_most(
+            "kl_behaviour",
+            kl_mean,
+            _option(options, "max_kl_behaviour", None),
+            None,
+            "KL(pi_infer || pi_train) too large",
+        ),
+    ]
+
+
 COMPARATORS: tuple[tuple[str, Callable[..., list[MetricCheck]]], ...] = (
     ("gaussian_kl", gaussian_kl),
     ("logp_diff", logp_diff),
@@ -260,9 +341,13 @@ COMPARATORS: tuple[tuple[str, Callable[..., list[MetricCheck]]], ...] = (
     ("finite_where_train_finite", finite_where_train_finite),
     ("ks_two_sample", ks_two_sample),
     ("normalizer_classes", normalizer_classes),
+    ("importance_ratios", importance_ratios),
 )
 
 
 @hookimpl
 def auditor_comparators() -> list[Comparator]:
-    return [Comparator(name, fn, (fn.__doc__ or "").strip().splitlines()[0]) for name, fn in COMPARATORS]
+    return [
+        Comparator(name, fn, (fn.__doc__ or "").strip().splitlines()[0], drawn=fn is importance_ratios)
+        for name, fn in COMPARATORS
+    ]

@@ -59,8 +59,29 @@ PARAMS = {
 }
 """The parameters' types and ranges: auditor.toml's [probes.ppo_policy.params] is checked
 against them."""
-COMPARATORS = ("gaussian_kl", "logp_diff", "action_agreement", "finite_where_train_finite")
+COMPARATORS = (
+    "gaussian_kl",
+    "logp_diff",
+    "action_agreement",
+    "finite_where_train_finite",
+    "importance_ratios",
+)
 HEADS = ("gaussian", "tanh")
+
+
+def comparator_options(params):
+    """The policy the importance ratios are drawn from: the head's distribution of (mean, std),
+    and the cell's own log-probability ``logp`` of its ``actions`` input (for the tanh head,
+    of squashed actions), which the cycle runs on actions drawn from the infer side."""
+    return {
+        "importance_ratios": {
+            "kind": "tanh" if params["head"] == "tanh" else "gaussian",
+            "mean": "mean",
+            "std": "std",
+            "logp": "logp",
+            "actions": "actions",
+        }
+    }
 
 
 def layer_sizes(params):

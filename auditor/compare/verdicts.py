@@ -107,6 +107,9 @@ class Comparator:
     name: str
     compare: Callable[[dict[str, np.ndarray], dict[str, np.ndarray], dict], list[MetricCheck]]
     description: str = ""
+    drawn: bool = False
+    """Also give it the outputs on actions drawn from the infer side's policy (``logp@behaviour``,
+    auditor.compare.ratios); the others see the probe's own outputs only."""
 
 
 def check_text(c: MetricCheck) -> str:

@@ -64,7 +64,13 @@ def test_declared_variants_keep_their_order_and_params():
         "head": "tanh",
         "eps": 1e-3,
     }
-    assert spec.comparators == ("gaussian_kl", "logp_diff", "action_agreement", "finite_where_train_finite")
+    assert spec.comparators == (
+        "gaussian_kl",
+        "logp_diff",
+        "action_agreement",
+        "finite_where_train_finite",
+        "importance_ratios",
+    )
     assert PROBES["action_sampler"].rerun == {"seeded-normal", "seeded-uniform"}
     assert PROBES["obs_normalizer"].rerun == frozenset()
 
@@ -176,7 +182,7 @@ def test_drift_exactly_where_numbers_cross_thresholds(shift):
     for c in r.checks:
         if c.limit is not None:
             assert r.thresholds[c.output or "*"][c.metric] == c.limit
-            worse_is_bigger = c.metric not in ("action_agreement", "ks_pvalue")
+            worse_is_bigger = c.metric not in ("action_agreement", "ks_pvalue", "ess")
             assert c.passed == ((c.value <= c.limit) if worse_is_bigger else (c.value >= c.limit))
             if not c.passed:
                 assert c.metric in r.message

@@ -1,0 +1,341 @@
+"""The train/infer mismatch in PPO's own terms: importance ratios under the behaviour policy.
+
+When rollouts (and ``old_log_prob``) come from the inference stack and the update runs on the
+training stack, PPO's ratio ``w = pi_train(a|s) / pi_infer(a|s)`` is not 1 before a single
+gradient step: the stacks alone make on-policy PPO off-policy. This module draws actions from
+the **infer side's** distribution (seeded, several per state), turns each side's
+log-probabilities of them into log-weights, and summarises them the way an RL trainer reads
+them: the ratio's mean, p99 and max, the share of samples PPO would clip (|w - 1| > epsilon)
+and truncated importance sampling would truncate (w > C), the effective sample size and
+KL(pi_infer || pi_train).
+
+The log-weights come either from each side's own in-graph log-probability of the drawn
+actions (the cycle runs both models on them: what the trainer computes, rounding included) or,
+where no model can be run (``auditor compare``, a publication), from each side's distribution
+parameters in float64. Everything here is numpy, float64, and never turns an invalid
+distribution into a silent NaN: a sample whose weight is not finite, or whose state has an
+invalid distribution on either side, counts as clipped and truncated and is named.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from auditor.compare import metrics
+
+KINDS = ("gaussian", "tanh", "categorical")
+"""Policy heads: a diagonal Gaussian, a tanh-squashed one (actions tanh(u), u Gaussian), and a
+categorical distribution over logits."""
+
+CLIP_EPSILON = 0.2
+"""PPO's clip range, as in the seed's trainer (and the PPO paper)."""
+TIS_CAP = 2.0
+"""Truncated importance sampling's cap C (verl and OpenRLHF default to 2)."""
+SAMPLES_PER_STATE = 4
+"""Actions drawn per state: 4 x a 256-state batch = 1,024 samples, a PPO minibatch's size."""
+BEHAVIOUR = "@behaviour"
+"""The suffix of an output computed on the drawn actions (``logp@behaviour``: the model's
+in-graph log-probabilities, (k, states)), passed to the comparator next to the outputs."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which outputs of a model make its action distribution, and (optionally) which output is
+    its in-graph log-probability of which input's actions, at which observations."""
+
+    kind: str
+    mean: str = "mean"
+    std: str | None = "std"
+    log_std: str | None = None
+    logits: str = "logits"
+    logp: str | None = None
+    actions: str | None = None
+    """The input the model scores (``logp`` is its log-probability): where both are set and
+    the model can be run, the weights come from the model's own log-probabilities."""
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Policy:
+        kind = options.get("kind")
+        if kind not in KINDS:
+            raise ValueError(f"option 'kind' must be one of {', '.join(KINDS)}, not {kind!r}")
+        log_std = options.get("log_std")
+        return cls(
+            kind=kind,
+            mean=str(options.get("mean", "mean")),
+            std=None if log_std is not None else str(options.get("std", "std")),
+            log_std=None if log_std is None else str(log_std),
+            logits=str(options.get("logits", "logits")),
+            logp=None if options.get("logp") is None else str(options["logp"]),
+            actions=None if options.get("actions") is None else str(options["actions"]),
+        )
+
+    def outputs(self) -> list[str]:
+        """The outputs the distribution is made of."""
+        if self.kind == "categorical":
+            return [self.logits]
+        return [self.mean, self.std if self.std is not None else str(self.log_std)]
+
+    def in_graph(self) -> bool:
+        return self.logp is not None and self.actions is not None
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One side's distribution per state, in float64: (mean, std) or log-probabilities over
+    categories; ``valid[i]`` is False where state i's distribution is not one (a std <= 0 or not
+    finite, a NaN mean or logit), with the reason in ``problems[i]``."""
+
+    kind: str
+    mean: np.ndarray | None
+    std: np.ndarray | None
+    log_probs: np.ndarray | None
+    valid: np.ndarray
+    problems: dict[int, str]
+
+
+def distribution(policy: Policy, outputs: dict[str, np.ndarray]) -> Distribution:
+    """One side's distribution from its outputs (by name); ValueError names a missing output."""
+    missing = [n for n in policy.outputs() if n not in outputs]
+    if missing:
+        raise ValueError(
+            f"the policy's output {missing[0]!r} is not an output of the model "
+            f"(outputs: {', '.join(outputs) or 'none'})"
+        )
+    problems: dict[int, str] = {}
+    if policy.kind == "categorical":
+        logits = np.asarray(outputs[policy.logits], dtype=np.float64)
+        logits = logits.reshape(logits.shape[0], -1) if logits.ndim > 1 else logits.reshape(1, -1)
+        bad = ~np.isfinite(logits).all(axis=1)
+        for i in np.flatnonzero(bad):
+            problems[int(i)] = "a logit is not finite"
+        with np.errstate(invalid="ignore", over="ignore"):
+            safe = np.where(bad[:, None], 0.0, logits)
+            log_probs = safe - np.logaddexp.reduce(safe, axis=1, keepdims=True)
+        return Distribution(policy.kind, None, None, log_probs, ~bad, problems)
+    mean = np.asarray(outputs[policy.mean], dtype=np.float64)
+    if policy.std is not None:
+        std = np.asarray(outputs[policy.std], dtype=np.float64)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            std = np.exp(np.asarray(outputs[str(policy.log_std)], dtype=np.float64))
+    mean = mean.reshape(mean.shape[0], -1) if mean.ndim > 1 else mean.reshape(-1, 1)
+    std = np.broadcast_to(std.reshape(std.shape[0], -1) if std.ndim > 1 else std.reshape(-1, 1), mean.shape)
+    rows = mean.shape[0]
+    for i in range(rows):
+        if not np.isfinite(mean[i]).all():
+            problems[i] = "the mean is not finite"
+        elif not (np.isfinite(std[i]).all() and (std[i] > 0).all()):
+            problems[i] = f"the std is not positive and finite ({_show(std[i])})"
+    valid = np.ones(rows, dtype=bool)
+    valid[list(problems)] = False
+    return Distribution(policy.kind, mean, np.array(std), None, valid, problems)
+
+
+def _show(x: np.ndarray) -> str:
+    return ", ".join(f"{v:.4g}" for v in np.asarray(x).ravel()[:4])
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Actions drawn from the infer side's distribution: ``k`` per state, shaped (k, states, ...)
+    in the space the model takes (``actions``: tanh-squashed for a tanh head, indices for a
+    categorical one) and, for Gaussian heads, before squashing (``u``). A state whose infer
+    distribution is invalid gets placeholder actions (zeros) and counts as invalid."""
+
+    actions: np.ndarray
+    u: np.ndarray | None
+    valid: np.ndarray
+    """(states,): the infer distribution of the state is valid."""
+
+
+def draw(infer: Distribution, k: int, seed: int) -> Draws:
+    """``k`` seeded draws per state from the infer side's distribution (float64)."""
+    rng = np.random.RandomState(seed)
+    if infer.kind == "categorical":
+        assert infer.log_probs is not None
+        states, n = infer.log_probs.shape
+        # Inverse CDF on uniform draws: one uniform per sample, the same for any n.
+        cdf = np.cumsum(np.exp(infer.log_probs), axis=1)
+        uniform = rng.uniform(0.0, 1.0, size=(k, states))
+        index = (cdf[None, :, :] < (uniform * cdf[:, -1][None, :])[:, :, None]).sum(axis=2)
+        index = np.where(infer.valid[None, :], np.minimum(index, n - 1), 0)
+        return Draws(index.astype(np.int64), None, infer.valid)
+    assert infer.mean is not None and infer.std is not None
+    noise = rng.standard_normal((k,) + infer.mean.shape)
+    valid = infer.valid[None, :, None]
+    u = np.where(valid, infer.mean[None] + infer.std[None] * noise, 0.0)
+    actions = np.tanh(u) if infer.kind == "tanh" else u
+    return Draws(actions, u, infer.valid)
+
+
+def log_weights_from_params(train: Distribution, infer: Distribution, draws: Draws) -> np.ndarray:
+    """log w = log pi_train(a|s) - log pi_infer(a|s) per draw, (k, states), in float64 from the
+    distributions' parameters. For a tanh head both log-densities of a = tanh(u) carry the
+    same Jacobian term, which cancels: the weight is the ratio of the two Gaussians at u.
+    NaN where either side's distribution of the state is invalid."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if train.kind == "categorical":
+            assert train.log_probs is not None and infer.log_probs is not None
+            idx = draws.actions
+            cols = np.arange(idx.shape[1])[None, :]
+            lw = train.log_probs[cols, idx] - infer.log_probs[cols, idx]
+        else:
+            assert draws.u is not None
+            lw = np.stack(
+                [
+                    metrics.gaussian_logp(u, train.mean, train.std)
+                    - metrics.gaussian_logp(u, infer.mean, infer.std)
+                    for u in draws.u
+                ]
+            )
+    both = train.valid & infer.valid
+    return np.where(both[None, :], lw, np.nan)
+
+
+def log_weights_in_graph(train_logp: np.ndarray, infer_logp: np.ndarray, draws: Draws) -> np.ndarray:
+    """log w from the two models' own log-probabilities of the drawn actions, (k, states):
+    what a trainer computes. NaN where the infer distribution of the state was invalid (its
+    placeholder actions were not drawn from it)."""
+    shape = (draws.actions.shape[0], draws.valid.shape[0])
+    a = np.asarray(train_logp, dtype=np.float64).reshape(shape)
+    b = np.asarray(infer_logp, dtype=np.float64).reshape(shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        lw = np.where(a == b, 0.0, a - b)  # both -inf: the same impossible action, w = 1
+    return np.where(draws.valid[None, :], lw, np.nan)
+
+
+@dataclass(frozen=True)
+class RatioStats:
+    """What the stacks' difference does to a PPO update, over n sampled (state, action) pairs."""
+
+    n: int
+    ratio_mean: float
+    ratio_p99: float
+    ratio_max: float
+    ppo_clip_share: float
+    """Share of samples with |w - 1| > epsilon: PPO clips them before any learning."""
+    tis_share: float
+    """Share with w > C: truncated importance sampling truncates them."""
+    ess: float
+    """(sum w)^2 / (n sum w^2): 1.0 = every sample counts fully."""
+    invalid: int
+    """Samples whose weight is not finite or whose state has no valid distribution on a side
+    (counted as clipped and truncated)."""
+    log_weight_min: float
+    log_weight_max: float
+
+
+def ratio_stats(
+    log_w: np.ndarray, clip_epsilon: float = CLIP_EPSILON, tis_cap: float = TIS_CAP
+) -> RatioStats:
+    """The statistics of w = exp(log_w) over every sample; a non-finite log-weight is an
+    invalid sample: clipped, truncated, left out of the mean and weighing 0 in the ESS (which
+    is scaled by the valid share), and it makes ratio_max and a p99 that reaches it inf."""
+    lw = np.asarray(log_w, dtype=np.float64).ravel()
+    n = lw.size
+    if n == 0:
+        return RatioStats(0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0, 0.0, 0.0)
+    ok = np.isfinite(lw)
+    good = lw[ok]
+    invalid = n - good.size
+    with np.errstate(over="ignore"):
+        w = np.exp(good)
+    # ESS without overflow: the weights scaled by their largest (exactly 1 for equal weights).
+    if good.size:
+        scaled = np.exp(good - good.max())
+        ess_valid = float(scaled.sum() ** 2 / (good.size * np.sum(scaled * scaled)))
+        ratio_mean = float(np.mean(w))
+    else:
+        ess_valid, ratio_mean = 0.0, math.inf
+    all_w = np.full(n, np.inf)
+    all_w[ok] = w
+    clipped = int(np.count_nonzero(np.abs(w - 1.0) > clip_epsilon)) + invalid
+    truncated = int(np.count_nonzero(w > tis_cap)) + invalid
+    return RatioStats(
+        n=n,
+        ratio_mean=ratio_mean,
+        ratio_p99=float(np.quantile(all_w, 0.99, method="higher")),
+        ratio_max=float(all_w.max()),
+        ppo_clip_share=clipped / n,
+        tis_share=truncated / n,
+        ess=min(1.0, ess_valid) * good.size / n,
+        invalid=invalid,
+        log_weight_min=float(good.min()) if good.size else -math.inf,
+        log_weight_max=float(good.max()) if good.size else math.inf,
+    )
+
+
+def behaviour_kl(train: Distribution, infer: Distribution) -> np.ndarray:
+    """KL(pi_infer || pi_train) per state in closed form (float64): the Gaussians' (a tanh
+    squash is a bijection and leaves the KL unchanged), or sum p_i (log p_i - log p_t) over
+    categories. inf where either side's distribution is invalid."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if train.kind == "categorical":
+            assert train.log_probs is not None and infer.log_probs is not None
+            p = np.exp(infer.log_probs)
+            terms = np.where(p > 0, p * (infer.log_probs - train.log_probs), 0.0)
+            kl = terms.sum(axis=1)
+        else:
+            kl = metrics.gaussian_kl(infer.mean, infer.std, train.mean, train.std)
+    kl = np.where(np.isnan(kl), np.inf, kl)
+    return np.where(train.valid & infer.valid, np.maximum(kl, 0.0), np.inf)
+
+
+def sampling(options: dict[str, Any]) -> tuple[int, int]:
+    """(samples per state, seed) from the comparator's options: the cycle that runs the models on
+    the drawn actions and the comparator that judges them must draw the same ones."""
+    k, seed = options.get("samples_per_state", SAMPLES_PER_STATE), options.get("seed", 0)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1024:
+        raise ValueError(f"option 'samples_per_state' must be an integer from 1 to 1024, not {k!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"option 'seed' must be an integer >= 0, not {seed!r}")
+    return k, seed
+
+
+def behaviour_inputs(
+    policy: Policy, input_names: list[str], inputs: list[np.ndarray], draws: Draws
+) -> list[list[np.ndarray]]:
+    """The model's inputs for each of the k draws: its own inputs (the same states) with the
+    drawn actions, in the actions input's dtype and shape, in place of ``policy.actions``."""
+    if policy.actions not in input_names:
+        raise ValueError(
+            f"the policy's actions input {policy.actions!r} is not an input of the model "
+            f"(inputs: {', '.join(input_names)})"
+        )
+    at = input_names.index(str(policy.actions))
+    template = np.asarray(inputs[at])
+    batches = []
+    for actions in draws.actions:
+        x = list(inputs)
+        x[at] = np.asarray(actions).astype(template.dtype).reshape(template.shape)
+        batches.append(x)
+    return batches
+
+
+def invalid_states(train: Distribution, infer: Distribution, shown: int = 3) -> str:
+    """Words for the states whose distribution is invalid on a side, rows with the same reason
+    together: "rows 0-255: infer side: the std is not positive and finite (-6.3e-05)"."""
+    reasons: dict[str, list[int]] = {}
+    for i in sorted(set(train.problems) | set(infer.problems)):
+        sides = [
+            f"{side} side: {d.problems[i]}"
+            for side, d in (("train", train), ("infer", infer))
+            if i in d.problems
+        ]
+        reasons.setdefault("; ".join(sides), []).append(i)
+    words = [f"{_rows(rows)}: {reason}" for reason, rows in reasons.items()]
+    more = f"; {len(words) - shown} more" if len(words) > shown else ""
+    return "; ".join(words[:shown]) + more
+
+
+def _rows(rows: list[int]) -> str:
+    if len(rows) == 1:
+        return f"row {rows[0]}"
+    if rows == list(range(rows[0], rows[-1] + 1)):
+        return f"rows {rows[0]}-{rows[-1]}"
+    listed = ", ".join(str(r) for r in rows[:5])
+    return f"rows {listed}" + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")

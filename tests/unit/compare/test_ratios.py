@@ -1,0 +1,191 @@
+"""Importance ratios under the behaviour policy (auditor.compare.ratios, the importance_ratios
+comparator) against independent oracles: Gaussian pairs whose KL and E_q[w^2] have closed
+forms, float64 Monte Carlo with 10^6 samples (scipy's densities, not ours) for the shares,
+a categorical pair by hand, and the tanh head against metrics.tanh_gaussian_logp."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from auditor.plugins import default_comparators as dc
+from scipy import stats
+
+from auditor.compare import metrics, ratios
+
+GAUSS = {"kind": "gaussian", "mean": "mean", "std": "std"}
+
+
+def _gauss_outputs(mean: float, std: float, states: int) -> dict[str, np.ndarray]:
+    return {"mean": np.full((states, 1), mean), "std": np.full((states, 1), std)}
+
+
+def _by(checks: list) -> dict:
+    return {c.metric: c for c in checks}
+
+
+def _second_moment(mt: float, st: float, mi: float, si: float) -> float:
+    """E_q[(p/q)^2] = integral p^2 / q for p = N(mt, st), q = N(mi, si) (needs 2/st^2 > 1/si^2)."""
+    a = 2 / st**2 - 1 / si**2
+    b = 2 * mt / st**2 - mi / si**2
+    c = 2 * mt**2 / st**2 - mi**2 / si**2
+    return si / (st**2 * math.sqrt(a)) * math.exp((b * b / a - c) / 2)
+
+
+@pytest.mark.parametrize(
+    ("mt", "st", "mi", "si"), [(0.1, 1.0, 0.0, 1.0), (0.0, 0.9, 0.05, 1.0), (0.3, 0.5, 0.2, 0.55)]
+)
+def test_gaussian_pair_matches_closed_forms_and_monte_carlo(mt, st, mi, si):
+    states, k = 1000, 1000  # 10^6 samples
+    train, infer = _gauss_outputs(mt, st, states), _gauss_outputs(mi, si, states)
+    checks = _by(dc.importance_ratios(train, infer, {**GAUSS, "samples_per_state": k, "seed": 3}))
+    # KL(q || p) in closed form, textbook form
+    kl = math.log(st / si) + (si**2 + (mi - mt) ** 2) / (2 * st**2) - 0.5
+    assert checks["kl_behaviour"].value == pytest.approx(kl, rel=1e-9)
+    # the ESS estimates 1 / E_q[w^2]; E_q[w] = 1
+    expected_ess = 1 / _second_moment(mt, st, mi, si)
+    assert checks["ess"].value == pytest.approx(expected_ess, abs=5e-3)
+    assert checks["ratio_mean"].value == pytest.approx(1.0, abs=5e-3)
+    # shares against an independent float64 Monte Carlo with scipy's densities
+    rng = np.random.default_rng(11)
+    x = rng.normal(mi, si, 10**6)
+    w = np.exp(stats.norm.logpdf(x, mt, st) - stats.norm.logpdf(x, mi, si))
+    assert checks["ppo_clip_share"].value == pytest.approx(np.mean(np.abs(w - 1) > 0.2), abs=3e-3)
+    assert checks["tis_share"].value == pytest.approx(np.mean(w > 2), abs=3e-3)
+    assert checks["ratio_p99"].value == pytest.approx(np.quantile(w, 0.99), rel=2e-2)
+
+
+def test_identical_sides_have_unit_weights():
+    out = _gauss_outputs(0.2, 0.6, 64)
+    c = _by(dc.importance_ratios(out, out, dict(GAUSS)))
+    assert c["ratio_max"].value == 1.0 and c["ratio_mean"].value == 1.0
+    assert c["ppo_clip_share"].value == 0.0 and c["ppo_clip_share"].passed
+    assert c["ess"].value == 1.0 and c["kl_behaviour"].value == 0.0
+    assert "256 samples, from the distributions' parameters" in c["ratio_mean"].message
+
+
+def test_a_real_drift_is_judged_in_ppo_terms():
+    c = _by(dc.importance_ratios(_gauss_outputs(0.5, 0.6, 64), _gauss_outputs(0.0, 0.6, 64), dict(GAUSS)))
+    assert not c["ppo_clip_share"].passed and not c["ess"].passed
+    assert "would clip" in c["ppo_clip_share"].message and "epsilon 0.2" in c["ppo_clip_share"].message
+
+
+def test_categorical_pair_by_hand():
+    """q = (1/2, 1/2), p = (1/4, 3/4): w = 1/2 or 3/2, both clipped at 0.2, none truncated at 2;
+    ESS = 1 / E_q[w^2] = 1 / (0.5 * 0.25 + 0.5 * 2.25) = 0.8; KL(q||p) = 1/2 log 2 + 1/2 log(2/3)."""
+    states = 2000
+    train = {"logits": np.tile(np.log([0.25, 0.75]), (states, 1))}
+    infer = {"logits": np.tile([0.0, 0.0], (states, 1))}
+    c = _by(dc.importance_ratios(train, infer, {"kind": "categorical", "samples_per_state": 50}))
+    assert c["ppo_clip_share"].value == 1.0 and c["tis_share"].value == 0.0
+    assert c["ratio_max"].value == pytest.approx(1.5)
+    assert c["ess"].value == pytest.approx(0.8, abs=5e-3)
+    assert c["kl_behaviour"].value == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(2 / 3), rel=1e-12)
+
+
+def test_categorical_draws_follow_the_infer_distribution():
+    d = ratios.distribution(
+        ratios.Policy("categorical"), {"logits": np.tile(np.log([0.1, 0.2, 0.7]), (1000, 1))}
+    )
+    drawn = ratios.draw(d, 100, 0).actions
+    share = np.bincount(drawn.ravel(), minlength=3) / drawn.size
+    assert share == pytest.approx([0.1, 0.2, 0.7], abs=5e-3)
+
+
+def test_tanh_weights_from_params_equal_the_squashed_log_densities():
+    """For a = tanh(u) the Jacobian cancels: the params path equals the ratio of the two
+    tanh-squashed densities (metrics.tanh_gaussian_logp, the probe's float64 reference)."""
+    policy = ratios.Policy("tanh")
+    train = ratios.distribution(policy, {"mean": np.full((50, 2), 0.31), "std": np.full((50, 2), 0.6)})
+    infer = ratios.distribution(policy, {"mean": np.full((50, 2), 0.3), "std": np.full((50, 2), 0.61)})
+    draws = ratios.draw(infer, 3, 5)
+    from_params = ratios.log_weights_from_params(train, infer, draws)
+    squashed = np.stack(
+        [
+            metrics.tanh_gaussian_logp(a, train.mean, train.std, 1e-12)
+            - metrics.tanh_gaussian_logp(a, infer.mean, infer.std, 1e-12)
+            for a in draws.actions
+        ]
+    )
+    assert from_params == pytest.approx(squashed, abs=1e-8)
+    # the in-graph path on the same log-probabilities gives the same weights
+    lt = np.stack([metrics.tanh_gaussian_logp(a, train.mean, train.std, 1e-12) for a in draws.actions])
+    li = np.stack([metrics.tanh_gaussian_logp(a, infer.mean, infer.std, 1e-12) for a in draws.actions])
+    assert ratios.log_weights_in_graph(lt, li, draws) == pytest.approx(squashed, abs=1e-12)
+
+
+def test_in_graph_log_probabilities_are_used_when_both_sides_have_them():
+    out = _gauss_outputs(0.0, 1.0, 8)
+    options = {**GAUSS, "logp": "logp", "actions": "actions", "samples_per_state": 2}
+    train = {**out, "logp@behaviour": np.zeros((2, 8))}
+    infer = {**out, "logp@behaviour": np.zeros((2, 8))}
+    infer["logp@behaviour"][1, 3] = -math.log(1.5)  # w = 1.5 on one sample: clipped
+    c = _by(dc.importance_ratios(train, infer, options))
+    assert c["ppo_clip_share"].value == 1 / 16 and c["ratio_max"].value == pytest.approx(1.5)
+    assert "models' own log-probabilities" in c["ratio_mean"].message
+
+
+def test_invalid_distributions_are_clipped_truncated_and_named():
+    train, infer = _gauss_outputs(0.0, 0.6, 10), _gauss_outputs(0.0, 0.6, 10)
+    infer["std"][2] = 0.0
+    train["mean"][7] = np.nan
+    c = _by(dc.importance_ratios(train, infer, {**GAUSS, "samples_per_state": 4}))
+    assert c["ppo_clip_share"].value == pytest.approx(8 / 40) and not c["ppo_clip_share"].passed
+    assert c["tis_share"].value == pytest.approx(8 / 40)
+    assert c["ratio_max"].value == math.inf and c["kl_behaviour"].value == math.inf
+    assert c["ess"].value == pytest.approx(32 / 40)
+    words = c["ppo_clip_share"].message
+    assert "8 of 40 samples have no valid weight" in words
+    assert "row 2: infer side: the std is not positive and finite (0)" in words
+    # the reasons are said once, on the clip share; the other checks count the samples
+    assert c["tis_share"].message.endswith("(8 of 40 samples have no valid weight)")
+    assert "row 2" not in c["ess"].message and "8 of 40" in c["ess"].message
+    assert "row 7: train side: the mean is not finite" in words
+    assert not any(math.isnan(x.value) for x in c.values())
+
+
+def test_rows_with_one_reason_are_said_together():
+    train, infer = _gauss_outputs(0.0, 0.6, 300), _gauss_outputs(0.0, 0.6, 300)
+    infer["std"][:256] = -6.3e-05
+    words = _by(dc.importance_ratios(train, infer, dict(GAUSS)))["ppo_clip_share"].message
+    assert "rows 0-255: infer side: the std is not positive and finite (-6.3e-05)" in words
+    assert words.count("infer side") == 1
+
+
+def test_non_finite_in_graph_log_probability_counts_as_clipped():
+    out = _gauss_outputs(0.0, 1.0, 4)
+    options = {**GAUSS, "logp": "logp", "actions": "actions", "samples_per_state": 1}
+    lt = np.zeros((1, 4))
+    li = np.array([[0.0, -np.inf, np.nan, 0.0]])
+    c = _by(dc.importance_ratios({**out, "logp@behaviour": lt}, {**out, "logp@behaviour": li}, options))
+    assert c["ppo_clip_share"].value == 0.5 and c["tis_share"].value == 0.5
+    assert c["ratio_max"].value == math.inf and c["ess"].value == 0.5
+
+
+def test_ratio_stats_do_not_overflow():
+    s = ratios.ratio_stats(np.array([800.0, 0.0, -800.0]))
+    assert s.ratio_max == math.inf or s.ratio_max > 1e300
+    assert 0 < s.ess <= 1 / 3 + 1e-12 and not math.isnan(s.ess)
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"kind": "beta"}, "option 'kind' must be one of gaussian, tanh, categorical"),
+        ({**GAUSS, "std": "sigma"}, "the policy's output 'sigma' is not an output of the model"),
+        ({**GAUSS, "samples_per_state": 0}, "samples_per_state"),
+        ({**GAUSS, "clip_epsilon": 1.5}, "clip_epsilon"),
+        ({**GAUSS, "tis_cap": 0.5}, "tis_cap"),
+    ],
+)
+def test_bad_options_name_the_key(options, words):
+    out = _gauss_outputs(0.0, 1.0, 4)
+    with pytest.raises(ValueError, match=words.replace("(", r"\(")):
+        dc.importance_ratios(out, out, options)
+
+
+def test_log_std_output_is_exponentiated():
+    policy = ratios.Policy.from_options({"kind": "gaussian", "log_std": "log_std"})
+    d = ratios.distribution(policy, {"mean": np.zeros((2, 1)), "log_std": np.log(np.full((2, 1), 0.5))})
+    assert d.std == pytest.approx(np.full((2, 1), 0.5))
