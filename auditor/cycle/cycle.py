@@ -200,6 +200,7 @@ class Cycle:
                     }
                 )
                 planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
+                self.suite.behaviour(planned, inferred)  # the train cells score the drawn actions
                 results = [
                     self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
                     for p, job in planned
@@ -359,6 +360,8 @@ class Cycle:
                 outcome.outputs = worker.request("run", model=model, inputs=inputs).result["outputs"]
                 outcome.latency = self.state.time(worker, model, inputs, job.batch)
                 self.suite.run_classes(worker, model, job, outcome)
+                if not self.config.fleet.is_remote(pair.train):  # a published train side has no cell
+                    self.suite.infer_behaviour(worker, model, job, inputs, outcome)
                 self.suite.infer_extras(worker, model, job, train, outcome)
             except WorkerError as exc:
                 outcome.error = exc
@@ -568,6 +571,9 @@ class Cycle:
             for n, t, i in zip(names, train.outputs, infer.outputs, strict=True)
         )
         by_name = (dict(zip(names, train.outputs, strict=True)), dict(zip(names, infer.outputs, strict=True)))
+        drawn = infer.behaviour
+        if drawn is not None and drawn.train is not None:  # both models on the same drawn actions
+            by_name[0][drawn.output], by_name[1][drawn.output] = drawn.train, drawn.infer
         try:
             checks = (
                 self._rerun_checks(names, train, infer)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare.outputs import Comparator, MetricCheck
+from auditor.compare.ratios import BEHAVIOUR
 from auditor.config.thresholds import ProbeConfig
 from auditor.extend.probe_spec import ProbeSpec, dtype_variant_name
 from auditor.results import Artifact, Finding, Latency
@@ -87,6 +88,18 @@ class TrainOutcome:
 
 
 @dataclass
+class Behaviour:
+    """The models run on actions drawn from the infer side's distribution (auditor.compare.ratios):
+    the k batches of inputs and each side's in-graph log-probability of them, (k, states)."""
+
+    output: str
+    """The comparator's name for them: ``logp@behaviour``."""
+    inputs: list[list[np.ndarray]]
+    infer: np.ndarray
+    train: np.ndarray | None = None
+
+
+@dataclass
 class InferOutcome:
     outputs: list[np.ndarray] | None = None
     latency: Latency | None = None
@@ -104,6 +117,8 @@ class InferOutcome:
     suite_errors: list[str] = field(default_factory=list)
     classes: dict[str, tuple[Any, list[np.ndarray]]] = field(default_factory=dict)
     layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    behaviour: Behaviour | None = None
+    """Both models on actions drawn from this side's policy (the importance ratios' samples)."""
 
 
 def probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:
@@ -121,6 +136,11 @@ def probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:
 
 class CheckError(Exception):
     """A comparator or a rerun could not produce its checks: the result is an error."""
+
+
+def _own(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The probe's own outputs, without those on drawn actions (``logp@behaviour``)."""
+    return {k: v for k, v in outputs.items() if BEHAVIOUR not in k}
 
 
 def comparator_checks(
@@ -143,8 +163,9 @@ def comparator_checks(
                 f"(loaded: {', '.join(sorted(comparators)) or 'none'})"
             )
         options = {**defaults.get(name, {}), **probe_cfg.comparator_options(name, job.variant, job.dtype)}
+        sides = (train, infer) if comparator.drawn else (_own(train), _own(infer))
         try:
-            found = comparator.compare(train, infer, options)
+            found = comparator.compare(*sides, options)
         except Exception as exc:
             raise CheckError(
                 f"comparator {name} failed on probe {job.spec.name} [{job.variant}] "

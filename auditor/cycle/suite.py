@@ -8,6 +8,10 @@
   and the infer stack's loaded MindIR together:
   - divergence localization of each drifting variant (auditor.cycle.localize);
   - closed-loop and open-loop rollouts (auditor.cycle.rollout), step by step on batch-1 models;
+- importance ratios (auditor.compare.ratios): right after the infer side's own run, actions
+  drawn from its policy are scored by its model, then (``behaviour``, once every infer side
+  is done) by the train side's built cell: each side's in-graph log-probabilities of the
+  same drawn actions, as a PPO update computes its ratios;
 - the probe's input classes (auditor.compare.input_classes): right after each side's own run, the
   same model runs one batch per class (sweeps through saturation, extreme magnitudes, fp16
   edges, NaN/Inf); the pair is compared per class (checks ``output@class``) and each side's
@@ -28,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import input_classes
+from auditor.compare import input_classes, ratios
 from auditor.compare.outputs import MetricCheck, compare_output
 from auditor.config.tables import PairConfig
 from auditor.cycle import baseline, invariants, latency, localize, rollout
 from auditor.cycle.env_process import EnvError, EnvProcess
-from auditor.cycle.jobs import InferOutcome, ProbeJob, TrainOutcome
+from auditor.cycle.jobs import Behaviour, InferOutcome, ProbeJob, TrainOutcome
 from auditor.cycle.state import CycleState
 from auditor.history.baselines import Key, inputs_digest, load_goldens
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
@@ -122,6 +126,83 @@ class ProbeSuite:
                 outcome.suite_errors.append(f"batch {b}: {exc.describe()}")
                 if exc.kind != "error":
                     return
+
+    # -- importance ratios: both models score actions drawn from the infer side ------------
+    def _ratio_policy(self, job: ProbeJob) -> tuple[ratios.Policy, dict[str, Any]] | None:
+        """The policy of a probe that judges importance ratios with its in-graph log-probability
+        (options: the probe's, then the config's), else None."""
+        name = "importance_ratios"
+        if name not in job.spec.comparators:
+            return None
+        options = {
+            **job.spec.comparator_defaults(job.params).get(name, {}),
+            **self.state.config.probe(job.spec.name).comparator_options(name, job.variant, job.dtype),
+        }
+        policy = ratios.Policy.from_options(options)
+        return (policy, options) if policy.in_graph() else None
+
+    def infer_behaviour(
+        self, worker: StackWorker, model: str, job: ProbeJob, inputs: list[np.ndarray], outcome: InferOutcome
+    ) -> None:
+        """Draw actions from this side's policy (its outputs on ``inputs``) and run its model on
+        them. Where this is not done (or the train side cannot score them), the comparator
+        judges the ratios from the distributions' parameters."""
+        if outcome.outputs is None or job.rerun:
+            return
+        try:
+            found = self._ratio_policy(job)
+            if found is None:
+                return
+            policy, options = found
+            k, seed = ratios.sampling(options)
+            dist = ratios.distribution(policy, dict(zip(job.spec.outputs, outcome.outputs, strict=False)))
+            draws = ratios.draw(dist, k, seed)
+            batches = ratios.behaviour_inputs(policy, list(job.spec.inputs), inputs, draws)
+            at = list(job.spec.outputs).index(str(policy.logp))
+        except Exception as exc:  # the comparator says what is wrong with its options
+            outcome.suite_errors.append(f"importance ratios: not drawn: {exc}")
+            return
+        try:
+            logps = [worker.request("run", model=model, inputs=x).result["outputs"][at] for x in batches]
+        except WorkerError as exc:
+            outcome.suite_errors.append(f"importance ratios: {exc.describe()}")
+            return
+        outcome.behaviour = Behaviour(
+            f"{policy.logp}{ratios.BEHAVIOUR}", batches, np.stack([np.asarray(x) for x in logps])
+        )
+
+    def behaviour(
+        self,
+        planned: list[tuple[PairConfig, ProbeJob]],
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
+    ) -> None:
+        """The train side's cell on every infer side's drawn actions, each train stack in
+        parallel (a train stack read from the database has no cell: its ratios come from the
+        distributions' parameters)."""
+        by_train: dict[str, list[tuple[ProbeJob, InferOutcome]]] = {}
+        for pair, job in planned:
+            infer = inferred.get(pair.infer, {}).get((pair.name, job.key))
+            if infer is not None and infer.behaviour is not None and pair.train in self.state.sessions:
+                by_train.setdefault(pair.train, []).append((job, infer))
+
+        def score(stack: str) -> None:
+            for job, infer in by_train[stack]:
+                self.state.check()
+                assert infer.behaviour is not None
+                at = list(job.spec.outputs).index(infer.behaviour.output.partition("@")[0])
+                # One call for all k draws: a train stack's cell takes any batch (as a trainer's
+                # update scores a minibatch of any size), where the served file has a fixed one.
+                batches = infer.behaviour.inputs
+                joined = [np.concatenate(parts) for parts in zip(*batches, strict=True)]
+                try:
+                    worker = self.state.sessions[stack].ensure()
+                    logp = worker.request("run", model=job.key, inputs=joined).result["outputs"][at]
+                except WorkerError as exc:
+                    infer.suite_errors.append(f"importance ratios, on {stack}: {exc.describe()}")
+                    continue
+                infer.behaviour.train = np.asarray(logp).reshape(infer.behaviour.infer.shape)
+
+        self.state.parallel({s: (lambda s=s: score(s)) for s in by_train})
 
     # -- hidden layers: both sides run the probe with its layers exposed ----------------------
     def _train_layers(

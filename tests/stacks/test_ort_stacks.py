@@ -96,6 +96,24 @@ def test_both_mindspore_releases_export_onnx_that_ort_runs(run):
         assert by[(train, "action_sampler", "reparam")].status == CONSISTENT
 
 
+def test_in_ppo_terms_the_fp16_tanh_drift_would_not_move_a_ppo_update(run):
+    """ONNX Runtime's fp16 tanh-squashed logp differs by a few fp16 ULPs near actions of ±1
+    (logp_diff says so), but on actions drawn from its own policy, scored by both models in
+    their graphs, no ratio leaves PPO's clip range and the ESS stays 1 to 4 decimals; the
+    ratios did move (fp16 rounding), so the figures are measured, not defaults."""
+    result, _, _, _ = run
+    for train in TRAIN:
+        r = _by(result)[(train, "ppo_policy", "tanh-fp16")]
+        c = {k.metric: k for k in r.checks if k.output is None}
+        assert "1024 samples, from the models' own log-probabilities" in c["ratio_mean"].message
+        assert c["ppo_clip_share"].value == 0.0 and c["ppo_clip_share"].passed
+        assert c["tis_share"].value == 0.0 and c["ess"].value > 0.9999 and c["ess"].passed
+        assert 1.0 < c["ratio_max"].value < 1.05 and c["ratio_max"].value != 1.0
+        assert 0.0 < c["kl_behaviour"].value < 1e-6
+        fp32 = {k.metric: k for k in _by(result)[(train, "ppo_policy", "tanh-fp32")].checks}
+        assert fp32["ratio_max"].value < 1.0001  # fp32: far closer than fp16
+
+
 def test_an_operator_the_exporter_cannot_write_is_unsupported_in_its_words(run):
     result, _, _, _ = run
     for train in TRAIN:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.stacks
 PROBES = builtin_probes()
 SUITE = ("ppo_policy", "action_sampler", "obs_normalizer")
 PAIRS = (("ms20", "lite20"), ("ms210", "ms210-graph"), ("ms20", "ms210-graph"))
-AT_LEAST = {"action_agreement", "ks_pvalue"}  # checks whose value must not fall below the limit
+AT_LEAST = {"action_agreement", "ks_pvalue", "ess"}  # checks whose value must not fall below the limit
 NO_KERNEL = "schedule node return nullptr"  # MindSpore Lite 2.0's log line for a missing kernel
 CHEAP_LATENCY = {"warmup": 1, "iterations": 5, "batches": []}
 
@@ -128,6 +128,17 @@ def test_each_probe_reports_its_comparators(run):
                 "exp_abs_logp_diff_mean",
             } <= metrics_
             assert "action_agreement" in metrics_
+            ratios = {"ratio_mean", "ratio_p99", "ratio_max", "ppo_clip_share", "tis_share", "ess"}
+            assert ratios | {"kl_behaviour"} <= metrics_
+            c = {k.metric: k for k in r.checks if k.output is None}
+            # both models scored the actions drawn from the infer side's policy
+            assert "from the models' own log-probabilities" in c["ratio_mean"].message
+            if r.pair == "ms20->lite20" and r.variant.endswith("fp16"):
+                # Lite 2.0's fp16 std is not positive: no drawn action has a weight, said per row
+                assert c["ppo_clip_share"].value == 1.0 and c["ess"].value == 0.0
+                assert "infer side: the std is not positive and finite" in c["ppo_clip_share"].message
+            elif r.status == CONSISTENT:
+                assert c["ppo_clip_share"].value == 0.0 and c["ess"].value > 0.9999
         elif r.probe == "action_sampler":
             assert {"ks_statistic", "ks_pvalue"} <= metrics_
             reruns = {c.metric for c in r.checks if c.metric.endswith("_rerun_max_abs")}
