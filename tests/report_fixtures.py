@@ -119,6 +119,12 @@ def passing_cycle() -> CycleResult:
     )
 
 
+PPO_CLIP = (
+    "the stacks alone would clip 100.00% of PPO samples at epsilon 0.2 (0 expected) (1024 of 1024 "
+    "samples have no valid weight: rows 0-255: infer side: the std is not positive and finite (-6.324e-05))"
+)
+
+
 def failing_cycle() -> CycleResult:
     """The shipped config's default cycle as measured: ms210->lite20 incompatible, Lite 2.0's
     fp16 std defect on ms20->lite20, StandardNormal unsupported on lite20, the seeded sampler
@@ -139,6 +145,10 @@ def failing_cycle() -> CycleResult:
                         MetricCheck("logp_diff_max", float("inf"), False, 1e-2, "logp", "", "<="),
                         MetricCheck("logp_diff_mean", float("inf"), False, 1e-3, "logp", "", "<="),
                         MetricCheck("action_agreement", 1.0, True, 1.0, "action", "", ">="),
+                        MetricCheck("ratio_p99", float("inf"), True),
+                        MetricCheck("ratio_max", float("inf"), True),
+                        MetricCheck("ppo_clip_share", 1.0, False, 0.0, None, PPO_CLIP, "<="),
+                        MetricCheck("ess", 0.0, False, 0.99, None, "", ">="),
                     )
                     message = "; ".join(failure_text(c) for c in outputs if not c.passed)
                     r = probe_result(pair, probe, v, DRIFT, outputs=outputs, checks=checks, message=message)

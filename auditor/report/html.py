@@ -111,6 +111,7 @@ def render_report(
         raise ReportError(str(exc)) from None
     statuses = result_statuses(conn, f)
     groups = sorted(statuses)
+    ppo = _ppo_terms(conn, f, known_values(conn, "metric"))
     stacks_of = _stacks_of(divergence + latency)
     changes = fingerprint_changes(conn, None, since, until)
     alerts, alert_note = _open_alerts(conn)
@@ -171,8 +172,26 @@ def render_report(
         side=side,
         npu_figures=npu_figures,
         served_figures=served_figures,
+        ppo=ppo,
     )
     return page, summary
+
+
+def _ppo_terms(conn: Connection, f: Filters, known: Iterable[str]) -> dict[tuple[str, str, str], str]:
+    """Per (pair, probe, variant), the latest importance-ratio figures (auditor.compare.ratios)
+    in words: what the stacks' difference alone does to a PPO update."""
+    if not {"ppo_clip_share", "ess"} <= set(known):
+        return {}
+    latest: dict[tuple[str, str, str], dict[str, float]] = {}
+    for metric in ("ppo_clip_share", "ess"):
+        for s in trend(conn, metric, f):
+            if s.points:
+                latest.setdefault(s.key[:3], {})[metric] = s.points[-1][2]
+    return {
+        key: f"clips {100 * v['ppo_clip_share']:.2f}% at ε, ESS {v['ess']:.4f}"
+        for key, v in latest.items()
+        if len(v) == 2
+    }
 
 
 SIDE_KINDS = ("invariant", "nan-hazard")
@@ -455,6 +474,7 @@ def _page(
     side: list[dict[str, Any]] | None = None,
     npu_figures: list[tuple[str, bytes, list[TelemetrySeries]]] | None = None,
     served_figures: list[tuple[tuple[str, str, str], bytes, list[Series], Series | None]] | None = None,
+    ppo: dict[tuple[str, str, str], str] | None = None,
 ) -> str:
     first, last, n_runs = history
     parts = [
@@ -492,6 +512,7 @@ def _page(
                     f'<td class="num">{_e(num(div_latest.get(key)))}</td>',
                     f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("train")))}</td>',
                     f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("infer")))}</td>',
+                    f"<td>{_e((ppo or {}).get(key, ''))}</td>",
                 ]
             )
         parts.append(
@@ -505,6 +526,7 @@ def _page(
                     f"latest {_e(metric)} (worst output)",
                     "train p50",
                     "infer p50",
+                    "in PPO terms (latest)",
                 ],
                 rows,
             )

@@ -342,11 +342,26 @@ def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Fi
         line.text += f" · {_samples(r)} compared with {reference_label(r)}"
     if r.localization is not None:
         line.notes.append(f"localized: {r.localization.message}")
+    ppo = ppo_words(r) if r.status == DRIFT else None
+    if ppo is not None:  # does the drift matter to training?
+        line.notes.append(ppo)
     moved = baseline.report_lines(r.baseline)
     if moved and not moved[0].startswith("    baseline: "):
         line.notes += [m.strip() for m in moved]
     line.notes += conversion_words(r)  # what the serving stack really ran
     return line
+
+
+def ppo_words(r: ProbeResult) -> str | None:
+    """The importance-ratio checks (auditor.compare.ratios) in one line a trainer reads: what
+    the stacks' difference alone does to a PPO update. None without them."""
+    by = {k.metric: k for k in r.checks if k.output is None}
+    if "ppo_clip_share" not in by or "ess" not in by:
+        return None
+    words = f"in PPO terms, {by['ppo_clip_share'].message}; ESS {by['ess'].value:.4f}"
+    if "ratio_max" in by and "ratio_p99" in by:
+        words += f"; ratio p99 {by['ratio_p99'].value:.4g}, max {by['ratio_max'].value:.4g}"
+    return words
 
 
 def conversion_words(r: ProbeResult) -> list[str]:

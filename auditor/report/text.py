@@ -31,6 +31,7 @@ from auditor.report.summary import (
     host_telemetry_line,
     is_model,
     not_checked_lines,
+    ppo_words,
     publication_lines,
     reference_label,
     result_line,
@@ -128,6 +129,9 @@ def _probe_block(r: ProbeResult) -> list[str]:
         lines += _table(rows)
     if is_model(r) and r.outputs:
         lines.append(f"    {r.samples} samples compared with {reference_label(r)}")
+    ppo = ppo_words(r)
+    if ppo is not None:
+        lines.append(f"    {ppo}")
     if r.status != CONSISTENT:
         lines += ["    " + line for line in r.message.splitlines()]
     lines += ["    " + words for words in conversion_words(r)]

@@ -23,6 +23,7 @@ from auditor.db import schema as m
 from auditor.history.store import Store
 from auditor.report.html import side_findings
 from tests.history_fixtures import DRIFTING_PAIR, UPGRADED_STACK, UPGRADED_VERSION, generate_history
+from tests.report_fixtures import failing_cycle
 from tests.requires import require
 
 START = datetime(2026, 4, 1)
@@ -183,8 +184,8 @@ def test_report_tables(page, db):
     _, info = db
     p = parse(out.read_text(encoding="utf-8"))
     # pair, probe, variant, latest, then a count per status (consistent, unchecked, drift,
-    # unsupported, incompatible, error), latest max_abs, p50 x 2
-    summary = {r[0]: r for r in p.rows if r and r[0] in PAIRS and len(r) == 13}
+    # unsupported, incompatible, error), latest max_abs, p50 x 2, in PPO terms
+    summary = {r[0]: r for r in p.rows if r and r[0] in PAIRS and len(r) == 14}
     assert set(summary) == set(PAIRS)
     assert summary[DRIFTING_PAIR][3].startswith("drift") and int(summary[DRIFTING_PAIR][6]) > 50
     incompatible = summary["ms210->lite20"]
@@ -192,6 +193,7 @@ def test_report_tables(page, db):
     assert incompatible[4] == "0" and int(incompatible[8]) > 150
     assert incompatible[10] == "-" and incompatible[11].endswith("ms") and incompatible[12] == "-"
     assert summary["ms210->ms210-graph"][10] == "0"  # bitwise-equal pair: latest max_abs 0
+    assert all(r[13] == "" for r in summary.values())  # no importance ratios in this history
     with sqlite3.connect(db[0]) as c:
         q = "SELECT count(*) FROM probe_results WHERE pair = 'ms20->ms210-graph'"
         stored = c.execute(q).fetchone()[0]
@@ -512,3 +514,21 @@ def test_per_side_findings_stand_per_stack_probe_and_variant(tmp_path, history_t
         ("KEPT-LITE20", full),
         ("KEPT-MERGED", full),
     ]
+
+
+def test_summary_says_the_latest_importance_ratios_in_ppo_terms(tmp_path, history_template):
+    """A stored cycle with importance-ratio checks: the summary row of each policy variant says
+    what the stacks' difference does to a PPO update (the latest run's clip share and ESS)."""
+    path = tmp_path / "h.db"
+    shutil.copyfile(history_template, path)
+    store = Store.open(f"sqlite:///{path}")
+    run_id = store.begin_run("test")
+    store.finish_run(run_id, failing_cycle(), {})
+    store.close()
+    out = tmp_path / "report.html"
+    code, _, stderr = report(path, out, "--since", "2000-01-01")
+    assert code == 0, stderr
+    rows = [r for r in parse(out.read_text(encoding="utf-8")).rows if len(r) == 14]
+    ppo = {(r[0], r[1], r[2]): r[13] for r in rows}
+    assert ppo[("ms20->lite20", "ppo_policy", "fp16")] == "clips 100.00% at ε, ESS 0.0000"
+    assert ppo[("ms20->lite20", "ppo_policy", "fp32")] == ""
