@@ -15,6 +15,10 @@ from typing import Any
 
 from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry, StackReport
 
+PPO_METRICS = ("ratio_mean", "ratio_p99", "ratio_max", "ppo_clip_share", "tis_share", "ess", "kl_behaviour")
+"""The importance_ratios comparator's checks (auditor.compare.ratios), named here so the daemon
+needs no numpy."""
+
 GAUGE, INFO, STATESET = "gauge", "info", "stateset"
 
 
@@ -74,6 +78,7 @@ def cycle_families(cycle: CycleResult) -> tuple[Family, ...]:
     latency: list[tuple[tuple[str, ...], Any]] = []
     served: list[tuple[tuple[str, ...], Any]] = []
     saturation: list[tuple[tuple[str, ...], Any]] = []
+    ppo: list[tuple[tuple[str, ...], Any]] = []
     for r in cycle.results:
         key = (r.pair, r.probe, r.variant)
         status.append((key, {s: s == r.status for s in STATUS_ORDER}))
@@ -90,6 +95,11 @@ def cycle_families(cycle: CycleResult) -> tuple[Family, ...]:
             served.append(((r.infer, *key, str(t.batch)), float(t.samples_per_s)))
         if r.saturation_batch is not None:
             saturation.append(((r.infer, *key), float(r.saturation_batch)))
+        ppo += [
+            ((*key, c.metric), float(c.value))
+            for c in r.checks
+            if c.metric in PPO_METRICS and c.output is None
+        ]
     stacks = [((name, s.role, s.runtime, s.host), stack_versions(s)) for name, s in cycle.stacks.items()]
     families = [
         Family(
@@ -122,6 +132,17 @@ def cycle_families(cycle: CycleResult) -> tuple[Family, ...]:
             tuple(served),
         ),
     ]
+    if ppo:
+        families.append(
+            Family(
+                GAUGE,
+                "auditor_ppo_ratio",
+                "The stacks' difference in PPO's terms in the last complete cycle: importance ratios "
+                "w = pi_train / pi_infer on actions drawn from the infer side's policy.",
+                (*labels, "metric"),
+                tuple(ppo),
+            )
+        )
     if saturation:
         families.append(
             Family(

@@ -8,11 +8,12 @@ import urllib.request
 
 import numpy as np
 import pytest
+from auditor.plugins import default_comparators as dc
 from prometheus_client.parser import text_string_to_metric_families
 
 import auditor
 from auditor.compare.outputs import Tolerance, compare_output
-from auditor.daemon.metrics import stack_versions, summarize
+from auditor.daemon.metrics import PPO_METRICS, stack_versions, summarize
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.results import STATUS_ORDER, CycleResult, Latency, ProbeResult, StackReport
 
@@ -59,6 +60,13 @@ def result() -> CycleResult:
             outputs=(mean, std),
             train_latency=Latency(8, 50, 700.0, 900.0, 1200.0, 750.0),
             infer_latency=Latency(8, 50, 40.0, 55.0, 80.0, 45.0),
+            checks=tuple(
+                dc.importance_ratios(
+                    {"mean": np.full((8, 1), 0.1), "std": np.full((8, 1), 0.6)},
+                    {"mean": np.zeros((8, 1)), "std": np.full((8, 1), 0.6)},
+                    {"kind": "gaussian"},
+                )
+            ),
         )
     ]
     return CycleResult(1000.0, 1004.5, "a.toml", stacks, results, [], run_id=12)
@@ -90,6 +98,11 @@ def test_exposition_parses_and_holds_the_last_cycle():
     status = {s.labels["auditor_probe_status"]: s.value for s in fams["auditor_probe_status"].samples}
     assert status == {s: float(s == "drift") for s in STATUS_ORDER}
     assert {"consistent", "drift", "incompatible", "error"} <= set(status)
+
+    # the importance ratios, every metric of the comparator and nothing else
+    ppo = {s.labels["metric"]: s.value for s in fams["auditor_ppo_ratio"].samples}
+    assert set(ppo) == set(PPO_METRICS) == {c.metric for c in result().results[0].checks}
+    assert 0.9 < ppo["ess"] < 1.0 and ppo["ppo_clip_share"] > 0 and ppo["kl_behaviour"] > 0
 
     lat = fams["auditor_latency_seconds"]
     got = {(s.labels["stack"], s.labels["quantile"]): s.value for s in lat.samples}
