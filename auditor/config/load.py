@@ -316,6 +316,7 @@ def _models(
                     f"only mindspore-lite stacks convert models; {', '.join(other)} serve(s) it too "
                     "(name the Lite stacks in stacks = [...])",
                 )
+        policy = _policy(p, f"{path}.policy", table)
         base = Tolerance(
             table.atol if table.atol is not None else Tolerance().atol,
             table.rtol if table.rtol is not None else Tolerance().rtol,
@@ -355,8 +356,38 @@ def _models(
             },
             frozenset(o for o, v in chosen.items() if v),
             table.convert,
+            policy,
         )
     return out
+
+
+def _policy(p: _Parse, path: str, table: ModelTable) -> dict[str, Any] | None:
+    """``[models.NAME] policy`` as the importance_ratios comparator's options: the outputs its
+    kind needs, each one of ``output_names`` where those are given (else the run says it)."""
+    policy = table.policy
+    if policy is None:
+        return None
+    if policy.kind == "categorical":
+        needed = {"logits": policy.logits}
+        extra = [k for k in ("mean", "std", "log_std") if getattr(policy, k) is not None]
+    else:
+        needed = {"mean": policy.mean}
+        if (policy.std is None) == (policy.log_std is None):
+            p.error(f"{path}.std", f"a {policy.kind} policy names its std output: set std or log_std (one)")
+        needed.update({k: getattr(policy, k) for k in ("std", "log_std") if getattr(policy, k) is not None})
+        extra = ["logits"] if policy.logits is not None else []
+    for key in extra:
+        p.error(f"{path}.{key}", f"a {policy.kind} policy has no {key} (kind = {policy.kind!r})")
+    for key, output in needed.items():
+        if output is None:
+            p.error(f"{path}.{key}", f"a {policy.kind} policy names its {key} output: set {key}")
+        elif table.output_names and output not in table.output_names:
+            p.error(
+                f"{path}.{key}",
+                f"{output!r} is not an output of the model (output_names: {', '.join(table.output_names)})",
+            )
+    options = {k: v for k, v in dataclasses.asdict(policy).items() if v is not None}
+    return options
 
 
 def _train_network(

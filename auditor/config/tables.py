@@ -373,6 +373,37 @@ class ModelTrainTable:
 
 
 @section
+class ModelPolicyTable:
+    """``[models.NAME] policy``: the model is a policy; which outputs make its action distribution,
+    so that PPO's importance ratios under the serving side's policy are judged
+    (docs/reading-the-report.md, "In PPO terms")."""
+
+    kind: Choice("gaussian", "tanh", "categorical")
+    """gaussian: a diagonal Gaussian (mean and std or log_std); tanh: the same, its actions squashed
+    by tanh; categorical: logits over discrete actions."""
+    mean: Name | None = None
+    """The output holding the Gaussian's mean (gaussian, tanh)."""
+    std: Name | None = None
+    """The output holding its standard deviation (or set log_std)."""
+    log_std: Name | None = None
+    """The output holding its log standard deviation (or set std)."""
+    logits: Name | None = None
+    """The output holding the logits (categorical)."""
+    samples_per_state: Int(1, 1024) = 4
+    """Actions drawn from the serving side's policy per state (input row)."""
+    clip_epsilon: Float(0.0, 1.0, lo_open=True) = 0.2
+    """PPO's clip range: a sample with |w - 1| above it is clipped."""
+    tis_cap: Float(1.0, 1e6, lo_open=True) = 2.0
+    """Truncated importance sampling's cap C: a sample with w above it is truncated."""
+    max_ppo_clip_share: Float(0.0, 1.0) = 0.0
+    """The share of samples the stacks alone may make PPO clip."""
+    max_tis_share: Float(0.0, 1.0) = 0.0
+    """The share of samples the stacks alone may make truncated importance sampling truncate."""
+    min_ess: Float(0.0, 1.0) = 0.99
+    """The lowest effective sample size (sum w)^2 / (n sum w^2) allowed."""
+
+
+@section
 class ModelOutputTable:
     """``[models.NAME.outputs.O]``: one output's thresholds."""
 
@@ -411,6 +442,8 @@ class ModelTable:
     convert: ConvertTable | None = None
     """The MindSpore Lite conversion the serving stacks run on the file before serving it
     (they must be mindspore-lite stacks); replaces theirs for this model."""
+    policy: ModelPolicyTable | None = None
+    """The model is a policy: the outputs of its action distribution (importance ratios)."""
 
 
 @section

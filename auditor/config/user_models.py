@@ -13,6 +13,9 @@
     atol = 1e-5                         # element-wise thresholds, as [probes.P]
     rtol = 1e-5
     outputs.mean = { atol = 1e-4 }      # per output
+    policy = { kind = "gaussian", mean = "mean", std = "std" }
+                                        # a policy: PPO's importance ratios (or log_std, or
+                                        # kind = "tanh", or kind = "categorical", logits = ...)
     [[models.policy.inputs]]            # optional: default, the file's own input signature
     name = "obs"                        # with normal(0, 1) floats and a batch of 1
     shape = [64, 11]
@@ -139,6 +142,8 @@ class ModelConfig:
     """Where the user set thresholds: "" for the model's atol/rtol, else the output names."""
     convert: Any = None
     """auditor.config.tables.ConvertTable: the conversion the serving stacks run on the file."""
+    policy: dict[str, Any] | None = None
+    """``policy = {kind, mean, std, ...}``: the importance_ratios comparator's options, or None."""
 
     @property
     def probe_config(self) -> Any:

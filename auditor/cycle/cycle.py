@@ -119,7 +119,7 @@ class Cycle:
         )
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
         self.suite = ProbeSuite(self.state)
-        self.models = ModelSuite(self.state, self.compat)
+        self.models = ModelSuite(self.state, self.compat, self.comparators)
         self.telemetry = DeviceTelemetry(self.state)
 
     def abort(self) -> None:

@@ -20,6 +20,7 @@ finding of that model whatever the other side computed.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare.golden import Golden, GoldenError, read_golden
-from auditor.compare.outputs import compare_output, failure_text
+from auditor.compare.outputs import Comparator, MetricCheck, check_text, compare_output, failure_text
 from auditor.config.tables import PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
@@ -176,8 +177,10 @@ class ModelSuite:
     """The model probes of a cycle, a part the cycle composes: on its shared state (sessions,
     timing, the artifacts kept) and its compatibility checks (rules, learned limits)."""
 
-    def __init__(self, state: CycleState, compat: Compatibility):
+    def __init__(self, state: CycleState, compat: Compatibility, comparators: Mapping[str, Comparator]):
         self.state, self.compat = state, compat
+        self.comparators = comparators
+        """By name: ``importance_ratios`` judges a model that declares its ``policy``."""
         self.findings: list[Finding] = []
         """The ranges the models' graphs imply, broken on a side (each side alone)."""
 
@@ -433,17 +436,50 @@ class ModelSuite:
                 f" (the golden was recorded for another file, sha256 {str(plan.golden.model_sha256)[:12]}; "
                 f"this one is {plan.info.sha256[:12]}: re-record it if the model was retrained on purpose)"
             )
-        failed = [c for c in comparisons if not c.passed]
-        if failed:
+        try:
+            checks = self._policy_checks(model, names, reference.outputs, side.outputs)
+        except ValueError as exc:  # what the run shows of the declared policy (an output it lacks)
             return ProbeResult(
-                status=DRIFT,
-                message="; ".join(failure_text(c) for c in failed) + stale,
+                status=ERROR,
+                message=f"models.{model.name}.policy: {exc}",
                 outputs=comparisons,
                 **base,
             )
+        for c in checks:
+            if c.limit is not None:
+                base["thresholds"].setdefault(c.output or "*", {})[c.metric] = c.limit
+        failed = [c for c in comparisons if not c.passed]
+        failed_checks = [c for c in checks if not c.passed]
+        if failed or failed_checks:
+            words = [failure_text(c) for c in failed] + [check_text(c) for c in failed_checks]
+            return ProbeResult(
+                status=DRIFT,
+                message="; ".join(words) + stale,
+                outputs=comparisons,
+                checks=checks,
+                **base,
+            )
         return ProbeResult(
-            status=CONSISTENT, message="all outputs within tolerance" + stale, outputs=comparisons, **base
+            status=CONSISTENT,
+            message="all outputs within tolerance" + stale,
+            outputs=comparisons,
+            checks=checks,
+            **base,
         )
+
+    def _policy_checks(
+        self, model: ModelConfig, names: list[str], reference: list[Any], served: list[Any]
+    ) -> tuple[MetricCheck, ...]:
+        """A declared policy's importance ratios (auditor.compare.ratios), the reference as the
+        train side, from the distributions' parameters in float64."""
+        if model.policy is None:
+            return ()
+        comparator = self.comparators.get("importance_ratios")
+        if comparator is None:
+            raise ValueError("no loaded plugin provides the importance_ratios comparator")
+        ref = {n: np.asarray(x) for n, x in zip(names, reference, strict=False)}
+        out = {n: np.asarray(x) for n, x in zip(names, served, strict=False)}
+        return tuple(comparator.compare(ref, out, dict(model.policy)))
 
 
 def computes_in(info: MindIRInfo | None) -> str | None:

@@ -55,6 +55,7 @@ def setup(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
             f'\n[models.{name}]\npath = "pol/elu_gauss.mindir"\nstacks = ["lite20"]\n'
             f'train = {{ factory = "{factory}", stack = "ms20", path = "{path}"{ckpt}, '
             f'kwargs = {{ kind = "{kind}" }} }}\n'
+            'policy = { kind = "gaussian", mean = "output0", std = "output1" }\n'
         )
 
     networks = "".join(
@@ -76,12 +77,14 @@ path = "b1.mindir"
 stacks = ["lite20"]
 reference = "ms210-graph"
 output_names = ["logits", "mean"]
+policy = { kind = "categorical", logits = "logits" }
 
 [models.b8_ref]
 path = "b8.mindir"
 stacks = ["lite20"]
 reference = "ms210-graph"
 output_names = ["logits", "mean"]
+policy = { kind = "categorical", logits = "logits", samples_per_state = 64 }
 
 [models.b8_golden]
 path = "b8.mindir"
@@ -168,6 +171,27 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
     incompatible = r["ms210_ref:ms210-graph->lite20"]
     assert incompatible["status"] == "incompatible" and "MindIR version 3" in incompatible["message"]
     assert incompatible["infer_latency"] is None  # not loaded
+
+
+def test_a_declared_policy_is_judged_in_ppo_terms(setup: dict) -> None:
+    """[models.NAME] policy: Lite 2.0's LayerNorm error on rows 4-7 of the batch-8 file moves
+    the categorical policy's probabilities, so the stacks alone would make PPO clip samples
+    there (and only there); the batch-1 file and the Gaussian training network agree, 0%."""
+    r = results(setup)
+
+    def checks(pair: str) -> dict:
+        return {c["metric"]: c for c in r[pair]["checks"] if c["output"] is None}
+
+    drift = checks("b8_ref:ms210-graph->lite20")
+    assert "512 samples, from the distributions' parameters in float64" in drift["ratio_mean"]["message"]
+    # rows 4-7 of 8 are wrong: some of their samples leave the clip range, rows 0-3 none
+    assert 0 < drift["ppo_clip_share"]["value"] <= 0.5 and not drift["ppo_clip_share"]["passed"]
+    assert "ppo_clip_share" in r["b8_ref:ms210-graph->lite20"]["message"]
+    assert drift["kl_behaviour"]["value"] > 1e-3 and drift["ess"]["value"] < 0.99
+    for pair in ("b1_ref:ms210-graph->lite20", "net_ok:ms20->lite20"):
+        ok = checks(pair)
+        assert ok["ppo_clip_share"]["value"] == 0.0 and ok["ess"]["value"] > 0.9999, pair
+        assert r[pair]["status"] == "consistent"
 
 
 def test_bad_inputs_fail_their_model_only(setup: dict) -> None:

@@ -491,3 +491,65 @@ def test_parse_does_not_modify_document():
     assert doc == before
     cfg.probe("ppo_policy").params["batch"] = 9
     assert doc["probes"]["ppo_policy"]["params"]["batch"] == 8
+
+
+def _policy_doc(policy: dict, **model) -> dict:
+    return minimal(
+        models={"m": {"path": "p.mindir", "golden": "g.npz", "stacks": ["inf"], **model, "policy": policy}}
+    )
+
+
+def test_a_declared_policy_becomes_the_importance_ratios_options():
+    doc = _policy_doc(
+        {"kind": "gaussian", "mean": "mu", "log_std": "log_std"}, output_names=["mu", "log_std"]
+    )
+    policy = parse(doc, known_probes=KNOWN, runtimes=RUNTIMES).models["m"].policy
+    assert policy == {
+        "kind": "gaussian",
+        "mean": "mu",
+        "log_std": "log_std",
+        "samples_per_state": 4,
+        "clip_epsilon": 0.2,
+        "tis_cap": 2.0,
+        "max_ppo_clip_share": 0.0,
+        "max_tis_share": 0.0,
+        "min_ess": 0.99,
+    }
+    assert parse(minimal(), known_probes=KNOWN, runtimes=RUNTIMES).models == {}
+
+
+@pytest.mark.parametrize(
+    ("policy", "model", "path", "words"),
+    [
+        ({"kind": "beta"}, {}, "models.m.policy.kind", "gaussian"),
+        ({"kind": "gaussian", "mean": "mean"}, {}, "models.m.policy.std", "set std or log_std (one)"),
+        (
+            {"kind": "gaussian", "mean": "mean", "std": "s", "log_std": "l"},
+            {},
+            "models.m.policy.std",
+            "set std or log_std (one)",
+        ),
+        ({"kind": "tanh", "std": "std"}, {}, "models.m.policy.mean", "names its mean output"),
+        ({"kind": "categorical"}, {}, "models.m.policy.logits", "names its logits output"),
+        (
+            {"kind": "categorical", "logits": "logits", "mean": "mean"},
+            {},
+            "models.m.policy.mean",
+            "a categorical policy has no mean",
+        ),
+        (
+            {"kind": "gaussian", "mean": "mu", "std": "sigma"},
+            {"output_names": ["mu", "std"]},
+            "models.m.policy.std",
+            "'sigma' is not an output of the model (output_names: mu, std)",
+        ),
+        ({"kind": "categorical", "logits": "l", "clip_epsilon": 1.5}, {}, "models.m.policy.clip_epsilon", ""),
+        ({"kind": "categorical", "logits": "l", "color": "red"}, {}, "models.m.policy.color", ""),
+    ],
+)
+def test_a_policy_that_cannot_be_one_is_a_config_error_naming_the_key(policy, model, path, words):
+    with pytest.raises(ConfigError) as info:
+        parse(_policy_doc(policy, **model), known_probes=KNOWN, runtimes=RUNTIMES)
+    by_path = dict(e.split(": ", 1) for e in info.value.errors)
+    assert path in by_path, info.value.errors
+    assert words in by_path[path]
