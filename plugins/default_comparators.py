@@ -287,12 +287,13 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
     stats = ratios.ratio_stats(log_w, eps, cap)
     kl = ratios.behaviour_kl(t, i)
     kl_mean = float(kl.mean()) if kl.size else 0.0
-    # Why samples have no weight is said once, on the clip share; the others count them.
+    # Why samples have no weight is said once, on the ESS; the others count them.
     also = f" ({stats.invalid} of {stats.n} samples have no valid weight)" if stats.invalid else ""
     states = ratios.invalid_states(t, i)
+    why = f"{also[:-1]}: {states})" if also and states else also
     clip_words = (
         f"the stacks alone would clip {100 * stats.ppo_clip_share:.2f}% of PPO samples at epsilon {eps:g} "
-        f"(0 expected){also[:-1] + ': ' + states + ')' if also and states else also}"
+        f"(0 expected){f', {stats.invalid} of {stats.n} without a valid weight' if stats.invalid else ''}"
     )
     clip_limit = _option(options, "max_ppo_clip_share", 0.0)
     return [
@@ -322,7 +323,7 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
             stats.ess,
             _option(options, "min_ess", 0.99),
             None,
-            f"the stacks alone cut the effective sample size to {stats.ess:.4f} of the batch{also}",
+            f"the stacks alone cut the effective sample size to {stats.ess:.4f} of the batch{why}",
         ),
         _at_most(
             "kl_behaviour",
