@@ -399,10 +399,27 @@ class Episode:
     infer_return: float
     first_exceed: int | None
     open_first_exceed: int | None
+    log_ratio_sum: float | None = None
+    """Sampled mode: sum over the infer side's steps of log pi_train(a|s) - log pi_infer(a|s),
+    the episode's sequence-level log importance weight (None: deterministic mode)."""
+    ppo_clip_share: float | None = None
+    """Sampled mode: share of its steps whose ratio PPO would clip."""
+    ess: float | None = None
+    """Sampled mode: effective sample size of its steps' ratios (1.0: no loss)."""
 
     @property
     def return_diff(self) -> float:
         return abs(self.train_return - self.infer_return)
+
+    @property
+    def sampled(self) -> bool:
+        return self.log_ratio_sum is not None
+
+    def ratio_figures(self) -> dict[str, float]:
+        """The sampled mode's figures of the episode (empty in deterministic mode)."""
+        if self.log_ratio_sum is None or self.ppo_clip_share is None or self.ess is None:
+            return {}
+        return {"log_ratio_sum": self.log_ratio_sum, "ppo_clip_share": self.ppo_clip_share, "ess": self.ess}
 
 
 @dataclass(frozen=True)
@@ -441,6 +458,7 @@ class RolloutResult:
                 "infer_return": float(np.mean([e.infer_return for e in eps])),
                 "max_return_diff": max(e.return_diff for e in eps),
                 "steps": float(sum(e.steps for e in eps)),
+                **self.sampled_summary(),
             }
         diffs = [d for e in eps for d in e.open_action_diff]
         firsts = [e.open_first_exceed for e in eps if e.open_first_exceed is not None]
@@ -450,6 +468,19 @@ class RolloutResult:
             "first_exceed_step": float(min(firsts, default=0)),
             "episodes_exceeding": float(len(firsts)),
             "steps": float(sum(e.steps for e in eps)),
+        }
+
+    def sampled_summary(self) -> dict[str, float]:
+        """Sampled mode, over every episode: the largest clip share, the lowest ESS and the
+        range of the episodes' log weights (empty in deterministic mode)."""
+        figures = [e.ratio_figures() for e in self.episodes if e.sampled]
+        if not figures:
+            return {}
+        return {
+            "max_ppo_clip_share": max(f["ppo_clip_share"] for f in figures),
+            "min_ess": min(f["ess"] for f in figures),
+            "min_log_ratio_sum": min(f["log_ratio_sum"] for f in figures),
+            "max_log_ratio_sum": max(f["log_ratio_sum"] for f in figures),
         }
 
     def episode_metrics(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -464,6 +495,7 @@ class RolloutResult:
                 "train_return": e.train_return,
                 "infer_return": e.infer_return,
                 "return_diff": e.return_diff,
+                **e.ratio_figures(),
             }
             opened[f"seed{e.seed}"] = {
                 "max_action_diff": max(e.open_action_diff, default=0.0),

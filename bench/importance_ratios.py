@@ -14,6 +14,9 @@ scoring. With ``--full`` the
 two cycles are the default config's full cycle (every probe, rollouts on), the figure the
 issue's goal is about (ratios at most 2% of a default cycle).
 
+Last, sampled episodes (``[rollout] mode = "sampled"``) against deterministic ones: the wall
+seconds inside the rollouts of the same cycle in each mode, and each pair's sampled verdict.
+
 usage: .venv/bin/python bench/importance_ratios.py [--full] [--rounds N]
 """
 
@@ -137,7 +140,44 @@ def main() -> int:
         f"  ratio steps / cycle wall: {100 * med[True][2] / med[True][0]:.1f}%   "
         f"CPU with / without: {med[True][1] / med[False][1]:.3f}"
     )
+    episodes(args.rounds)
     return 0
+
+
+def episodes(rounds: int) -> None:
+    """Sampled episodes against deterministic ones: the default config's rollout (ppo_policy
+    fp32, 3 seeds of 200 Pendulum steps) on every pair, each mode a cycle of that variant
+    alone, interleaved; the wall seconds inside the rollouts, and each pair's sampled verdict."""
+    only = {"ppo_policy": ("fp32",)}
+    config, plugins = reference_config(probes=("ppo_policy",), variants=only, rollout=True)
+    spent: dict[str, list[float]] = {"deterministic": [], "sampled": []}
+    said: list[str] = []
+    for _ in range(rounds):
+        for mode in spent:
+            cfg = dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, mode=mode))
+            cycle = Cycle(cfg, plugins.probes(), plugins=plugins)
+            inner = ProbeSuite._rollout.__get__(cycle.suite)
+            took = [0.0]
+
+            def timed(*a, inner=inner, took=took):
+                t = time.perf_counter()
+                try:
+                    return inner(*a)
+                finally:
+                    took[0] += time.perf_counter() - t
+
+            cycle.suite._rollout = timed
+            result = cycle.run()
+            spent[mode].append(took[0])
+            if mode == "sampled" and not said:
+                said = [f"  {r.pair:<20} {r.status:<11} {r.message}" for r in result.rollouts]
+    print("\nsampled episodes (ppo_policy fp32, 3 x 200 Pendulum steps per pair):")
+    print("\n".join(said))
+    det, smp = (statistics.median(spent[m]) for m in ("deterministic", "sampled"))
+    print(
+        f"  rollouts' wall per cycle, median of {rounds}: deterministic {det:.2f} s, sampled {smp:.2f} s "
+        f"(sampled / deterministic {smp / det:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -227,6 +227,9 @@ class RatioStats:
     (counted as clipped and truncated)."""
     log_weight_min: float
     log_weight_max: float
+    log_weight_sum: float = 0.0
+    """Sum of the finite log-weights: a sequence's log importance weight when the samples are
+    the steps of one episode."""
 
 
 def ratio_stats(
@@ -266,6 +269,7 @@ def ratio_stats(
         invalid=invalid,
         log_weight_min=float(good.min()) if good.size else -math.inf,
         log_weight_max=float(good.max()) if good.size else math.inf,
+        log_weight_sum=float(good.sum()),
     )
 
 

@@ -571,7 +571,8 @@ class LatencyConfig:
 
 @section
 class RolloutConfig:
-    """``[rollout]``: closed-loop episodes of a probe's deterministic action (auditor.cycle.rollout)."""
+    """``[rollout]``: closed-loop episodes of a probe's action, deterministic or sampled
+    (auditor.cycle.rollout)."""
 
     enabled: Bool = True
     """Run the rollouts."""
@@ -593,6 +594,17 @@ class RolloutConfig:
     """Drift when an episode's returns differ by more than this."""
     pairs: tuple[Name, ...] = ()
     """Pairs ("train->infer") to roll out; empty: every pair that runs the probe."""
+    mode: Choice("deterministic", "sampled") = "deterministic"
+    """deterministic: each side acts with its policy's deterministic action; sampled: each side
+    draws its action from its policy with the same seeded noise, as PPO collects data, and
+    the infer side's visited states and actions are scored by both models in one batch each
+    (the episode's importance weights: the probe must be a policy, auditor.compare.ratios)."""
+    clip_epsilon: Float(0.0, 1.0, lo_open=True) = 0.2
+    """sampled: PPO's clip range for the share of steps the stacks alone would clip."""
+    max_ppo_clip_share: Float(0.0, 1.0) = 0.0
+    """sampled: drift when an episode has a larger share of steps beyond the clip range."""
+    min_ess: Float(0.0, 1.0) = 0.99
+    """sampled: drift when an episode's effective sample size of its steps is below this."""
 
 
 @section

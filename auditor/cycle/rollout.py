@@ -13,6 +13,15 @@ action bounds) computed step by step by each stack's worker:
   is the per-step error alone; set next to the closed loop it separates per-step error
   from trajectory amplification.
 
+Sampled mode (``[rollout] mode = "sampled"``), the way PPO collects data: each side's policy
+gives its distribution (mean, std) at every step and its action is drawn with the step's
+seeded noise, the same noise for both sides (common random numbers: identical policies give
+identical trajectories). After each episode, the infer side's visited states and actions, a
+rollout batch, are scored by both models in one batch each, as a PPO update recomputes
+``old_log_prob`` and ``new_log_prob``: the episode's log importance weight (the sum over its
+steps), the share of steps PPO would clip and their effective sample size
+(auditor.compare.ratios).
+
 The environments belong to neither stack: they run in a child of the auditor
 (``auditor.cycle.env_process``), so the daemon never imports gymnasium; the episode logic stays
 here, and each step is one ``run`` request per side to the stack workers (batch 1) and one
@@ -31,11 +40,46 @@ from typing import Any
 
 import numpy as np
 
+from auditor.compare import ratios
 from auditor.cycle.env_process import EnvError, EnvProcess, RemoteEnv, using
 from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult
 
 Policy = Callable[[np.ndarray], np.ndarray]
-"""Observation (1-D) -> the policy's deterministic action before clipping (1-D)."""
+"""Observation (1-D) -> the policy's deterministic action before clipping (1-D); in sampled
+mode, its distribution's mean and std, concatenated (1-D, twice the action's size)."""
+Scorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""(states (T, obs), actions (T, act) in the model's action space) -> log-probabilities (T,)."""
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """Sampled mode: how an action is drawn from a side's (mean, std), and how both sides score
+    the infer side's episode. ``kind`` "gaussian": the action is u = mean + std * z, clipped
+    to the action space; "tanh": the model scores a = tanh(u) and the environment gets
+    ``scale`` * a."""
+
+    kind: str
+    scale: float
+    score_train: Scorer
+    score_infer: Scorer
+    clip_epsilon: float = ratios.CLIP_EPSILON
+
+    def draw(self, dist: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the environment's action before clipping, the model's action) for noise z."""
+        mean, std = np.split(np.asarray(dist, np.float64).reshape(-1), 2)
+        u = mean + std * z
+        if self.kind == "tanh":
+            a = np.tanh(u)
+            return self.scale * a, a
+        return u, u
+
+    def weights(self, states: np.ndarray, actions: np.ndarray) -> ratios.RatioStats:
+        """Both models' log-probabilities of the infer side's steps, as log weights' statistics."""
+        lt = np.asarray(self.score_train(states, actions), np.float64).reshape(-1)
+        li = np.asarray(self.score_infer(states, actions), np.float64).reshape(-1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            log_w = np.where(lt == li, 0.0, lt - li)
+        return ratios.ratio_stats(log_w, self.clip_epsilon)
 
 
 @dataclass
@@ -62,12 +106,14 @@ def run_episode(
     infer_policy: Policy,
     action_atol: float,
     envs: EnvProcess | None = None,
+    sampler: Sampler | None = None,
 ) -> Episode:
     """One closed-loop episode (plus its open-loop replay) of at most ``steps`` steps
     (0: until the environment ends it), its two environments made in ``envs`` (a child
-    started and closed for this episode when None). Raises EnvError when they fail."""
+    started and closed for this episode when None); ``sampler``: sampled mode. Raises
+    EnvError when they fail."""
     with using(envs) as proc, proc.make(env_id) as train_env, proc.make(env_id) as infer_env:
-        return _episode(train_env, infer_env, seed, steps, train_policy, infer_policy, action_atol)
+        return _episode(train_env, infer_env, seed, steps, train_policy, infer_policy, action_atol, sampler)
 
 
 def _episode(
@@ -78,6 +124,7 @@ def _episode(
     train_policy: Policy,
     infer_policy: Policy,
     action_atol: float,
+    sampler: Sampler | None = None,
 ) -> Episode:
     space, proc = train_env.spaces, train_env.process
     if space.act_low is None or space.act_high is None or space.act_dtype is None:
@@ -86,19 +133,26 @@ def _episode(
     low, high = np.asarray(space.act_low, np.float64), np.asarray(space.act_high, np.float64)
     shape, dtype = space.act_shape, np.dtype(space.act_dtype)
 
-    def act(policy: Policy, obs: np.ndarray) -> np.ndarray:
-        return np.clip(np.asarray(policy(obs), np.float64).reshape(shape), low, high)
+    noise = np.random.RandomState(seed)  # sampled mode: the same draws for both sides
+    visited: list[tuple[np.ndarray, np.ndarray]] = []  # the infer side's (state, model action)
+
+    def act(policy: Policy, obs: np.ndarray, z: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        out = np.asarray(policy(obs), np.float64)
+        env_action, model_action = (out, out) if sampler is None or z is None else sampler.draw(out, z)
+        return np.clip(env_action.reshape(shape), low, high), model_action
 
     action_diff: list[float] = []
     open_diff: list[float] = []
     obs_diff: list[float] = []
     step = 0
     while steps <= 0 or step < steps:
-        a_train = act(train_policy, train.obs)
-        a_infer = act(infer_policy, infer.obs)
+        z = noise.standard_normal(shape) if sampler is not None else None
+        a_train, _ = act(train_policy, train.obs, z)
+        a_infer, m_infer = act(infer_policy, infer.obs, z)
+        visited.append((np.asarray(infer.obs, np.float64).reshape(-1), m_infer))
         # Open loop: the infer stack on the train stack's observation. Until the
         # trajectories part, that is the closed-loop call itself: no second request.
-        a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs)
+        a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs, z)[0]
         action_diff.append(float(np.max(np.abs(a_train - a_infer))))
         open_diff.append(float(np.max(np.abs(a_train - a_open))))
         stepped = proc.step([(train.env, a_train.astype(dtype)), (infer.env, a_infer.astype(dtype))])
@@ -110,6 +164,13 @@ def _episode(
         step += 1
         if train.done or infer.done:
             break
+    sampled: dict[str, float] = {}
+    if sampler is not None and visited:
+        states = np.stack([v[0] for v in visited])
+        stats = sampler.weights(states, np.stack([np.asarray(v[1]).reshape(-1) for v in visited]))
+        # a step without a finite weight leaves the episode's weight undefined: inf, and clipped
+        log_sum = stats.log_weight_sum if not stats.invalid else math.inf
+        sampled = {"log_ratio_sum": log_sum, "ppo_clip_share": stats.ppo_clip_share, "ess": stats.ess}
     return Episode(
         seed=seed,
         steps=len(action_diff),
@@ -120,12 +181,26 @@ def _episode(
         infer_return=infer.ret,
         first_exceed=_first(action_diff, action_atol),
         open_first_exceed=_first(open_diff, action_atol),
+        **sampled,
     )
 
 
-def verdict(episodes: Sequence[Episode], action_atol: float, return_atol: float) -> tuple[str, str]:
+@dataclass(frozen=True)
+class SampledLimits:
+    """Sampled mode's verdict: the share of an episode's steps PPO may clip, the lowest ESS."""
+
+    clip_epsilon: float = ratios.CLIP_EPSILON
+    max_ppo_clip_share: float = 0.0
+    min_ess: float = 0.99
+
+
+def verdict(
+    episodes: Sequence[Episode], action_atol: float, return_atol: float, sampled: SampledLimits | None = None
+) -> tuple[str, str]:
     """Status and message: drift when some step's action exceeds ``action_atol`` or some
-    episode's return differs by more than ``return_atol``."""
+    episode's return differs by more than ``return_atol``; in sampled mode also when an
+    episode's steps would be clipped beyond ``max_ppo_clip_share`` or their ESS is below
+    ``min_ess``."""
     problems = []
     exceeding = [e for e in episodes if e.first_exceed is not None]
     if exceeding:
@@ -146,23 +221,57 @@ def verdict(episodes: Sequence[Episode], action_atol: float, return_atol: float)
             f"returns differ by {worst.return_diff:.4g} (seed {worst.seed}: train {worst.train_return:.4g}, "
             f"infer {worst.infer_return:.4g}; limit {return_atol:g})"
         )
+    ppo = sampled_words(episodes, sampled)
+    if sampled is not None and ppo:
+        clipped = [e for e in episodes if not (e.ppo_clip_share or 0.0) <= sampled.max_ppo_clip_share]
+        thin = [e for e in episodes if not (e.ess if e.ess is not None else 0.0) >= sampled.min_ess]
+        if clipped or thin:
+            limit = f"limits: clip share {sampled.max_ppo_clip_share:g}, ESS {sampled.min_ess:g}"
+            problems.append(f"{ppo} ({limit})")
     if problems:
         return DRIFT, "; ".join(problems)
     return CONSISTENT, (
         f"{len(episodes)} episodes: actions within {action_atol:g} at every step, "
-        f"returns within {return_atol:g}"
+        f"returns within {return_atol:g}" + (f"; {ppo}" if ppo else "")
+    )
+
+
+def sampled_words(episodes: Sequence[Episode], limits: SampledLimits | None) -> str:
+    """Sampled mode in a trainer's words: "the stacks alone would clip 0.0% of the sampled
+    steps at epsilon 0.2; ESS 1.0000 at least; a 200-step episode's weight e^-0.31 .. e^0.42"."""
+    sampled = [e for e in episodes if e.sampled]
+    if not sampled or limits is None:
+        return ""
+    steps = sum(e.steps for e in sampled)
+    clipped = sum((e.ppo_clip_share or 0.0) * e.steps for e in sampled)
+    lows = [e.log_ratio_sum for e in sampled if e.log_ratio_sum is not None]
+    ess = min(e.ess if e.ess is not None else 0.0 for e in sampled)
+    span = max(e.steps for e in sampled)
+    weights = (
+        f"a {span}-step episode's weight e^{min(lows):.3g} .. e^{max(lows):.3g}"
+        if all(math.isfinite(x) for x in lows)
+        else "an episode's weight is not finite (a step without a valid weight)"
+    )
+    return (
+        f"the stacks alone would clip {100 * clipped / max(steps, 1):.2f}% of the sampled steps at epsilon "
+        f"{limits.clip_epsilon:g}; ESS {ess:.4f} at least; {weights}"
     )
 
 
 def worker_policy(
-    worker: Any, model: str, output: int, make_inputs: Callable[[np.ndarray], list[np.ndarray]]
+    worker: Any,
+    model: str,
+    output: int | tuple[int, ...],
+    make_inputs: Callable[[np.ndarray], list[np.ndarray]],
 ) -> Policy:
-    """A policy whose action is output ``output`` of ``model`` in a stack worker; ``make_inputs``
-    turns one observation into the model's inputs (batch 1)."""
+    """A policy whose action is output ``output`` of ``model`` in a stack worker (several
+    outputs: concatenated, the sampled mode's mean and std); ``make_inputs`` turns one
+    observation into the model's inputs (batch 1)."""
+    picks = (output,) if isinstance(output, int) else output
 
     def policy(obs: np.ndarray) -> np.ndarray:
         outputs = worker.request("run", model=model, inputs=make_inputs(obs)).result["outputs"]
-        return np.asarray(outputs[output]).reshape(-1)
+        return np.concatenate([np.asarray(outputs[i], np.float64).reshape(-1) for i in picks])
 
     return policy
 
@@ -199,6 +308,8 @@ def rollout(
     infer_policy: Policy,
     error_types: tuple[type[BaseException], ...] = (),
     envs: EnvProcess | None = None,
+    sampler: Sampler | None = None,
+    limits: SampledLimits | None = None,
 ) -> RolloutResult:
     """Every seed's episode, and the verdict; a failure of either side (one of
     ``error_types``) or of the environments (EnvError) becomes an ERROR result naming it.
@@ -217,7 +328,9 @@ def rollout(
         episodes: list[Episode] = []
         try:
             for seed in seeds:
-                episodes.append(run_episode(env, seed, steps, train_policy, infer_policy, action_atol, proc))
+                episodes.append(
+                    run_episode(env, seed, steps, train_policy, infer_policy, action_atol, proc, sampler)
+                )
         except (EnvError, *error_types) as exc:
             describe = getattr(exc, "describe", None)
             text = describe() if callable(describe) else str(exc)
@@ -228,7 +341,9 @@ def rollout(
                 log=getattr(exc, "log", ""),
                 **base,
             )
-        status, message = verdict(episodes, action_atol, return_atol)
+        status, message = verdict(
+            episodes, action_atol, return_atol, (limits or SampledLimits()) if sampler is not None else None
+        )
         return RolloutResult(status=status, message=message, episodes=tuple(episodes), **base)
 
 
@@ -286,6 +401,6 @@ def report_lines(r: RolloutResult) -> list[str]:
     lines = [head] + [
         "    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     ]
-    if r.status != CONSISTENT:
+    if r.status != CONSISTENT or any(e.sampled for e in r.episodes):  # sampled: the PPO words
         lines += ["    " + line for line in r.message.splitlines()]
     return lines

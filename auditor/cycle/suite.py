@@ -576,15 +576,77 @@ class ProbeSuite:
             infer_worker = self.state.sessions[pair.infer].ensure()
         except WorkerError as exc:
             return rollout.RolloutResult(status=ERROR, message=f"rollout not run: {exc.describe()}", **base)
+        train_policy = rollout.worker_policy(train_worker, job.key, index, inputs)
+        infer_policy = rollout.worker_policy(infer_worker, infer.batch_models[1], index, inputs)
+        sampler = None
+        if cfg.mode == "sampled":
+            try:
+                sampler, picks = self._sampler(pair, job, train_worker, infer_worker)
+            except ValueError as exc:
+                return rollout.RolloutResult(status=ERROR, message=f"rollout not run: {exc}", **base)
+            train_policy = rollout.worker_policy(train_worker, job.key, picks, inputs)
+            infer_policy = rollout.worker_policy(infer_worker, infer.batch_models[1], picks, inputs)
         return rollout.rollout(
             **base,
             seeds=cfg.seeds,
             steps=cfg.steps,
-            train_policy=rollout.worker_policy(train_worker, job.key, index, inputs),
-            infer_policy=rollout.worker_policy(infer_worker, infer.batch_models[1], index, inputs),
+            train_policy=train_policy,
+            infer_policy=infer_policy,
             error_types=(WorkerError,),
             envs=envs,
+            sampler=sampler,
+            limits=rollout.SampledLimits(cfg.clip_epsilon, cfg.max_ppo_clip_share, cfg.min_ess),
         )
+
+    def _sampler(
+        self, pair: PairConfig, job: ProbeJob, train_worker: StackWorker, infer_worker: StackWorker
+    ) -> tuple[rollout.Sampler, tuple[int, int]]:
+        """Sampled mode: the probe's policy (its importance_ratios options: a Gaussian or tanh
+        head whose cell scores given actions), the outputs a step reads (mean, std), and the
+        two scorers of an episode's steps: each side's model at the probe's own batch, the
+        steps in batches of it (the last one padded), as a PPO update scores a rollout batch.
+        ValueError says why the probe cannot be sampled."""
+        found = self._ratio_policy(job)
+        if found is None:
+            raise ValueError(
+                f"probe {job.spec.name} declares no policy whose cell scores given actions "
+                "(importance_ratios with logp and actions) to sample from"
+            )
+        policy, _ = found
+        if policy.kind not in ("gaussian", "tanh") or policy.std is None:
+            raise ValueError(f"sampled episodes draw from a Gaussian (mean, std) policy, not {policy.kind!r}")
+        outputs, inputs = list(job.spec.outputs), list(job.spec.inputs)
+        picks = (outputs.index(policy.mean), outputs.index(policy.std))
+        logp = outputs.index(str(policy.logp))
+        obs_at, act_at = inputs.index("obs"), inputs.index(str(policy.actions))
+        template = job.spec.make_inputs(job.params)
+        batch = int(template[obs_at].shape[0])
+
+        def scorer(worker: StackWorker, model: str) -> rollout.Scorer:
+            def score(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+                out = []
+                for start in range(0, len(states), batch):
+                    n = min(batch, len(states) - start)
+                    x = list(template)
+                    for at, rows in ((obs_at, states), (act_at, actions)):
+                        part = rows[start : start + n]
+                        padded = np.concatenate([part, np.repeat(part[-1:], batch - n, axis=0)])
+                        x[at] = padded.astype(template[at].dtype).reshape(template[at].shape)
+                    got = worker.request("run", model=model, inputs=x).result["outputs"][logp]
+                    out.append(np.asarray(got).reshape(-1)[:n])
+                return np.concatenate(out)
+
+            return score
+
+        scale = float(job.params.get("max_action", 1.0)) if policy.kind == "tanh" else 1.0
+        sampler = rollout.Sampler(
+            policy.kind,
+            scale,
+            score_train=scorer(train_worker, job.key),
+            score_infer=scorer(infer_worker, f"{pair.train}/{job.key}"),
+            clip_epsilon=self.state.config.rollout.clip_epsilon,
+        )
+        return sampler, picks
 
     # -- findings ----------------------------------------------------------------------------
     def findings(self, results: list[ProbeResult], rollouts: list[rollout.RolloutResult]) -> list[Finding]:

@@ -63,3 +63,48 @@ def test_an_environment_failing_mid_episode_fails_only_its_rollout(stacks, tmp_p
     ]
     assert any(f.kind == ERROR and "diverged at step 3" in f.message for f in result.findings)
     store.close()
+
+
+@pytest.mark.parametrize("variant", ["fp32", "tanh-fp32"])
+def test_sampled_episodes_weigh_the_infer_sides_steps_as_ppo_would(stacks, tmp_path, variant):
+    """[rollout] mode = "sampled" on ms20 -> lite20: each side draws its action from its policy
+    with the same noise, and the infer side's 30 steps per episode are scored by both models in
+    one batch each. Lite 2.0 computes the fp32 policy to ~1e-7, so nothing is clipped, the ESS
+    is 1 to 6 decimals and each episode's weight is e^(a few 1e-6); the actions were drawn (the
+    returns are not the deterministic episode's)."""
+    cfg = small_config(tmp_path, probes=("ppo_policy",))
+    rollout_table = f'[rollout]\nenabled = true\nvariant = "{variant}"\nseeds = [0, 1]\nsteps = 30'
+    text = cfg.read_text().replace('variants = ["fp32"]', '"variants" = ["fp32", "tanh-fp32"]', 1)
+    plugins = Plugins(entry_points=False)
+    known = {n: p.default_params for n, p in plugins.probes().items()}
+    rolled = {}
+    for mode in ("deterministic", "sampled"):
+        cfg.write_text(text.replace("[rollout]\nenabled = false", f'{rollout_table}\nmode = "{mode}"'))
+        config = load(cfg, known)
+        store = Store.open(f"sqlite:///{tmp_path / f'{mode}.db'}")
+        result = AuditRun(config, plugins, store).run()
+        (rolled[mode],) = result.rollouts
+        if mode == "sampled":
+            with Session(store.engine) as s:
+                stored = dict(
+                    s.execute(
+                        select(m.MetricRow.name, m.MetricRow.value)
+                        .join(m.ProbeResultRow)
+                        .where(
+                            m.ProbeResultRow.run_id == result.run_id,
+                            m.ProbeResultRow.variant == f"{variant}:closed-loop",
+                            m.MetricRow.output == "seed1",
+                        )
+                    ).all()
+                )
+        store.close()
+    sampled, deterministic = rolled["sampled"], rolled["deterministic"]
+    assert sampled.status == CONSISTENT, sampled.message
+    assert "the stacks alone would clip 0.00% of the sampled steps at epsilon 0.2" in sampled.message
+    for e, d in zip(sampled.episodes, deterministic.episodes, strict=True):
+        assert e.steps == 30 and e.ppo_clip_share == 0.0 and e.ess > 0.999999
+        assert 0.0 < abs(e.log_ratio_sum) < 1e-3  # fp32 rounding, measured, not a default
+        assert e.infer_return != pytest.approx(d.infer_return, abs=1e-3)
+        assert d.log_ratio_sum is None  # deterministic episodes have no weights
+    assert stored["log_ratio_sum"] == pytest.approx(sampled.episodes[1].log_ratio_sum)
+    assert stored["ess"] == sampled.episodes[1].ess and stored["ppo_clip_share"] == 0.0

@@ -381,3 +381,97 @@ def test_rollout_pairs_must_run_the_probe(default_doc):
     with pytest.raises(ConfigError) as exc:
         build(doc, builtin_probes())
     assert "rollout.pairs[0]: pair ms20->lite20 does not run probe 'ppo_policy'" in exc.value.errors
+
+
+# -- sampled mode: actions drawn as PPO collects data, the steps scored by both sides ----------
+
+
+STD = 0.5
+
+
+def dist(shift: float = 0.0):
+    """A Gaussian policy giving (mean, std) concatenated, as worker_policy does in sampled mode."""
+    return lambda obs: np.array([policy(obs)[0] + shift, STD])
+
+
+def scorer(shift: float = 0.0, seen: list | None = None):
+    """log N(a; mean(s) + shift, STD) of given steps, recording what it was asked (scipy's density)."""
+    from scipy import stats
+
+    def score(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        if seen is not None:
+            seen.append((states.copy(), actions.copy()))
+        means = np.array([policy(s)[0] + shift for s in states])
+        return stats.norm.logpdf(actions[:, 0], means, STD)
+
+    return score
+
+
+def sampler(train_shift=0.0, infer_shift=0.0, kind="gaussian", seen=None, infer_score=None):
+    from auditor.cycle.rollout import Sampler
+
+    return Sampler(kind, 2.0, scorer(train_shift, seen), infer_score or scorer(infer_shift), 0.2)
+
+
+def test_sampled_episodes_draw_with_the_same_noise_and_score_the_infer_steps():
+    seen: list = []
+    e = run_episode("Pendulum-v1", 4, 50, dist(), dist(), 1e-6, sampler=sampler(seen=seen))
+    assert e.sampled and e.log_ratio_sum == 0.0 and e.ppo_clip_share == 0.0 and e.ess == 1.0
+    assert max(e.action_diff) == 0.0 and e.train_return == e.infer_return
+    # the infer side's trajectory, stepped independently: a_t = mean(s_t) + STD * z_t, z from the seed
+    env = gymnasium.make("Pendulum-v1")
+    obs, _ = env.reset(seed=4)
+    noise = np.random.RandomState(4)
+    states, actions, total = [], [], 0.0
+    for _ in range(50):
+        a = policy(obs) + STD * noise.standard_normal((1,))
+        states.append(np.asarray(obs, np.float64))
+        actions.append(a)
+        obs, r, *_ = env.step(np.clip(a, -2, 2).astype(np.float32))
+        total += float(r)
+    assert e.infer_return == pytest.approx(total)
+    (scored,) = seen  # one batch for the whole episode
+    assert scored[0] == pytest.approx(np.stack(states)) and scored[1] == pytest.approx(np.stack(actions))
+    deterministic = run_episode("Pendulum-v1", 4, 50, policy, policy, 1e-6)
+    assert deterministic.infer_return != pytest.approx(e.infer_return)  # the actions were drawn
+
+
+def test_a_shifted_policy_has_the_episode_weight_ppo_would_compute():
+    from scipy import stats
+
+    seen: list = []
+    e = run_episode("Pendulum-v1", 2, 40, dist(), dist(0.3), 1.0, sampler=sampler(0.0, 0.3, seen=seen))
+    states, actions = seen[0]
+    means = np.array([policy(s)[0] for s in states])
+    log_w = stats.norm.logpdf(actions[:, 0], means, STD) - stats.norm.logpdf(actions[:, 0], means + 0.3, STD)
+    assert e.log_ratio_sum == pytest.approx(log_w.sum(), rel=1e-12)
+    w = np.exp(log_w)
+    assert e.ppo_clip_share == pytest.approx(np.mean(np.abs(w - 1) > 0.2))
+    assert e.ess == pytest.approx(w.sum() ** 2 / (len(w) * (w * w).sum()), rel=1e-9)
+    from auditor.cycle.rollout import SampledLimits
+
+    status, message = verdict([e], 1.0, 1e9, SampledLimits())
+    assert status == DRIFT and "the stacks alone would clip" in message and "40-step episode" in message
+    ok, words = verdict([e], 1.0, 1e9, SampledLimits(max_ppo_clip_share=1.0, min_ess=0.0))
+    assert ok == CONSISTENT and "ESS" in words  # within its limits, the figures are still said
+
+
+def test_a_tanh_policy_scores_the_squashed_action_and_scales_it_for_the_environment():
+    seen: list = []
+    e = run_episode("Pendulum-v1", 1, 10, dist(), dist(), 1e-6, sampler=sampler(kind="tanh", seen=seen))
+    _, actions = seen[0]
+    assert np.all(np.abs(actions) < 1.0) and e.log_ratio_sum == 0.0
+
+
+def test_a_step_without_a_finite_weight_is_clipped_and_said():
+    def broken(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        out = scorer()(states, actions)
+        out[3] = np.nan
+        return out
+
+    e = run_episode("Pendulum-v1", 0, 10, dist(), dist(), 1e-6, sampler=sampler(infer_score=broken))
+    assert e.log_ratio_sum == float("inf") and e.ppo_clip_share == pytest.approx(0.1)
+    from auditor.cycle.rollout import SampledLimits
+
+    status, message = verdict([e], 1e-6, 1.0, SampledLimits())
+    assert status == DRIFT and "not finite" in message
