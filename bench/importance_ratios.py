@@ -17,7 +17,7 @@ issue's goal is about (ratios at most 2% of a default cycle).
 Last, sampled episodes (``[rollout] mode = "sampled"``) against deterministic ones: the wall
 seconds inside the rollouts of the same cycle in each mode, and each pair's sampled verdict.
 
-usage: .venv/bin/python bench/importance_ratios.py [--full] [--rounds N]
+usage: .venv/bin/python bench/importance_ratios.py [--full] [--rounds N] [--quick]
 """
 
 from __future__ import annotations
@@ -94,11 +94,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="cost on the default config's full cycle")
     ap.add_argument("--rounds", type=int, default=2, help="cycles with and without, interleaved")
+    ap.add_argument("--quick", action="store_true", help="one pair, two variants, one round: that it runs")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.full = 1, False
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "auditor.toml"
         path.write_text((REPO / "auditor.toml").read_text() + ORT)
-        narrowed = reference_config(path, probes=("ppo_policy",), rollout=False)
+        two = {"ppo_policy": ("fp32", "fp16")}
+        narrow = dict(pairs=("ms20->lite20",), variants=two) if args.quick else {}
+        narrowed = reference_config(path, probes=("ppo_policy",), rollout=False, **narrow)
         full = reference_config() if args.full else narrowed  # the default config as shipped
     config, plugins = narrowed
     result, wall, cpu_s, spent = run(config, plugins, True)
@@ -140,16 +145,20 @@ def main() -> int:
         f"  ratio steps / cycle wall: {100 * med[True][2] / med[True][0]:.1f}%   "
         f"CPU with / without: {med[True][1] / med[False][1]:.3f}"
     )
-    episodes(args.rounds)
+    episodes(args.rounds, args.quick)
     return 0
 
 
-def episodes(rounds: int) -> None:
+def episodes(rounds: int, quick: bool = False) -> None:
     """Sampled episodes against deterministic ones: the default config's rollout (ppo_policy
     fp32, 3 seeds of 200 Pendulum steps) on every pair, each mode a cycle of that variant
     alone, interleaved; the wall seconds inside the rollouts, and each pair's sampled verdict."""
     only = {"ppo_policy": ("fp32",)}
-    config, plugins = reference_config(probes=("ppo_policy",), variants=only, rollout=True)
+    pairs = ("ms20->lite20",) if quick else ()
+    config, plugins = reference_config(probes=("ppo_policy",), variants=only, rollout=True, pairs=pairs)
+    if quick:  # one short episode
+        short = dataclasses.replace(config.rollout, seeds=(0,), steps=20)
+        config = dataclasses.replace(config, rollout=short)
     spent: dict[str, list[float]] = {"deterministic": [], "sampled": []}
     said: list[str] = []
     for _ in range(rounds):
@@ -171,7 +180,8 @@ def episodes(rounds: int) -> None:
             spent[mode].append(took[0])
             if mode == "sampled" and not said:
                 said = [f"  {r.pair:<20} {r.status:<11} {r.message}" for r in result.rollouts]
-    print("\nsampled episodes (ppo_policy fp32, 3 x 200 Pendulum steps per pair):")
+    shape = "1 x 20" if quick else "3 x 200"
+    print(f"\nsampled episodes (ppo_policy fp32, {shape} Pendulum steps per pair):")
     print("\n".join(said))
     det, smp = (statistics.median(spent[m]) for m in ("deterministic", "sampled"))
     print(

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from auditor.config.tables import Config
 from auditor.cycle.audit_run import AuditRun
+from auditor.daemon.metrics import PPO_METRICS
 from auditor.db import schema as m
 from auditor.extend.manager import Plugins
 from auditor.history import publication
@@ -64,7 +65,14 @@ def _comparable(result) -> dict:
             tuple((o.output, o.passed, sorted(o.metrics.items())) for o in r.outputs),
             # Input classes (sweep, magnitude, ...) need the train stack live: a publication
             # carries the probe's own batch only, so split mode compares that (README, "A fleet").
-            tuple((c.metric, c.output, c.value, c.passed) for c in r.checks if "@" not in (c.output or "")),
+            tuple(
+                (c.metric, c.output, c.value, c.passed)
+                for c in r.checks
+                if "@" not in (c.output or "") and c.metric not in PPO_METRICS
+            ),
+            # Importance ratios: a publication has no train cell to score the drawn actions, so
+            # split mode weighs them from the distributions' parameters: the same verdicts.
+            tuple((c.metric, c.passed) for c in r.checks if c.metric in PPO_METRICS),
         )
     return out
 
@@ -99,6 +107,9 @@ def test_infer_side_result_equals_the_single_auditor_pair(modes):
             assert got[key][0] == expected[key][0], key  # same verdict
         else:
             assert got[key] == expected[key], key  # same verdict and the very same figures
+    for r in infer_side.results:
+        basis = {c.message for c in r.checks if c.metric == "ratio_mean"}
+        assert all("from the distributions' parameters in float64" in b for b in basis), basis
     assert train_side.results == []  # the train side has no pair: it only published
     assert infer_side.stacks["ms20"].error is None
     # the published train stack's fingerprint (taken on the train host) is the pair's

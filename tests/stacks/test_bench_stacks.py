@@ -17,6 +17,7 @@ BENCHES = {
     "history_queries.py": ("trend: latest 200 points of every series", "trend: latency p50", "sqlite3 ms"),
     "daemon_memory.py": ("VmRSS MB", "idle RSS after the last cycle"),
     "check_vs_cycle.py": ("of cycle", "auditor audit (full cycle)"),
+    "importance_ratios.py": ("ppo_clip_share", "ratio steps / cycle wall", "sampled / deterministic"),
     "gate_matrix.py": ("runtime did", "OK given by `check` to a file the runtime cannot run:"),
     "remote_hosts.py": ("Remote overhead", "over loopback ssh", "Fleet scaling"),
     "telemetry_cost.py": ("telemetry sample of 8 NPUs", "telemetry share of the cycle"),

@@ -343,7 +343,17 @@ def test_the_shipped_cycle_gives_the_same_statuses_and_outputs_warm_and_cold(
     assert [(r["pair"], r["probe"], r["status"]) for r in cold["rollouts"]] == [
         (r["pair"], r["probe"], r["status"]) for r in warm["rollouts"]
     ]
-    assert cold["outcome"] == warm["outcome"] and cold["statuses"] == warm["statuses"]
+    assert cold["outcome"] == warm["outcome"]
+
+    # The same findings and counts, but the one on Lite's fp16 garbage std (unread memory: its
+    # sign, and so whether "std is not > 0" holds, changes from run to run, cold or warm).
+    def judged(doc: dict) -> tuple[set, dict]:
+        garbage = [f for f in doc["findings"] if (f["kind"], f["subject"]) == ("invariant", "lite20")]
+        assert all("std" in f["message"] and "fp16" in f["message"] for f in garbage)
+        counts = dict(doc["statuses"], error=doc["statuses"].get("error", 0) - len(garbage))
+        return {(f["kind"], f["subject"]) for f in doc["findings"] if f not in garbage}, counts
+
+    assert judged(cold) == judged(warm)
     # The same stacks, as their workers described them (packages, runtime, environment, ...).
     assert {n: s["fingerprint_digest"] for n, s in cold["stacks"].items()} == {
         n: s["fingerprint_digest"] for n, s in warm["stacks"].items()
