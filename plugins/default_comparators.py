@@ -87,7 +87,9 @@ def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[M
     default max_abs. Each limit is therefore at least ``max_ulps`` (default 4) units in the
     last place of the output's dtype at the element's value (metrics.rounding_unit), and the
     max check shows the element furthest beyond its own limit (the largest difference when
-    none is beyond). In fp32 the widening is far below the defaults and changes nothing."""
+    none is beyond). In fp32 the widening is far below the defaults and changes nothing.
+    ``rounding`` (from the probe): per element, how far two correct evaluations in its dtype
+    can be apart; a limit is at least that too."""
     name = _option(options, "output", "logp", str)
     a, b = _output(train, infer, name)
     d = metrics.logp_diff(a, b)
@@ -95,6 +97,11 @@ def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[M
     if ulps is None or not ulps >= 0:
         raise ValueError(f"option 'max_ulps' must be a number >= 0, not {ulps!r}")
     unit = ulps * metrics.rounding_unit(a, b)
+    envelope = options.get("rounding")
+    if envelope is not None and np.size(envelope) == unit.size:
+        # the probe's per-element rounding envelope (its rounding(params)): ill-conditioned
+        # elements may differ by more than a few ULPs of the result in any correct runtime
+        unit = np.maximum(unit, np.asarray(envelope, dtype=np.float64).ravel())
     diffs = metrics.logp_abs_diff(a, b)
     checks = []
     max_abs = _option(options, "max_abs", 1e-2)

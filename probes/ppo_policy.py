@@ -72,7 +72,8 @@ HEADS = ("gaussian", "tanh")
 def comparator_options(params):
     """The policy the importance ratios are drawn from: the head's distribution of (mean, std),
     and the cell's own log-probability ``logp`` of its ``actions`` input (for the tanh head,
-    of squashed actions), which the cycle runs on actions drawn from the infer side."""
+    of squashed actions), which the cycle runs on actions drawn from the infer side; and
+    logp's rounding envelope on the probe's own inputs (see rounding)."""
     return {
         "importance_ratios": {
             "kind": "tanh" if params["head"] == "tanh" else "gaussian",
@@ -80,8 +81,55 @@ def comparator_options(params):
             "std": "std",
             "logp": "logp",
             "actions": "actions",
-        }
+        },
+        "logp_diff": {"rounding": rounding(params)["logp"]},
     }
+
+
+def _ulp(values, dtype):
+    """One unit in the last place of ``dtype`` at each value (float64 result)."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    return np.abs(np.spacing(v.astype(dtype))).astype(np.float64)
+
+
+def rounding(params):
+    """Per element of ``logp`` on the probe's own inputs: how far two correct evaluations of
+    the cell's formula in its dtype can be apart, propagated to first order from one unit in
+    the last place (ULP) of each rounded quantity, from the float64 reference.
+
+    The tanh head is ill-conditioned near actions of ±1: u = (log(1 + a) - log(1 - a)) / 2
+    carries the rounding of log(1 - a) (|log(1 - a)| up to 6.9 at a = 1 - 1e-3, where an fp16
+    ULP is 2**-8), and logp moves by |d logp / du| = |-(u - mean) / std**2 + 2 tanh(u)| per unit
+    of u (up to ~10). So two fp16 runtimes legitimately differ by several fp16 ULPs of logp
+    there (0.02 to 0.06), while an ordinary element's envelope is ~1e-3. Terms, per action
+    dimension: |d logp / du| (ULP(log(1 + a)) / 2 + ULP(log(1 - a)) / 2 + ULP(u)) +
+    |z / std| ULP(mean) + ULP(z**2 / 2) + ULP(log-det), plus ULP(logp) for the sum; the
+    Gaussian head's: |z / std| (ULP(a - mean) + ULP(mean)) + ULP(z**2 / 2), plus ULP(logp).
+    Checked against a numpy emulation of the cell op by op in fp16
+    (tests/unit/compare/test_rounding_envelope.py)."""
+    dtype = np.dtype(params["dtype"])
+    weights, inputs = make_weights(params), make_inputs(params)
+    ref = reference(params, weights, inputs)
+    mean, std = ref["mean"], ref["std"]
+    actions = np.asarray(inputs[1], dtype=np.float64)
+    if params["head"] == "tanh":
+        eps = float(params["eps"])
+        lo, hi = float(np.asarray(-1.0 + eps, dtype=dtype)), float(np.asarray(1.0 - eps, dtype=dtype))
+        a = np.clip(actions, lo, hi)
+        log_plus, log_minus = np.log1p(a), np.log1p(-a)
+        u = 0.5 * (log_plus - log_minus)
+        z = (u - mean) / std
+        slope = np.abs(-z / std + 2.0 * np.tanh(u))
+        du = 0.5 * (_ulp(log_plus, dtype) + _ulp(log_minus, dtype)) + _ulp(u, dtype)
+        log_det = 2.0 * (math.log(2.0) - u - _softplus(-2.0 * u))
+        per_dim = (
+            slope * du + np.abs(z / std) * _ulp(mean, dtype) + _ulp(0.5 * z * z, dtype) + _ulp(log_det, dtype)
+        )
+    else:
+        z = (actions - mean) / std
+        shift = _ulp(actions - mean, dtype) + _ulp(mean, dtype)
+        per_dim = np.abs(z / std) * shift + _ulp(0.5 * z * z, dtype)
+    return {"logp": per_dim.sum(axis=-1) + _ulp(ref["logp"], dtype)}
 
 
 def layer_sizes(params):

@@ -26,7 +26,7 @@ from auditor.compare.golden import Golden, GoldenError, read_outputs
 from auditor.compare.outputs import Tolerance, check_text, compare_output, failure_text
 from auditor.config.tables import Config
 from auditor.config.thresholds import ProbeConfig
-from auditor.cycle.jobs import CheckError, ProbeJob, comparator_checks
+from auditor.cycle.jobs import CheckError, ProbeJob, comparator_checks, rounding
 from auditor.report.text import jsonable_result, render_result
 from auditor.results import CONSISTENT, DRIFT, ERROR, ProbeResult
 
@@ -180,8 +180,14 @@ class _Judge:
             n: self.tolerance(n, str(np.asarray(x).dtype), atol, rtol)
             for n, x in zip(names, a.outputs, strict=True)
         }
+        envelopes: dict[str, np.ndarray] = {}
+        if self.spec is not None:
+            try:
+                envelopes = rounding(self.job(), list(a.inputs))
+            except CheckError:
+                envelopes = {}  # said by comparator_checks below, as its error
         comparisons = tuple(
-            compare_output(n, np.asarray(x), np.asarray(y), tolerances[n])
+            compare_output(n, np.asarray(x), np.asarray(y), tolerances[n], envelopes.get(n))
             for n, x, y in zip(names, a.outputs, b.outputs, strict=True)
         )
         base: dict[str, Any] = {
@@ -200,7 +206,7 @@ class _Judge:
             try:
                 checks = comparator_checks(
                     self.job(), self.comparators, self.cfg, dict(zip(names, a.outputs, strict=True)),
-                    dict(zip(names, b.outputs, strict=True)),
+                    dict(zip(names, b.outputs, strict=True)), list(a.inputs),
                 )  # fmt: skip
             except CheckError as exc:
                 return ProbeResult(status=ERROR, message=str(exc), **base)

@@ -128,7 +128,9 @@ def _shape_mismatch(name: str, a: np.ndarray, b: np.ndarray) -> OutputComparison
     )
 
 
-def compare_output(name: str, train: np.ndarray, infer: np.ndarray, tol: Tolerance) -> OutputComparison:
+def compare_output(
+    name: str, train: np.ndarray, infer: np.ndarray, tol: Tolerance, rounding: np.ndarray | None = None
+) -> OutputComparison:
     """Compare ``infer`` against the reference ``train`` and give a verdict.
 
     Relative difference follows Polygraphy, ``|a - b| / |b|`` with zeros in the
@@ -138,7 +140,9 @@ def compare_output(name: str, train: np.ndarray, infer: np.ndarray, tol: Toleran
     where ``absdiff > atol`` AND ``reldiff > rtol`` (a NaN in either test
     counts as exceeding it); non-finite mismatches always fail. Shapes must
     match exactly (no broadcasting, no implicit reshape); a mismatch is
-    reported, never raised. Dtypes may differ.
+    reported, never raised. Dtypes may differ. ``rounding``: per element, how far
+    two correct evaluations in the probe's dtype can be apart (the probe's
+    ``rounding``, shaped like the output): an element within it passes too.
     """
     a_raw, b_raw = np.asarray(train), np.asarray(infer)
     if a_raw.shape != b_raw.shape:
@@ -170,7 +174,10 @@ def compare_output(name: str, train: np.ndarray, infer: np.ndarray, tol: Toleran
         reldiff[finite] = d / np.where(af == 0.0, EPS, np.abs(af))
 
         # "> tol or NaN" written as "not <= tol" so a NaN can never pass.
-        fails = (~(absdiff <= tol.atol) & ~(reldiff <= tol.rtol)) | mismatch
+        fails = ~(absdiff <= tol.atol) & ~(reldiff <= tol.rtol)
+        if rounding is not None and np.shape(rounding) == a.shape:
+            fails &= ~(absdiff <= np.asarray(rounding, dtype=np.float64))
+        fails |= mismatch
         failing = int(np.count_nonzero(fails))
 
         # The smallest atol that passes at the configured rtol, and the smallest rtol that

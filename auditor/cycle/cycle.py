@@ -41,6 +41,7 @@ from auditor.cycle.jobs import (
     TrainOutcome,
     comparator_checks,
     probe_code_error,
+    rounding,
 )
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
@@ -566,8 +567,12 @@ class Cycle:
                 **base,
             )
         names += [f"output{i}" for i in range(len(names), len(train.outputs))]
+        try:
+            envelopes = rounding(job, train.inputs)
+        except _CheckError as exc:
+            return ProbeResult(status=ERROR, message=str(exc), **base)
         comparisons = tuple(
-            compare_output(n, t, i, self.state.tolerance(job, n))
+            compare_output(n, t, i, self.state.tolerance(job, n), envelopes.get(n))
             for n, t, i in zip(names, train.outputs, infer.outputs, strict=True)
         )
         by_name = (dict(zip(names, train.outputs, strict=True)), dict(zip(names, infer.outputs, strict=True)))

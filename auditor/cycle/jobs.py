@@ -143,17 +143,44 @@ def _own(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v for k, v in outputs.items() if BEHAVIOUR not in k}
 
 
+def own_inputs(job: ProbeJob, inputs: list[np.ndarray] | None) -> bool:
+    """Are these the probe's own inputs (what its rounding envelopes are computed on)?"""
+    if inputs is None:
+        return True
+    own = job.spec.make_inputs(job.params)
+    return len(own) == len(inputs) and all(
+        np.shape(x) == np.shape(y) and np.array_equal(x, y) for x, y in zip(own, inputs, strict=True)
+    )
+
+
+def rounding(job: ProbeJob, inputs: list[np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The probe's rounding envelope per output (``rounding(params)``), where the outputs belong to
+    its own inputs; none for other inputs. A hook that raises is a CheckError."""
+    try:
+        envelopes = job.spec.rounding(job.params)
+        return envelopes if envelopes and own_inputs(job, inputs) else {}
+    except Exception as exc:
+        raise CheckError(
+            f"probe {job.spec.name} [{job.variant}]: its rounding(params) raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def comparator_checks(
     job: ProbeJob,
     comparators: Mapping[str, Comparator],
     probe_cfg: ProbeConfig,
     train: dict[str, np.ndarray],
     infer: dict[str, np.ndarray],
+    inputs: list[np.ndarray] | None = None,
 ) -> list[MetricCheck]:
     """The probe's comparators on one variant's outputs (train side as reference), each with
     its options for this variant and dtype: the probe's own, then the config's. A cycle and
-    ``auditor compare`` judge outputs with this one function."""
+    ``auditor compare`` judge outputs with this one function. ``inputs``: what the outputs
+    were computed from, when they may not be the probe's own (a rounding envelope the probe
+    gives a comparator is then left out)."""
     defaults = job.spec.comparator_defaults(job.params)
+    if not own_inputs(job, inputs):
+        defaults = {n: {k: v for k, v in o.items() if k != "rounding"} for n, o in defaults.items()}
     checks: list[MetricCheck] = []
     for name in job.spec.comparators:
         comparator = comparators.get(name)

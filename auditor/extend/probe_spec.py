@@ -132,6 +132,13 @@ class ProbeSpec:
     def make_inputs(self, params: dict[str, Any]) -> list[np.ndarray]:
         return self._module().make_inputs(params)
 
+    def rounding(self, params: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Per output, per element on the probe's own inputs: how far two correct evaluations
+        in the probe's dtype can be apart (``rounding(params)``, optional; an element within
+        it passes whatever atol/rtol say)."""
+        fn = getattr(self._module(), "rounding", None)
+        return dict(fn(params)) if fn is not None else {}
+
     def comparator_defaults(self, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """Options the probe gives its comparators (``comparator_options(params)``, optional):
         what only the probe knows, such as which input element belongs to which class."""

@@ -210,10 +210,12 @@ def test_own_model_as_written(stacks, home):
     shutil.copy(REPO / "auditor.toml", config)
     (checkout / "export").mkdir()
     policy = export_user_policy("ms20", checkout / "export" / "policy.mindir", batch=64)
-    [(_, preflight), (_, gate), (lang, model), (lang2, train), (_, golden), *rest] = blocks(
-        "docs/own-policy.md", "Auditing your own policy"
+    page = blocks("docs/own-policy.md", "Auditing your own policy")
+    [(_, preflight), (_, gate), (lang, model), (lang2, train), (lang3, policy_line), (_, golden), *rest] = (
+        page
     )
     [(_, watch), (_, severity)] = rest
+    assert lang3 == "toml" and policy_line.startswith("policy = ")
     assert lang == lang2 == "toml" and "[models.policy.train]" in train  # its own test: test_gate_stacks
     for name in ("actor", "critic"):  # the second preflight line checks two files at once
         shutil.copy(policy, checkout / "export" / f"{name}.mindir")
@@ -237,8 +239,12 @@ def test_own_model_as_written(stacks, home):
     [line] = commands(gate)  # the pipeline's gate stops the copy
     done = shell(line, checkout, {**env, "ARTIFACT": "export/policy.mindir"})
     assert done.returncode == 1 and done.stdout.rstrip().endswith("not deployable"), done.stdout
-    # 2. the model probe's block, added to the config as written: the config check accepts it
-    config.write_text(config.read_text() + "\n" + model)
+    # 2. the model probe's block, added to the config as written, with its policy line ("In PPO
+    # terms"): the config check accepts it
+    assert "[models.policy]\n" in model  # the line goes into that table, as its comment says
+    line = policy_line.splitlines()[0]
+    with_policy = model.replace("[models.policy]\n", f"[models.policy]\n{line}\n", 1)
+    config.write_text(config.read_text() + "\n" + with_policy)
     done = shell("auditor config check", checkout, env)
     assert done.returncode == 0, done.stdout + done.stderr
     # 3. a golden from the reference stack, then golden = FILE instead of reference
@@ -249,9 +255,16 @@ def test_own_model_as_written(stacks, home):
     assert 'reference = "ms210-graph"' in text
     head, _, tail = text.rpartition('reference = "ms210-graph"')  # the block added above
     config.write_text(head + 'golden = "export/policy.golden.npz"' + tail)
-    done = shell("auditor audit --model policy", checkout, env)
+    done = shell("auditor audit --model policy --json-file result.json", checkout, env)
     assert "model policy: golden → lite20" in done.stdout and "64 samples compared with golden" in done.stdout
     outcome(done)
+    # the declared policy in PPO terms: 64 states x 4 drawn actions, none that PPO would clip
+    results = json.loads((checkout / "result.json").read_text())["results"]
+    [served] = [r for r in results if r["probe"] == "policy"]
+    ratios = {c["metric"]: c for c in served["checks"] if c["output"] is None}
+    assert "256 samples, from the distributions' parameters in float64" in ratios["ratio_mean"]["message"]
+    assert ratios["ppo_clip_share"]["value"] == 0 and ratios["ess"]["value"] > 0.9999, ratios
+    assert served["status"] == "consistent" and ratios["kl_behaviour"]["value"] < 1e-6
     # 4. watch what is deployed: the blocks' keys go into the shipped [stacks.lite20]
     served = home / "srv-policy"
     served.mkdir()

@@ -96,14 +96,20 @@ def test_both_mindspore_releases_export_onnx_that_ort_runs(run):
         assert by[(train, "action_sampler", "reparam")].status == CONSISTENT
 
 
-def test_in_ppo_terms_the_fp16_tanh_drift_would_not_move_a_ppo_update(run):
-    """ONNX Runtime's fp16 tanh-squashed logp differs by a few fp16 ULPs near actions of ±1
-    (logp_diff says so), but on actions drawn from its own policy, scored by both models in
-    their graphs, no ratio leaves PPO's clip range and the ESS stays 1 to 4 decimals; the
-    ratios did move (fp16 rounding), so the figures are measured, not defaults."""
+def test_the_fp16_tanh_policy_is_consistent_within_its_rounding_and_in_ppo_terms(run):
+    """ONNX Runtime's fp16 tanh-squashed logp differs by several fp16 ULPs near actions of ±1,
+    beyond 4 ULPs of the value but within the probe's rounding envelope there (the formula is
+    ill-conditioned at the clipped edges), so the variant is consistent; and on actions drawn
+    from its own policy, scored by both models in their graphs, no ratio leaves PPO's clip
+    range and the ESS stays 1 to 4 decimals; the ratios did move (fp16 rounding), so the
+    figures are measured, not defaults."""
     result, _, _, _ = run
     for train in TRAIN:
         r = _by(result)[(train, "ppo_policy", "tanh-fp16")]
+        assert r.status == CONSISTENT, r.message
+        logp = next(k for k in r.checks if k.metric == "logp_diff_max")
+        if logp.value > 0.0156:  # beyond 4 fp16 ULPs at |logp| in [4, 8): the envelope admitted it
+            assert logp.limit > logp.value and logp.passed
         c = {k.metric: k for k in r.checks if k.output is None}
         assert "1024 samples, from the models' own log-probabilities" in c["ratio_mean"].message
         assert c["ppo_clip_share"].value == 0.0 and c["ppo_clip_share"].passed
