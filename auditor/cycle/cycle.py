@@ -23,7 +23,6 @@ from auditor.common import tempdirs
 from auditor.compare.outputs import (
     Comparator,
     MetricCheck,
-    Tolerance,
     check_text,
     compare_output,
     failure_text,
@@ -41,6 +40,7 @@ from auditor.cycle.jobs import (
     TrainOutcome,
     comparator_checks,
     probe_code_error,
+    rerun_checks,
     rounding,
 )
 from auditor.cycle.state import CycleState
@@ -619,19 +619,7 @@ class Cycle:
                 continue
             if isinstance(outcome.rerun, WorkerError):
                 raise _CheckError(f"{side} side, rerun in a fresh process: {outcome.rerun.describe()}")
-            for n, first, again in zip(names, outcome.outputs, outcome.rerun, strict=False):
-                c = compare_output(n, first, again, Tolerance(0.0, 0.0))
-                checks.append(
-                    MetricCheck(
-                        f"{side}_rerun_max_abs",
-                        c.metrics["max_abs"],
-                        c.passed,
-                        0.0,
-                        n,
-                        "" if c.passed else f"{side} side gives other numbers in a fresh process",
-                        "<=",
-                    )
-                )
+            checks += rerun_checks(side, names, outcome.outputs, outcome.rerun)
         return checks
 
     def _findings(self, results: list[ProbeResult], stacks: dict[str, StackReport]) -> Iterable[Finding]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare.outputs import Comparator, MetricCheck
+from auditor.compare.outputs import Comparator, MetricCheck, Tolerance, compare_output
 from auditor.compare.ratios import BEHAVIOUR
 from auditor.config.thresholds import ProbeConfig
 from auditor.extend.probe_spec import ProbeSpec, dtype_variant_name
@@ -141,6 +141,20 @@ class CheckError(Exception):
 def _own(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The probe's own outputs, without those on drawn actions (``logp@behaviour``)."""
     return {k: v for k, v in outputs.items() if BEHAVIOUR not in k}
+
+
+def rerun_checks(
+    side: str, names: list[str], first: list[np.ndarray], again: list[np.ndarray]
+) -> list[MetricCheck]:
+    """One side's outputs against its own run in a fresh worker process: bitwise the same, or
+    the side does not repeat itself (``{side}_rerun_max_abs`` per output, limit 0)."""
+    checks = []
+    for n, a, b in zip(names, first, again, strict=False):
+        c = compare_output(n, np.asarray(a), np.asarray(b), Tolerance(0.0, 0.0))
+        words = "" if c.passed else f"{side} side gives other numbers in a fresh process"
+        max_abs = c.metrics["max_abs"]
+        checks.append(MetricCheck(f"{side}_rerun_max_abs", max_abs, c.passed, 0.0, n, words, "<="))
+    return checks
 
 
 def own_inputs(job: ProbeJob, inputs: list[np.ndarray] | None) -> bool:

@@ -34,7 +34,7 @@ from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
 from auditor.cycle import invariants, latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
-from auditor.cycle.jobs import CycleAborted
+from auditor.cycle.jobs import CycleAborted, rerun_checks
 from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
 from auditor.results import (
@@ -141,6 +141,8 @@ class _Side:
     blocked: Finding | None = None
     load_log: str = ""
     conversion: Artifact | None = None
+    rerun: list[np.ndarray] | WorkerError | None = None
+    """The same file and inputs in a fresh worker process of the stack (repeatability)."""
 
 
 @dataclass
@@ -292,8 +294,31 @@ class ModelSuite:
             elif reference.error is None:
                 todo[t] = lambda t=t: run_on(t)
         sides.update(self.state.parallel(todo) if todo else {})
+        # Repeatability, as the probes' reruns: each serving side again in a fresh process.
+        again = {
+            t: (lambda t=t: self._rerun(sessions[t], model, model_id, Path(path), plan.inputs))
+            for t, side in sides.items()
+            if side.outputs is not None
+        }
+        for t, rerun in (self.state.parallel(again) if again else {}).items():
+            sides[t].rerun = rerun
         self.findings += self._side_checks(plan, {model.reference_label: reference, **sides})
         return [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+
+    def _rerun(
+        self, session: Any, model: ModelConfig, model_id: str, path: Path, inputs: list[np.ndarray]
+    ) -> list[np.ndarray] | WorkerError:
+        """The served file (converted as served) on the same inputs in a fresh worker process."""
+        fresh = session.fresh()
+        try:
+            worker = fresh.ensure()
+            self.state.load(worker, session.stack, model_id, path, model.convert)
+            return list(worker.request("run", model=model_id, inputs=inputs).result["outputs"])
+        except WorkerError as exc:
+            return exc
+        finally:
+            fresh.close()
+            session.problems.extend(fresh.problems)
 
     def _side_checks(self, plan: _Plan, sides: dict[str, _Side]) -> list[Finding]:
         """The ranges the file's graph implies, checked on each side's outputs alone."""
@@ -436,8 +461,17 @@ class ModelSuite:
                 f" (the golden was recorded for another file, sha256 {str(plan.golden.model_sha256)[:12]}; "
                 f"this one is {plan.info.sha256[:12]}: re-record it if the model was retrained on purpose)"
             )
+        if isinstance(side.rerun, WorkerError):
+            return ProbeResult(
+                status=ERROR,
+                message=f"{target}, rerun in a fresh process: {side.rerun.describe()}",
+                log=side.rerun.log,
+                outputs=comparisons,
+                **base,
+            )
+        repeat = rerun_checks("infer", names, side.outputs, side.rerun) if side.rerun is not None else []
         try:
-            checks = self._policy_checks(model, names, reference.outputs, side.outputs)
+            checks = tuple(repeat) + self._policy_checks(model, names, reference.outputs, side.outputs)
         except ValueError as exc:  # what the run shows of the declared policy (an output it lacks)
             return ProbeResult(
                 status=ERROR,

@@ -194,6 +194,20 @@ def test_a_declared_policy_is_judged_in_ppo_terms(setup: dict) -> None:
         assert r[pair]["status"] == "consistent"
 
 
+def test_each_serving_side_repeats_itself_in_a_fresh_process(setup: dict) -> None:
+    """As the probes' reruns: every served model that ran is run again in a fresh worker of its
+    stack, and each output must come out bitwise the same (Lite 2.0's LayerNorm error on rows
+    4-7 included: it is wrong the same way every time)."""
+    r = results(setup)
+    ran = [p for p, x in r.items() if x["status"] in ("consistent", "drift")]
+    assert "b8_ref:ms210-graph->lite20" in ran and "net_ok:ms20->lite20" in ran
+    for pair in ran:
+        reruns = [c for c in r[pair]["checks"] if c["metric"] == "infer_rerun_max_abs"]
+        outputs = {o["output"] for o in r[pair]["outputs"]}
+        assert {c["output"] for c in reruns} == outputs and outputs, pair
+        assert all(c["passed"] and c["value"] == 0 for c in reruns), (pair, reruns)
+
+
 def test_bad_inputs_fail_their_model_only(setup: dict) -> None:
     r = results(setup)
     cut = r["cut:ms210-graph->lite20"]

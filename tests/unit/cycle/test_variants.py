@@ -332,3 +332,34 @@ def test_the_infer_runtime_decides_what_the_train_stack_exports():
     # The same words from another request are not the exporter's verdict: an error.
     built = TrainOutcome(error=WorkerError("tr", "build", "error", said))
     assert cycle._result(to_onnx, onnx_job, built, InferOutcome()).status == ERROR
+
+
+def test_a_served_model_must_repeat_itself_in_a_fresh_process():
+    """[models.NAME]: each serving side runs again in a fresh worker; other numbers there are
+    drift naming the output, a rerun that fails is the model's error (auditor.cycle.user_models)."""
+    from auditor.cycle.user_models import _Plan, _Side
+    from auditor.stacks.worker import WorkerError
+
+    serving = {"role": "infer", "runtime": "mindspore-lite", "python": "/nonexistent/python"}
+    pol = {"path": "p.mindir", "golden": "g.npz", "stacks": ["inf"], "output_names": ["a"]}
+    config = parse({"stacks": {"inf": serving}, "models": {"pol": pol}}, "test")
+    cycle = Cycle(config, PROBES)
+    model = config.models["pol"]
+    plan = _Plan(model, inputs=[np.zeros((4, 3), np.float32)])
+    out = [np.arange(4, dtype=np.float32)]
+    reference = _Side(outputs=out)
+
+    def verdict(rerun):
+        return cycle.models._model_result(plan, "inf", reference, _Side(outputs=out, rerun=rerun))
+
+    same = verdict([out[0].copy()])
+    assert same.status == CONSISTENT
+    [check] = [c for c in same.checks if c.metric == "infer_rerun_max_abs"]
+    assert check.passed and check.value == 0.0 and check.output == "a"
+    moved = out[0].copy()
+    moved[2] = np.nextafter(moved[2], np.float32(9))  # one ULP: a fresh process must repeat exactly
+    other = verdict([moved])
+    assert other.status == DRIFT and other.checks[0].value > 0
+    assert "infer side gives other numbers in a fresh process" in other.message
+    failed = verdict(WorkerError("inf", "run", "crash", "worker died"))
+    assert failed.status == ERROR and failed.message.startswith("inf, rerun in a fresh process:")
