@@ -96,6 +96,7 @@ def test_both_mindspore_releases_export_onnx_that_ort_runs(run):
         assert by[(train, "action_sampler", "reparam")].status == CONSISTENT
 
 
+@pytest.mark.faults
 def test_the_fp16_tanh_policy_is_consistent_within_its_rounding_and_in_ppo_terms(run):
     """ONNX Runtime's fp16 tanh-squashed logp differs by several fp16 ULPs near actions of ±1,
     beyond 4 ULPs of the value but within the probe's rounding envelope there (the formula is
