@@ -88,8 +88,8 @@ def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[M
     last place of the output's dtype at the element's value (metrics.rounding_unit), and the
     max check shows the element furthest beyond its own limit (the largest difference when
     none is beyond). In fp32 the widening is far below the defaults and changes nothing.
-    ``rounding`` (from the probe): per element, how far two correct evaluations in its dtype
-    can be apart; a limit is at least that too."""
+    ``rounding`` (the probe's envelopes, output -> array): per element, how far two correct
+    evaluations in its dtype can be apart; a limit is at least that too."""
     name = _option(options, "output", "logp", str)
     a, b = _output(train, infer, name)
     d = metrics.logp_diff(a, b)
@@ -97,7 +97,7 @@ def logp_diff(train: Outputs, infer: Outputs, options: dict[str, Any]) -> list[M
     if ulps is None or not ulps >= 0:
         raise ValueError(f"option 'max_ulps' must be a number >= 0, not {ulps!r}")
     unit = ulps * metrics.rounding_unit(a, b)
-    envelope = options.get("rounding")
+    envelope = (options.get("rounding") or {}).get(name)
     if envelope is not None and np.size(envelope) == unit.size:
         # the probe's per-element rounding envelope (its rounding(params)): ill-conditioned
         # elements may differ by more than a few ULPs of the result in any correct runtime

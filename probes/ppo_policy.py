@@ -72,8 +72,7 @@ HEADS = ("gaussian", "tanh")
 def comparator_options(params):
     """The policy the importance ratios are drawn from: the head's distribution of (mean, std),
     and the cell's own log-probability ``logp`` of its ``actions`` input (for the tanh head,
-    of squashed actions), which the cycle runs on actions drawn from the infer side; and
-    logp's rounding envelope on the probe's own inputs (see rounding)."""
+    of squashed actions), which the cycle runs on actions drawn from the infer side."""
     return {
         "importance_ratios": {
             "kind": "tanh" if params["head"] == "tanh" else "gaussian",
@@ -81,8 +80,7 @@ def comparator_options(params):
             "std": "std",
             "logp": "logp",
             "actions": "actions",
-        },
-        "logp_diff": {"rounding": rounding(params)["logp"]},
+        }
     }
 
 

@@ -23,12 +23,12 @@ import numpy as np
 from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_USAGE
 from auditor.compare.golden import Golden, GoldenError, read_outputs
-from auditor.compare.outputs import Tolerance, check_text, compare_output, failure_text
+from auditor.compare.outputs import Tolerance, compare_output
 from auditor.config.tables import Config
 from auditor.config.thresholds import ProbeConfig
-from auditor.cycle.jobs import CheckError, ProbeJob, comparator_checks, rounding
+from auditor.cycle.jobs import CheckError, ProbeJob, comparator_checks, judged, rounding
 from auditor.report.text import jsonable_result, render_result
-from auditor.results import CONSISTENT, DRIFT, ERROR, ProbeResult
+from auditor.results import CONSISTENT, ERROR, ProbeResult
 
 
 @click.command("compare")
@@ -180,16 +180,6 @@ class _Judge:
             n: self.tolerance(n, str(np.asarray(x).dtype), atol, rtol)
             for n, x in zip(names, a.outputs, strict=True)
         }
-        envelopes: dict[str, np.ndarray] = {}
-        if self.spec is not None:
-            try:
-                envelopes = rounding(self.job(), list(a.inputs))
-            except CheckError:
-                envelopes = {}  # said by comparator_checks below, as its error
-        comparisons = tuple(
-            compare_output(n, np.asarray(x), np.asarray(y), tolerances[n], envelopes.get(n))
-            for n, x, y in zip(names, a.outputs, b.outputs, strict=True)
-        )
         base: dict[str, Any] = {
             "pair": f"{a.meta.get('stack') or ra}->{b.meta.get('stack') or rb}",
             "train": str(a.meta.get("stack") or ra),
@@ -197,24 +187,22 @@ class _Judge:
             "probe": self.probe,
             "probe_version": str(a.meta.get("probe_version") or ""),
             "variant": self.variant,
-            "outputs": comparisons,
             "thresholds": {n: asdict(t) for n, t in tolerances.items()},
             "samples": int(a.inputs[0].shape[0]) if a.inputs and a.inputs[0].ndim else 0,
         }
-        checks = []
-        if self.spec is not None:
-            try:
+        try:
+            # the probe's rounding envelopes hold for its own inputs only (none for other dumps)
+            envelopes = rounding(self.job(), list(a.inputs)) if self.spec is not None else {}
+            comparisons = tuple(
+                compare_output(n, np.asarray(x), np.asarray(y), tolerances[n], envelopes.get(n))
+                for n, x, y in zip(names, a.outputs, b.outputs, strict=True)
+            )
+            checks = []
+            if self.spec is not None:
                 checks = comparator_checks(
                     self.job(), self.comparators, self.cfg, dict(zip(names, a.outputs, strict=True)),
-                    dict(zip(names, b.outputs, strict=True)), list(a.inputs),
+                    dict(zip(names, b.outputs, strict=True)), envelopes,
                 )  # fmt: skip
-            except CheckError as exc:
-                return ProbeResult(status=ERROR, message=str(exc), **base)
-        failed = [c for c in comparisons if not c.passed]
-        failed_checks = [c for c in checks if not c.passed]
-        if failed or failed_checks:
-            message = "; ".join([failure_text(c) for c in failed] + [check_text(c) for c in failed_checks])
-            return ProbeResult(status=DRIFT, message=message, checks=tuple(checks), **base)
-        return ProbeResult(
-            status=CONSISTENT, message="all outputs within tolerance", checks=tuple(checks), **base
-        )
+        except CheckError as exc:
+            return ProbeResult(status=ERROR, message=str(exc), **base)
+        return judged(base, comparisons, checks)

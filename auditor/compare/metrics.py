@@ -111,7 +111,7 @@ def rounding_unit(train: np.ndarray, infer: np.ndarray) -> np.ndarray:
     return np.where(finite & np.isfinite(unit), unit, 0.0)
 
 
-def _logp_delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def logp_delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """lp_train − lp_infer per element, 0 where both are the same value (both −inf: an
     impossible action on both sides); NaN or ±inf where the two are not comparable."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -121,7 +121,7 @@ def _logp_delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def logp_abs_diff(train: np.ndarray, infer: np.ndarray) -> np.ndarray:
     """|lp_train − lp_infer| per element (flattened), inf where only one side is finite or
     either is NaN."""
-    d = np.abs(_logp_delta(_f64(train).ravel(), _f64(infer).ravel()))
+    d = np.abs(logp_delta(_f64(train).ravel(), _f64(infer).ravel()))
     return np.where(np.isfinite(d), d, np.inf)
 
 
@@ -130,7 +130,7 @@ def logp_diff(train: np.ndarray, infer: np.ndarray) -> LogpDiff:
     a, b = _f64(train).ravel(), _f64(infer).ravel()
     if a.size == 0:
         return LogpDiff(0.0, 0.0, 1.0, 0.0, 0.0)
-    d = _logp_delta(a, b)
+    d = logp_delta(a, b)
     if not np.all(np.isfinite(d)):
         inf = float("inf")
         return LogpDiff(inf, inf, inf, inf, inf)

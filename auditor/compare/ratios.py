@@ -203,9 +203,7 @@ def log_weights_in_graph(train_logp: np.ndarray, infer_logp: np.ndarray, draws: 
     shape = (draws.actions.shape[0], draws.valid.shape[0])
     a = np.asarray(train_logp, dtype=np.float64).reshape(shape)
     b = np.asarray(infer_logp, dtype=np.float64).reshape(shape)
-    with np.errstate(invalid="ignore", over="ignore"):
-        lw = np.where(a == b, 0.0, a - b)  # both -inf: the same impossible action, w = 1
-    return np.where(draws.valid[None, :], lw, np.nan)
+    return np.where(draws.valid[None, :], metrics.logp_delta(a, b), np.nan)
 
 
 @dataclass(frozen=True)
@@ -225,9 +223,7 @@ class RatioStats:
     invalid: int
     """Samples whose weight is not finite or whose state has no valid distribution on a side
     (counted as clipped and truncated)."""
-    log_weight_min: float
-    log_weight_max: float
-    log_weight_sum: float = 0.0
+    log_weight_sum: float
     """Sum of the finite log-weights: a sequence's log importance weight when the samples are
     the steps of one episode."""
 
@@ -241,7 +237,7 @@ def ratio_stats(
     lw = np.asarray(log_w, dtype=np.float64).ravel()
     n = lw.size
     if n == 0:
-        return RatioStats(0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0, 0.0, 0.0)
+        return RatioStats(0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0, 0.0)
     ok = np.isfinite(lw)
     good = lw[ok]
     invalid = n - good.size
@@ -267,8 +263,6 @@ def ratio_stats(
         tis_share=truncated / n,
         ess=min(1.0, ess_valid) * good.size / n,
         invalid=invalid,
-        log_weight_min=float(good.min()) if good.size else -math.inf,
-        log_weight_max=float(good.max()) if good.size else math.inf,
         log_weight_sum=float(good.sum()),
     )
 

@@ -23,9 +23,7 @@ from auditor.common import tempdirs
 from auditor.compare.outputs import (
     Comparator,
     MetricCheck,
-    check_text,
     compare_output,
-    failure_text,
 )
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
@@ -39,6 +37,7 @@ from auditor.cycle.jobs import (
     ProbeJob,
     TrainOutcome,
     comparator_checks,
+    judged,
     probe_code_error,
     rerun_checks,
     rounding,
@@ -582,33 +581,22 @@ class Cycle:
         try:
             checks = (
                 self._rerun_checks(names, train, infer)
-                + self._comparator_checks(job, *by_name)
+                + self._comparator_checks(job, *by_name, envelopes)
                 + self.suite.class_checks(job, names, train, infer)
             )
         except _CheckError as exc:
             return ProbeResult(status=ERROR, message=str(exc), outputs=comparisons, **base)
-        for c in checks:
-            if c.limit is not None:
-                base["thresholds"].setdefault(c.output or "*", {})[c.metric] = c.limit
-        failed = [c for c in comparisons if not c.passed]
-        failed_checks = [c for c in checks if not c.passed]
-        if failed or failed_checks:
-            parts = [failure_text(c) for c in failed] + [check_text(c) for c in failed_checks]
-            return ProbeResult(
-                status=DRIFT, message="; ".join(parts), outputs=comparisons, checks=tuple(checks), **base
-            )
-        return ProbeResult(
-            status=CONSISTENT,
-            message="all outputs within tolerance",
-            outputs=comparisons,
-            checks=tuple(checks),
-            **base,
-        )
+        return judged(base, comparisons, checks)
 
     def _comparator_checks(
-        self, job: ProbeJob, train: dict[str, np.ndarray], infer: dict[str, np.ndarray]
+        self,
+        job: ProbeJob,
+        train: dict[str, np.ndarray],
+        infer: dict[str, np.ndarray],
+        envelopes: dict[str, np.ndarray],
     ) -> list[MetricCheck]:
-        return comparator_checks(job, self.comparators, self.config.probe(job.spec.name), train, infer)
+        cfg = self.config.probe(job.spec.name)
+        return comparator_checks(job, self.comparators, cfg, train, infer, envelopes)
 
     @staticmethod
     def _rerun_checks(names: list[str], train: TrainOutcome, infer: InferOutcome) -> list[MetricCheck]:

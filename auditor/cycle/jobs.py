@@ -6,18 +6,26 @@ from __future__ import annotations
 
 import hashlib
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from auditor.compare.outputs import Comparator, MetricCheck, Tolerance, compare_output
+from auditor.compare.outputs import (
+    Comparator,
+    MetricCheck,
+    OutputComparison,
+    Tolerance,
+    check_text,
+    compare_output,
+    failure_text,
+)
 from auditor.compare.ratios import BEHAVIOUR
 from auditor.config.thresholds import ProbeConfig
 from auditor.extend.probe_spec import ProbeSpec, dtype_variant_name
-from auditor.results import Artifact, Finding, Latency
+from auditor.results import CONSISTENT, DRIFT, Artifact, Finding, Latency, ProbeResult
 from auditor.runtime import MINDIR, ArtifactFormat
 from auditor.stacks.worker import WorkerError
 
@@ -138,6 +146,29 @@ class CheckError(Exception):
     """A comparator or a rerun could not produce its checks: the result is an error."""
 
 
+def judged(
+    base: dict[str, Any],
+    comparisons: Sequence[OutputComparison],
+    checks: Sequence[MetricCheck],
+    note: str = "",
+) -> ProbeResult:
+    """The verdict of a probe variant or a model on its element-wise comparisons and its
+    checks: drift saying each failing output and check, else consistent (``note`` is added
+    to the message either way). Each limited check's limit is recorded in ``base``'s
+    thresholds, under its output ("*": the whole). A cycle, its model probes and ``auditor
+    compare`` decide with this one function."""
+    thresholds = base.setdefault("thresholds", {})
+    for c in checks:
+        if c.limit is not None:
+            thresholds.setdefault(c.output or "*", {})[c.metric] = c.limit
+    failed = [failure_text(c) for c in comparisons if not c.passed]
+    failed += [check_text(c) for c in checks if not c.passed]
+    status, message = (DRIFT, "; ".join(failed)) if failed else (CONSISTENT, "all outputs within tolerance")
+    return ProbeResult(
+        status=status, message=message + note, outputs=tuple(comparisons), checks=tuple(checks), **base
+    )
+
+
 def _own(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The probe's own outputs, without those on drawn actions (``logp@behaviour``)."""
     return {k: v for k, v in outputs.items() if BEHAVIOUR not in k}
@@ -185,16 +216,14 @@ def comparator_checks(
     probe_cfg: ProbeConfig,
     train: dict[str, np.ndarray],
     infer: dict[str, np.ndarray],
-    inputs: list[np.ndarray] | None = None,
+    envelopes: Mapping[str, np.ndarray] | None = None,
 ) -> list[MetricCheck]:
     """The probe's comparators on one variant's outputs (train side as reference), each with
     its options for this variant and dtype: the probe's own, then the config's. A cycle and
-    ``auditor compare`` judge outputs with this one function. ``inputs``: what the outputs
-    were computed from, when they may not be the probe's own (a rounding envelope the probe
-    gives a comparator is then left out)."""
+    ``auditor compare`` judge outputs with this one function. ``envelopes``: the probe's
+    rounding envelopes of these outputs (``rounding``), given to every comparator as the
+    option ``rounding`` (output name -> array)."""
     defaults = job.spec.comparator_defaults(job.params)
-    if not own_inputs(job, inputs):
-        defaults = {n: {k: v for k, v in o.items() if k != "rounding"} for n, o in defaults.items()}
     checks: list[MetricCheck] = []
     for name in job.spec.comparators:
         comparator = comparators.get(name)
@@ -204,6 +233,8 @@ def comparator_checks(
                 f"(loaded: {', '.join(sorted(comparators)) or 'none'})"
             )
         options = {**defaults.get(name, {}), **probe_cfg.comparator_options(name, job.variant, job.dtype)}
+        if envelopes:
+            options["rounding"] = dict(envelopes)
         sides = (train, infer) if comparator.drawn else (_own(train), _own(infer))
         try:
             found = comparator.compare(*sides, options)

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import ratios
+from auditor.compare import metrics, ratios
 from auditor.cycle.env_process import EnvError, EnvProcess, RemoteEnv, using
 from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult
 
@@ -77,9 +77,7 @@ class Sampler:
         """Both models' log-probabilities of the infer side's steps, as log weights' statistics."""
         lt = np.asarray(self.score_train(states, actions), np.float64).reshape(-1)
         li = np.asarray(self.score_infer(states, actions), np.float64).reshape(-1)
-        with np.errstate(invalid="ignore", over="ignore"):
-            log_w = np.where(lt == li, 0.0, lt - li)
-        return ratios.ratio_stats(log_w, self.clip_epsilon)
+        return ratios.ratio_stats(metrics.logp_delta(lt, li), self.clip_epsilon)
 
 
 @dataclass
@@ -149,7 +147,8 @@ def _episode(
         z = noise.standard_normal(shape) if sampler is not None else None
         a_train, _ = act(train_policy, train.obs, z)
         a_infer, m_infer = act(infer_policy, infer.obs, z)
-        visited.append((np.asarray(infer.obs, np.float64).reshape(-1), m_infer))
+        if sampler is not None:
+            visited.append((np.asarray(infer.obs, np.float64).reshape(-1), m_infer))
         # Open loop: the infer stack on the train stack's observation. Until the
         # trajectories part, that is the closed-loop call itself: no second request.
         a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs, z)[0]
@@ -244,12 +243,12 @@ def sampled_words(episodes: Sequence[Episode], limits: SampledLimits | None) -> 
         return ""
     steps = sum(e.steps for e in sampled)
     clipped = sum((e.ppo_clip_share or 0.0) * e.steps for e in sampled)
-    lows = [e.log_ratio_sum for e in sampled if e.log_ratio_sum is not None]
+    logs = [e.log_ratio_sum for e in sampled if e.log_ratio_sum is not None]
     ess = min(e.ess if e.ess is not None else 0.0 for e in sampled)
     span = max(e.steps for e in sampled)
     weights = (
-        f"a {span}-step episode's weight e^{min(lows):.3g} .. e^{max(lows):.3g}"
-        if all(math.isfinite(x) for x in lows)
+        f"a {span}-step episode's weight e^{min(logs):.3g} .. e^{max(logs):.3g}"
+        if all(math.isfinite(x) for x in logs)
         else "an episode's weight is not finite (a step without a valid weight)"
     )
     return (

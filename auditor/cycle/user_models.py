@@ -28,18 +28,16 @@ from typing import Any
 import numpy as np
 
 from auditor.compare.golden import Golden, GoldenError, read_golden
-from auditor.compare.outputs import Comparator, MetricCheck, check_text, compare_output, failure_text
+from auditor.compare.outputs import Comparator, MetricCheck, compare_output
 from auditor.config.tables import PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
 from auditor.cycle import invariants, latency, saved_outputs
 from auditor.cycle.compatibility import Compatibility
-from auditor.cycle.jobs import CycleAborted, rerun_checks
+from auditor.cycle.jobs import CycleAborted, judged, rerun_checks
 from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
 from auditor.results import (
-    CONSISTENT,
-    DRIFT,
     ERROR,
     INCOMPATIBLE,
     UNCHECKED,
@@ -479,27 +477,7 @@ class ModelSuite:
                 outputs=comparisons,
                 **base,
             )
-        for c in checks:
-            if c.limit is not None:
-                base["thresholds"].setdefault(c.output or "*", {})[c.metric] = c.limit
-        failed = [c for c in comparisons if not c.passed]
-        failed_checks = [c for c in checks if not c.passed]
-        if failed or failed_checks:
-            words = [failure_text(c) for c in failed] + [check_text(c) for c in failed_checks]
-            return ProbeResult(
-                status=DRIFT,
-                message="; ".join(words) + stale,
-                outputs=comparisons,
-                checks=checks,
-                **base,
-            )
-        return ProbeResult(
-            status=CONSISTENT,
-            message="all outputs within tolerance" + stale,
-            outputs=comparisons,
-            checks=checks,
-            **base,
-        )
+        return judged(base, comparisons, checks, stale)
 
     def _policy_checks(
         self, model: ModelConfig, names: list[str], reference: list[Any], served: list[Any]

@@ -94,7 +94,9 @@ def test_the_config_thresholds_of_each_output_decide(tmp_path):
     assert ok.exit_code == 0, ok.output
     assert "consistent" in ok.output and "probe ppo_policy [fp32]" in ok.output
     doc = json.loads(compare(tmp_path, str(a), str(b), "--json").output)
-    assert doc["thresholds"]["mean"] == {"atol": 0.01, "rtol": 0.01} and doc["samples"] == 16
+    # the output's tolerance, and the limits of the checks on it, as a cycle records them
+    assert doc["thresholds"]["mean"] == {"atol": 0.01, "rtol": 0.01, "nonfinite_where_train_finite": 0.0}
+    assert doc["thresholds"]["*"]["kl_max"] == 1e-4 and doc["samples"] == 16
     assert {c["metric"] for c in doc["checks"]} >= {"kl_max", "logp_diff_max"}  # the probe's comparators ran
     tight = compare(tmp_path, str(a), str(b), "--atol", "1e-5", "--rtol", "1e-5")
     assert tight.exit_code == 1 and "DRIFT" in tight.output and "mean  16/16 out (100%)" in tight.output
