@@ -21,7 +21,9 @@ from tests.unit.cycle.test_rollout import children
 pytestmark = pytest.mark.stacks
 
 
-def test_an_environment_failing_mid_episode_fails_only_its_rollout(stacks, tmp_path, monkeypatch):
+def test_an_environment_failing_mid_episode_fails_only_its_rollout(
+    stacks, tmp_path, monkeypatch, warm_stacks
+):
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the environment process imports tests.rollout_envs
     env = "tests.rollout_envs:AuditorRaisesInStep-v0"
     cfg = small_config(tmp_path, probes=("ppo_policy", "obs_normalizer"))
@@ -33,6 +35,8 @@ def test_an_environment_failing_mid_episode_fails_only_its_rollout(stacks, tmp_p
     config = load(cfg, {n: p.default_params for n, p in plugins.probes().items()})
     assert config.rollout.env == env  # "module:Name-v0" passes validation: the child imports it
     store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    if warm_stacks is not None:  # the session's zygotes are this process's children too: started first
+        warm_stacks.ready()
     before = children()
     result = AuditRun(config, plugins, store).run()
     assert children() == before
