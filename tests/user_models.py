@@ -39,11 +39,13 @@ def export_user_policy(
 POLICIES = REPO / "tests" / "model_fixtures" / "mypolicy" / "export.py"
 
 
-def export_policies(stack: str, out: Path, kinds: tuple[str, ...] = (), seed: int = 0) -> list[Path]:
+def export_policies(
+    stack: str, out: Path, kinds: tuple[str, ...] = (), seed: int = 0, batch: int = 8
+) -> list[Path]:
     """Export mypolicy's policies (all, or ``kinds``) with ``stack``'s MindSpore into ``out``:
-    KIND.mindir and its checkpoint KIND.ckpt each."""
+    KIND.mindir and its checkpoint KIND.ckpt each, for a batch of ``batch``."""
     out.mkdir(parents=True, exist_ok=True)
-    argv = [str(stack_python(stack)), str(POLICIES), str(out), "--seed", str(seed)]
+    argv = [str(stack_python(stack)), str(POLICIES), str(out), "--seed", str(seed), "--batch", str(batch)]
     if kinds:
         argv += ["--kinds", ",".join(kinds)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)

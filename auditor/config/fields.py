@@ -210,6 +210,26 @@ def Choice(*values: str) -> Any:  # noqa: N802
     return Annotated[str, PlainValidator(check), WithJsonSchema({"type": "string", "enum": list(values)})]
 
 
+def Numbers(lo: float = -1e30, hi: float = 1e30) -> Any:  # noqa: N802
+    """A finite number or a list of them (one per element of what it applies to): a tuple."""
+    what = f"a finite number{span(lo, hi)} or a list of them"
+
+    def check(v: Any) -> tuple[float, ...]:
+        values = list(v) if isinstance(v, (list, tuple)) else [v]
+        for x in values:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise _fail(f"must be {what}, not {show(v)}")
+            if not _in_range(x, lo, hi, False):
+                raise _fail(f"must be {what}, not {x!r}")
+        if not values:
+            raise _fail(f"must be {what}, not an empty list")
+        return tuple(float(x) for x in values)
+
+    number = {"type": "number", **_bounds(lo, hi, False)}
+    schema = {"anyOf": [number, {"type": "array", "items": number, "minItems": 1}]}
+    return Annotated[tuple, PlainValidator(check), WithJsonSchema(schema)]
+
+
 def _check_bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise _fail(f"must be true or false, not {show(v)}")

@@ -57,7 +57,7 @@ from auditor.config.tables import (
     expand,
 )
 from auditor.config.thresholds import ProbeConfig, ThresholdScope
-from auditor.config.user_models import InputSpec, ModelConfig, TrainNetwork
+from auditor.config.user_models import InputSpec, ModelConfig, ModelRollout, TrainNetwork
 from auditor.db import url as db_url
 from auditor.runtime import MINDIR, RuntimeSpec
 from auditor.worker.npu_metrics import METRICS
@@ -122,7 +122,7 @@ def parse(
     probe_variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     sink_types: Mapping[str, Callable[[dict[str, Any]], list[str]]] | None = None,
     param_schemas: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
-    env_problem: Callable[[str], str | None] | None = None,
+    env_problem: Callable[..., str | None] | None = None,
 ) -> Config:
     """Validate a parsed TOML document; raise ConfigError listing every problem.
 
@@ -156,7 +156,7 @@ def parse(
 
     stacks = _stacks(p, runtimes)
     hosts = _hosts(p, stacks)
-    models = _models(p, stacks, runtimes)
+    models = _models(p, stacks, runtimes, env_problem)
     fleet = fleet_config.parse(p, p.doc.get("stacks"), known_probes)
     probes = _probes(p, known_probes, probe_variants, param_schemas)
     pairs = _pairs(p, known_probes, runtimes)
@@ -248,7 +248,10 @@ def _hosts(p: _Parse, stacks: Mapping[str, StackConfig]) -> dict[str, HostConfig
 
 
 def _models(
-    p: _Parse, stacks: Mapping[str, StackConfig], runtimes: Mapping[str, RuntimeSpec] | None
+    p: _Parse,
+    stacks: Mapping[str, StackConfig],
+    runtimes: Mapping[str, RuntimeSpec] | None,
+    env_problem: Callable[..., str | None] | None = None,
 ) -> dict[str, ModelConfig]:
     """[models.NAME]: each table by the schema, then what needs the stacks and several keys.
     A model is a MindIR: the stacks that serve it by default are the infer stacks whose
@@ -357,8 +360,61 @@ def _models(
             frozenset(o for o, v in chosen.items() if v),
             table.convert,
             policy,
+            _model_rollout(p, f"{path}.rollout", table, env_problem),
         )
     return out
+
+
+def _model_rollout(
+    p: _Parse, path: str, table: ModelTable, env_problem: Callable[..., str | None] | None
+) -> ModelRollout | None:
+    """``[models.NAME.rollout]``: what its environment, its policy and its names allow."""
+    r = table.rollout
+    if r is None or not r.enabled:
+        return None
+    policy = table.policy
+    if policy is not None and policy.kind == "categorical":
+        p.error(
+            path,
+            "a categorical policy acts in a discrete action space; the rollout drives environments "
+            "with continuous (Box) actions",
+        )
+    if r.mode == "sampled" and (policy is None or policy.kind not in ("gaussian", "tanh")):
+        p.error(
+            f"{path}.mode",
+            "sampled episodes draw actions from the model's policy: declare it, "
+            'policy = { kind = "gaussian" (or "tanh"), mean = ..., std = ... }',
+        )
+    if r.action is not None and table.output_names and r.action not in table.output_names:
+        p.error(
+            f"{path}.action",
+            f"{r.action!r} is not an output of the model (output_names: {', '.join(table.output_names)})",
+        )
+    names = [i.name for i in table.inputs]
+    if r.observation is not None and names and r.observation not in names:
+        p.error(
+            f"{path}.observation",
+            f"{r.observation!r} is not an input of the model (inputs: {', '.join(names)})",
+        )
+    problem = env_problem(r.env, r.path) if env_problem is not None else None
+    if problem is not None:
+        p.error(f"{path}.env", problem)
+    return ModelRollout(
+        r.env,
+        r.path,
+        r.episodes,
+        r.max_steps,
+        r.seed,
+        r.action,
+        r.observation,
+        tuple(r.obs_scale),
+        tuple(r.obs_offset),
+        tuple(r.action_scale),
+        tuple(r.action_offset),
+        r.mode,
+        r.action_atol,
+        r.return_atol,
+    )
 
 
 def _policy(p: _Parse, path: str, table: ModelTable) -> dict[str, Any] | None:
@@ -619,7 +675,7 @@ def _check_rollout(
     pairs: list[PairConfig],
     known_probes: Mapping[str, Iterable[str]] | None,
     probe_variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None,
-    env_problem: Callable[[str], str | None] | None,
+    env_problem: Callable[..., str | None] | None,
 ) -> None:
     raw = p.doc.get("rollout") if isinstance(p.doc.get("rollout"), dict) else {}
     probe = p.raw("rollout", "probe", str, RolloutConfig.probe)

@@ -27,6 +27,7 @@ from auditor.config.fields import (
     Duration,
     Float,
     Int,
+    Numbers,
     Scalar,
     Text,
 )
@@ -404,6 +405,46 @@ class ModelPolicyTable:
 
 
 @section
+class ModelRolloutTable:
+    """``[models.NAME.rollout]``: closed-loop episodes of the model on a gymnasium environment,
+    the reference side (the training network or the reference stack) against each serving
+    stack, from the same seeds (auditor.cycle.model_rollout)."""
+
+    env: Name
+    """A registered gymnasium id ("Pendulum-v1"), "package.module:Name-v0" (the module
+    registers it), or "package.module:function" returning your own ``gymnasium.Env``. It runs
+    in the auditor's environment process, not on a stack."""
+    path: RelativePath = ""
+    """The folder holding the environment's package, when the auditor's Python cannot import it
+    (relative to the config file)."""
+    enabled: Bool = True
+    """Run the episodes (``[rollout] enabled`` is the built-in probe's)."""
+    episodes: Int(1, 1000) = 3
+    """Episodes, seeded seed, seed + 1, ..."""
+    max_steps: Int(0, 1_000_000) = 200
+    """Steps per episode at most; 0: until the environment ends it."""
+    seed: Int(0, MAX_SEED) = 0
+    """The first episode's seed."""
+    action: Name | None = None
+    """The output that is the action (default: the policy's mean, else the first output)."""
+    observation: Name | None = None
+    """The input the observation goes to (default: the first); other inputs keep their
+    generated values."""
+    obs_scale: Numbers() = (1.0,)
+    """The model gets obs_scale * observation + obs_offset (a number, or one per value)."""
+    obs_offset: Numbers() = (0.0,)
+    action_scale: Numbers() = (1.0,)
+    """The environment gets action_scale * action + action_offset, clipped to its bounds."""
+    action_offset: Numbers() = (0.0,)
+    mode: Choice("deterministic", "sampled") | None = None
+    """deterministic or sampled (needs a Gaussian or tanh ``policy``); default: ``[rollout] mode``."""
+    action_atol: Tol | None = None
+    """Drift when the sides' actions differ by more at a step (default: ``[rollout] action_atol``)."""
+    return_atol: Tol | None = None
+    """Drift when an episode's returns differ by more (default: ``[rollout] return_atol``)."""
+
+
+@section
 class ModelOutputTable:
     """``[models.NAME.outputs.O]``: one output's thresholds."""
 
@@ -444,6 +485,8 @@ class ModelTable:
     (they must be mindspore-lite stacks); replaces theirs for this model."""
     policy: ModelPolicyTable | None = None
     """The model is a policy: the outputs of its action distribution (importance ratios)."""
+    rollout: ModelRolloutTable | None = None
+    """Closed-loop episodes of the model on an environment, reference against each serving stack."""
 
 
 @section

@@ -16,6 +16,10 @@
     policy = { kind = "gaussian", mean = "mean", std = "std" }
                                         # a policy: PPO's importance ratios (or log_std, or
                                         # kind = "tanh", or kind = "categorical", logits = ...)
+    [models.policy.rollout]             # optional: closed-loop episodes, reference vs each stack
+    env = "Pendulum-v1"                 # or "mypkg.envs:make_env", your own gymnasium.Env
+    episodes = 3                        # seeds seed, seed + 1, ...; max_steps = 200
+    action = "mean"                     # the output that is the action; action_scale = 2.0
     [[models.policy.inputs]]            # optional: default, the file's own input signature
     name = "obs"                        # with normal(0, 1) floats and a batch of 1
     shape = [64, 11]
@@ -122,6 +126,31 @@ class TrainNetwork:
 
 
 @dataclass(frozen=True)
+class ModelRollout:
+    """``[models.NAME.rollout]`` (auditor.config.tables.ModelRolloutTable): the episodes a model's
+    reference side and each serving stack drive from the same seeds. None: ``[rollout]``'s."""
+
+    env: str
+    path: str = ""
+    episodes: int = 3
+    max_steps: int = 200
+    seed: int = 0
+    action: str | None = None
+    observation: str | None = None
+    obs_scale: tuple[float, ...] = (1.0,)
+    obs_offset: tuple[float, ...] = (0.0,)
+    action_scale: tuple[float, ...] = (1.0,)
+    action_offset: tuple[float, ...] = (0.0,)
+    mode: str | None = None
+    action_atol: float | None = None
+    return_atol: float | None = None
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(self.seed + i for i in range(self.episodes))
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     name: str
     path: str
@@ -144,6 +173,8 @@ class ModelConfig:
     """auditor.config.tables.ConvertTable: the conversion the serving stacks run on the file."""
     policy: dict[str, Any] | None = None
     """``policy = {kind, mean, std, ...}``: the importance_ratios comparator's options, or None."""
+    rollout: ModelRollout | None = None
+    """``[models.NAME.rollout]``: closed-loop episodes (enabled), or None."""
 
     @property
     def probe_config(self) -> Any:

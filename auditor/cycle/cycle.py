@@ -213,6 +213,7 @@ class Cycle:
                 # Probe suite: localization and rollouts need both workers of each pair alive.
                 results, rollouts = self.suite.follow_up(planned, results, trained, inferred, Path(tmp))
                 results += self.models.follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
+                rollouts += self.models.rollouts  # [models.NAME.rollout]
                 results += self._served_conversions(sessions)  # [stacks.X.convert] served
             finally:
                 close_sessions(list(sessions.values()))

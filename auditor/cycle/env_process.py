@@ -7,8 +7,8 @@ imports only gymnasium, numpy and this module, and answers framed requests over 
 stdin/stdout (``auditor.worker.protocol``, the stack workers' framing: arrays travel bit
 for bit):
 
-    hello -> gymnasium version        check(id) -> why it cannot be made, or None
-    make(id) -> handle, spaces        reset(env, seed) -> obs
+    hello -> gymnasium version        check(id, path) -> why it cannot be made, or None
+    make(id, path) -> handle, spaces  reset(env, seed) -> obs
     step([(env, action), ...]) -> obs, reward, terminated, truncated of each
     close(env)
 
@@ -17,6 +17,11 @@ child when it misses one, and always reaps it on close (a context manager), also
 raises mid-episode; a waiting child whose parent dies reads end of file and exits. Whatever fails
 (gymnasium missing, an id not registered, the environment raising, the child dying or
 hanging) is an ``EnvError`` that names it, with the child's stderr tail.
+
+An id is a registered gymnasium id ("Pendulum-v1"), "package.module:Name-v0" (the module
+registers it when imported: gymnasium's own form) or "package.module:function", a function of
+the user's that returns their own ``gymnasium.Env``; ``path``, a folder put first on the child's
+import path, holds a package the auditor's Python does not have installed.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import difflib
+import importlib
 import os
 import selectors
 import subprocess
@@ -31,7 +37,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,9 +281,9 @@ class EnvProcess:
         return frame.get("result") or {}
 
     # -- what a rollout asks ---------------------------------------------------------------
-    def problem(self, env_id: str) -> str | None:
+    def problem(self, env_id: str, path: str = "") -> str | None:
         """Why ``env_id`` cannot be made (not registered, its module not importable), or None."""
-        return self.request("check", id=env_id)["problem"]
+        return self.request("check", id=env_id, path=path)["problem"]
 
     def step(self, moves: Sequence[tuple[RemoteEnv, np.ndarray]]) -> list[Step]:
         """Step several environments of this process, each with its action, in one request:
@@ -290,8 +296,8 @@ class EnvProcess:
             for o in r["steps"]
         ]
 
-    def make(self, env_id: str) -> RemoteEnv:
-        r = self.request("make", id=env_id)
+    def make(self, env_id: str, path: str = "") -> RemoteEnv:
+        r = self.request("make", id=env_id, path=path)
         low, high = r.get("act_low"), r.get("act_high")
         spaces = Spaces(
             obs_shape=None if r.get("obs_shape") is None else tuple(r["obs_shape"]),
@@ -388,14 +394,14 @@ class _Child:
             return {"gymnasium": self.gym.__version__}
         if op == "check":
             try:
-                self.lookup(str(msg.get("id")))
+                self.lookup(str(msg.get("id")), str(msg.get("path") or ""))
             except _Fault as exc:
                 if exc.kind != "unknown":
                     raise
                 return {"problem": exc.message}
             return {"problem": None}
         if op == "make":
-            return self.make(str(msg.get("id")))
+            return self.make(str(msg.get("id")), str(msg.get("path") or ""))
         if op == "reset":
             obs, _info = self._env(msg.get("env")).reset(seed=int(msg["seed"]))
             return {"obs": np.asarray(obs)}
@@ -420,25 +426,45 @@ class _Child:
             return {}
         raise _Fault("protocol", f"unknown request {op!r}")
 
-    def lookup(self, env_id: str) -> None:
-        """Raise an "unknown" fault unless ``env_id`` is registered, after importing the module
-        named in a "package.module:Env-v0" id (gymnasium's way: importing it registers the id)."""
+    def lookup(self, env_id: str, path: str = "") -> Callable[[], Any]:
+        """What makes ``env_id``: the user's function of a "package.module:function" id, else
+        gymnasium's ``make`` of a registered id (after importing the module named in a
+        "package.module:Env-v0" id: importing it registers the id). An "unknown" fault when
+        neither is found; ``path`` goes first on the import path."""
         from gymnasium.envs.registration import registry
 
+        if path and path not in sys.path:
+            sys.path.insert(0, path)
         module, _, name = env_id.rpartition(":")
         if module:
             try:
-                __import__(module)
+                imported = importlib.import_module(module)
             except ImportError as exc:
+                where = f" (path {path})" if path else ""
                 raise _Fault(
-                    "unknown", f"cannot import {module!r} for environment {env_id!r}: {exc}"
+                    "unknown", f"cannot import {module!r}{where} for environment {env_id!r}: {exc}"
                 ) from None
+            factory = getattr(imported, name, None) if name.isidentifier() else None
+            if factory is not None:
+                if not callable(factory):
+                    raise _Fault("unknown", f"{env_id}: {name} is not a function that returns an environment")
+                return factory
         if name not in registry:
             raise _Fault("unknown", not_registered(name, registry))
+        return lambda: self.gym.make(env_id)
 
-    def make(self, env_id: str) -> dict[str, Any]:
-        self.lookup(env_id)
-        env = self.gym.make(env_id)
+    def make(self, env_id: str, path: str = "") -> dict[str, Any]:
+        env = self.lookup(env_id, path)()
+        for attr in ("reset", "step", "action_space", "observation_space"):
+            if not hasattr(env, attr):
+                close = getattr(env, "close", None)
+                if callable(close):
+                    with contextlib.suppress(Exception):
+                        close()
+                raise _Fault(
+                    "error",
+                    f"{env_id} returned {type(env).__name__}, not a gymnasium environment (no {attr})",
+                )
         handle, self.next = self.next, self.next + 1
         self.envs[handle], self.ids[handle] = env, env_id
         act = env.action_space
@@ -491,21 +517,21 @@ if __name__ == "__main__":
     serve()
 
 
-_ENV_KNOWN: set[str] = set()
+_ENV_KNOWN: set[tuple[str, str]] = set()
 
 
-def env_problem(env_id: str) -> str | None:
+def env_problem(env_id: str, path: str = "") -> str | None:
     """Why gymnasium cannot make ``env_id`` (not registered, with close matches; its module not
     importable), asked of a short-lived child (once per process for a good id): the daemon never imports
     gymnasium (auditor.cycle.env_process). None when it can, or when the child cannot tell (gymnasium
     missing, the child failing): the cycle's rollout then reports it."""
-    if env_id in _ENV_KNOWN:
+    if (env_id, path) in _ENV_KNOWN:
         return None
     try:
         with EnvProcess() as envs:
-            problem = envs.problem(env_id)
+            problem = envs.problem(env_id, path)
     except EnvError:
         return None
     if problem is None:  # a problem is asked again: the user may be fixing it (reload)
-        _ENV_KNOWN.add(env_id)
+        _ENV_KNOWN.add((env_id, path))
     return problem

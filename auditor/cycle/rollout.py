@@ -59,19 +59,22 @@ class Sampler:
     ``scale`` * a."""
 
     kind: str
-    scale: float
+    scale: Any
     score_train: Scorer
     score_infer: Scorer
     clip_epsilon: float = ratios.CLIP_EPSILON
+    offset: Any = 0.0
+    """The environment gets ``scale`` * a + ``offset`` (a = u, or tanh(u))."""
+    pre_squash: bool = False
+    """The scorers take u, the Gaussian draw before tanh (weights from the distributions'
+    parameters, where tanh's Jacobian cancels), rather than a = tanh(u)."""
 
     def draw(self, dist: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the environment's action before clipping, the model's action) for noise z."""
         mean, std = np.split(np.asarray(dist, np.float64).reshape(-1), 2)
         u = mean + std * z
-        if self.kind == "tanh":
-            a = np.tanh(u)
-            return self.scale * a, a
-        return u, u
+        a = np.tanh(u) if self.kind == "tanh" else u
+        return np.asarray(self.scale) * a + np.asarray(self.offset), u if self.pre_squash else a
 
     def weights(self, states: np.ndarray, actions: np.ndarray) -> ratios.RatioStats:
         """Both models' log-probabilities of the infer side's steps, as log weights' statistics."""
@@ -105,12 +108,17 @@ def run_episode(
     action_atol: float,
     envs: EnvProcess | None = None,
     sampler: Sampler | None = None,
+    env_path: str = "",
 ) -> Episode:
     """One closed-loop episode (plus its open-loop replay) of at most ``steps`` steps
     (0: until the environment ends it), its two environments made in ``envs`` (a child
-    started and closed for this episode when None); ``sampler``: sampled mode. Raises
-    EnvError when they fail."""
-    with using(envs) as proc, proc.make(env_id) as train_env, proc.make(env_id) as infer_env:
+    started and closed for this episode when None; ``env_path``: the folder of the user's
+    environment package); ``sampler``: sampled mode. Raises EnvError when they fail."""
+    with (
+        using(envs) as proc,
+        proc.make(env_id, env_path) as train_env,
+        proc.make(env_id, env_path) as infer_env,
+    ):
         return _episode(train_env, infer_env, seed, steps, train_policy, infer_policy, action_atol, sampler)
 
 
@@ -276,18 +284,26 @@ def worker_policy(
 
 
 def check_spaces(
-    env_id: str, obs_dim: int | None, act_dim: int | None, envs: EnvProcess | None = None
+    env_id: str,
+    obs_dim: int | None,
+    act_dim: int | None,
+    envs: EnvProcess | None = None,
+    env_path: str = "",
+    who: str = "the probe",
 ) -> str | None:
-    """Why the probe cannot drive the environment, or None when it can (the environment made
+    """Why ``who`` cannot drive the environment, or None when it can (the environment made
     in ``envs``, or in a child of its own when None). Raises EnvError when it cannot be made."""
-    with using(envs) as proc, proc.make(env_id) as env:
-        obs_shape, act_shape = env.spaces.obs_shape, env.spaces.act_shape
+    with using(envs) as proc, proc.make(env_id, env_path) as env:
+        spaces = env.spaces
+    obs_shape, act_shape = spaces.obs_shape, spaces.act_shape
     if obs_shape is None or act_shape is None or len(obs_shape) != 1 or len(act_shape) != 1:
         return f"{env_id} has no flat Box observation/action space"
+    if spaces.act_low is None:
+        return f"{env_id} has no Box action space (a discrete one is not driven by the rollout)"
     if obs_dim is not None and obs_dim != obs_shape[0]:
-        return f"the probe takes {obs_dim} observation values, {env_id} gives {obs_shape[0]}"
+        return f"{who} takes {obs_dim} observation values, {env_id} gives {obs_shape[0]}"
     if act_dim is not None and act_dim != act_shape[0]:
-        return f"the probe gives {act_dim} action values, {env_id} takes {act_shape[0]}"
+        return f"{who} gives {act_dim} action values, {env_id} takes {act_shape[0]}"
     return None
 
 
@@ -309,6 +325,7 @@ def rollout(
     envs: EnvProcess | None = None,
     sampler: Sampler | None = None,
     limits: SampledLimits | None = None,
+    env_path: str = "",
 ) -> RolloutResult:
     """Every seed's episode, and the verdict; a failure of either side (one of
     ``error_types``) or of the environments (EnvError) becomes an ERROR result naming it.
@@ -328,7 +345,9 @@ def rollout(
         try:
             for seed in seeds:
                 episodes.append(
-                    run_episode(env, seed, steps, train_policy, infer_policy, action_atol, proc, sampler)
+                    run_episode(
+                        env, seed, steps, train_policy, infer_policy, action_atol, proc, sampler, env_path
+                    )
                 )
         except (EnvError, *error_types) as exc:
             describe = getattr(exc, "describe", None)

@@ -32,12 +32,15 @@ from auditor.compare.outputs import Comparator, MetricCheck, compare_output
 from auditor.config.tables import PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
-from auditor.cycle import invariants, latency, saved_outputs
+from auditor.cycle import invariants, latency, model_rollout, saved_outputs
 from auditor.cycle.compatibility import Compatibility
+from auditor.cycle.env_process import EnvProcess
 from auditor.cycle.jobs import CycleAborted, judged, rerun_checks
 from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
 from auditor.results import (
+    CONSISTENT,
+    DRIFT,
     ERROR,
     INCOMPATIBLE,
     UNCHECKED,
@@ -45,6 +48,7 @@ from auditor.results import (
     Artifact,
     Finding,
     ProbeResult,
+    RolloutResult,
 )
 from auditor.rules.engine import ExportedModel, blocked, run_rules, with_remedy
 from auditor.stacks.worker import WorkerError
@@ -183,6 +187,8 @@ class ModelSuite:
         """By name: ``importance_ratios`` judges a model that declares its ``policy``."""
         self.findings: list[Finding] = []
         """The ranges the models' graphs imply, broken on a side (each side alone)."""
+        self.rollouts: list[RolloutResult] = []
+        """``[models.NAME.rollout]``: each model's episodes, reference against each serving stack."""
 
     def _plan_model(self, model: ModelConfig) -> _Plan:
         plan = _Plan(model)
@@ -301,7 +307,83 @@ class ModelSuite:
         for t, rerun in (self.state.parallel(again) if again else {}).items():
             sides[t].rerun = rerun
         self.findings += self._side_checks(plan, {model.reference_label: reference, **sides})
-        return [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+        results = [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+        if model.rollout is not None:
+            rolled = [r.infer for r in results if r.status in (CONSISTENT, DRIFT)]
+            self.rollouts += self._roll_out(plan, sessions, model_id, reference, rolled)
+        return results
+
+    def _roll_out(
+        self, plan: _Plan, sessions: dict[str, Any], model_id: str, reference: _Side, targets: list[str]
+    ) -> list[RolloutResult]:
+        """``[models.NAME.rollout]``: the reference side against each serving stack that ran the
+        file, in one environment process (auditor.cycle.model_rollout)."""
+        model = plan.model
+        assert model.rollout is not None and plan.info is not None
+        input_names = [spec.name for spec in model.inputs] or [t.name for t in (plan.info.inputs or ())]
+        names = self._output_names(plan, len(reference.outputs or ()))
+        base = dict(probe=model.name, variant=VARIANT, env=model.rollout.env)
+        try:
+            how = model_rollout.plan(
+                model, model.rollout, self.state.config.rollout, plan.inputs, input_names, names
+            )
+        except model_rollout.NotRolled as exc:
+            defaults = self.state.config.rollout
+            return [
+                RolloutResult(
+                    pair=pair_name(model, t),
+                    train=model.reference_stack or t,  # a stack: the history keys rollouts by host
+                    infer=t,
+                    status=ERROR,
+                    message=f"rollout not run: {exc}",
+                    action_atol=_given(model.rollout.action_atol, defaults.action_atol),
+                    return_atol=_given(model.rollout.return_atol, defaults.return_atol),
+                    **base,
+                )
+                for t in targets or model.stacks
+            ]
+        assert reference.outputs is not None
+        act_dim = how.row(reference.outputs, how.action_at).shape[1]
+        reference_stack = model.reference_stack
+        assert reference_stack is not None
+        reference_id = f"network/{model.name}" if model.train is not None else model_id
+        out = []
+        with EnvProcess() as envs:
+            self.state.register(envs)
+            for t in targets:
+                self.state.check()
+                try:
+                    ref_run = model_rollout.worker_run(sessions[reference_stack].ensure(), reference_id)
+                    served_run = model_rollout.worker_run(sessions[t].ensure(), model_id)
+                except WorkerError as exc:
+                    out.append(
+                        RolloutResult(
+                            pair=pair_name(model, t),
+                            train=model.reference_label,
+                            infer=t,
+                            status=ERROR,
+                            message=f"rollout not run: {exc.describe()}",
+                            action_atol=how.action_atol,
+                            return_atol=how.return_atol,
+                            **base,
+                        )
+                    )
+                    continue
+                out.append(
+                    model_rollout.roll_out(
+                        how,
+                        envs=envs,
+                        pair=pair_name(model, t),
+                        reference=model.reference_label,
+                        target=t,
+                        probe=model.name,
+                        variant=VARIANT,
+                        reference_run=ref_run,
+                        served_run=served_run,
+                        act_dim=act_dim,
+                    )
+                )
+        return out
 
     def _rerun(
         self, session: Any, model: ModelConfig, model_id: str, path: Path, inputs: list[np.ndarray]
@@ -492,6 +574,10 @@ class ModelSuite:
         ref = {n: np.asarray(x) for n, x in zip(names, reference, strict=False)}
         out = {n: np.asarray(x) for n, x in zip(names, served, strict=False)}
         return tuple(comparator.compare(ref, out, dict(model.policy)))
+
+
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def computes_in(info: MindIRInfo | None) -> str | None:

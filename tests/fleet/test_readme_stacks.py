@@ -211,11 +211,12 @@ def test_own_model_as_written(stacks, home):
     (checkout / "export").mkdir()
     policy = export_user_policy("ms20", checkout / "export" / "policy.mindir", batch=64)
     page = blocks("docs/own-policy.md", "Auditing your own policy")
-    [(_, preflight), (_, gate), (lang, model), (lang2, train), (lang3, policy_line), (_, golden), *rest] = (
-        page
-    )
-    [(_, watch), (_, severity)] = rest
+    [(_, preflight), (_, gate), (lang, model), (lang2, train), (lang3, policy_line), *rest] = page
+    [(lang4, episodes), (_, golden), (_, watch), (_, severity)] = rest
     assert lang3 == "toml" and policy_line.startswith("policy = ")
+    assert (
+        lang4 == "toml" and "[models.policy.rollout]" in episodes
+    )  # its own test: test_model_rollout_stacks
     assert lang == lang2 == "toml" and "[models.policy.train]" in train  # its own test: test_gate_stacks
     for name in ("actor", "critic"):  # the second preflight line checks two files at once
         shutil.copy(policy, checkout / "export" / f"{name}.mindir")

@@ -28,8 +28,8 @@ def main():
 
     ms.set_context(mode=ms.PYNATIVE_MODE)
     kinds = [k for k in args.kinds.split(",") if k] or list(nets.KINDS)
-    example = ms.Tensor(np.zeros((args.batch, nets.OBS), np.float32))
     for kind in kinds:
+        example = ms.Tensor(np.zeros((args.batch, nets.OBS_OF.get(kind, nets.OBS)), np.float32))
         cell = nets.train(nets.build_actor(kind), args.seed)
         base = os.path.join(args.out, kind)
         ms.save_checkpoint(cell, base + ".ckpt")

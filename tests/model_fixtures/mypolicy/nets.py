@@ -138,6 +138,24 @@ class LeakyEntropy(nn.Cell):
         return logp, -self.sum(self.exp(logp) * logp, -1)
 
 
+class PendulumGauss(nn.Cell):
+    """A Pendulum-v1 policy (3 observation values, 1 action): a tanh trunk, the Gaussian's mean
+    scaled to the torque bounds (+-2) and a state-independent std."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Dense(3, HIDDEN)
+        self.tanh = nn.Tanh()
+        self.mu = nn.Dense(HIDDEN, 1)
+        self.log_std = ms.Parameter(ms.Tensor(np.zeros((1,), np.float32)), name="log_std")
+        self.exp = ops.Exp()
+
+    def construct(self, obs):
+        h = self.tanh(self.l1(obs))
+        std = self.exp(ops.clip_by_value(self.log_std, -5.0, 2.0)) + 0.0 * h[:, :1]
+        return 2.0 * self.tanh(self.mu(h)), std
+
+
 CELLS = {
     "elu_gauss": EluGauss,
     "silu_value": SiluValue,
@@ -146,7 +164,10 @@ CELLS = {
     "normalized_softmax": NormalizedSoftmax,
     "gelu_softplus": GeluSoftplus,
     "leaky_entropy": LeakyEntropy,
+    "pendulum_gauss": PendulumGauss,
 }
+OBS_OF = {"pendulum_gauss": 3}
+"""Policies whose observation is not OBS values (exported only when named: not in KINDS)."""
 
 
 def build_actor(kind="elu_gauss"):

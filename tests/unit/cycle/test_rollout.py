@@ -410,7 +410,8 @@ def scorer(shift: float = 0.0, seen: list | None = None):
 def sampler(train_shift=0.0, infer_shift=0.0, kind="gaussian", seen=None, infer_score=None):
     from auditor.cycle.rollout import Sampler
 
-    return Sampler(kind, 2.0, scorer(train_shift, seen), infer_score or scorer(infer_shift), 0.2)
+    scale = 2.0 if kind == "tanh" else 1.0  # the tanh head is scaled to the action bounds
+    return Sampler(kind, scale, scorer(train_shift, seen), infer_score or scorer(infer_shift), 0.2)
 
 
 def test_sampled_episodes_draw_with_the_same_noise_and_score_the_infer_steps():
