@@ -36,6 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from auditor.compare.outputs import MetricCheck, compare_output
+from auditor.compare.verdicts import Tolerance
+
 RANDOM = "random"
 CLASSES = ("sweep", "layer-sweep", "magnitude", "fp16-edge", "nan-inf")
 LAYER_SWEEP = "layer-sweep"
@@ -287,3 +290,44 @@ def class_batches(spec: Any, params: dict[str, Any]) -> list[ClassBatch]:
         inputs = [np.ascontiguousarray(x) for x in inputs]
         out.append(ClassBatch(name, inputs, hazard_rows(inputs, index)))
     return out
+
+
+def pair_checks(
+    names: list[str],
+    train: dict[str, Any],
+    infer: dict[str, Any],
+    tolerance_for: Any,
+) -> list[MetricCheck]:
+    """Two sides' outputs compared on each input class (class -> outputs, the classes both
+    ran), one check per output and class named ``output@class``. On a sweep (ordinary
+    magnitudes) every element must be within the output's tolerance (``tolerance_for(name)``,
+    a Tolerance). On the extreme classes (magnitude, fp16-edge, nan-inf), where a reordered sum
+    legitimately differs by far more than the ordinary tolerance, the count of values NaN/Inf
+    on one side only and the largest finite difference are recorded (no limit). The metrics
+    are named ``class_*`` so that they never mix with the outputs' own. What is wrong there is
+    judged on each side alone (auditor.cycle.invariants)."""
+    checks = []
+    for cls, a in train.items():
+        if cls not in infer:
+            continue
+        for name, x, y in zip(names, a, infer[cls], strict=False):
+            tolerance: Tolerance = tolerance_for(name)
+            c = compare_output(name, x, y, tolerance)
+            where = f"{name}@{cls}"
+            if c.shape_mismatch:
+                checks.append(
+                    MetricCheck("class_failing", float(c.failing), False, 0.0, where, c.shape_mismatch)
+                )
+                continue
+            m = c.metrics
+            diff = f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}"
+            if swept(cls):
+                words = "" if c.passed else f"{c.failing}/{c.total} elements out of tolerance ({diff})"
+                checks.append(MetricCheck("class_failing", float(c.failing), c.passed, 0.0, where, words))
+                continue
+            mismatch = int(m["nan_inf_mismatch"])
+            words = f"{mismatch}/{c.total} elements NaN/Inf on one side only" if mismatch else ""
+            checks.append(MetricCheck("class_nan_inf_mismatch", float(mismatch), True, None, where, words))
+            if not mismatch:
+                checks.append(MetricCheck("class_max_abs", m["max_abs"], True, None, where, ""))
+    return checks

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare import input_classes, ratios
-from auditor.compare.outputs import MetricCheck, compare_output
+from auditor.compare.outputs import MetricCheck
 from auditor.config.tables import PairConfig
 from auditor.cycle import baseline, invariants, latency, localize, rollout
 from auditor.cycle.env_process import EnvError, EnvProcess
@@ -297,46 +297,17 @@ class ProbeSuite:
     def class_checks(
         self, job: ProbeJob, names: list[str], train: TrainOutcome, infer: InferOutcome
     ) -> list[MetricCheck]:
-        """The pair compared on each input class, one check per output and class named
-        ``output@class``. On the ``sweep`` class (ordinary magnitudes) every element must be
-        within the output's tolerance. On the extreme classes (magnitude, fp16-edge, nan-inf),
-        where a reordered sum legitimately differs by far more than the ordinary tolerance,
-        the count of values NaN/Inf on one side only and the largest finite difference are
-        recorded (no limit). The metrics are named ``class_*`` so that they never mix with
-        the outputs' own (``max_abs`` of ``mean`` stays the probe's own inputs). What is wrong
-        there is judged on each side alone (``side_findings``: a runtime turning NaN into
-        numbers is a hazard finding).
+        """The pair compared on each input class (auditor.compare.input_classes.pair_checks).
         Variants drawing from the framework's seeded random ops are left out: their
         generator state moves on with every call."""
         if job.rerun:
             return []
-        checks = []
-        for cls, (_, a) in train.classes.items():
-            if cls not in infer.classes:
-                continue
-            b = infer.classes[cls][1]
-            for name, x, y in zip(names, a, b, strict=False):
-                c = compare_output(name, x, y, self.state.tolerance(job, name))
-                where = f"{name}@{cls}"
-                if c.shape_mismatch:
-                    checks.append(
-                        MetricCheck("class_failing", float(c.failing), False, 0.0, where, c.shape_mismatch)
-                    )
-                    continue
-                m = c.metrics
-                diff = f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}"
-                if input_classes.swept(cls):
-                    words = "" if c.passed else f"{c.failing}/{c.total} elements out of tolerance ({diff})"
-                    checks.append(MetricCheck("class_failing", float(c.failing), c.passed, 0.0, where, words))
-                    continue
-                mismatch = int(m["nan_inf_mismatch"])
-                words = f"{mismatch}/{c.total} elements NaN/Inf on one side only" if mismatch else ""
-                checks.append(
-                    MetricCheck("class_nan_inf_mismatch", float(mismatch), True, None, where, words)
-                )
-                if not mismatch:
-                    checks.append(MetricCheck("class_max_abs", m["max_abs"], True, None, where, ""))
-        return checks
+        return input_classes.pair_checks(
+            names,
+            {c: outputs for c, (_, outputs) in train.classes.items()},
+            {c: outputs for c, (_, outputs) in infer.classes.items()},
+            lambda name: self.state.tolerance(job, name),
+        )
 
     def side_findings(
         self,
