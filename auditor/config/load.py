@@ -320,6 +320,12 @@ def _models(
                     "(name the Lite stacks in stacks = [...])",
                 )
         policy = _policy(p, f"{path}.policy", table)
+        named = [i.name for i in table.inputs]
+        if table.class_input is not None and named and table.class_input not in named:
+            p.error(
+                f"{path}.class_input",
+                f"{table.class_input!r} is not an input of the model (inputs: {', '.join(named)})",
+            )
         base = Tolerance(
             table.atol if table.atol is not None else Tolerance().atol,
             table.rtol if table.rtol is not None else Tolerance().rtol,
@@ -361,6 +367,9 @@ def _models(
             table.convert,
             policy,
             _model_rollout(p, f"{path}.rollout", table, env_problem),
+            table.input_classes,
+            table.class_input,
+            table.nan_hazard,
         )
     return out
 

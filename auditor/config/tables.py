@@ -32,7 +32,13 @@ from auditor.config.fields import (
     Text,
 )
 from auditor.config.thresholds import ProbeConfig
-from auditor.config.user_models import GENERATORS, INPUT_DTYPES, MODEL_CHANGE_SEVERITY, ModelConfig
+from auditor.config.user_models import (
+    GENERATORS,
+    INPUT_DTYPES,
+    MODEL_CHANGE_SEVERITY,
+    MODEL_CLASSES,
+    ModelConfig,
+)
 from auditor.worker import files
 from auditor.worker.npu_metrics import DEFAULT_VIEWS, VIEWS
 
@@ -487,6 +493,15 @@ class ModelTable:
     """The model is a policy: the outputs of its action distribution (importance ratios)."""
     rollout: ModelRolloutTable | None = None
     """Closed-loop episodes of the model on an environment, reference against each serving stack."""
+    input_classes: tuple[Choice(*MODEL_CLASSES), ...] | None = None
+    """The input classes run besides the model's own inputs (sweep, magnitude, fp16-edge,
+    nan-inf); default: all that apply (fp16-edge where the file computes in float16 or takes
+    float16). [] runs none."""
+    class_input: Name | None = None
+    """The input the classes vary (default: the rollout's observation, else the first float input)."""
+    nan_hazard: Bool = True
+    """A NaN input row that comes out finite is a finding; false for a graph that maps NaN on
+    purpose (a Select on IsNan)."""
 
 
 @section

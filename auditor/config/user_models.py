@@ -59,6 +59,9 @@ MODEL_CHANGE_SEVERITY = {
     "readable": "warning",
 }
 GENERATORS = ("normal", "uniform", "npz")
+MODEL_CLASSES = ("sweep", "magnitude", "fp16-edge", "nan-inf")
+"""The input classes of a model probe: auditor.compare.input_classes.CLASSES without the layer
+sweep (a MindIR declares no layers to solve a sweep through)."""
 INPUT_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 
 
@@ -175,6 +178,12 @@ class ModelConfig:
     """``policy = {kind, mean, std, ...}``: the importance_ratios comparator's options, or None."""
     rollout: ModelRollout | None = None
     """``[models.NAME.rollout]``: closed-loop episodes (enabled), or None."""
+    input_classes: tuple[str, ...] | None = None
+    """The input classes to run (None: all that apply; auditor.cycle.model_classes)."""
+    class_input: str | None = None
+    """The input they vary (None: the rollout's observation, else the first float input)."""
+    nan_hazard: bool = True
+    """A NaN input row that comes out finite is a finding."""
 
     @property
     def probe_config(self) -> Any:

@@ -309,12 +309,16 @@ def check_side(
     max_share: float = 0.0,
     invariants: bool = True,
     hazards: bool = True,
+    infinities: bool = True,
 ) -> list[Finding]:
     """The findings of one stack's outputs of one probe variant: a broken invariant per
-    output and check, a NaN/Inf hazard per output and kind, each its cause's first place."""
+    output and check, a NaN/Inf hazard per output and kind, each its cause's first place.
+    ``infinities`` False: without a float64 reference, ±Inf turned finite is not judged (a model
+    probe: tanh(Inf) = 1 is arithmetic, and nothing evaluates the user's graph in float64);
+    a NaN turned finite always is."""
     side = _Side()
     for run in runs:
-        _check_run(side, declared, names, input_names, varied, run, invariants, hazards)
+        _check_run(side, declared, names, input_names, varied, run, invariants, hazards, infinities)
     found: list[Finding] = []
     by_check: dict[tuple[str, str], Invariant] = {}
     for i in declared.invariants:
@@ -345,6 +349,7 @@ def _check_run(
     run: SideRun,
     check_invariants: bool,
     check_hazards: bool,
+    infinities: bool = True,
 ) -> None:
     x = np.asarray(run.inputs[varied]) if varied < len(run.inputs) else np.zeros(0)
     batch = int(np.asarray(run.inputs[0]).shape[0]) if run.inputs and np.ndim(run.inputs[0]) else 0
@@ -381,7 +386,7 @@ def _check_run(
                 kinds[inv.check] = kinds[inv.check] | mask if inv.check in kinds else mask
         judged = name in declared.propagates or (name in declared.layers and ref is not None)
         if check_hazards and floats and judged and rows is not None:
-            kinds.update(_hazards(side, x64, rows, ref))
+            kinds.update(_hazards(side, x64, rows, ref, infinities))
         masks[name] = kinds
         rows_of[name] = (
             np.any([m.any(axis=1) for m in kinds.values()], axis=0)
@@ -410,7 +415,9 @@ def _reference_grid(
     return rounded.astype(np.float64).reshape(shape)
 
 
-def _hazards(side: _Side, x: np.ndarray, rows: np.ndarray, ref: np.ndarray | None) -> dict[str, np.ndarray]:
+def _hazards(
+    side: _Side, x: np.ndarray, rows: np.ndarray, ref: np.ndarray | None, infinities: bool = True
+) -> dict[str, np.ndarray]:
     """Where one output's finite/non-finite pattern on the non-finite inputs differs from the
     mathematics: element-wise for an output shaped like the varied input, else per row."""
     batch = x.shape[0]
@@ -423,6 +430,8 @@ def _hazards(side: _Side, x: np.ndarray, rows: np.ndarray, ref: np.ndarray | Non
     side.hazards += int(np.count_nonzero(bad))
     finite = np.isfinite(rows.astype(np.float64))
     if ref is None:
+        if not infinities:
+            return {NAN_MASKED: bad & nan & finite}
         return {NAN_MASKED: bad & nan & finite, INF_FINITE: bad & ~nan & finite}
     # A NaN is masked whether it came in or the mathematics made it (Inf - Inf).
     return {

@@ -21,18 +21,19 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from auditor.compare import input_classes
 from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import Comparator, MetricCheck, compare_output
 from auditor.config.tables import PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
-from auditor.cycle import invariants, latency, model_rollout, saved_outputs
+from auditor.cycle import invariants, latency, model_classes, model_rollout, saved_outputs
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.env_process import EnvProcess
 from auditor.cycle.jobs import CycleAborted, judged, rerun_checks
@@ -53,7 +54,7 @@ from auditor.results import (
 from auditor.rules.engine import ExportedModel, blocked, run_rules, with_remedy
 from auditor.stacks.worker import WorkerError
 from auditor.worker import files
-from auditor.worker.mindir import MindIRInfo
+from auditor.worker.mindir import MindIRInfo, output_dependencies
 
 VARIANT = "model"
 
@@ -145,6 +146,10 @@ class _Side:
     conversion: Artifact | None = None
     rerun: list[np.ndarray] | WorkerError | None = None
     """The same file and inputs in a fresh worker process of the stack (repeatability)."""
+    classes: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    """Input class -> its outputs (auditor.cycle.model_classes)."""
+    class_errors: dict[str, str] = field(default_factory=dict)
+    """Input class -> why it did not run."""
 
 
 @dataclass
@@ -155,6 +160,10 @@ class _Plan:
     inputs: list[np.ndarray] = field(default_factory=list)
     golden: Golden | None = None
     error: str | None = None
+    classes: list[input_classes.ClassBatch] = field(default_factory=list)
+    """The input classes' batches (auditor.cycle.model_classes)."""
+    dependencies: tuple[tuple[str, ...], ...] | None = None
+    """Per output, the file's inputs it is computed from (auditor.worker.mindir)."""
 
 
 def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
@@ -212,9 +221,16 @@ class ModelSuite:
                 check_golden_inputs(model, plan.info, plan.golden)
             else:
                 plan.inputs, _ = model_inputs(model, plan.info, limits)
+            plan.classes = model_classes.batches(model, plan.info, plan.inputs, self._input_names(plan))
+            plan.dependencies = output_dependencies(plan.data)
         except (ModelInputError, GoldenError) as exc:
             plan.error = str(exc)
         return plan
+
+    @staticmethod
+    def _input_names(plan: _Plan) -> list[str]:
+        names = [spec.name for spec in plan.model.inputs]
+        return names or [t.name for t in ((plan.info.inputs if plan.info else None) or ())]
 
     def follow_up(self, sessions: dict[str, Any]) -> list[ProbeResult]:
         results: list[ProbeResult] = []
@@ -277,13 +293,14 @@ class ModelSuite:
                     side.load_log = worker.request("load", model=model_id, path=path).log
                 side.outputs = worker.request("run", model=model_id, inputs=plan.inputs).result["outputs"]
                 side.latency = self.state.time(worker, model_id, plan.inputs, batch)
+                side.classes, side.class_errors = model_classes.run(worker, model_id, plan.classes, batch)
             except WorkerError as exc:
                 side.error = exc
             return side
 
         reference = _Side()
         if model.train is not None:
-            reference = self._train_network(model, sessions, plan.inputs, batch)
+            reference = self._train_network(model, sessions, plan.inputs, batch, plan.classes)
         elif model.reference:
             reference = run_on(model.reference, serving=False)
         else:
@@ -401,27 +418,64 @@ class ModelSuite:
             session.problems.extend(fresh.problems)
 
     def _side_checks(self, plan: _Plan, sides: dict[str, _Side]) -> list[Finding]:
-        """The ranges the file's graph implies, checked on each side's outputs alone."""
-        sources = plan.info.output_sources if plan.info is not None else None
-        if not sources:
+        """Each side's outputs alone, on the model's own inputs and every input class: the
+        ranges the file's graph implies, and a NaN input row that comes out finite in an output
+        computed from that input (auditor.cycle.model_classes)."""
+        model, info = plan.model, plan.info
+        if info is None:
             return []
-        model = plan.model
-        names = self._output_names(plan, len(sources))
+        sources = info.output_sources or ()
+        outputs = next((s.outputs for s in sides.values() if s.outputs is not None), None)
+        if outputs is None:
+            return []
+        count = len(sources) or len(outputs)
+        names = self._output_names(plan, count)
+        input_names = self._input_names(plan)
+        varied = model_classes.varied_index(model, plan.inputs, input_names)
         declared = invariants.from_graph(sources, names)
-        if not declared.invariants:
+        if varied is not None and model.nan_hazard:
+            file_inputs = [t.name for t in (info.inputs or ())]
+            varied_name = file_inputs[varied] if varied < len(file_inputs) else input_names[varied]
+            propagates = model_classes.propagating(names, outputs, plan.dependencies, varied_name)
+            declared = replace(declared, propagates=propagates)
+        if not declared.invariants and not declared.propagates:
             return []
-        input_names = [spec.name for spec in model.inputs] or [t.name for t in (plan.info.inputs or ())]
-        label = "golden" if plan.golden is not None else "configured"
+        recorded = any(spec.generator == "npz" for spec in model.inputs)
+        label = "golden" if plan.golden is not None else "recorded" if recorded else input_classes.RANDOM
+        batches = {b.name: b for b in plan.classes}
         found: list[Finding] = []
         for stack, side in sides.items():
-            if side.outputs is None or len(side.outputs) != len(sources):
+            if side.outputs is None or len(side.outputs) != count:
                 continue  # the graph does not say which output is which
-            run = invariants.SideRun(label, list(plan.inputs), [np.asarray(o) for o in side.outputs])
-            found += invariants.check_side(stack, model.name, VARIANT, declared, names, input_names, 0, [run])
+            runs = [invariants.SideRun(label, list(plan.inputs), [np.asarray(o) for o in side.outputs])]
+            runs += [
+                invariants.SideRun(cls, batches[cls].inputs, [np.asarray(o) for o in out])
+                for cls, out in side.classes.items()
+                if cls in batches and len(out) == count
+            ]
+            found += _one_per_cause(
+                invariants.check_side(
+                    stack,
+                    model.name,
+                    VARIANT,
+                    declared,
+                    names,
+                    input_names,
+                    varied if varied is not None else 0,
+                    runs,
+                    hazards=model.nan_hazard,
+                    infinities=False,
+                )
+            )
         return found
 
     def _train_network(
-        self, model: ModelConfig, sessions: dict[str, Any], inputs: list[np.ndarray], batch: int
+        self,
+        model: ModelConfig,
+        sessions: dict[str, Any],
+        inputs: list[np.ndarray],
+        batch: int,
+        classes: list[input_classes.ClassBatch],
     ) -> _Side:
         """The reference outputs of the training network: the user's factory builds it in
         PyNative on the train stack, its checkpoint loaded, and it runs the same inputs."""
@@ -433,6 +487,7 @@ class ModelSuite:
             build_network(worker, network, model_id)
             side.outputs = worker.request("run", model=model_id, inputs=inputs).result["outputs"]
             side.latency = self.state.time(worker, model_id, inputs, batch)
+            side.classes, side.class_errors = model_classes.run(worker, model_id, classes, batch)
         except WorkerError as exc:
             side.error = exc
         except OSError as exc:  # the checkpoint went away since the plan
@@ -550,6 +605,20 @@ class ModelSuite:
                 **base,
             )
         repeat = rerun_checks("infer", names, side.outputs, side.rerun) if side.rerun is not None else []
+        # The input classes, as the probes': compared where both sides ran them; a class the
+        # serving stack could not run is a failing check (a runtime that fails on NaN input).
+        repeat += input_classes.pair_checks(names, reference.classes, side.classes, tolerances.__getitem__)
+        repeat += [
+            MetricCheck(
+                "class_run", 1.0, False, 0.0, f"@{cls}", f"{target} did not run the {cls} inputs: {why}"
+            )
+            for cls, why in side.class_errors.items()
+        ]
+        if reference.class_errors:
+            base["log"] = "\n".join(
+                f"input class {cls}: the reference ({model.reference_label}) did not run it: {why}"
+                for cls, why in reference.class_errors.items()
+            )
         try:
             checks = tuple(repeat) + self._policy_checks(model, names, reference.outputs, side.outputs)
         except ValueError as exc:  # what the run shows of the declared policy (an output it lacks)
@@ -574,6 +643,33 @@ class ModelSuite:
         ref = {n: np.asarray(x) for n, x in zip(names, reference, strict=False)}
         out = {n: np.asarray(x) for n, x in zip(names, served, strict=False)}
         return tuple(comparator.compare(ref, out, dict(model.policy)))
+
+
+def _one_per_cause(found: list[Finding]) -> list[Finding]:
+    """One NaN-masking finding per side of a model: a MindIR says which outputs a NaN input
+    must reach, not where on the way it is lost, so the outputs that lose it are one cause,
+    said in the first output's finding (its key and cause), the others named in it."""
+    action = (
+        "a bad observation would become a valid-looking action in production: check inputs for "
+        "NaN/Inf before the model, or set nan_hazard = false in its [models.NAME] if the graph maps "
+        "NaN on purpose"
+    )
+    found = [
+        replace(f, details={**f.details, "action": action}) if f.kind == "nan-hazard" else f for f in found
+    ]
+    masked = [f for f in found if f.kind == "nan-hazard"]
+    if len(masked) < 2:
+        return found
+    first, others = masked[0], masked[1:]
+    also = [str(f.details.get("output")) for f in others]
+    words = f"; the same input rows come out finite in {', '.join(also)} too"
+    merged = replace(
+        first,
+        message=first.message + words,
+        summary=first.summary + f" (and {', '.join(also)})",
+        details={**first.details, "also": also},
+    )
+    return [merged if f is first else f for f in found if not any(f is o for o in others)]
 
 
 def _given(value: float | None, default: float) -> float:

@@ -311,6 +311,75 @@ def _sources(g: _Graph, refs: dict[str, str]) -> tuple[tuple[str, ...], ...]:
     return tuple(found)
 
 
+def _returned(g: _Graph, refs: dict[str, str]) -> list[str]:
+    """The value names the network returns, a returned tuple flattened (as _sources)."""
+    out: list[str] = []
+
+    def walk(name: str, depth: int) -> None:
+        while depth < MAX_TRACE and name in g.producers:
+            op_type, inputs = g.producers[name]
+            op = _resolve(op_type, refs)
+            if op in ("MakeTuple", "make_tuple"):
+                for item in inputs:
+                    walk(item, depth + 1)
+                return
+            if op in _PASS_FIRST and inputs:
+                name, depth = inputs[0], depth + 1
+                continue
+            break
+        out.append(name)
+
+    for name in g.output_names:
+        walk(name, 0)
+    return out
+
+
+def output_dependencies(data: bytes) -> tuple[tuple[str, ...], ...] | None:
+    """Per output the network returns (as ``MindIRInfo.output_sources``): the graph inputs it is
+    computed from, by name. A NaN in an input must reach the outputs computed from it (IEEE
+    arithmetic), and only those; None when the file cannot be read."""
+    view = memoryview(data)
+    budget = Budget(MAX_FIELDS)
+    graph, primitives = None, []
+    try:
+        for number, wire, value in fields(view, 0, len(view), budget):
+            if wire == 2 and number == 7:
+                graph = message(value, "graph")
+            elif wire == 2 and number == 12:
+                primitives.append(message(value, "primitive"))
+        if graph is None:
+            return None
+        refs = dict(_primitive(p, budget) for p in primitives)
+        g = _graph(graph, budget, with_io=True)
+    except WireError:
+        return None
+    prefix = g.name + ":"
+    names = {t.name for t in g.inputs}
+    inputs = {prefix + n: n for n in names} if prefix != ":" else {}
+    inputs.update({n: n for n in names})
+    memo: dict[str, frozenset[str]] = {}
+
+    def deps(start: str) -> frozenset[str]:
+        found: set[str] = set()
+        stack, seen = [start], set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in memo:
+                found |= memo[name]
+            elif name in inputs:
+                found.add(inputs[name])
+            elif name in g.producers:
+                stack.extend(g.producers[name][1])
+        memo[start] = frozenset(found)
+        return memo[start]
+
+    order = [t.name for t in g.inputs]
+    return tuple(tuple(n for n in order if n in deps(name)) for name in _returned(g, refs))
+
+
 def _elements(shape: tuple[int, ...]) -> int | None:
     if any(d < 0 for d in shape):
         return None

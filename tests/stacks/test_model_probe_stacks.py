@@ -42,7 +42,7 @@ def setup(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     (d / "cut.mindir").write_bytes((d / "b8.mindir").read_bytes()[:2000])
     np.savez(d / "obs.npz", observations=np.zeros((1, 11), np.float32))
     # Training networks as references: one that works, and factories that fail each their way.
-    export_policies("ms20", d / "pol", ("elu_gauss", "silu_value"))
+    export_policies("ms20", d / "pol", ("elu_gauss", "silu_value", "fp16_mlp"))
     broken = d / "broken" / "brokenpkg"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("")
@@ -66,6 +66,11 @@ def setup(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
             network("net_ckpt", "mypolicy.nets:build_actor", fixtures, "silu_value.ckpt"),
             network("net_wrongpath", "nosuchpkg.nets:build", d / "broken"),
         )
+    )
+    networks += (
+        f'\n[models.net_fp16]\npath = "pol/fp16_mlp.mindir"\nstacks = ["lite20"]\n'
+        f'train = {{ factory = "mypolicy.nets:build_actor", stack = "ms20", path = "{fixtures}", '
+        f'checkpoint = "{d / "pol" / "fp16_mlp.ckpt"}", kwargs = {{ kind = "fp16_mlp" }} }}\n'
     )
     config = d / "auditor.toml"
     config.write_text(
@@ -157,7 +162,7 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
         "ms210_ref:ms210-graph->lite20",
         "cut:ms210-graph->lite20",
         "wrong_key:ms210-graph->lite20",
-        *(f"net_{n}:ms20->lite20" for n in ("ok", "import", "raises", "ckpt", "wrongpath")),
+        *(f"net_{n}:ms20->lite20" for n in ("ok", "import", "raises", "ckpt", "wrongpath", "fp16")),
     }
     assert r["b1_ref:ms210-graph->lite20"]["status"] == "consistent"
     assert r["b1_ref:ms210-graph->lite20"]["variant"] == "model"
@@ -191,7 +196,8 @@ def test_a_declared_policy_is_judged_in_ppo_terms(setup: dict) -> None:
     for pair in ("b1_ref:ms210-graph->lite20", "net_ok:ms20->lite20"):
         ok = checks(pair)
         assert ok["ppo_clip_share"]["value"] == 0.0 and ok["ess"]["value"] > 0.9999, pair
-        assert r[pair]["status"] == "consistent"
+        assert all(c["passed"] for c in ok.values()), pair
+    assert r["b1_ref:ms210-graph->lite20"]["status"] == "consistent"
 
 
 def test_each_serving_side_repeats_itself_in_a_fresh_process(setup: dict) -> None:
@@ -255,7 +261,10 @@ def test_a_factory_that_fails_is_an_error_of_its_model_only(setup: dict) -> None
     other models of the same cycle get their verdicts."""
     r = results(setup)
     ok = r["net_ok:ms20->lite20"]
-    assert ok["status"] == "consistent" and ok["train"] == "ms20", ok["message"]
+    # the training network's outputs on the model's own inputs agree; only the input sweep
+    # finds lite20 away from it (test_input_classes_find_what_the_models_own_inputs_do_not)
+    assert all(o["passed"] for o in ok["outputs"]) and ok["train"] == "ms20", ok["message"]
+    assert [c["output"] for c in ok["checks"] if not c["passed"]] == ["output0@sweep"], ok["message"]
     assert ok["train_latency"] and ok["infer_latency"]
     failed = {n: r[f"net_{n}:ms20->lite20"] for n in ("import", "raises", "ckpt", "wrongpath")}
     # a factory that fails, a checkpoint that does not fit: errors; a path without the package
@@ -290,3 +299,32 @@ def test_the_graphs_tanh_head_is_held_to_its_range_on_each_side(setup: dict) -> 
     # the same file on the real stack is in range, and the edit is drift against it as well
     r = results(setup)["b8_badgolden:golden->ms210-graph"]
     assert r["status"] == "drift" and "mean" in r["message"]
+
+
+def test_input_classes_find_what_the_models_own_inputs_do_not(setup: dict) -> None:
+    """Every model gets the probes' input classes on its observation, 64 rows each at the file's
+    batch (the batch-1 file: 64 calls per class and side). Measured on these stacks:
+    - the ELU policy served by lite20 is up to ~8e-5 from its training network on the sweep
+      (its own normal(0, 1) inputs agree within 1e-5);
+    - the LayerNorm policy's NaN observation rows come out finite (ReLU(NaN) = 0 after the
+      LayerNorm) on ms210-graph and on lite20: one finding for the cause, naming the model,
+      the output, the input row and the class, and both stacks;
+    - a file that computes in float16 gets the fp16-edge class too, and is judged with the
+      float16 thresholds."""
+    r = results(setup)
+    ok = r["net_ok:ms20->lite20"]
+    sweep = {c["output"]: c for c in ok["checks"] if (c["output"] or "").endswith("@sweep")}
+    assert (
+        not sweep["output0@sweep"]["passed"]
+        and "elements out of tolerance" in sweep["output0@sweep"]["message"]
+    )
+    classes = {c["output"].split("@")[1] for c in ok["checks"] if c["output"] and "@" in c["output"]}
+    assert classes == {"sweep", "magnitude", "nan-inf"}  # fp32: no fp16-edge
+    doc = json.loads(setup["audit"].stdout)
+    [masked] = [f for f in doc["findings"] if f["kind"] == "nan-hazard" and f["details"]["probe"] == "b1_ref"]
+    assert masked["details"]["input_class"] == "nan-inf" and masked["details"]["output"] == "logits"
+    assert masked["details"]["also"] == ["mean"] and masked["details"]["index"] == 0
+    assert "ms210-graph" in masked["message"] and "lite20" in masked["message"], masked["message"]
+    fp16 = r["net_fp16:ms20->lite20"]
+    assert "output0@fp16-edge" in {c["output"] for c in fp16["checks"]}, fp16["checks"]
+    assert fp16["thresholds"]["output0"]["atol"] == 1e-3 and "computes in float16" in fp16["message"]

@@ -142,6 +142,19 @@ def test_the_training_network_and_the_served_file_drive_pendulum_episode_by_epis
         assert 0 < max(e["action_diff"]) <= 1e-3 and e["first_exceed"] is None
 
 
+def test_lite20_turns_a_nan_observation_into_an_action(audit: dict) -> None:
+    """The nan-inf input class on the same policy: the training network (ms20 PyNative) keeps
+    NaN rows NaN, Lite 2.0 gives finite actions for them (measured)."""
+    masked = [
+        f for f in audit["doc"]["findings"] if f["kind"] == "nan-hazard" and f["details"]["probe"] == "policy"
+    ]
+    assert len(masked) == 1 and masked[0]["subject"] == "lite20", masked
+    assert (
+        masked[0]["details"]["input_class"] == "nan-inf"
+        and "nan_hazard = false" in masked[0]["details"]["action"]
+    )
+
+
 def test_a_tight_action_tolerance_names_the_first_step_and_the_cause(audit: dict) -> None:
     r = rollouts(audit)["pend_tight"]
     assert r["status"] == "drift" and r["action_atol"] == 1e-5

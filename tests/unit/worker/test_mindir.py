@@ -396,3 +396,27 @@ def test_output_sources_trace_each_returned_value_through_tuples_and_relabelling
     assert info.output_sources == (("Cast", "Tanh"), ("Softmax",), ("BiasAdd",), ("Reshape",), ())
     single = read_info(model(op("Sigmoid", "g:y", "g:x") + field(2, "g") + field(6, field(1, "g:y")), PRIMS))
     assert single.output_sources == (("Sigmoid",),)
+
+
+def test_output_dependencies_name_the_inputs_each_output_is_computed_from() -> None:
+    """A NaN in an input reaches the outputs computed from it, and only those: per returned
+    value, the graph inputs it is computed from (through tuples, casts and loops)."""
+
+    def op(op_type: str, out: str, *inputs: str) -> bytes:
+        return field(
+            1, b"".join(field(1, i) for i in inputs) + field(2, out) + field(3, out) + field(4, op_type)
+        )
+
+    g = op("MatMul", "g:h", "g:obs", "g:w") + op("REF::Tanh:9", "g:t", "g:h")
+    g += op("Add", "g:v", "g:mask", "g:bias")  # computed from the mask only
+    g += op("Exp", "g:std", "g:log_std")  # from a parameter only
+    g += op("Mul", "g:both", "g:t", "g:v") + op("Add", "g:loop", "g:loop", "g:t")  # a loop ends
+    g += op("MakeTuple", "g:tup", "g:t", "g:v", "g:std", "g:both", "g:loop")
+    g += op("Depend", "g:d", "g:tup", "g:u")
+    g += field(2, "g")
+    g += field(5, field(1, "g:obs") + field(2, tensor("", [1, 3], 1)))
+    g += field(5, field(1, "g:mask") + field(2, tensor("", [1, 3], 1)))
+    g += field(6, field(1, "g:d"))
+    data = model(g, PRIMS)
+    assert mindir.output_dependencies(data) == (("obs",), ("mask",), (), ("obs", "mask"), ("obs",))
+    assert mindir.output_dependencies(b"\xff\xff garbage") is None
