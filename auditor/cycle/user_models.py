@@ -37,6 +37,7 @@ from auditor.cycle import invariants, latency, model_classes, model_rollout, sav
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.env_process import EnvProcess
 from auditor.cycle.jobs import CycleAborted, judged, rerun_checks
+from auditor.cycle.localize import Localization
 from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
 from auditor.results import (
@@ -57,6 +58,10 @@ from auditor.worker import files
 from auditor.worker.mindir import MindIRInfo, output_dependencies
 
 VARIANT = "model"
+NOT_LOCALIZED = (
+    "localization not run: a model file returns its outputs only, and the auditor does not yet "
+    "expose a MindIR's or a training network's inner layers (the built-in probes declare theirs)"
+)
 
 
 def model_inputs(
@@ -628,7 +633,10 @@ class ModelSuite:
                 outputs=comparisons,
                 **base,
             )
-        return judged(base, comparisons, checks, stale)
+        result = judged(base, comparisons, checks, stale)
+        if result.status == DRIFT:  # said, never silently skipped
+            result = replace(result, localization=Localization(None, NOT_LOCALIZED))
+        return result
 
     def _policy_checks(
         self, model: ModelConfig, names: list[str], reference: list[Any], served: list[Any]

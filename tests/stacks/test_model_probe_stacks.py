@@ -169,6 +169,11 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
     drift = r["b8_ref:ms210-graph->lite20"]
     assert drift["status"] == "drift" and "logits" in drift["message"] and "mean" in drift["message"]
     assert drift["train_latency"] and drift["infer_latency"]  # both sides timed
+    # not localized, and said so (never silently skipped)
+    assert drift["localization"]["message"].startswith(
+        "localization not run: a model file returns its outputs"
+    )
+    assert r["b1_ref:ms210-graph->lite20"]["localization"] is None  # nothing to localize
     # the golden agrees bitwise with the stack it was recorded on, and catches lite20's error too
     assert r["b8_golden:golden->ms210-graph"]["status"] == "consistent"
     assert all(o["metrics"]["max_abs"] == 0 for o in r["b8_golden:golden->ms210-graph"]["outputs"])
