@@ -5,13 +5,14 @@ the saturation points of tanh, sigmoid and exp-like heads, ``magnitude`` (10 to 
 1e-30, both signs), ``fp16-edge`` (a file that computes in or takes float16) and ``nan-inf``
 (one NaN, +Inf or -Inf per row) in one input, the observation.
 
-A model file may take a fixed batch, often 1, so a class's batch has ``ROWS`` rows (at least
-the file's batch, a multiple of it) and is run in chunks of the file's batch; the other inputs
-keep the model's own values, repeated. Each side (reference and serving) runs every class
-right after the model's own inputs, in the same worker; the pair is compared per class as the
-probes' are (``output@class`` checks), and each side's outputs are checked alone: the graph's
-ranges, and a NaN input row that comes out finite in an output the graph computes from that
-input (auditor.worker.mindir.output_dependencies: IEEE arithmetic carries a NaN there).
+A model file may take a fixed batch, often 1, so a class's batch has ``ROWS`` rows (64 for the
+sweep, 16 for the others; at least the file's batch, a multiple of it) and is run in chunks of
+the file's batch; the other inputs keep the model's own values, repeated. Each side (reference
+and serving) runs every class right after the model's own inputs, in the same worker; the
+pair is compared per class as the probes' are (``output@class`` checks), and each side's
+outputs are checked alone: the graph's ranges, and a NaN input row that comes out finite in an
+output the graph computes from that input (auditor.worker.mindir.output_dependencies: IEEE
+arithmetic carries a NaN there).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from auditor.config.user_models import MODEL_CLASSES, ModelConfig
 from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import MindIRInfo
 
-ROWS = 64
-"""Rows of a class's batch: a sweep in 64 steps from -12 to 12."""
+ROWS = {"sweep": 64}
+"""Rows of a class's batch: a sweep in 64 steps from -12 to 12; the other classes cycle through
+a few values (9 magnitudes, 8 fp16 edges, NaN/+Inf/-Inf over the columns): SMALL rows."""
+SMALL = 16
 
 
 def varied_index(model: ModelConfig, inputs: Sequence[np.ndarray], input_names: Sequence[str]) -> int | None:
@@ -59,10 +62,10 @@ def batches(
     if varied is None:
         return []
     batch = file_batch(inputs)
-    rows = batch * math.ceil(ROWS / batch)
-    base = [_tiled(np.asarray(x), batch, rows) for x in inputs]
     out = []
-    for name in class_names(model, info, base[varied]):
+    for name in class_names(model, info, np.asarray(inputs[varied])):
+        rows = batch * math.ceil(ROWS.get(name, SMALL) / batch)
+        base = [_tiled(np.asarray(x), batch, rows) for x in inputs]
         made = input_classes.generic(name, base[varied], model.seed + 17 + input_classes.CLASSES.index(name))
         if made is None:
             continue

@@ -42,7 +42,7 @@ def test_the_varied_input_and_the_classes_that_apply() -> None:
     assert model_classes.class_names(model(input_classes=()), info(), f32) == ()
 
 
-def test_a_batch_1_file_gets_64_rows_per_class_run_in_64_calls() -> None:
+def test_a_batch_1_file_gets_a_64_row_sweep_run_in_64_calls_and_16_rows_of_the_others() -> None:
     inputs = [np.zeros((1, 3), np.float32), np.full((1, 2), 5.0, np.float32)]
     made = model_classes.batches(model(), info(), inputs, ["obs", "mask"])
     assert [b.name for b in made] == ["sweep", "magnitude", "nan-inf"]
@@ -50,7 +50,7 @@ def test_a_batch_1_file_gets_64_rows_per_class_run_in_64_calls() -> None:
     assert sweep[0].shape == (64, 3) and sweep[0][0, 0] == -12 and sweep[0][-1, 0] == 12
     assert np.array_equal(sweep[1], np.full((64, 2), 5.0, np.float32))  # the others repeated
     nan_rows = made[2].hazard_rows
-    assert nan_rows.sum() == 64  # one NaN, +Inf or -Inf in every row
+    assert made[1].inputs[0].shape == (16, 3) and nan_rows.sum() == 16  # a NaN, +Inf or -Inf in every row
     calls = []
 
     class Worker:
@@ -97,5 +97,6 @@ def test_a_nan_must_reach_the_float_outputs_computed_from_its_input() -> None:
 @pytest.mark.parametrize("batch", [1, 3, 64, 100])
 def test_rows_are_a_multiple_of_the_file_batch(batch: int) -> None:
     made = model_classes.batches(model(), info(), [np.zeros((batch, 2), np.float32)], ["obs"])
-    rows = made[0].inputs[0].shape[0]
-    assert rows % batch == 0 and rows >= 64 and rows - batch < 64
+    for cls, least in zip(made, (64, 16, 16), strict=True):
+        rows = cls.inputs[0].shape[0]
+        assert rows % batch == 0 and rows >= least and rows - batch < least, cls.name
