@@ -13,8 +13,9 @@ ways:
 - ``episodes``: plus ``[models.policy.rollout]``, 3 episodes of 200 Pendulum steps.
 
 Prints the medians of each cycle's wall and CPU seconds (this process and its children) and of
-the wall seconds inside the model suite, and the ratios to ``plain``. Localization of a model
-is not built (a drifting model says so), so it is not in the figures.
+the wall seconds inside the model suite, and the ratios to ``plain``. The served policy drifts on
+the sweep class (lite20's tanh), so ``classes`` and ``episodes`` also localize it (the file's
+copy returning its inner values on lite20, the training network's cells by hooks on ms20).
 
 usage: .venv/bin/python bench/model_probe.py [--rounds N] [--quick]
 """
@@ -126,9 +127,10 @@ def main() -> int:
                         {c.output.split("@")[1] for c in r.checks if c.output and "@" in c.output}
                     )
                     rolled = [f"{x.status} ({len(x.episodes)} episodes)" for x in result.rollouts]
+                    located = r.localization.message if r.localization is not None else "none (no drift)"
                     print(
                         f"  {way:<9} {r.status:<10} classes: {', '.join(classes) or 'none'}; "
-                        f"rollout: {', '.join(rolled) or 'none'}",
+                        f"rollout: {', '.join(rolled) or 'none'}\n            localization: {located}",
                         flush=True,
                     )
     med = {w: [statistics.median(x) for x in zip(*rows, strict=True)] for w, rows in figures.items()}

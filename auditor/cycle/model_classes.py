@@ -88,34 +88,43 @@ def _tiled(x: np.ndarray, batch: int, rows: int) -> np.ndarray:
     return np.concatenate([x] * (rows // batch))[:rows]
 
 
+def run_chunks(worker: Any, model_id: str, inputs: list[np.ndarray], batch: int) -> list[np.ndarray]:
+    """The model on ``inputs`` in chunks of the file's batch, the chunks' rows joined (an output
+    that is not per row, a parameter's value, kept once when every chunk gives the same).
+    Raises WorkerError, or ValueError for an output that is not per row and changes."""
+    rows = int(np.asarray(inputs[0]).shape[0]) if np.ndim(inputs[0]) else batch
+    parts: list[list[np.ndarray]] = []
+    for start in range(0, rows, batch):
+        chunk = [x[start : start + batch] if np.ndim(x) and np.shape(x)[0] == rows else x for x in inputs]
+        got = worker.request("run", model=model_id, inputs=chunk).result["outputs"]
+        parts.append([np.asarray(o) for o in got])
+    joined = []
+    for i, first in enumerate(parts[0]):
+        if first.ndim and first.shape[0] == batch:
+            joined.append(np.concatenate([p[i] for p in parts]))
+        elif all(np.array_equal(p[i], first, equal_nan=True) for p in parts[1:]):
+            joined.append(first)
+        else:
+            raise ValueError(f"output {i} is not batch-major ({list(first.shape)}) and changes with the rows")
+    return joined
+
+
 def run(
     worker: Any, model_id: str, made: list[input_classes.ClassBatch], batch: int
 ) -> tuple[dict[str, list[np.ndarray]], dict[str, str]]:
-    """Each class's outputs (class -> outputs, the chunks' rows joined), and why a class could
-    not be run (class -> the worker's error or an output that is not batch-major)."""
+    """Each class's outputs (class -> outputs, run_chunks), and why a class could not be run
+    (class -> the worker's error or an output that is not batch-major)."""
     outputs: dict[str, list[np.ndarray]] = {}
     failed: dict[str, str] = {}
     for cls in made:
-        rows = int(np.asarray(cls.inputs[0]).shape[0]) if np.ndim(cls.inputs[0]) else batch
-        parts: list[list[np.ndarray]] = []
         try:
-            for start in range(0, rows, batch):
-                chunk = [
-                    x[start : start + batch] if np.ndim(x) and np.shape(x)[0] == rows else x
-                    for x in cls.inputs
-                ]
-                got = worker.request("run", model=model_id, inputs=chunk).result["outputs"]
-                parts.append([np.asarray(o) for o in got])
+            outputs[cls.name] = run_chunks(worker, model_id, cls.inputs, batch)
+        except ValueError as exc:
+            failed[cls.name] = str(exc)
         except WorkerError as exc:
             failed[cls.name] = exc.describe()
             if exc.kind != "error":  # the worker is gone or hung: no other class will run
                 break
-            continue
-        odd = [i for i, o in enumerate(parts[0]) if o.ndim == 0 or o.shape[0] != batch]
-        if odd and len(parts) > 1:
-            failed[cls.name] = f"output {odd[0]} is not batch-major ({list(parts[0][odd[0]].shape)})"
-            continue
-        outputs[cls.name] = [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
     return outputs, failed
 
 

@@ -19,6 +19,7 @@ finding of that model whatever the other side computed.
 
 from __future__ import annotations
 
+import json
 import traceback
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -30,10 +31,18 @@ import numpy as np
 from auditor.compare import input_classes
 from auditor.compare.golden import Golden, GoldenError, read_golden
 from auditor.compare.outputs import Comparator, MetricCheck, compare_output
+from auditor.compare.verdicts import Tolerance
 from auditor.config.tables import PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
 from auditor.config.user_models import ModelConfig, TrainNetwork
-from auditor.cycle import invariants, latency, model_classes, model_rollout, saved_outputs
+from auditor.cycle import (
+    invariants,
+    latency,
+    model_classes,
+    model_localize,
+    model_rollout,
+    saved_outputs,
+)
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.env_process import EnvProcess
 from auditor.cycle.jobs import CycleAborted, judged, rerun_checks
@@ -58,10 +67,6 @@ from auditor.worker import files
 from auditor.worker.mindir import MindIRInfo, output_dependencies
 
 VARIANT = "model"
-NOT_LOCALIZED = (
-    "localization not run: a model file returns its outputs only, and the auditor does not yet "
-    "expose a MindIR's or a training network's inner layers (the built-in probes declare theirs)"
-)
 
 
 def model_inputs(
@@ -169,6 +174,8 @@ class _Plan:
     """The input classes' batches (auditor.cycle.model_classes)."""
     dependencies: tuple[tuple[str, ...], ...] | None = None
     """Per output, the file's inputs it is computed from (auditor.worker.mindir)."""
+    tapped: model_localize.Tapped | str | None = None
+    """The copy returning the inner values, or why there is none (made when one drifts)."""
 
 
 def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
@@ -201,6 +208,8 @@ class ModelSuite:
         """By name: ``importance_ratios`` judges a model that declares its ``policy``."""
         self.findings: list[Finding] = []
         """The ranges the models' graphs imply, broken on a side (each side alone)."""
+        self._localizations: dict[tuple[str, ...], Localization] = {}
+        """Localizations made this cycle (auditor.cycle.model_localize), by file and release."""
         self.rollouts: list[RolloutResult] = []
         """``[models.NAME.rollout]``: each model's episodes, reference against each serving stack."""
 
@@ -330,10 +339,96 @@ class ModelSuite:
             sides[t].rerun = rerun
         self.findings += self._side_checks(plan, {model.reference_label: reference, **sides})
         results = [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+        results = [  # where a drifting model first diverges (auditor.cycle.model_localize)
+            replace(r, localization=self._localized(plan, sessions, r)) if r.status == DRIFT else r
+            for r in results
+        ]
         if model.rollout is not None:
             rolled = [r.infer for r in results if r.status in (CONSISTENT, DRIFT)]
             self.rollouts += self._roll_out(plan, sessions, model_id, reference, rolled)
         return results
+
+    def _localized(self, plan: _Plan, sessions: dict[str, Any], result: ProbeResult) -> Localization:
+        """Localized once per file, reference, inputs that drifted and serving runtime release
+        (a fleet's hosts serving the same file on the same release share it)."""
+        framework = (self.compat.fingerprints.get(result.infer) or {}).get("framework")
+        release = json.dumps(
+            [self.state.config.stacks[result.infer].runtime, framework], sort_keys=True, default=str
+        )
+        _, where = self._drifted_inputs(plan, result)
+        key = (plan.info.sha256 if plan.info else "", plan.model.reference_label, where, release)
+        if key not in self._localizations:
+            self._localizations[key] = self._localize(plan, sessions, result)
+        return self._localizations[key]
+
+    def _localize(self, plan: _Plan, sessions: dict[str, Any], result: ProbeResult) -> Localization:
+        """The first divergent layer of a drifting result: the file's copy that returns its inner
+        values, on the serving stack and on the reference, on the inputs that drifted."""
+        model, target = plan.model, result.infer
+        if model.golden is not None:
+            return Localization(
+                None,
+                f"{model_localize.NOT_RUN}a golden holds outputs only: name a reference stack or the "
+                "training network to localize",
+            )
+        if (model.convert or self.state.config.stacks[target].convert) is not None:
+            return Localization(
+                None,
+                f"{model_localize.NOT_RUN}{target} serves a conversion; the copy that returns the "
+                "inner values is loaded unconverted and would not show the conversion's effect",
+            )
+        if plan.tapped is None:
+            plan.tapped = model_localize.tapped(plan.data)
+        if isinstance(plan.tapped, str):
+            return Localization(None, plan.tapped)
+        copy = plan.tapped
+        inputs, where = self._drifted_inputs(plan, result)
+        batch = model_classes.file_batch(plan.inputs)
+        names = self._output_names(plan, len(result.outputs))
+        inside = computes_in(plan.info)
+
+        def tolerance_for(name: str) -> Tolerance:
+            return model.tolerance_for(name, None, inside)
+
+        tap_id = f"model/{model.name}/taps"
+        assert self.state.tmp is not None
+        path = model_localize.stage(copy, self.state.tmp)
+        try:
+            worker = sessions[target].ensure()
+            worker.request("load", model=tap_id, path=str(path))
+            served = model_classes.run_chunks(worker, tap_id, inputs, batch)
+            if model.train is not None:
+                network = sessions[model.train.stack].ensure()
+                layers = network.request("layers", model=f"network/{model.name}", inputs=inputs).result[
+                    "layers"
+                ]
+                found = model_localize.against_network(copy, layers, served, tolerance_for)
+            else:
+                assert model.reference is not None
+                ref_worker = sessions[model.reference].ensure()
+                ref_worker.request("load", model=tap_id, path=str(path))
+                ref = model_classes.run_chunks(ref_worker, tap_id, inputs, batch)
+                found = model_localize.against_stack(copy, names, ref, served, tolerance_for)
+        except WorkerError as exc:
+            return Localization(
+                None, f"localization rerun failed: {exc.stack}: {exc.message}", error=exc.message
+            )
+        except ValueError as exc:
+            return Localization(None, f"localization rerun failed: {exc}", error=str(exc))
+        return replace(found, message=f"{found.message} (on the {where} inputs)")
+
+    @staticmethod
+    def _drifted_inputs(plan: _Plan, result: ProbeResult) -> tuple[list[np.ndarray], str]:
+        """The model's own inputs when an output drifted on them, else the first input class
+        whose comparison failed."""
+        if any(not c.passed for c in result.outputs):
+            return plan.inputs, "model's own"
+        classes = {b.name: b for b in plan.classes}
+        for c in result.checks:
+            cls = (c.output or "").partition("@")[2]
+            if not c.passed and cls in classes:
+                return classes[cls].inputs, cls
+        return plan.inputs, "model's own"
 
     def _roll_out(
         self, plan: _Plan, sessions: dict[str, Any], model_id: str, reference: _Side, targets: list[str]
@@ -612,7 +707,10 @@ class ModelSuite:
         repeat = rerun_checks("infer", names, side.outputs, side.rerun) if side.rerun is not None else []
         # The input classes, as the probes': compared where both sides ran them; a class the
         # serving stack could not run is a failing check (a runtime that fails on NaN input).
-        repeat += input_classes.pair_checks(names, reference.classes, side.classes, tolerances.__getitem__)
+        fp16 = inside is not None or any(d in DTYPE_TOLERANCES for d in dtypes)
+        repeat += input_classes.pair_checks(
+            names, reference.classes, side.classes, tolerances.__getitem__, swept_limit=not fp16
+        )
         repeat += [
             MetricCheck(
                 "class_run", 1.0, False, 0.0, f"@{cls}", f"{target} did not run the {cls} inputs: {why}"
@@ -633,10 +731,7 @@ class ModelSuite:
                 outputs=comparisons,
                 **base,
             )
-        result = judged(base, comparisons, checks, stale)
-        if result.status == DRIFT:  # said, never silently skipped
-            result = replace(result, localization=Localization(None, NOT_LOCALIZED))
-        return result
+        return judged(base, comparisons, checks, stale)
 
     def _policy_checks(
         self, model: ModelConfig, names: list[str], reference: list[Any], served: list[Any]

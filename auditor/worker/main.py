@@ -101,6 +101,9 @@ class Worker(object):
             return train_network.build(
                 self.runtime, request["model"], request["factory"], request.get("kwargs") or {}, checkpoint
             )
+        if op == "layers":
+            # A training network's leaf cells' outputs (localization of a model probe).
+            return train_network.layers(self.runtime, request["model"], request["inputs"])
         if op == "convert":
             return self.convert(request)
         if op == "signature":

@@ -82,3 +82,35 @@ def build(runtime, model_id, factory, kwargs, checkpoint):
         "parameters": len(list(cell.get_parameters())),
         "unused_checkpoint_entries": sorted(unused)[:20],
     }
+
+
+def layers(runtime, model_id, inputs):
+    """The outputs of the kept network's leaf cells on ``inputs``, in the order they ran (a cell
+    run twice appears twice): each {"path": "actor.norm", "type": "LayerNorm", "output": array}
+    (a cell returning a tuple: its first tensor). PyNative forward hooks, removed after the run."""
+    ms = runtime.ms
+    cell = runtime.models.get(model_id)
+    if cell is None:
+        raise RuntimeFailure("no network %s kept on this worker" % model_id)
+    seen = []
+    handles = []
+
+    def hook_for(path, leaf):
+        def hook(*args):
+            output = args[-1]
+            while isinstance(output, (tuple, list)) and output:
+                output = output[0]
+            if isinstance(output, ms.Tensor):
+                seen.append({"path": path, "type": type(leaf).__name__, "output": output.asnumpy()})
+
+        return hook
+
+    for path, leaf in cell.cells_and_names():
+        if path and not list(leaf.cells()):
+            handles.append(leaf.register_forward_hook(hook_for(path, leaf)))
+    try:
+        runtime.run(model_id, inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {"layers": seen}

@@ -18,7 +18,7 @@ BENCHES = {
     "daemon_memory.py": ("VmRSS MB", "idle RSS after the last cycle"),
     "check_vs_cycle.py": ("of cycle", "auditor audit (full cycle)"),
     "importance_ratios.py": ("ppo_clip_share", "ratio steps / cycle wall", "sampled / deterministic"),
-    "model_probe.py": ("suite / plain", "classes: magnitude, nan-inf, sweep", "rollout: "),
+    "model_probe.py": ("suite / plain", "classes: magnitude, nan-inf, sweep", "rollout: ", "localization: "),
     "gate_matrix.py": ("runtime did", "OK given by `check` to a file the runtime cannot run:"),
     "remote_hosts.py": ("Remote overhead", "over loopback ssh", "Fleet scaling"),
     "telemetry_cost.py": ("telemetry sample of 8 NPUs", "telemetry share of the cycle"),

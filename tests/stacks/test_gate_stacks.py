@@ -231,7 +231,8 @@ def test_an_unreachable_stack_is_never_ok_and_names_what_an_audit_stored(
         "--stack",
         "lite20",
     ]
-    audited = CliRunner().invoke(cli, [*args, "--model", str(policies[("ms20", "elu_gauss")])])
+    # a file the cycle found consistent on lite20 (the ELU policy drifts there on the sweep)
+    audited = CliRunner().invoke(cli, [*args, "--model", str(policies[("ms20", "greedy_argmax")])])
     (v,) = json.loads(audited.stdout)["verdicts"]
     assert audited.exit_code == 1 and v["status"] == "unchecked", v
     assert "not reached now, so not known to run this file" in v["reason"]

@@ -169,11 +169,17 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
     drift = r["b8_ref:ms210-graph->lite20"]
     assert drift["status"] == "drift" and "logits" in drift["message"] and "mean" in drift["message"]
     assert drift["train_latency"] and drift["infer_latency"]  # both sides timed
-    # not localized, and said so (never silently skipped)
-    assert drift["localization"]["message"].startswith(
-        "localization not run: a model file returns its outputs"
+    # localized: the file's copy returning its inner values, on ms210-graph and on lite20
+    loc = drift["localization"]
+    assert loc["layer"] == "norm (LayerNorm)", loc
+    assert loc["message"].startswith(
+        "first divergent: layer norm (LayerNorm), 128/256 elements out of tolerance"
     )
+    assert "trunk (MatMul), trunk (BiasAdd) within tolerance (on the model's own inputs)" in loc["message"]
     assert r["b1_ref:ms210-graph->lite20"]["localization"] is None  # nothing to localize
+    # a golden holds outputs only: said
+    golden = r["b8_golden:golden->lite20"]["localization"]
+    assert golden["layer"] is None and golden["message"].startswith("localization not run: a golden holds")
     # the golden agrees bitwise with the stack it was recorded on, and catches lite20's error too
     assert r["b8_golden:golden->ms210-graph"]["status"] == "consistent"
     assert all(o["metrics"]["max_abs"] == 0 for o in r["b8_golden:golden->ms210-graph"]["outputs"])
@@ -310,7 +316,7 @@ def test_input_classes_find_what_the_models_own_inputs_do_not(setup: dict) -> No
     """Every model gets the probes' input classes on its observation, 64 rows each at the file's
     batch (the batch-1 file: 64 calls per class and side). Measured on these stacks:
     - the ELU policy served by lite20 is up to ~8e-5 from its training network on the sweep
-      (its own normal(0, 1) inputs agree within 1e-5);
+      (its own normal(0, 1) inputs agree within 1e-5), localized to its tanh head;
     - the LayerNorm policy's NaN observation rows come out finite (ReLU(NaN) = 0 after the
       LayerNorm) on ms210-graph and on lite20: one finding for the cause, naming the model,
       the output, the input row and the class, and both stacks;
@@ -330,6 +336,13 @@ def test_input_classes_find_what_the_models_own_inputs_do_not(setup: dict) -> No
     assert masked["details"]["input_class"] == "nan-inf" and masked["details"]["output"] == "logits"
     assert masked["details"]["also"] == ["mean"] and masked["details"]["index"] == 0
     assert "ms210-graph" in masked["message"] and "lite20" in masked["message"], masked["message"]
+    # the training network's leaf cells by PyNative hooks, against the file's copy on lite20:
+    # the ELU trunk agrees, lite20's tanh head is where the sweep parts
+    loc = ok["localization"]
+    assert loc["layer"] == "tanh (Tanh)" and loc["message"].endswith(
+        "within tolerance (on the sweep inputs)"
+    ), loc
+    assert "l1 (Dense), act (ELU), l2 (Dense), act (ELU) #2, mu (Dense) within tolerance" in loc["message"]
     fp16 = r["net_fp16:ms20->lite20"]
     assert "output0@fp16-edge" in {c["output"] for c in fp16["checks"]}, fp16["checks"]
     assert fp16["thresholds"]["output0"]["atol"] == 1e-3 and "computes in float16" in fp16["message"]

@@ -63,8 +63,20 @@ def test_a_batch_1_file_gets_a_64_row_sweep_run_in_64_calls_and_16_rows_of_the_o
             return R
 
     outputs, failed = model_classes.run(Worker(), "m", made[:1], 1)
-    assert len(calls) == 64 and set(calls) == {(1, 3)}
-    assert failed == {"sweep": "output 1 is not batch-major ([2])"} and outputs == {}
+    assert len(calls) == 64 and set(calls) == {(1, 3)} and failed == {}
+    assert outputs["sweep"][0].shape == (64, 1) and np.array_equal(outputs["sweep"][1], np.zeros(2))
+
+    class Changing(Worker):  # an output that is not per row yet changes with the rows
+        def request(self, op, model, inputs):
+            class R:
+                result = {"outputs": [inputs[0].sum(axis=0)]}
+
+            return R
+
+    outputs, failed = model_classes.run(Changing(), "m", made[:1], 1)
+    assert (
+        failed == {"sweep": "output 0 is not batch-major ([3]) and changes with the rows"} and outputs == {}
+    )
 
 
 def test_chunks_join_and_a_failing_class_is_named() -> None:

@@ -420,3 +420,64 @@ def test_output_dependencies_name_the_inputs_each_output_is_computed_from() -> N
     data = model(g, PRIMS)
     assert mindir.output_dependencies(data) == (("obs",), ("mask",), (), ("obs", "mask"), ("obs",))
     assert mindir.output_dependencies(b"\xff\xff garbage") is None
+
+
+def _shaped_op(op_type: str, out: str, dims: list[int], *inputs: str, scope: str = "") -> bytes:
+    """A node whose output is a float32 tensor of ``dims`` (its "shape" attribute, as MindSpore
+    writes it: a tensor element, type 19), in scope ``scope``."""
+    shape = field(1, "shape") + field(12, b"".join(field(1, d) for d in dims) + field(2, 1)) + field(16, 19)
+    body = b"".join(field(1, i) for i in inputs) + field(2, out) + field(3, out) + field(4, op_type)
+    return field(1, body + field(5, shape) + (field(7, scope) if scope else b""))
+
+
+def tappable_graph() -> bytes:
+    """obs -> Dense (MatMul, BiasAdd reading fc.weight, fc.bias) -> ReLU -> Tanh, returned as
+    Depend(MakeTuple(tanh, relu), state): the layout MindSpore 2.x writes."""
+    g = _shaped_op("REF::Load:2", "g:w", [4, 3], "g:fc.weight", "g:u0")
+    g += _shaped_op("REF::MatMul:4", "g:m", [2, 4], "g:obs", "g:w", scope="Default/fc-Dense/MatMul-op1")
+    g += _shaped_op("REF::Load:2", "g:b", [4], "g:fc.bias", "g:u0")
+    g += _shaped_op("BiasAdd", "g:ba", [2, 4], "g:m", "g:b", scope="Default/fc-Dense/BiasAdd-op2")
+    g += _shaped_op("ReLU", "g:r", [2, 4], "g:ba", scope="Default/act-ReLU/ReLU-op3")
+    g += _shaped_op("REF::Tanh:9", "g:t", [2, 4], "g:r", scope="Default/head-Tanh/Tanh-op4")
+    g += field(
+        1,
+        field(1, "g:t")
+        + field(1, "g:r")
+        + field(2, "g:tup")
+        + field(3, "g:tup")
+        + field(4, "REF::MakeTuple:7"),
+    )
+    g += field(
+        1,
+        field(1, "g:tup") + field(1, "g:u1") + field(2, "g:d") + field(3, "g:d") + field(4, "REF::Depend:8"),
+    )
+    g += field(2, "g") + field(3, tensor("g:fc.weight", [4, 3], 1)) + field(3, tensor("g:fc.bias", [4], 1))
+    g += field(5, field(1, "g:obs") + field(2, tensor("", [2, 3], 1)))
+    g += field(6, field(1, "g:d"))
+    return g
+
+
+def test_a_tapped_copy_returns_the_outputs_then_each_computing_nodes_value() -> None:
+    from auditor.worker.mindir_taps import TapError, tap
+
+    prims = [*PRIMS, ("MakeTuple:7", "MakeTuple"), ("Depend:8", "Depend")]
+    data = model(tappable_graph(), prims)
+    copy, taps, cells = tap(data)
+    info = read_info(copy)
+    assert info.readable, info.reason
+    # the file's two outputs first, then MatMul and BiasAdd (ReLU is an output: returned once)
+    assert info.output_sources == (("Tanh",), ("ReLU",), ("MatMul",), ("BiasAdd",))
+    assert [t.describe() for t in taps] == ["fc (Dense: MatMul)", "fc (Dense: BiasAdd)"]
+    assert [(t.describe(), t.index) for t in cells] == [
+        ("fc (Dense: MatMul)", 2),
+        ("fc (Dense: BiasAdd)", 3),
+        ("act (ReLU)", 1),
+        ("head (Tanh)", 0),
+    ]
+    assert info.inputs == read_info(data).inputs and info.parameters == read_info(data).parameters
+    with pytest.raises(TapError, match="no inner value"):  # the copy returns every value already
+        tap(copy)
+    with pytest.raises(TapError, match="no MakeTuple primitive"):
+        tap(model(tappable_graph(), PRIMS))
+    with pytest.raises(TapError, match="not a readable MindIR"):
+        tap(b"\x0a\xff\xff")
