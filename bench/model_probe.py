@@ -41,7 +41,7 @@ from auditor.extend.manager import Plugins  # noqa: E402
 
 FIXTURES = REPO / "tests" / "model_fixtures"
 WAYS = {
-    "plain": "input_classes = []\n",
+    "plain": "",
     "classes": "",
     "episodes": (
         '[models.policy.rollout]\nenv = "Pendulum-v1"\nepisodes = 3\nmax_steps = 200\naction_atol = 1e-3\n'
@@ -71,6 +71,8 @@ stack = "ms20"
 path = "{FIXTURES}"
 kwargs = {{ kind = "pendulum_gauss" }}
 """
+    if way == "plain":  # a key of [models.policy], before its subtables
+        model = model.replace("\n\n[models.policy.train]", "\ninput_classes = []\n\n[models.policy.train]")
     extra = WAYS[way].replace("max_steps = 200", f"max_steps = {steps}")
     return head + model + extra
 

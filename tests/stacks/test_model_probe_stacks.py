@@ -21,7 +21,7 @@ from auditor.cli.main import cli
 from auditor.compare.golden import read_golden
 from auditor.stacks.worker import StackWorker
 from tests.conftest import DEFAULT_CONFIG, REPO
-from tests.user_models import export_policies, export_user_policy
+from tests.user_models import MS20_GRAPH, export_policies, export_user_policy
 
 pytestmark = pytest.mark.stacks
 
@@ -75,6 +75,7 @@ def setup(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     config = d / "auditor.toml"
     config.write_text(
         base_config()
+        + MS20_GRAPH
         + networks
         + """
 [models.b1_ref]
@@ -86,7 +87,7 @@ policy = { kind = "categorical", logits = "logits" }
 
 [models.b8_ref]
 path = "b8.mindir"
-stacks = ["lite20"]
+stacks = ["lite20", "ms20-graph"]
 reference = "ms210-graph"
 output_names = ["logits", "mean"]
 policy = { kind = "categorical", logits = "logits", samples_per_state = 64 }
@@ -156,6 +157,7 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
     assert set(r) == {
         "b1_ref:ms210-graph->lite20",
         "b8_ref:ms210-graph->lite20",
+        "b8_ref:ms210-graph->ms20-graph",
         "b8_golden:golden->ms210-graph",
         "b8_golden:golden->lite20",
         "b8_badgolden:golden->ms210-graph",
@@ -177,6 +179,9 @@ def test_statuses_match_what_the_stacks_do(setup: dict) -> None:
     )
     assert "trunk (MatMul), trunk (BiasAdd) within tolerance (on the model's own inputs)" in loc["message"]
     assert r["b1_ref:ms210-graph->lite20"]["localization"] is None  # nothing to localize
+    # the same file served by MindSpore 2.0's GraphCell: clean, nothing to localize
+    clean = r["b8_ref:ms210-graph->ms20-graph"]
+    assert clean["status"] == "consistent" and clean["localization"] is None, clean["message"]
     # a golden holds outputs only: said
     golden = r["b8_golden:golden->lite20"]["localization"]
     assert golden["layer"] is None and golden["message"].startswith("localization not run: a golden holds")
@@ -240,7 +245,10 @@ def test_model_results_are_in_the_history(setup: dict) -> None:
     out = CliRunner().invoke(cli, [*setup["base"], "history", "--probe", "b8_ref", "--format", "json"])
     assert out.exit_code == 0, out.output
     rows = json.loads(out.stdout)
-    assert [(row["pair"], row["status"]) for row in rows] == [("b8_ref:ms210-graph->lite20", "drift")]
+    assert sorted((row["pair"], row["status"]) for row in rows) == [
+        ("b8_ref:ms210-graph->lite20", "drift"),
+        ("b8_ref:ms210-graph->ms20-graph", "consistent"),
+    ]
 
 
 def test_one_model_is_audited_alone_and_its_golden_side_is_called_golden(setup: dict) -> None:
