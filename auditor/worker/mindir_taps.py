@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditor.worker.mindir import _NOT_COMPUTING, MAX_FIELDS, _resolve
+from auditor.worker.mindir import _NOT_COMPUTING, MAX_FIELDS, _primitive, _resolve
 from auditor.worker.wire import Budget, WireError, fields, message, text
 
 MAX_TAPS = 64
@@ -151,16 +151,7 @@ def tap(data: bytes, limit: int = MAX_TAPS) -> tuple[bytes, list[Tap], list[Tap]
     budget = Budget(MAX_FIELDS)
     try:
         top = list(fields(view, 0, len(view), budget))
-        refs = {}
-        for n, w, v in top:
-            if n == 12 and w == 2:
-                name = op_type = ""
-                for pn, _, pv in fields(v, 0, len(v), budget):
-                    if pn == 1:
-                        name = text(pv, "primitive name")
-                    elif pn == 2:
-                        op_type = text(pv, "primitive op_type")
-                refs[name] = op_type
+        refs = dict(_primitive(message(v, "primitive"), budget) for n, w, v in top if n == 12 and w == 2)
         graphs = [v for n, w, v in top if n == 7 and w == 2]
         if len(graphs) != 1:
             raise TapError("the file has no single graph")

@@ -280,6 +280,23 @@ def net(shift: float = 0.0, batch: int = 4):
     return run
 
 
+def roll(p: model_rollout.Plan, served: object) -> object:
+    """The plan's episodes, net() as the reference (ms20) against ``served`` (lite20)."""
+    with EnvProcess() as envs:
+        return model_rollout.roll_out(
+            p,
+            envs=envs,
+            pair="pend:ms20->lite20",
+            reference="ms20",
+            target="lite20",
+            probe="pend",
+            variant="model",
+            reference_run=net(),
+            served_run=served,
+            act_dim=1,
+        )
+
+
 def test_episodes_of_two_callable_models_match_an_independent_loop() -> None:
     """The reference and the served model (a constant error of 3e-4 in the mean) on Pendulum-v1;
     the returns against gymnasium stepped here with the reference's actions."""
@@ -291,19 +308,7 @@ def test_episodes_of_two_callable_models_match_an_independent_loop() -> None:
         ["obs"],
         ["mean", "std"],
     )
-    with EnvProcess() as envs:
-        r = model_rollout.roll_out(
-            p,
-            envs=envs,
-            pair="pend:ms20->lite20",
-            reference="ms20",
-            target="lite20",
-            probe="pend",
-            variant="model",
-            reference_run=net(),
-            served_run=net(3e-4),
-            act_dim=1,
-        )
+    r = roll(p, net(3e-4))
     assert r.status == DRIFT and [e.seed for e in r.episodes] == [11, 12]
     assert "first at step 1" in r.message and "open loop too" in r.message
     assert max(r.episodes[0].open_action_diff) == pytest.approx(3e-4, rel=1e-3)
@@ -328,19 +333,7 @@ def test_sampled_episodes_weigh_each_step_against_scipy() -> None:
         ["obs"],
         ["mean", "std"],
     )
-    with EnvProcess() as envs:
-        r = model_rollout.roll_out(
-            p,
-            envs=envs,
-            pair="pend:ms20->lite20",
-            reference="ms20",
-            target="lite20",
-            probe="pend",
-            variant="model",
-            reference_run=net(),
-            served_run=net(0.05),
-            act_dim=1,
-        )
+    r = roll(p, net(0.05))
     (e,) = r.episodes
     assert e.sampled and e.steps == 25
     # the served side's trajectory, stepped independently with its draws (the seed's noise)
@@ -368,19 +361,7 @@ def test_an_environment_whose_spaces_do_not_fit_is_an_error_result() -> None:
     p = model_rollout.plan(
         model(), ModelRollout("Pendulum-v1"), RolloutConfig(), [np.zeros((1, 5), np.float32)], ["obs"], ["a"]
     )
-    with EnvProcess() as envs:
-        r = model_rollout.roll_out(
-            p,
-            envs=envs,
-            pair="p",
-            reference="ms20",
-            target="lite20",
-            probe="pend",
-            variant="model",
-            reference_run=net(),
-            served_run=net(),
-            act_dim=1,
-        )
+    r = roll(p, net())
     assert (
         r.status == ERROR
         and r.message == "rollout not run: model pend takes 5 observation values, Pendulum-v1 gives 3"
