@@ -136,9 +136,9 @@ def test_each_probe_reports_its_comparators(run):
             if r.pair == "ms20->lite20" and r.variant.endswith("fp16"):
                 # Lite 2.0's fp16 std is garbage memory: mostly not positive (no drawn action has a
                 # weight, said per row), on some runs a tiny positive value (weights far from 1);
-                # either way PPO would clip at least half the samples and the ESS collapses
+                # either way PPO would clip at least half the samples
                 clipped, ess = c["ppo_clip_share"], c["ess"]
-                assert clipped.value >= 0.5 and not clipped.passed and ess.value < 0.5, (clipped, ess)
+                assert clipped.value >= 0.5 and not clipped.passed and r.status != CONSISTENT, (clipped, ess)
                 if clipped.value == 1.0 and ess.value == 0.0:
                     assert "infer side: the std is not positive and finite" in ess.message
             elif r.status == CONSISTENT:
