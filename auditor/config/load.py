@@ -382,17 +382,12 @@ def _model_rollout(
     if r is None or not r.enabled:
         return None
     policy = table.policy
-    if policy is not None and policy.kind == "categorical":
-        p.error(
-            path,
-            "a categorical policy acts in a discrete action space; the rollout drives environments "
-            "with continuous (Box) actions",
-        )
-    if r.mode == "sampled" and (policy is None or policy.kind not in ("gaussian", "tanh")):
+    if r.mode == "sampled" and policy is None:
         p.error(
             f"{path}.mode",
             "sampled episodes draw actions from the model's policy: declare it, "
-            'policy = { kind = "gaussian" (or "tanh"), mean = ..., std = ... }',
+            'policy = { kind = "gaussian" (or "tanh"), mean = ..., std = ... } or '
+            '{ kind = "categorical", logits = ... }',
         )
     if r.action is not None and table.output_names and r.action not in table.output_names:
         p.error(

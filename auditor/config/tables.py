@@ -443,7 +443,7 @@ class ModelRolloutTable:
     """The environment gets action_scale * action + action_offset, clipped to its bounds."""
     action_offset: Numbers() = (0.0,)
     mode: Choice("deterministic", "sampled") | None = None
-    """deterministic or sampled (needs a Gaussian or tanh ``policy``); default: ``[rollout] mode``."""
+    """deterministic or sampled (needs a ``policy``); default: ``[rollout] mode`` for a policy."""
     action_atol: Tol | None = None
     """Drift when the sides' actions differ by more at a step (default: ``[rollout] action_atol``)."""
     return_atol: Tol | None = None

@@ -101,6 +101,8 @@ class Spaces:
     act_low: np.ndarray | None
     act_high: np.ndarray | None
     act_dtype: str | None
+    act_n: int | None = None
+    """A Discrete action space's number of actions (None for any other space)."""
 
 
 Step = tuple[np.ndarray, float, bool, bool]
@@ -305,6 +307,7 @@ class EnvProcess:
             act_low=None if low is None else np.asarray(low),
             act_high=None if high is None else np.asarray(high),
             act_dtype=r.get("act_dtype"),
+            act_n=None if r.get("act_n") is None else int(r["act_n"]),
         )
         return RemoteEnv(self, int(r["env"]), env_id, spaces)
 
@@ -476,6 +479,9 @@ class _Child:
             "act_low": np.asarray(act.low) if box else None,
             "act_high": np.asarray(act.high) if box else None,
             "act_dtype": np.dtype(act.dtype).str if box else None,
+            "act_n": int(act.n)
+            if not box and isinstance(getattr(act, "n", None), (int, np.integer))
+            else None,
         }
 
 

@@ -116,20 +116,24 @@ def plan(
     options = dict(model.policy or {})
     policy = ratio_math.Policy.from_options(options) if options else None
     gaussian = policy is not None and policy.kind in ("gaussian", "tanh")
+    categorical = policy is not None and policy.kind == "categorical"
     default = policy.mean if policy is not None and gaussian else output_names[0]
+    if policy is not None and categorical:
+        default = policy.logits
     action = settings.action or default
     if action not in output_names:
         raise NotRolled(f"the model has no output {action!r} (outputs: {', '.join(output_names)})")
-    mode = settings.mode or (defaults.mode if gaussian else "deterministic")
+    mode = settings.mode or (defaults.mode if gaussian or categorical else "deterministic")
     dist_at = None
     if mode == "sampled":
-        if policy is None or not gaussian:
-            raise NotRolled("sampled episodes need a Gaussian or tanh policy = { ... } to draw from")
+        if policy is None or not (gaussian or categorical):
+            raise NotRolled("sampled episodes need a policy = { ... } to draw from")
         spread = policy.std if policy.std is not None else str(policy.log_std)
-        missing = [n for n in (policy.mean, spread) if n not in output_names]
+        wanted = (policy.logits, policy.logits) if categorical else (policy.mean, spread)
+        missing = [n for n in wanted if n not in output_names]
         if missing:
             raise NotRolled(f"the policy's output {missing[0]!r} is not an output of the model")
-        dist_at = (output_names.index(policy.mean), output_names.index(spread))
+        dist_at = (output_names.index(wanted[0]), output_names.index(wanted[1]))
     return Plan(
         settings=settings,
         template=[np.asarray(x) for x in inputs],
@@ -158,6 +162,15 @@ def worker_run(worker: Any, model_id: str) -> Run:
     return run
 
 
+def raw(p: Plan, run: Run) -> rollout.Policy:
+    """The side's action output at one observation, as it is (a Discrete space's logits or index)."""
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        return p.row(run(p.inputs(obs)), p.action_at)[0]
+
+    return policy
+
+
 def deterministic(p: Plan, run: Run) -> rollout.Policy:
     """The side's action at one observation, in the environment's units (before clipping)."""
     s = p.settings
@@ -179,8 +192,16 @@ class Sampled:
         self.p, self.run = p, run
         self.seen: dict[bytes, np.ndarray] = {}
 
+    @property
+    def categorical(self) -> bool:
+        return self.p.policy is not None and self.p.policy.kind == "categorical"
+
     def dist(self, outputs: Sequence[Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, std) per row; a categorical policy: (logits, logits)."""
         assert self.p.dist_at is not None and self.p.policy is not None
+        if self.categorical:
+            logits = self.p.row(outputs, self.p.dist_at[0], n)
+            return logits, logits
         mean = self.p.row(outputs, self.p.dist_at[0], n)
         spread = self.p.row(outputs, self.p.dist_at[1], n)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -189,7 +210,7 @@ class Sampled:
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
         mean, std = self.dist(self.run(self.p.inputs(obs)), 1)
-        out = np.concatenate([mean[0], std[0]])
+        out = mean[0] if self.categorical else np.concatenate([mean[0], std[0]])
         self.seen[np.asarray(obs, np.float64).reshape(-1).tobytes()] = out
         return out
 
@@ -199,6 +220,9 @@ class Sampled:
         for s, u in zip(states, us, strict=True):
             key = np.asarray(s, np.float64).reshape(-1).tobytes()
             dist = self.seen[key] if key in self.seen else self.policy(s)
+            if self.categorical:
+                out.append(float(_log_softmax(dist[None])[0, int(np.asarray(u).reshape(-1)[0])]))
+                continue
             mean, std = np.split(dist, 2)
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 out.append(float(metrics.gaussian_logp(u[None], mean[None], std[None])[0]))
@@ -212,9 +236,20 @@ class Sampled:
         for start in range(0, len(states), batch):
             part = states[start : start + batch]
             mean, std = self.dist(self.run(self.p.inputs(part)), len(part))
+            drawn = us[start : start + len(part)]
+            if self.categorical:
+                index = np.asarray(drawn, np.int64).reshape(-1)
+                out.append(_log_softmax(mean)[np.arange(len(part)), index])
+                continue
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                out.append(metrics.gaussian_logp(us[start : start + len(part)], mean, std))
+                out.append(metrics.gaussian_logp(drawn, mean, std))
         return np.concatenate(out)
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    x = np.asarray(logits, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x - np.logaddexp.reduce(x, axis=-1, keepdims=True)
 
 
 def roll_out(
@@ -243,13 +278,25 @@ def roll_out(
         return_atol=p.return_atol,
     )
     try:
-        problem = rollout.check_spaces(s.env, p.obs_dim, act_dim, envs, s.path, who=f"model {probe}")
+        problem = rollout.check_spaces(
+            s.env, p.obs_dim, act_dim, envs, s.path, who=f"model {probe}", discrete=True
+        )
+        discrete = problem is None and rollout.spaces(s.env, envs, s.path).act_n is not None
     except EnvError as exc:
         return RolloutResult(status=ERROR, message=f"rollout not run: {exc.describe()}", log=exc.log, **base)
+    categorical = p.policy is not None and p.policy.kind == "categorical"
+    if problem is None and categorical and not discrete:
+        problem = f"a categorical policy acts in a discrete action space; {s.env}'s actions are continuous"
+    if problem is None and p.policy is not None and not categorical and discrete:
+        problem = (
+            f"a {p.policy.kind} policy acts in a continuous action space; {s.env}'s actions are discrete"
+        )
     if problem is not None:
         return RolloutResult(status=ERROR, message=f"rollout not run: {problem}", **base)
     sampler = None
-    if p.mode == "sampled":
+    if discrete and p.mode != "sampled":  # the action output as it is: logits (argmax) or an index
+        train_policy, infer_policy = raw(p, reference_run), raw(p, served_run)
+    elif p.mode == "sampled":
         ref, served = Sampled(p, reference_run), Sampled(p, served_run)
         assert p.policy is not None
         sampler = rollout.Sampler(

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare import metrics, ratios
-from auditor.cycle.env_process import EnvError, EnvProcess, RemoteEnv, using
+from auditor.cycle.env_process import EnvError, EnvProcess, RemoteEnv, Spaces, using
 from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult
 
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -70,7 +70,19 @@ class Sampler:
     parameters, where tanh's Jacobian cancels), rather than a = tanh(u)."""
 
     def draw(self, dist: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the environment's action before clipping, the model's action) for noise z."""
+        """(the environment's action before clipping, the model's action) for noise z; a
+        categorical policy: ``dist`` its logits, z one uniform draw, the action an index drawn
+        by the inverse of its distribution function (the same z, the same index for identical
+        policies)."""
+        if self.kind == "categorical":
+            logits = np.asarray(dist, np.float64).reshape(-1)
+            with np.errstate(invalid="ignore", over="ignore"):
+                cdf = np.cumsum(np.exp(logits - np.logaddexp.reduce(logits)))
+            index = min(
+                int(np.searchsorted(cdf, float(np.asarray(z).reshape(-1)[0]) * cdf[-1])), len(cdf) - 1
+            )
+            action = np.asarray([index], np.int64)
+            return action, action
         mean, std = np.split(np.asarray(dist, np.float64).reshape(-1), 2)
         u = mean + std * z
         a = np.tanh(u) if self.kind == "tanh" else u
@@ -133,6 +145,8 @@ def _episode(
     sampler: Sampler | None = None,
 ) -> Episode:
     space, proc = train_env.spaces, train_env.process
+    if space.act_n is not None:
+        return _discrete_episode(train_env, infer_env, seed, steps, train_policy, infer_policy, sampler)
     if space.act_low is None or space.act_high is None or space.act_dtype is None:
         raise EnvError("make", "error", f"{train_env.env_id} has no Box action space (bounds to clip to)")
     train, infer = (_Env(env, env.reset(seed)) for env in (train_env, infer_env))
@@ -188,6 +202,77 @@ def _episode(
         infer_return=infer.ret,
         first_exceed=_first(action_diff, action_atol),
         open_first_exceed=_first(open_diff, action_atol),
+        **sampled,
+    )
+
+
+def _discrete_episode(
+    train_env: RemoteEnv,
+    infer_env: RemoteEnv,
+    seed: int,
+    steps: int,
+    train_policy: Policy,
+    infer_policy: Policy,
+    sampler: Sampler | None = None,
+) -> Episode:
+    """An episode in a Discrete action space: a policy gives its logits (or one value, the
+    action index itself); the deterministic action is the argmax, a sampled one is drawn with
+    the step's seeded uniform (the same for both sides). A step's action difference is 1 where
+    the sides chose different actions, else 0."""
+    proc, n = train_env.process, int(train_env.spaces.act_n or 0)
+    train, infer = (_Env(env, env.reset(seed)) for env in (train_env, infer_env))
+    noise = np.random.RandomState(seed)
+    visited: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def act(policy: Policy, obs: np.ndarray, u: np.ndarray | None) -> int:
+        out = np.asarray(policy(obs), np.float64).reshape(-1)
+        if sampler is not None and u is not None:
+            return int(sampler.draw(out, u)[0][0])
+        if out.size == 1:
+            return int(round(float(out[0])))
+        return int(np.argmax(out))
+
+    action_diff: list[float] = []
+    open_diff: list[float] = []
+    obs_diff: list[float] = []
+    step = 0
+    while steps <= 0 or step < steps:
+        u = noise.uniform(size=1) if sampler is not None else None
+        a_train, a_infer = act(train_policy, train.obs, u), act(infer_policy, infer.obs, u)
+        if sampler is not None:
+            visited.append((np.asarray(infer.obs, np.float64).reshape(-1), np.asarray([a_infer])))
+        a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs, u)
+        action_diff.append(float(a_train != a_infer))
+        open_diff.append(float(a_train != a_open))
+        bad = [a for a in (a_train, a_infer) if not 0 <= a < n]
+        if bad:
+            raise EnvError(
+                "step", "error", f"a policy chose action {bad[0]}, outside the {n} actions of the environment"
+            )
+        stepped = proc.step([(train.env, np.int64(a_train)), (infer.env, np.int64(a_infer))])
+        for side, (obs, reward, terminated, truncated) in zip((train, infer), stepped, strict=True):
+            side.obs = obs
+            side.ret += reward
+            side.done = terminated or truncated
+        obs_diff.append(float(np.max(np.abs(train.obs.astype(np.float64) - infer.obs))))
+        step += 1
+        if train.done or infer.done:
+            break
+    sampled: dict[str, float] = {}
+    if sampler is not None and visited:
+        stats = sampler.weights(np.stack([v[0] for v in visited]), np.stack([v[1] for v in visited]))
+        log_sum = stats.log_weight_sum if not stats.invalid else math.inf
+        sampled = {"log_ratio_sum": log_sum, "ppo_clip_share": stats.ppo_clip_share, "ess": stats.ess}
+    return Episode(
+        seed=seed,
+        steps=len(action_diff),
+        action_diff=tuple(action_diff),
+        open_action_diff=tuple(open_diff),
+        obs_diff=tuple(obs_diff),
+        train_return=train.ret,
+        infer_return=infer.ret,
+        first_exceed=_first(action_diff, 0.5),
+        open_first_exceed=_first(open_diff, 0.5),
         **sampled,
     )
 
@@ -283,6 +368,12 @@ def worker_policy(
     return policy
 
 
+def spaces(env_id: str, envs: EnvProcess | None = None, env_path: str = "") -> Spaces:
+    """The environment's spaces (made in ``envs``, or in a child of its own). Raises EnvError."""
+    with using(envs) as proc, proc.make(env_id, env_path) as env:
+        return env.spaces
+
+
 def check_spaces(
     env_id: str,
     obs_dim: int | None,
@@ -290,16 +381,29 @@ def check_spaces(
     envs: EnvProcess | None = None,
     env_path: str = "",
     who: str = "the probe",
+    discrete: bool = False,
 ) -> str | None:
     """Why ``who`` cannot drive the environment, or None when it can (the environment made
-    in ``envs``, or in a child of its own when None). Raises EnvError when it cannot be made."""
+    in ``envs``, or in a child of its own when None). ``discrete``: ``who`` may act in a
+    Discrete space too (``act_dim`` its logits, or 1: the action index). Raises EnvError when
+    it cannot be made."""
     with using(envs) as proc, proc.make(env_id, env_path) as env:
         spaces = env.spaces
     obs_shape, act_shape = spaces.obs_shape, spaces.act_shape
+    if spaces.act_n is not None:
+        if not discrete:
+            return f"{env_id} has a Discrete action space; {who} gives continuous actions"
+        if obs_shape is None or len(obs_shape) != 1:
+            return f"{env_id} has no flat Box observation space"
+        if obs_dim is not None and obs_dim != obs_shape[0]:
+            return f"{who} takes {obs_dim} observation values, {env_id} gives {obs_shape[0]}"
+        if act_dim is not None and act_dim not in (1, spaces.act_n):
+            return f"{who} gives {act_dim} logits, {env_id} has {spaces.act_n} actions"
+        return None
     if obs_shape is None or act_shape is None or len(obs_shape) != 1 or len(act_shape) != 1:
         return f"{env_id} has no flat Box observation/action space"
     if spaces.act_low is None:
-        return f"{env_id} has no Box action space (a discrete one is not driven by the rollout)"
+        return f"{env_id} has neither a Box nor a Discrete action space"
     if obs_dim is not None and obs_dim != obs_shape[0]:
         return f"{who} takes {obs_dim} observation values, {env_id} gives {obs_shape[0]}"
     if act_dim is not None and act_dim != act_shape[0]:

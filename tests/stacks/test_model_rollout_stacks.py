@@ -36,6 +36,7 @@ def audit(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     d = tmp_path_factory.mktemp("model-rollouts")
     export_policies("ms20", d / "b1", ("pendulum_gauss",), batch=1)
     export_policies("ms20", d / "b4", ("pendulum_gauss",), batch=4)
+    export_policies("ms20", d / "cart", ("cartpole_logits",), batch=1)
     sim = d / "sim" / "usersim"
     sim.mkdir(parents=True)
     (sim / "__init__.py").write_text("")
@@ -98,6 +99,32 @@ path = "sim"
 mode = "sampled"
 max_steps = 100
 action_atol = 1e-3
+
+[models.cart]
+path = "cart/cartpole_logits.mindir"
+stacks = ["lite20"]
+output_names = ["logits"]
+policy = {{ kind = "categorical", logits = "logits" }}
+[models.cart.train]
+factory = "mypolicy.nets:build_actor"
+checkpoint = "cart/cartpole_logits.ckpt"
+stack = "ms20"
+path = "{FIXTURES}"
+kwargs = {{ kind = "cartpole_logits" }}
+[models.cart.rollout]
+env = "CartPole-v1"
+max_steps = 100
+
+[models.cart_sampled]
+path = "cart/cartpole_logits.mindir"
+stacks = ["lite20"]
+reference = "ms210-graph"
+output_names = ["logits"]
+policy = {{ kind = "categorical", logits = "logits" }}
+[models.cart_sampled.rollout]
+env = "CartPole-v1"
+mode = "sampled"
+max_steps = 100
 
 [models.pend_golden]
 path = "b1/pendulum_gauss.mindir"
@@ -174,6 +201,20 @@ def test_sampled_episodes_in_the_users_own_environment_with_a_reference_stack(au
         assert e["steps"] == 100 and math.isfinite(e["log_ratio_sum"]) and abs(e["log_ratio_sum"]) < 0.05
         assert e["ppo_clip_share"] == 0.0 and e["ess"] > 0.999
     assert "the stacks alone would clip 0.00% of the sampled steps" in r["message"]
+
+
+def test_a_categorical_policy_drives_cartpole_by_its_argmax_and_by_draws(audit: dict) -> None:
+    """A discrete policy (2 logits) on CartPole-v1: the training network and lite20 choose the
+    same action at every step (argmax), and in sampled mode draw the same actions from the
+    same uniforms, with weights ~1 (their logits agree within float32 rounding)."""
+    r = rollouts(audit)["cart"]
+    assert r["status"] == "consistent", r["message"]
+    for e in r["episodes"]:
+        assert max(e["action_diff"]) == 0.0 and e["train_return"] == e["infer_return"] > 0
+    s = rollouts(audit)["cart_sampled"]
+    assert s["status"] == "consistent" and s["train"] == "ms210-graph", s["message"]
+    for e in s["episodes"]:
+        assert e["ppo_clip_share"] == 0.0 and e["ess"] > 0.9999 and abs(e["log_ratio_sum"]) < 1e-3
 
 
 def test_a_golden_reference_says_it_cannot_act(audit: dict) -> None:

@@ -156,6 +156,20 @@ class PendulumGauss(nn.Cell):
         return 2.0 * self.tanh(self.mu(h)), std
 
 
+class CartPoleLogits(nn.Cell):
+    """A CartPole-v1 policy (4 observation values, 2 discrete actions): a ReLU trunk and the
+    actions' logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Dense(4, HIDDEN)
+        self.act = nn.ReLU()
+        self.logits = nn.Dense(HIDDEN, 2)
+
+    def construct(self, obs):
+        return self.logits(self.act(self.l1(obs)))
+
+
 CELLS = {
     "elu_gauss": EluGauss,
     "silu_value": SiluValue,
@@ -165,8 +179,9 @@ CELLS = {
     "gelu_softplus": GeluSoftplus,
     "leaky_entropy": LeakyEntropy,
     "pendulum_gauss": PendulumGauss,
+    "cartpole_logits": CartPoleLogits,
 }
-OBS_OF = {"pendulum_gauss": 3}
+OBS_OF = {"pendulum_gauss": 3, "cartpole_logits": 4}
 """Policies whose observation is not OBS values (exported only when named: not in KINDS)."""
 
 

@@ -66,12 +66,6 @@ def test_rollout_config_errors_name_the_key(doc: dict) -> None:
     errors = errors_of(
         doc,
         {
-            "cat": {
-                "path": "c.mindir",
-                "reference": "ms210-graph",
-                "policy": {"kind": "categorical", "logits": "logits"},
-                "rollout": {"env": "CartPole-v1"},
-            },
             "nopolicy": {
                 "path": "n.mindir",
                 "reference": "ms210-graph",
@@ -96,7 +90,6 @@ def test_rollout_config_errors_name_the_key(doc: dict) -> None:
         },
     )
     text = "\n".join(errors)
-    assert "models.cat.rollout: a categorical policy acts in a discrete action space" in text
     assert "models.nopolicy.rollout.mode: sampled episodes draw actions from the model's policy" in text
     assert (
         "models.names.rollout.action: 'torque' is not an output of the model (output_names: mean, std)"
@@ -366,3 +359,117 @@ def test_an_environment_whose_spaces_do_not_fit_is_an_error_result() -> None:
         r.status == ERROR
         and r.message == "rollout not run: model pend takes 5 observation values, Pendulum-v1 gives 3"
     )
+
+
+def logits_net(shift: float = 0.0, batch: int = 1):
+    """A CartPole 'model' of the file's batch: two logits from the 4 observation values."""
+    w = np.random.RandomState(3).normal(0, 1.0, (4, 2))
+
+    def run(inputs: list[np.ndarray]) -> list[np.ndarray]:
+        obs = np.asarray(inputs[0], np.float64)
+        assert obs.shape == (batch, 4)
+        logits = obs @ w
+        logits[:, 0] += shift
+        return [logits.astype(np.float32)]
+
+    return run
+
+
+CATEGORICAL = {"kind": "categorical", "logits": "logits"}
+
+
+def cartpole(mode: str = "deterministic", steps: int = 60) -> model_rollout.Plan:
+    return model_rollout.plan(
+        model(policy=CATEGORICAL),
+        ModelRollout("CartPole-v1", episodes=1, max_steps=steps, mode=mode, seed=7),
+        RolloutConfig(),
+        [np.zeros((1, 4), np.float32)],
+        ["obs"],
+        ["logits"],
+    )
+
+
+def roll_cartpole(p: model_rollout.Plan, served: object) -> object:
+    with EnvProcess() as envs:
+        return model_rollout.roll_out(
+            p,
+            envs=envs,
+            pair="cart:ms20->lite20",
+            reference="ms20",
+            target="lite20",
+            probe="cart",
+            variant="model",
+            reference_run=logits_net(),
+            served_run=served,
+            act_dim=2,
+        )
+
+
+def test_a_categorical_policy_drives_a_discrete_environment_by_its_argmax() -> None:
+    r = roll_cartpole(cartpole(), logits_net())
+    (e,) = r.episodes
+    assert r.status == CONSISTENT and max(e.action_diff) == 0.0 and e.train_return == e.infer_return
+    env = gymnasium.make("CartPole-v1")  # the same episode stepped here with the argmax
+    obs, _ = env.reset(seed=7)
+    total, steps = 0.0, 0
+    for _ in range(60):
+        a = int(np.argmax(logits_net()([np.asarray(obs, np.float32)[None]])[0][0]))
+        obs, reward, terminated, truncated, _ = env.step(a)
+        total, steps = total + float(reward), steps + 1
+        if terminated or truncated:
+            break
+    assert (e.steps, e.train_return) == (steps, total)
+    # a large bias on action 0: the sides choose differently, said as a step where they part
+    apart = roll_cartpole(cartpole(), logits_net(shift=50.0))
+    (gone,) = apart.episodes
+    assert apart.status == DRIFT and max(gone.action_diff) == 1.0  # it always picks action 0
+    assert gone.first_exceed == gone.action_diff.index(1.0) + 1 and "first at step" in apart.message
+
+
+def test_sampled_categorical_episodes_weigh_the_drawn_actions() -> None:
+    """Sampled: one seeded uniform per step draws both sides' actions (inverse CDF); the
+    episode's log weight is log softmax(train)[a] - log softmax(served)[a] summed over the
+    served side's steps, as numpy computes it here."""
+    p = cartpole("sampled", 40)
+    r = roll_cartpole(p, logits_net(shift=0.3))
+    (e,) = r.episodes
+    env = gymnasium.make("CartPole-v1")
+    obs, _ = env.reset(seed=7)
+    noise = np.random.RandomState(7)
+    log_w = []
+    for _ in range(e.steps):
+        x = np.asarray(obs, np.float32)[None]
+        lt = logits_net()([x])[0][0].astype(np.float64)
+        li = logits_net(shift=0.3)([x])[0][0].astype(np.float64)
+        pi = np.exp(li - np.logaddexp.reduce(li))
+        a = min(int(np.searchsorted(np.cumsum(pi), noise.uniform() * np.cumsum(pi)[-1])), 1)
+        log_w.append((lt - np.logaddexp.reduce(lt))[a] - (li - np.logaddexp.reduce(li))[a])
+        obs, _, terminated, truncated, _ = env.step(a)
+        if terminated or truncated:
+            break
+    assert e.log_ratio_sum == pytest.approx(sum(log_w), rel=1e-9)
+    w = np.exp(log_w)
+    assert e.ppo_clip_share == pytest.approx(np.mean(np.abs(w - 1) > 0.2))
+
+
+def test_a_policy_of_the_wrong_kind_for_the_space_is_said() -> None:
+    p = model_rollout.plan(
+        model(policy=CATEGORICAL),
+        ModelRollout("Pendulum-v1"),
+        RolloutConfig(),
+        [np.zeros((1, 3), np.float32)],
+        ["obs"],
+        ["logits"],
+    )
+    r = roll(p, net())
+    assert r.status == ERROR and "a categorical policy acts in a discrete action space" in r.message
+    g = model_rollout.plan(
+        model(policy=GAUSS),
+        ModelRollout("CartPole-v1"),
+        RolloutConfig(),
+        [np.zeros((1, 4), np.float32)],
+        ["obs"],
+        ["mean", "std"],
+    )
+    r = roll_cartpole(g, logits_net())
+    assert r.status == ERROR and "a gaussian policy acts in a continuous action space" in r.message
