@@ -141,6 +141,15 @@ def generate(probes: Mapping[str, Any] | None = None) -> str:
             table: list[str] = []
             _table(cls, f"[{section}.{name}]", table, example)
             out += [line if line.startswith("#") or not line else f"# {line}" for line in table]
+        elif section == "groups":
+            # A group takes any [hosts.NAME] key; an example, commented out (auditor.config.groups).
+            _comment(field.description, out)
+            out += [
+                "# [groups.infer]",
+                '# hosts = ["infer-[01:12]", "10.0.0.5"]',
+                '# ssh = "auditor@{host}"',
+                "",
+            ]
         elif section == "pairs":
             _comment(PairConfig.__doc__, out)
             out += ["[[pairs]]", 'train = "ms20"', 'infer = "lite20"', f"probes = {_value(names)}", ""]

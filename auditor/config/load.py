@@ -22,6 +22,7 @@ from typing import Any
 from auditor.common.paths import default_db_url
 from auditor.compare.verdicts import Tolerance
 from auditor.config import fleet as fleet_config
+from auditor.config import groups
 from auditor.config.fields import (
     check_param,
     infer_param_spec,
@@ -139,6 +140,7 @@ def parse(
     ``[rollout] env`` is not checked (auditor.cycle.env_process.env_problem asks a child).
     """
     p = _Parse(doc, source)
+    doc = p.doc = groups.expand(doc, p.error)  # [groups.NAME]: ordinary hosts, stacks and pairs
     for unknown in sorted(set(doc) - set(SECTIONS)):
         p.error(unknown, f"unknown section (expected {', '.join(SECTIONS)})")
 
@@ -188,7 +190,8 @@ def parse(
 def _stacks(p: _Parse, known_runtimes: Mapping[str, RuntimeSpec] | None) -> dict[str, StackConfig]:
     stacks: dict[str, StackConfig] = {}
     for name, path, s in p.entries("stacks"):
-        if not NAME_RE.match(name):
+        base, _, member = name.partition(groups.SEP)
+        if not NAME_RE.match(base) or (member and not NAME_RE.match(member)):
             p.error(path, "stack names use letters, digits, '.', '_' and '-'")
         stack = p.check(StackConfig, {**s, "name": name}, path)
         if s.get("source", "local") != "db" and "python" not in s:

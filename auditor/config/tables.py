@@ -257,6 +257,9 @@ class StackConfig:
     """cpu, ascend:N or gpu:N."""
     host: Name = "local"
     """Where the stack runs."""
+    group: Name | None = None
+    """A ``[groups.NAME]``: one stack per member host instead, named ``NAME@HOST`` (expanded
+    before the config is checked, so never set on a stack the auditor runs)."""
     ascend_root: Expanded = "/usr/local/Ascend"
     """CANN toolkit / nnae / nnrt, driver and firmware are read under this folder."""
     env: dict[str, Expanded] = field(default_factory=dict)
@@ -893,6 +896,10 @@ class Document(BaseModel):
     """Size and time limits of every file read."""
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     """The other machines stacks live on, by name."""
+    groups: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Host groups, by name: ``hosts = ["infer-[01:12]", ...]`` (Ansible-style ranges) and any
+    key of ``[hosts.NAME]`` with ``{host}`` substituted; a stack with ``group = "NAME"`` is one
+    stack per member, ``NAME@HOST`` (auditor.config.groups)."""
     stacks: dict[str, StackConfig] = Field(default_factory=dict)
     """The stacks, by name."""
     models: dict[str, ModelTable] = Field(default_factory=dict)

@@ -99,8 +99,8 @@ def test_bad_stack_fingerprint_options_are_all_reported(doc: dict) -> None:
         "stacks.lite20.system_root: must be an absolute path, not integer 5",
         "stacks.lite20.npu_smi_timeout: " + SECONDS_UP_TO_1H + "not '10'",
         "stacks.lite20.npu_smi_tiemout: unknown key (expected one of: ascend_root, convert, device, env, "
-        "host, max_publication_age, model_drift_severity, models, npu_smi, npu_smi_timeout, publish, python, "
-        "role, runtime, source, system_root)",
+        "group, host, max_publication_age, model_drift_severity, models, npu_smi, npu_smi_timeout, publish, "
+        "python, role, runtime, source, system_root)",
         "stacks.ms210.npu_smi_timeout: " + SECONDS_UP_TO_1H + "not inf",
     }
 

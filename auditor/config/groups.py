@@ -1,0 +1,229 @@
+"""Host groups: a fleet described once (``[groups.NAME]``), as Ansible describes one.
+
+    [groups.infer]
+    hosts = ["infer-[01:12]", "10.0.0.5"]   # Ansible-style ranges: [01:12], [0:20:5], [a:f]
+    ssh = "auditor@{host}"                   # any [hosts.NAME] key, {host} substituted
+    # command = ["docker", "exec", "-i", "{host}"]
+
+    [stacks.lite20]
+    group = "infer"                          # one stack per host: lite20@infer-01, ...
+    role = "infer"
+    runtime = "mindspore-lite"
+    python = "/opt/stacks/lite20/bin/python" # {host} is substituted here too
+
+The group is expanded in the document before it is validated, so everything after the config
+(the cycle, the history, the reports, ``--host``) sees ordinary hosts and stacks: a host table
+per group member, a stack ``NAME@HOST`` per member for each grouped stack, and a pair per member
+for each pair naming a grouped stack (both sides in the same group: member by member). A
+model's ``stacks`` naming a grouped stack name every member; ``[rollout] pairs`` likewise.
+
+Why a document rewrite and not a new kind of stack: every check, message and command already
+speaks of hosts and stacks; a member is exactly one of each, named so that a person can tell
+the group (``lite20@infer-07``). What cannot be expanded (an unknown group, a bad range, a
+member that collides with a ``[hosts.NAME]``) is a config error with its key path.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import string
+from collections.abc import Callable
+from typing import Any
+
+RANGE_RE = re.compile(r"\[([^\[\]]*)\]")
+NUMERIC = re.compile(r"^(\d+):(\d+)(?::(\d+))?$")
+ALPHA = re.compile(r"^([a-z]):([a-z])(?::(\d+))?$")
+MEMBER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MAX_MEMBERS = 4096
+SEP = "@"
+"""Between a grouped stack's name and its member host: ``lite20@infer-07``."""
+
+Error = Callable[[str, str], None]
+
+
+def expand_pattern(pattern: str) -> list[str]:
+    """The host names of one pattern, Ansible's way: each ``[start:end(:step)]`` (numbers, kept
+    zero-padded to the start's width; or single letters) is every value in order; several
+    ranges multiply. ValueError says what is wrong."""
+    match = RANGE_RE.search(pattern)
+    if match is None:
+        if "[" in pattern or "]" in pattern:
+            raise ValueError(f"{pattern!r}: an unclosed or nested range")
+        return [pattern]
+    head, spec, tail = pattern[: match.start()], match.group(1), pattern[match.end() :]
+    number, alpha = NUMERIC.match(spec), ALPHA.match(spec)
+    if number is not None:
+        start, end, step = int(number.group(1)), int(number.group(2)), int(number.group(3) or 1)
+        width = len(number.group(1)) if number.group(1).startswith("0") else 0
+        values = [str(i).zfill(width) for i in range(start, end + 1, step)] if step > 0 else []
+    elif alpha is not None:
+        letters = string.ascii_lowercase
+        start, end, step = (
+            letters.index(alpha.group(1)),
+            letters.index(alpha.group(2)),
+            int(alpha.group(3) or 1),
+        )
+        values = [letters[i] for i in range(start, end + 1, step)] if step > 0 else []
+    else:
+        raise ValueError(f"{pattern!r}: [{spec}] is not a range (write [01:12], [0:20:5] or [a:f])")
+    if not values:
+        raise ValueError(f"{pattern!r}: [{spec}] is empty (the start is after the end, or the step is 0)")
+    out: list[str] = []
+    for value in values:
+        out += expand_pattern(head + value + tail)
+        if len(out) > MAX_MEMBERS:
+            raise ValueError(f"{pattern!r}: more than {MAX_MEMBERS} hosts")
+    return out
+
+
+def _substitute(value: Any, host: str) -> Any:
+    """``value`` with ``{host}`` replaced in every string, inside lists and tables too."""
+    if isinstance(value, str):
+        return value.replace("{host}", host)
+    if isinstance(value, list):
+        return [_substitute(v, host) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, host) for k, v in value.items()}
+    return value
+
+
+def members(doc: dict[str, Any], error: Error) -> dict[str, list[str]]:
+    """Each group's member hosts, in order, from ``[groups.NAME] hosts``."""
+    groups = doc.get("groups")
+    if groups is None:
+        return {}
+    if not isinstance(groups, dict):
+        error("groups", "must be a table of [groups.NAME] tables")
+        return {}
+    out: dict[str, list[str]] = {}
+    owner: dict[str, str] = {}
+    for name, table in groups.items():
+        path = f"groups.{name}"
+        if not isinstance(table, dict):
+            error(path, "must be a table")
+            continue
+        if not MEMBER_RE.match(name):
+            error(path, "group names use letters, digits, '.', '_' and '-'")
+            continue
+        patterns = table.get("hosts")
+        if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) for p in patterns):
+            error(f"{path}.hosts", 'is required: the group\'s hosts, e.g. ["infer-[01:12]", "10.0.0.5"]')
+            continue
+        found: list[str] = []
+        for i, pattern in enumerate(patterns):
+            try:
+                names = expand_pattern(pattern)
+            except ValueError as exc:
+                error(f"{path}.hosts[{i}]", str(exc))
+                continue
+            for host in names:
+                if not MEMBER_RE.match(host):
+                    error(
+                        f"{path}.hosts[{i}]", f"{host!r} is not a host name (letters, digits, '.', '_', '-')"
+                    )
+                elif host in found or host in owner:
+                    error(
+                        f"{path}.hosts[{i}]", f"host {host} is listed twice (also in {owner.get(host, name)})"
+                    )
+                else:
+                    found.append(host)
+                    owner[host] = name
+        out[name] = found
+    return out
+
+
+def expand(doc: dict[str, Any], error: Error) -> dict[str, Any]:
+    """The document with its groups expanded into ordinary hosts, stacks and pairs (the input
+    is not changed); problems are reported through ``error(path, message)``."""
+    groups = members(doc, error)
+    stacks = doc.get("stacks") if isinstance(doc.get("stacks"), dict) else {}
+    grouped = {
+        name: table.get("group")
+        for name, table in stacks.items()
+        if isinstance(table, dict) and "group" in table
+    }
+    if not groups and not grouped:
+        return doc
+    out = copy.deepcopy(doc)
+    out.pop("groups", None)
+    hosts = out.setdefault("hosts", {}) if isinstance(out.get("hosts", {}), dict) else {}
+    for name, table in (doc.get("groups") or {}).items():
+        if name not in groups or not isinstance(table, dict):
+            continue
+        keys = {k: v for k, v in table.items() if k != "hosts"}
+        for host in groups[name]:
+            if host in hosts:
+                error(f"groups.{name}.hosts", f"host {host} also has a [hosts.{host}] table: name it once")
+                continue
+            hosts[host] = _substitute(keys, host)
+    expanded: dict[str, list[str]] = {}
+    for name, group in grouped.items():
+        path = f"stacks.{name}.group"
+        if not isinstance(group, str) or group not in groups:
+            error(path, f"no [groups.{group}] table (groups: {', '.join(groups) or 'none'})")
+            continue
+        if "host" in stacks[name]:
+            error(f"stacks.{name}", "set either host or group, not both")
+            continue
+        table = {k: v for k, v in stacks[name].items() if k != "group"}
+        del out["stacks"][name]
+        expanded[name] = []
+        for host in groups[group]:
+            member = f"{name}{SEP}{host}"
+            out["stacks"][member] = {**_substitute(table, host), "host": host}
+            expanded[name].append(member)
+    if expanded:
+        _pairs(out, expanded, grouped, error)
+        _models(out, expanded, error)
+    return out
+
+
+def _pairs(
+    out: dict[str, Any], expanded: dict[str, list[str]], grouped: dict[str, Any], error: Error
+) -> None:
+    pairs = out.get("pairs")
+    if not isinstance(pairs, list):
+        return
+    made: list[Any] = []
+    renamed: dict[str, list[str]] = {}
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, dict):
+            made.append(pair)
+            continue
+        train, infer = pair.get("train"), pair.get("infer")
+        sides = [s for s in (train, infer) if s in expanded]
+        if not sides:
+            made.append(pair)
+            continue
+        if len(sides) == 2 and grouped[train] != grouped[infer]:
+            error(f"pairs[{i}]", f"{train} and {infer} are stacks of two groups: pair them within one group")
+            continue
+        hosts = [m.partition(SEP)[2] for m in expanded[sides[0]]]
+        names = []
+        for host in hosts:
+            t = f"{train}{SEP}{host}" if train in expanded else train
+            n = f"{infer}{SEP}{host}" if infer in expanded else infer
+            made.append({**pair, "train": t, "infer": n})
+            names.append(f"{t}->{n}")
+        renamed[f"{train}->{infer}"] = names
+    out["pairs"] = made
+    rollout = out.get("rollout")
+    if isinstance(rollout, dict) and isinstance(rollout.get("pairs"), list):
+        rollout["pairs"] = [m for p in rollout["pairs"] for m in renamed.get(p, [p])]
+
+
+def _models(out: dict[str, Any], expanded: dict[str, list[str]], error: Error) -> None:
+    models = out.get("models")
+    if not isinstance(models, dict):
+        return
+    for name, table in models.items():
+        if not isinstance(table, dict):
+            continue
+        if isinstance(table.get("stacks"), list):
+            table["stacks"] = [m for s in table["stacks"] for m in expanded.get(s, [s])]
+        if table.get("reference") in expanded:
+            error(f"models.{name}.reference", f"{table['reference']} is a group's stack: name one member")
+        train = table.get("train")
+        if isinstance(train, dict) and train.get("stack") in expanded:
+            error(f"models.{name}.train.stack", f"{train['stack']} is a group's stack: name one member")

@@ -1,0 +1,113 @@
+"""Host groups ([groups.NAME], auditor.config.groups) without stacks: Ansible-style ranges, the
+group's host keys with {host} substituted, one stack per member, pairs, models and rollout
+pairs expanded, and every problem said with its key path. On the real stacks:
+tests/fleet/test_groups_stacks.py."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from auditor.config.groups import expand_pattern
+from auditor.config.load import parse
+from auditor.config.tables import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("pattern", "names"),
+    [
+        ("infer-[01:03]", ["infer-01", "infer-02", "infer-03"]),
+        ("node[8:10].dc", ["node8.dc", "node9.dc", "node10.dc"]),
+        ("web-[0:20:10]", ["web-0", "web-10", "web-20"]),
+        ("rack[a:c]", ["racka", "rackb", "rackc"]),
+        ("r[1:2]-n[a:b]", ["r1-na", "r1-nb", "r2-na", "r2-nb"]),
+        ("10.0.0.5", ["10.0.0.5"]),
+    ],
+)
+def test_ranges_expand_as_ansible_does(pattern: str, names: list[str]) -> None:
+    assert expand_pattern(pattern) == names
+
+
+@pytest.mark.parametrize(
+    ("pattern", "words"),
+    [
+        ("x[3:1]", "is empty"),
+        ("x[1-3]", "is not a range"),
+        ("x[1:3", "unclosed or nested"),
+        ("x[0:9999999]", "more than 4096 hosts"),
+    ],
+)
+def test_a_bad_range_says_why(pattern: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        expand_pattern(pattern)
+
+
+def fleet(doc: dict, **extra: object) -> dict:
+    """The default doc with lite20 as a stack of group "infer" (three command-transport hosts)."""
+    d = copy.deepcopy(doc)
+    d["groups"] = {
+        "infer": {
+            "hosts": ["infer-[01:03]"],
+            "command": ["env", "AUDITOR_HOST={host}", "sh", "-c", 'exec "$@"', "sh"],
+        }
+    }
+    d["stacks"]["lite20"]["group"] = "infer"
+    d["stacks"]["lite20"]["python"] = "/opt/{host}/lite20/bin/python"
+    d.update(extra)
+    return d
+
+
+def test_a_group_is_one_host_and_one_stack_per_member(doc: dict) -> None:
+    cfg = parse(fleet(doc), "/etc/auditor/auditor.toml")
+    members = [f"lite20@infer-0{i}" for i in (1, 2, 3)]
+    assert [n for n in cfg.stacks if n.startswith("lite20")] == members
+    for i, name in enumerate(members, 1):
+        stack = cfg.stacks[name]
+        assert stack.host == f"infer-0{i}" and stack.python == f"/opt/infer-0{i}/lite20/bin/python"
+        host = cfg.hosts[f"infer-0{i}"]
+        assert host.transport == "command" and host.command[1] == f"AUDITOR_HOST=infer-0{i}"
+    # each pair naming lite20 is one pair per member; the others stay as they were
+    names = [p.name for p in cfg.pairs]
+    assert sorted(n for n in names if "lite20" in n) == [
+        f"{t}->{m}" for t in ("ms20", "ms210") for m in members
+    ]
+    assert "ms210->ms210-graph" in names
+
+
+def test_models_and_rollout_pairs_name_every_member(doc: dict) -> None:
+    d = fleet(doc)
+    d["models"] = {"policy": {"path": "p.mindir", "stacks": ["lite20"], "reference": "ms210-graph"}}
+    d["rollout"] = {**d.get("rollout", {}), "pairs": ["ms20->lite20"]}
+    cfg = parse(d, "/etc/auditor/auditor.toml")
+    assert cfg.models["policy"].stacks == tuple(f"lite20@infer-0{i}" for i in (1, 2, 3))
+    assert cfg.rollout.pairs == tuple(f"ms20->lite20@infer-0{i}" for i in (1, 2, 3))
+
+
+def test_group_problems_name_their_key(doc: dict) -> None:
+    d = fleet(doc)
+    d["groups"]["bad"] = {"hosts": ["x[9:1]"], "ssh": "a@{host}"}
+    d["groups"]["empty"] = {"ssh": "a@{host}"}
+    d["groups"]["twice"] = {"hosts": ["infer-02"], "ssh": "a@{host}"}
+    d["stacks"]["ms210-graph"]["group"] = "nosuch"
+    d["hosts"] = {"infer-03": {"ssh": "x@y"}}
+    with pytest.raises(ConfigError) as err:
+        parse(d, "/etc/auditor/auditor.toml")
+    text = "\n".join(err.value.errors)
+    assert "groups.bad.hosts[0]: 'x[9:1]': [9:1] is empty" in text
+    assert "groups.empty.hosts: is required" in text
+    assert "groups.twice.hosts[0]: host infer-02 is listed twice (also in infer)" in text
+    assert "stacks.ms210-graph.group: no [groups.nosuch] table (groups: infer, bad, twice)" in text
+    assert "groups.infer.hosts: host infer-03 also has a [hosts.infer-03] table: name it once" in text
+
+
+def test_a_member_host_is_checked_like_any_host(doc: dict) -> None:
+    d = fleet(doc)
+    d["groups"]["infer"] = {"hosts": ["infer-[01:02]"], "ssh": "a@{host}", "command": ["x"]}
+    with pytest.raises(ConfigError) as err:
+        parse(d, "/etc/auditor/auditor.toml")
+    assert "hosts.infer-01: set either ssh or command, not both" in err.value.errors
+
+
+def test_no_group_leaves_the_document_as_it_is(doc: dict) -> None:
+    assert parse(copy.deepcopy(doc), "x").stacks.keys() == parse(doc, "x").stacks.keys()
