@@ -176,15 +176,36 @@ def _episode(
         a_open = a_infer if np.array_equal(infer.obs, train.obs) else act(infer_policy, train.obs, z)[0]
         action_diff.append(float(np.max(np.abs(a_train - a_infer))))
         open_diff.append(float(np.max(np.abs(a_train - a_open))))
-        stepped = proc.step([(train.env, a_train.astype(dtype)), (infer.env, a_infer.astype(dtype))])
-        for side, (obs, reward, terminated, truncated) in zip((train, infer), stepped, strict=True):
-            side.obs = obs
-            side.ret += reward
-            side.done = terminated or truncated
-        obs_diff.append(float(np.max(np.abs(train.obs.astype(np.float64) - infer.obs))))
+        obs_diff.append(_advance(proc, train, infer, a_train.astype(dtype), a_infer.astype(dtype)))
         step += 1
         if train.done or infer.done:
             break
+    return _finished(seed, train, infer, (action_diff, open_diff, obs_diff), action_atol, sampler, visited)
+
+
+def _advance(proc: EnvProcess, train: _Env, infer: _Env, a_train: Any, a_infer: Any) -> float:
+    """Both environments stepped with their side's action (one request); the largest
+    difference of the observations after it."""
+    stepped = proc.step([(train.env, a_train), (infer.env, a_infer)])
+    for side, (obs, reward, terminated, truncated) in zip((train, infer), stepped, strict=True):
+        side.obs = obs
+        side.ret += reward
+        side.done = terminated or truncated
+    return float(np.max(np.abs(train.obs.astype(np.float64) - infer.obs)))
+
+
+def _finished(
+    seed: int,
+    train: _Env,
+    infer: _Env,
+    diffs: tuple[list[float], list[float], list[float]],
+    atol: float,
+    sampler: Sampler | None,
+    visited: list[tuple[np.ndarray, np.ndarray]],
+) -> Episode:
+    """The episode from its per-step differences (closed loop, open loop, observations); in
+    sampled mode with the infer side's steps weighed by both models."""
+    action_diff, open_diff, obs_diff = diffs
     sampled: dict[str, float] = {}
     if sampler is not None and visited:
         states = np.stack([v[0] for v in visited])
@@ -200,8 +221,8 @@ def _episode(
         obs_diff=tuple(obs_diff),
         train_return=train.ret,
         infer_return=infer.ret,
-        first_exceed=_first(action_diff, action_atol),
-        open_first_exceed=_first(open_diff, action_atol),
+        first_exceed=_first(action_diff, atol),
+        open_first_exceed=_first(open_diff, atol),
         **sampled,
     )
 
@@ -249,32 +270,11 @@ def _discrete_episode(
             raise EnvError(
                 "step", "error", f"a policy chose action {bad[0]}, outside the {n} actions of the environment"
             )
-        stepped = proc.step([(train.env, np.int64(a_train)), (infer.env, np.int64(a_infer))])
-        for side, (obs, reward, terminated, truncated) in zip((train, infer), stepped, strict=True):
-            side.obs = obs
-            side.ret += reward
-            side.done = terminated or truncated
-        obs_diff.append(float(np.max(np.abs(train.obs.astype(np.float64) - infer.obs))))
+        obs_diff.append(_advance(proc, train, infer, np.int64(a_train), np.int64(a_infer)))
         step += 1
         if train.done or infer.done:
             break
-    sampled: dict[str, float] = {}
-    if sampler is not None and visited:
-        stats = sampler.weights(np.stack([v[0] for v in visited]), np.stack([v[1] for v in visited]))
-        log_sum = stats.log_weight_sum if not stats.invalid else math.inf
-        sampled = {"log_ratio_sum": log_sum, "ppo_clip_share": stats.ppo_clip_share, "ess": stats.ess}
-    return Episode(
-        seed=seed,
-        steps=len(action_diff),
-        action_diff=tuple(action_diff),
-        open_action_diff=tuple(open_diff),
-        obs_diff=tuple(obs_diff),
-        train_return=train.ret,
-        infer_return=infer.ret,
-        first_exceed=_first(action_diff, 0.5),
-        open_first_exceed=_first(open_diff, 0.5),
-        **sampled,
-    )
+    return _finished(seed, train, infer, (action_diff, open_diff, obs_diff), 0.5, sampler, visited)
 
 
 @dataclass(frozen=True)

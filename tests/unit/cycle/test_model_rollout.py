@@ -273,8 +273,8 @@ def net(shift: float = 0.0, batch: int = 4):
     return run
 
 
-def roll(p: model_rollout.Plan, served: object) -> object:
-    """The plan's episodes, net() as the reference (ms20) against ``served`` (lite20)."""
+def roll(p: model_rollout.Plan, served: object, reference: object = None, act_dim: int = 1) -> object:
+    """The plan's episodes: ``reference`` (default net()) on ms20 against ``served`` on lite20."""
     with EnvProcess() as envs:
         return model_rollout.roll_out(
             p,
@@ -284,9 +284,9 @@ def roll(p: model_rollout.Plan, served: object) -> object:
             target="lite20",
             probe="pend",
             variant="model",
-            reference_run=net(),
+            reference_run=reference if reference is not None else net(),
             served_run=served,
-            act_dim=1,
+            act_dim=act_dim,
         )
 
 
@@ -390,19 +390,7 @@ def cartpole(mode: str = "deterministic", steps: int = 60) -> model_rollout.Plan
 
 
 def roll_cartpole(p: model_rollout.Plan, served: object) -> object:
-    with EnvProcess() as envs:
-        return model_rollout.roll_out(
-            p,
-            envs=envs,
-            pair="cart:ms20->lite20",
-            reference="ms20",
-            target="lite20",
-            probe="cart",
-            variant="model",
-            reference_run=logits_net(),
-            served_run=served,
-            act_dim=2,
-        )
+    return roll(p, served, logits_net(), act_dim=2)
 
 
 def test_a_categorical_policy_drives_a_discrete_environment_by_its_argmax() -> None:
