@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from auditor.config.tables import PairConfig
+from auditor.fleet import peers
 from auditor.hookspecs import hookimpl
 from auditor.results import Finding
 from auditor.rules import cann_choice
@@ -749,6 +750,40 @@ def train_infer_pairing(ctx: RuleContext) -> Iterable[Finding]:
                 yield found
 
 
+def group_peers(ctx: RuleContext) -> Iterable[Finding]:
+    """A group's member out of line with its peers (auditor.fleet.peers): one finding per
+    member, every fact it differs in, with the majority's value and how many agree."""
+    for base, names in peers.groups(list(ctx.stacks)).items():
+        odd = peers.out_of_line({n: fp for n in names if (fp := ctx.fingerprints.get(n))})
+        for member in sorted({o.member for o in odd}):
+            mine = [o for o in odd if o.member == member]
+            host = ctx.stacks[member].host if member in ctx.stacks else member
+            yield _finding(
+                "out-of-line",
+                "warning",
+                member,
+                f"{member}/out-of-line",
+                f"{member} is out of line with its group ({len(names)} hosts serving {base}): "
+                + "; ".join(o.describe() for o in mine),
+                {
+                    "group_stack": base,
+                    "host": host,
+                    "members": len(names),
+                    "facts": [
+                        {
+                            "fact": o.fact,
+                            "value": o.value,
+                            "majority": o.majority,
+                            "agree": o.agree,
+                            "total": o.total,
+                        }
+                        for o in mine
+                    ],
+                },
+                f"bring {host} in line with its peers (or, if it leads an upgrade, the others with it)",
+            )
+
+
 RULES = (
     Rule(
         "mindspore-cann",
@@ -779,6 +814,11 @@ RULES = (
         "train-infer-pairing",
         "a pair's stacks on the same CANN, the same MindSpore/Lite version, the same numerics env",
         train_infer_pairing,
+    ),
+    Rule(
+        "group-peers",
+        "a group's members (stacks NAME@HOST) agree with their majority on every shared fact",
+        group_peers,
     ),
 )
 

@@ -121,6 +121,7 @@ def test_builtin_rules_are_registered_through_the_hook():
         "npu-firmware",
         "cann-driver",
         "train-infer-pairing",
+        "group-peers",
     ]
     assert all(isinstance(r, Rule) and r.description for r in rules.values())
     assert [r.name for r in rules.values() if r.needs_artifacts] == ["mindir-version", "operator-support"]

@@ -1,0 +1,1 @@
+"""A fleet of hosts as one thing: its groups' members compared with each other (peers)."""

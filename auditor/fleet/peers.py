@@ -1,0 +1,113 @@
+"""The host out of line: a group's members (``lite20@infer-01`` ... from ``[groups.NAME]``,
+auditor.config.groups) compared fact by fact with their peers.
+
+Members of a group are meant to be identical. Change over time singles out a host that changed;
+a host that differs from its peers from its first audit only shows against them. So each fact
+of a member's fingerprint that should be the same across the fleet (the OS and kernel, the
+framework and runtime packages, CANN, the NPU driver and firmware, npu-smi, the runtime's
+release, the numerics environment, the deployed model files' digests) is compared with the
+value most members have. A member whose value differs from a strict majority's is out of line,
+with the value, the majority's, and how many agree. Without a strict majority (a fleet half
+upgraded) nothing is singled out: the report shows the split through each member's drift.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from auditor.config.groups import SEP
+
+MIN_MEMBERS = 3
+"""Fewer members have no majority that can single one out."""
+
+FACTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("OS", ("host", "os_release", "PRETTY_NAME")),
+    ("kernel", ("host", "kernel")),
+    ("CANN", ("cann", "version")),
+    ("NPU driver", ("driver", "version")),
+    ("NPU firmware", ("firmware", "version")),
+    ("npu-smi", ("npu_smi", "tool_version")),
+    ("runtime release", ("runtime", "runtime_version")),
+    ("numpy", ("runtime", "numpy")),
+)
+"""Facts by name and where the fingerprint holds them; the framework packages, the environment
+and the deployed models are added per key (``package mindspore-lite``, ``env X``, ``model F``)."""
+
+
+@dataclass(frozen=True)
+class OutOfLine:
+    """One fact of one member that differs from its group's majority."""
+
+    member: str
+    fact: str
+    value: str
+    majority: str
+    agree: int
+    total: int
+
+    def describe(self) -> str:
+        return f"{self.fact} {self.value} where {self.agree} of {self.total} have {self.majority}"
+
+
+def _get(doc: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(doc, Mapping):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def facts(fingerprint: Mapping[str, Any]) -> dict[str, str]:
+    """The facts a member shares with its peers, as text (a fact the fingerprint does not
+    hold is left out, not compared)."""
+    out = {name: str(v) for name, path in FACTS if (v := _get(fingerprint, path)) is not None}
+    for name, version in (_get(fingerprint, ("packages", "framework")) or {}).items():
+        if version is not None:
+            out[f"package {name}"] = str(version)
+    for name, value in (fingerprint.get("environment") or {}).items():
+        out[f"env {name}"] = str(value)
+    models = fingerprint.get("models")
+    files = models.get("files") if isinstance(models, Mapping) else None
+    for path, entry in (files or {}).items():  # the deployed model files (the models collector)
+        if isinstance(entry, Mapping):
+            digest = str(entry.get("sha256") or "unreadable")[:12]
+            out[f"model {os.path.basename(str(path))}"] = digest
+    return out
+
+
+def groups(names: list[str]) -> dict[str, list[str]]:
+    """Members by their grouped stack (``lite20`` -> ``lite20@infer-01``, ...)."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        base, sep, member = name.partition(SEP)
+        if sep and member:
+            out.setdefault(base, []).append(name)
+    return out
+
+
+def out_of_line(fingerprints: Mapping[str, Mapping[str, Any]]) -> list[OutOfLine]:
+    """Each member's facts that differ from a strict majority of its peers (the members given,
+    all of one group, each with its fingerprint)."""
+    if len(fingerprints) < MIN_MEMBERS:
+        return []
+    known = {m: facts(fp) for m, fp in fingerprints.items()}
+    for fs in known.values():  # a variable set, or a model file deployed, on some members only
+        for fact in {f for other in known.values() for f in other if f.startswith(("env ", "model "))}:
+            fs.setdefault(fact, "(unset)" if fact.startswith("env ") else "(absent)")
+    found = []
+    for fact in sorted({f for fs in known.values() for f in fs}):
+        values = Counter(fs[fact] for fs in known.values() if fact in fs)
+        total = sum(values.values())
+        majority, agree = values.most_common(1)[0]
+        if agree * 2 <= total or agree == total:
+            continue
+        found += [
+            OutOfLine(m, fact, fs[fact], majority, agree, total)
+            for m, fs in known.items()
+            if fact in fs and fs[fact] != majority
+        ]
+    return found

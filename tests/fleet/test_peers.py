@@ -1,0 +1,77 @@
+"""A group's member out of line with its peers (auditor.fleet.peers and the group-peers rule)
+without stacks: the facts compared, a strict majority needed, a variable or a model file on
+some members only, fewer than three members never singled out."""
+
+from __future__ import annotations
+
+import copy
+
+from auditor.fleet import peers
+from auditor.rules.engine import RuleContext
+from plugins.default_rules import group_peers
+
+
+def fingerprint(
+    cann: str = "8.0.RC2", lite: str = "2.0.0", env: dict | None = None, model: str = "aa"
+) -> dict:
+    return {
+        "host": {"hostname": "ignored", "kernel": "6.1", "os_release": {"PRETTY_NAME": "Debian 12"}},
+        "packages": {"framework": {"mindspore-lite": lite, "te": None}},
+        "cann": {"version": cann},
+        "driver": {"version": "24.1.rc2"},
+        "environment": env or {},
+        "models": {"files": {"/srv/x/policy.mindir": {"sha256": model * 32}}},
+    }
+
+
+def test_the_facts_a_member_shares_with_its_peers() -> None:
+    facts = peers.facts(fingerprint(env={"MS_ALLOC_CONF": "x"}))
+    assert facts == {
+        "OS": "Debian 12",
+        "kernel": "6.1",
+        "CANN": "8.0.RC2",
+        "NPU driver": "24.1.rc2",
+        "package mindspore-lite": "2.0.0",
+        "env MS_ALLOC_CONF": "x",
+        "model policy.mindir": "aa" * 6,
+    }  # the hostname is not a shared fact; a package that is not installed is left out
+
+
+def test_a_member_differing_from_a_strict_majority_is_named() -> None:
+    group = {f"lite20@infer-0{i}": fingerprint() for i in range(1, 6)}
+    group["lite20@infer-03"] = fingerprint(cann="8.0.RC1", model="bb")
+    group["lite20@infer-05"] = fingerprint(env={"MS_DEV_RUNTIME_CONF": "x"})
+    odd = {(o.member, o.fact): o for o in peers.out_of_line(group)}
+    assert set(odd) == {
+        ("lite20@infer-03", "CANN"),
+        ("lite20@infer-03", "model policy.mindir"),
+        ("lite20@infer-05", "env MS_DEV_RUNTIME_CONF"),
+    }
+    cann = odd[("lite20@infer-03", "CANN")]
+    assert cann.describe() == "CANN 8.0.RC1 where 4 of 5 have 8.0.RC2"
+    assert odd[("lite20@infer-05", "env MS_DEV_RUNTIME_CONF")].majority == "(unset)"
+
+
+def test_no_strict_majority_and_too_few_members_single_out_nobody() -> None:
+    half = {f"s@h{i}": fingerprint(cann="a" if i < 2 else "b") for i in range(4)}
+    assert peers.out_of_line(half) == []  # a fleet half upgraded
+    assert peers.out_of_line({"s@h1": fingerprint(), "s@h2": fingerprint(cann="x")}) == []
+
+
+def test_the_rule_gives_one_finding_per_member(doc: dict) -> None:
+    from auditor.config.load import parse
+
+    d = copy.deepcopy(doc)
+    d["groups"] = {"infer": {"hosts": ["infer-[01:04]"], "command": ["sh", "-c", 'exec "$@"', "sh"]}}
+    d["stacks"]["lite20"]["group"] = "infer"
+    cfg = parse(d, "/etc/auditor/auditor.toml")
+    prints = {n: fingerprint() for n in cfg.stacks}
+    prints["lite20@infer-02"] = fingerprint(cann="7.0", lite="2.1.0")
+    prints["lite20@infer-04"] = None  # not reached: not compared, still counted as a member
+    ctx = RuleContext(stacks=dict(cfg.stacks), fingerprints=prints, pairs=cfg.pairs)
+    (f,) = list(group_peers(ctx))
+    assert f.kind == "out-of-line" and f.subject == "lite20@infer-02"
+    assert f.message == (
+        "lite20@infer-02 is out of line with its group (4 hosts serving lite20): CANN 7.0 where 2 of 3 "
+        "have 8.0.RC2; package mindspore-lite 2.1.0 where 2 of 3 have 2.0.0"
+    )
