@@ -25,6 +25,7 @@ from auditor.compare.outputs import (
     MetricCheck,
     compare_output,
 )
+from auditor.config.groups import SEP
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle import saved_outputs, unchecked
@@ -48,6 +49,7 @@ from auditor.cycle.telemetry import DeviceTelemetry
 from auditor.cycle.user_models import ModelSuite
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
+from auditor.fleet import peers
 from auditor.history import publication
 from auditor.history.store import Store
 from auditor.results import (
@@ -230,6 +232,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + self.suite.side_findings(planned, trained, inferred)
+            + peers.output_findings(self._member_outputs(planned, inferred))
             + self.models.findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
@@ -248,6 +251,20 @@ class Cycle:
             telemetry=samples,
             read_publications=[summary for summary in read.values() if summary is not None],
         )
+
+    @staticmethod
+    def _member_outputs(
+        planned: list[tuple[PairConfig, ProbeJob]], inferred: dict[str, dict[tuple[str, str], InferOutcome]]
+    ) -> dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]]:
+        """A group's members' outputs of one train stack's export (auditor.fleet.peers)."""
+        out: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
+        for pair, job in planned:
+            base, sep, member = pair.infer.partition(SEP)
+            outcome = inferred.get(pair.infer, {}).get((pair.name, job.key))
+            if sep and member and outcome is not None and outcome.outputs is not None and not job.rerun:
+                key = (pair.train, base, job.spec.name, job.variant)
+                out.setdefault(key, {})[pair.infer] = list(outcome.outputs)
+        return out
 
     def _unchecked(
         self, stacks: dict[str, StackReport], read: dict[str, publication.PublicationSummary | None]

@@ -13,13 +13,17 @@ upgraded) nothing is singled out: the report shows the split through each member
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from auditor.config.groups import SEP
+from auditor.results import Finding
 
 MIN_MEMBERS = 3
 """Fewer members have no majority that can single one out."""
@@ -98,6 +102,11 @@ def out_of_line(fingerprints: Mapping[str, Mapping[str, Any]]) -> list[OutOfLine
     for fs in known.values():  # a variable set, or a model file deployed, on some members only
         for fact in {f for other in known.values() for f in other if f.startswith(("env ", "model "))}:
             fs.setdefault(fact, "(unset)" if fact.startswith("env ") else "(absent)")
+    return _odd(known)
+
+
+def _odd(known: Mapping[str, Mapping[str, str]]) -> list[OutOfLine]:
+    """Per fact, the members whose value differs from a strict majority's."""
     found = []
     for fact in sorted({f for fs in known.values() for f in fs}):
         values = Counter(fs[fact] for fs in known.values() if fact in fs)
@@ -111,3 +120,64 @@ def out_of_line(fingerprints: Mapping[str, Mapping[str, Any]]) -> list[OutOfLine
             if fact in fs and fs[fact] != majority
         ]
     return found
+
+
+def output_digest(outputs: list[Any]) -> str:
+    """What a member computed, bitwise: the digest of every output's dtype, shape and bytes."""
+    h = hashlib.sha256()
+    for x in outputs:
+        a = np.ascontiguousarray(np.asarray(x))
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:12]
+
+
+def output_findings(groups: Mapping[tuple[str, str, str, str], Mapping[str, list[Any]]]) -> list[Finding]:
+    """Members whose outputs differ bitwise from a strict majority of their peers' on the same
+    export and inputs: ``groups`` maps (train stack, grouped stack, probe, variant) to each
+    member's outputs. Same file, same inputs, same runtime release: expected bitwise equal, so
+    a difference is the host's (its CPU, its libraries, its memory), even within tolerance of
+    the reference."""
+    found = []
+    for (train, base, probe, variant), members in groups.items():
+        if len(members) < MIN_MEMBERS:
+            continue
+        digests = {m: output_digest(list(outs)) for m, outs in members.items()}
+        for odd in _odd({m: {"outputs": d} for m, d in digests.items()}):
+            peer = next(m for m, d in digests.items() if d == odd.majority)
+            diff = _max_abs(members[odd.member], members[peer])
+            found.append(
+                Finding(
+                    "out-of-line",
+                    "warning",
+                    odd.member,
+                    f"{odd.member}/out-of-line/{probe}/{variant}",
+                    f"{odd.member} computes {probe} [{variant}] differently from its peers: its outputs of "
+                    f"{train}'s export differ bitwise from those of {odd.agree} of {odd.total} members of "
+                    f"{base} (max abs {diff:.3g} from {peer})",
+                    {
+                        "group_stack": base,
+                        "train": train,
+                        "probe": probe,
+                        "variant": variant,
+                        "digest": odd.value,
+                        "majority": odd.majority,
+                        "agree": odd.agree,
+                        "total": odd.total,
+                        "max_abs": diff,
+                    },
+                )
+            )
+    return found
+
+
+def _max_abs(a: list[Any], b: list[Any]) -> float:
+    worst = 0.0
+    for x, y in zip(a, b, strict=False):
+        x64, y64 = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if x64.shape != y64.shape:
+            return float("inf")
+        with np.errstate(invalid="ignore"):
+            d = np.abs(x64 - y64)
+        worst = max(worst, float(np.nanmax(d)) if d.size else 0.0)
+    return worst

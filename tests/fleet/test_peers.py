@@ -75,3 +75,22 @@ def test_the_rule_gives_one_finding_per_member(doc: dict) -> None:
         "lite20@infer-02 is out of line with its group (4 hosts serving lite20): CANN 7.0 where 2 of 3 "
         "have 8.0.RC2; package mindspore-lite 2.1.0 where 2 of 3 have 2.0.0"
     )
+
+
+def test_a_member_computing_differently_from_its_peers_is_named_with_its_difference() -> None:
+    import numpy as np
+
+    same = [np.linspace(0, 1, 8, dtype=np.float32).reshape(2, 4), np.zeros(2, np.float32)]
+    odd = [same[0] + np.float32(1e-7), same[1]]
+    members = {f"lite20@infer-0{i}": [a.copy() for a in same] for i in range(1, 5)}
+    members["lite20@infer-03"] = odd
+    (f,) = peers.output_findings({("ms20", "lite20", "ppo_policy", "fp32"): members})
+    assert f.kind == "out-of-line" and f.subject == "lite20@infer-03"
+    assert f.details["agree"] == 3 and f.details["total"] == 4 and 0 < f.details["max_abs"] < 2e-7
+    assert (
+        "computes ppo_policy [fp32] differently from its peers" in f.message and "ms20's export" in f.message
+    )
+    # bitwise: a dtype of its own is a difference too; no strict majority, nobody named
+    split = {"s@a": same, "s@b": same, "s@c": odd, "s@d": [same[0].astype(np.float64), same[1]]}
+    assert peers.output_findings({("t", "s", "p", "v"): split}) == []
+    assert peers.output_findings({("t", "s", "p", "v"): {"s@a": same, "s@b": odd}}) == []
