@@ -26,6 +26,7 @@ member that collides with a ``[hosts.NAME]``) is a config error with its key pat
 from __future__ import annotations
 
 import copy
+import os
 import re
 import string
 from collections.abc import Callable
@@ -77,6 +78,63 @@ def expand_pattern(pattern: str) -> list[str]:
     return out
 
 
+def _path(value: Any, base: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be the path of an Ansible inventory file (INI)")
+    return os.path.join(base, os.path.expanduser(value))
+
+
+def inventory_hosts(path: str, group: str) -> list[str]:
+    """The host patterns of ``group`` in an Ansible INI inventory: its ``[group]`` lines (the
+    first word of each: ``infer-[01:12] ansible_user=x`` gives ``infer-[01:12]``) and, through
+    ``[group:children]``, its child groups' (``:vars`` sections and host variables are not
+    read: the group table says how hosts are reached). A YAML inventory is not read: Ansible
+    converts it, ``ansible-inventory -i inventory.yml --list``, and its hosts can be listed
+    here. ValueError names the file, the line or the group."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    hosts: dict[str, list[str]] = {}
+    children: dict[str, list[str]] = {}
+    section: tuple[str, str] | None = None
+    for number, raw in enumerate(lines, 1):
+        line = "" if raw.lstrip().startswith(("#", ";")) else raw.split(" #", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("["):
+            if not line.endswith("]"):
+                raise ValueError(f"{path}:{number}: {raw.strip()!r} is not a [section] line")
+            name, _, kind = line[1:-1].partition(":")
+            section = (name, kind)
+            if kind == "children":
+                children.setdefault(name, [])
+            elif kind != "vars":
+                hosts.setdefault(name, [])
+            continue
+        if section is None:  # hosts before any section: Ansible's "ungrouped"
+            section = ("ungrouped", "")
+            hosts.setdefault("ungrouped", [])
+        name, kind = section
+        if kind == "vars":
+            continue
+        (children if kind == "children" else hosts)[name].append(line.split()[0])
+
+    def collect(name: str, seen: tuple[str, ...]) -> list[str]:
+        if name in seen:
+            raise ValueError(f"{path}: group {name} contains itself ({' -> '.join((*seen, name))})")
+        if name not in hosts and name not in children:
+            known = ", ".join(sorted(set(hosts) | set(children))) or "none"
+            raise ValueError(f"{path} has no group {name!r} (groups: {known})")
+        out = list(hosts.get(name, []))
+        for child in children.get(name, []):
+            out += [h for h in collect(child, (*seen, name)) if h not in out]
+        return out
+
+    return collect(group, ())
+
+
 def _substitute(value: Any, host: str) -> Any:
     """``value`` with ``{host}`` replaced in every string, inside lists and tables too."""
     if isinstance(value, str):
@@ -88,7 +146,7 @@ def _substitute(value: Any, host: str) -> Any:
     return value
 
 
-def members(doc: dict[str, Any], error: Error) -> dict[str, list[str]]:
+def members(doc: dict[str, Any], error: Error, base: str = ".") -> dict[str, list[str]]:
     """Each group's member hosts, in order, from ``[groups.NAME] hosts``."""
     groups = doc.get("groups")
     if groups is None:
@@ -107,6 +165,15 @@ def members(doc: dict[str, Any], error: Error) -> dict[str, list[str]]:
             error(path, "group names use letters, digits, '.', '_' and '-'")
             continue
         patterns = table.get("hosts")
+        if "inventory" in table:
+            if "hosts" in table:
+                error(path, "set either hosts or inventory, not both")
+                continue
+            try:
+                patterns = inventory_hosts(_path(table["inventory"], base), str(table.get("group", name)))
+            except ValueError as exc:
+                error(f"{path}.inventory", str(exc))
+                continue
         if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) for p in patterns):
             error(f"{path}.hosts", 'is required: the group\'s hosts, e.g. ["infer-[01:12]", "10.0.0.5"]')
             continue
@@ -133,10 +200,11 @@ def members(doc: dict[str, Any], error: Error) -> dict[str, list[str]]:
     return out
 
 
-def expand(doc: dict[str, Any], error: Error) -> dict[str, Any]:
+def expand(doc: dict[str, Any], error: Error, base: str = ".") -> dict[str, Any]:
     """The document with its groups expanded into ordinary hosts, stacks and pairs (the input
-    is not changed); problems are reported through ``error(path, message)``."""
-    groups = members(doc, error)
+    is not changed); problems are reported through ``error(path, message)``; ``base``: the
+    config file's folder (a relative ``inventory`` is read from there)."""
+    groups = members(doc, error, base)
     stacks = doc.get("stacks") if isinstance(doc.get("stacks"), dict) else {}
     grouped = {
         name: table.get("group")
@@ -151,7 +219,7 @@ def expand(doc: dict[str, Any], error: Error) -> dict[str, Any]:
     for name, table in (doc.get("groups") or {}).items():
         if name not in groups or not isinstance(table, dict):
             continue
-        keys = {k: v for k, v in table.items() if k != "hosts"}
+        keys = {k: v for k, v in table.items() if k not in ("hosts", "inventory", "group")}
         for host in groups[name]:
             if host in hosts:
                 error(f"groups.{name}.hosts", f"host {host} also has a [hosts.{host}] table: name it once")

@@ -140,7 +140,8 @@ def parse(
     ``[rollout] env`` is not checked (auditor.cycle.env_process.env_problem asks a child).
     """
     p = _Parse(doc, source)
-    doc = p.doc = groups.expand(doc, p.error)  # [groups.NAME]: ordinary hosts, stacks and pairs
+    folder = str(Path(source).resolve().parent) if source else "."
+    doc = p.doc = groups.expand(doc, p.error, folder)  # [groups.NAME]: ordinary hosts, stacks, pairs
     for unknown in sorted(set(doc) - set(SECTIONS)):
         p.error(unknown, f"unknown section (expected {', '.join(SECTIONS)})")
 

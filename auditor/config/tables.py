@@ -897,9 +897,10 @@ class Document(BaseModel):
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     """The other machines stacks live on, by name."""
     groups: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Host groups, by name: ``hosts = ["infer-[01:12]", ...]`` (Ansible-style ranges) and any
-    key of ``[hosts.NAME]`` with ``{host}`` substituted; a stack with ``group = "NAME"`` is one
-    stack per member, ``NAME@HOST`` (auditor.config.groups)."""
+    """Host groups, by name: ``hosts = ["infer-[01:12]", ...]`` (Ansible-style ranges), or
+    ``inventory = "FILE"`` and ``group = "..."`` (an Ansible INI inventory's group), and any key of
+    ``[hosts.NAME]`` with ``{host}`` substituted; a stack with ``group = "NAME"`` is one stack
+    per member, ``NAME@HOST`` (auditor.config.groups)."""
     stacks: dict[str, StackConfig] = Field(default_factory=dict)
     """The stacks, by name."""
     models: dict[str, ModelTable] = Field(default_factory=dict)

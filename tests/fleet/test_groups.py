@@ -111,3 +111,41 @@ def test_a_member_host_is_checked_like_any_host(doc: dict) -> None:
 
 def test_no_group_leaves_the_document_as_it_is(doc: dict) -> None:
     assert parse(copy.deepcopy(doc), "x").stacks.keys() == parse(doc, "x").stacks.keys()
+
+
+INVENTORY = """# the platform team's inventory
+[infer_east]
+infer-[01:02] ansible_user=auditor
+10.0.0.5
+
+[infer_west]
+west-a
+
+[infer:children]
+infer_east
+infer_west
+
+[infer:vars]
+ansible_python_interpreter=/usr/bin/python3
+"""
+
+
+def test_an_ansible_ini_inventory_names_a_groups_hosts(doc: dict, tmp_path) -> None:
+    (tmp_path / "hosts.ini").write_text(INVENTORY)
+    d = fleet(doc)
+    d["groups"]["infer"] = {"inventory": "hosts.ini", "group": "infer", "ssh": "auditor@{host}"}
+    cfg = parse(d, str(tmp_path / "auditor.toml"))
+    members = [n for n in cfg.stacks if n.startswith("lite20@")]
+    assert members == ["lite20@infer-01", "lite20@infer-02", "lite20@10.0.0.5", "lite20@west-a"]
+    assert cfg.hosts["west-a"].ssh == "auditor@west-a"
+    d["groups"]["infer"]["group"] = "infer_south"
+    with pytest.raises(ConfigError) as err:
+        parse(d, str(tmp_path / "auditor.toml"))
+    assert any(
+        e.startswith("groups.infer.inventory: ")
+        and "has no group 'infer_south' (groups: infer, infer_east" in e
+        for e in err.value.errors
+    ), err.value.errors
+    d["groups"]["infer"]["inventory"] = "missing.ini"
+    with pytest.raises(ConfigError, match="cannot read .*missing.ini"):
+        parse(d, str(tmp_path / "auditor.toml"))
