@@ -278,10 +278,9 @@ def roll_out(
         return_atol=p.return_atol,
     )
     try:
-        problem = rollout.check_spaces(
-            s.env, p.obs_dim, act_dim, envs, s.path, who=f"model {probe}", discrete=True
-        )
-        discrete = problem is None and rollout.spaces(s.env, envs, s.path).act_n is not None
+        spaces = rollout.spaces(s.env, envs, s.path)  # made once: the check and the kind of space
+        problem = rollout.space_problem(spaces, s.env, p.obs_dim, act_dim, f"model {probe}", True)
+        discrete = problem is None and spaces.act_n is not None
     except EnvError as exc:
         return RolloutResult(status=ERROR, message=f"rollout not run: {exc.describe()}", log=exc.log, **base)
     categorical = p.policy is not None and p.policy.kind == "categorical"

@@ -387,8 +387,13 @@ def check_spaces(
     in ``envs``, or in a child of its own when None). ``discrete``: ``who`` may act in a
     Discrete space too (``act_dim`` its logits, or 1: the action index). Raises EnvError when
     it cannot be made."""
-    with using(envs) as proc, proc.make(env_id, env_path) as env:
-        spaces = env.spaces
+    return space_problem(spaces(env_id, envs, env_path), env_id, obs_dim, act_dim, who, discrete)
+
+
+def space_problem(
+    spaces: Spaces, env_id: str, obs_dim: int | None, act_dim: int | None, who: str, discrete: bool
+) -> str | None:
+    """check_spaces on spaces already asked for."""
     obs_shape, act_shape = spaces.obs_shape, spaces.act_shape
     if spaces.act_n is not None:
         if not discrete:

@@ -355,13 +355,20 @@ class ModelSuite:
         release = json.dumps(
             [self.state.config.stacks[result.infer].runtime, framework], sort_keys=True, default=str
         )
-        _, where = self._drifted_inputs(plan, result)
+        inputs, where = self._drifted_inputs(plan, result)
         key = (plan.info.sha256 if plan.info else "", plan.model.reference_label, where, release)
         if key not in self._localizations:
-            self._localizations[key] = self._localize(plan, sessions, result)
+            self._localizations[key] = self._localize(plan, sessions, result, inputs, where)
         return self._localizations[key]
 
-    def _localize(self, plan: _Plan, sessions: dict[str, Any], result: ProbeResult) -> Localization:
+    def _localize(
+        self,
+        plan: _Plan,
+        sessions: dict[str, Any],
+        result: ProbeResult,
+        inputs: list[np.ndarray],
+        where: str,
+    ) -> Localization:
         """The first divergent layer of a drifting result: the file's copy that returns its inner
         values, on the serving stack and on the reference, on the inputs that drifted."""
         model, target = plan.model, result.infer
@@ -382,7 +389,6 @@ class ModelSuite:
         if isinstance(plan.tapped, str):
             return Localization(None, plan.tapped)
         copy = plan.tapped
-        inputs, where = self._drifted_inputs(plan, result)
         batch = model_classes.file_batch(plan.inputs)
         names = self._output_names(plan, len(result.outputs))
         inside = computes_in(plan.info)
@@ -437,7 +443,7 @@ class ModelSuite:
         file, in one environment process (auditor.cycle.model_rollout)."""
         model = plan.model
         assert model.rollout is not None and plan.info is not None
-        input_names = [spec.name for spec in model.inputs] or [t.name for t in (plan.info.inputs or ())]
+        input_names = self._input_names(plan)
         names = self._output_names(plan, len(reference.outputs or ()))
         base = dict(probe=model.name, variant=VARIANT, env=model.rollout.env)
         try:
@@ -457,7 +463,7 @@ class ModelSuite:
                     return_atol=_given(model.rollout.return_atol, defaults.return_atol),
                     **base,
                 )
-                for t in targets or model.stacks
+                for t in targets
             ]
         assert reference.outputs is not None
         act_dim = how.row(reference.outputs, how.action_at).shape[1]
@@ -476,7 +482,7 @@ class ModelSuite:
                     out.append(
                         RolloutResult(
                             pair=pair_name(model, t),
-                            train=model.reference_label,
+                            train=reference_stack,
                             infer=t,
                             status=ERROR,
                             message=f"rollout not run: {exc.describe()}",
@@ -598,7 +604,7 @@ class ModelSuite:
         """Both sides of a model result, for ``auditor compare`` (``audit --save-outputs``)."""
         assert self.state.save_outputs is not None
         model = plan.model
-        input_names = [spec.name for spec in model.inputs] or [t.name for t in (plan.info.inputs or ())]
+        input_names = self._input_names(plan)
         sha = plan.info.sha256 if plan.info else None
         for side, stack, outputs in (
             ("reference", model.reference_label, reference),

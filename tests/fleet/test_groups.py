@@ -110,7 +110,13 @@ def test_a_member_host_is_checked_like_any_host(doc: dict) -> None:
 
 
 def test_no_group_leaves_the_document_as_it_is(doc: dict) -> None:
-    assert parse(copy.deepcopy(doc), "x").stacks.keys() == parse(doc, "x").stacks.keys()
+    from auditor.config import groups
+
+    said: list[tuple[str, str]] = []
+    assert groups.expand(doc, lambda path, message: said.append((path, message))) is doc and said == []
+    grouped = fleet(doc)
+    before = copy.deepcopy(grouped)
+    assert groups.expand(grouped, lambda *a: None) is not grouped and grouped == before  # not changed
 
 
 INVENTORY = """# the platform team's inventory
