@@ -57,16 +57,20 @@ class Compatibility:
 
     # -- before any probe: fingerprints, drift, the rules on them --------------------------------
     def fingerprint_and_check(self, sessions: dict[str, StackSession]) -> None:
+        self.collect(sessions)
+        self.check(sessions)
+
+    def collect(self, sessions: dict[str, StackSession]) -> None:
+        """Fingerprint these stacks (added to those collected before: a cycle capped by
+        ``[worker] max_hosts`` collects wave by wave, auditor.fleet.waves)."""
+        found = self.state.parallel({n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()})
+        self.fingerprints.update({k: v for k, v in found.items() if v is not None})
+
+    def check(self, names: Iterable[str]) -> None:
+        """Drift and the rules, on every fingerprint collected (of stacks ``names``)."""
         state = self.state
-        self.fingerprints = {
-            k: v
-            for k, v in state.parallel(
-                {n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()}
-            ).items()
-            if v is not None
-        }
         self.findings = []
-        self.findings += [f for n in sessions if (f := self._drift(n)) is not None]
+        self.findings += [f for n in names if (f := self._drift(n)) is not None]
         if state.history is not None:
             self.known_maxima = state.history.mindir_limits()
         context = self.context()

@@ -50,6 +50,7 @@ from auditor.cycle.user_models import ModelSuite
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.fleet import peers
+from auditor.fleet import waves as fleet_waves
 from auditor.history import publication
 from auditor.history.store import Store
 from auditor.results import (
@@ -163,13 +164,22 @@ class Cycle:
         sessions = self.state.sessions = {
             n: self.state.reach.session(n, self.state.register) for n in cycle_stacks(self.config)
         }
+        waves = fleet_waves.plan(self.config, sessions)
         self._publications: dict[str, publication.Publication | None] = {}
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
             self.state.tmp = Path(tmp)
             try:
-                self.compat.fingerprint_and_check(sessions)
-                samples = self.telemetry.sample(sessions)  # NPU telemetry, once per host
+                # Fingerprints and one NPU sample per host, wave by wave ([worker] max_hosts,
+                # auditor.fleet.waves; one wave without a cap); the last wave stays open.
+                samples = []
+                for i, wave in enumerate(waves.fingerprint_order()):
+                    part = {n: sessions[n] for n in wave}
+                    self.compat.collect(part)
+                    samples += self.telemetry.sample(part)
+                    if i < len(waves.chunks) - 1:
+                        self._release(waves.released(wave))
+                self.compat.check(sessions)  # drift and the rules, on every fingerprint
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
@@ -190,33 +200,22 @@ class Cycle:
                     }
                 )
                 self.compat.check_exports(trained, train_plan)
-                infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
-                for p in pairs:
-                    for name in p.probes:
-                        for job in jobs[(p.name, name)]:
-                            infer_plan.setdefault(p.infer, []).append((p, job))
-                inferred = self.state.parallel(
-                    {
-                        s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained))
-                        for s in infer_plan
-                    }
-                )
                 planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
-                self.suite.behaviour(planned, inferred)  # the train cells score the drawn actions
-                results = [
-                    self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
-                    for p, job in planned
-                ]
-                if self.state.save_outputs is not None:
-                    for p, job in planned:
-                        self._save_sides(
-                            p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)]
-                        )
-                # Probe suite: localization and rollouts need both workers of each pair alive.
-                results, rollouts = self.suite.follow_up(planned, results, trained, inferred, Path(tmp))
-                results += self.models.follow_up(sessions)  # [models.NAME] (auditor.cycle.user_models)
+                inferred: dict[str, dict[tuple[str, str], InferOutcome]] = {}
+                by_job: dict[tuple[str, str], ProbeResult] = {}
+                rollouts, model_results, served = [], [], []
+                for wave in waves.serve_order():
+                    done, rolled = self._serve(wave, planned, trained, inferred, Path(tmp))
+                    by_job.update(done)
+                    rollouts += rolled
+                    # [models.NAME] (auditor.cycle.user_models), and [stacks.X.convert] served
+                    model_results += self.models.follow_up(sessions, wave)
+                    served += self._served_conversions({n: sessions[n] for n in wave})
+                    if waves.capped:
+                        self._release(waves.released(wave))
+                results = [by_job[(p.name, job.key)] for p, job in planned]
+                results += self._in_config_order(model_results) + served
                 rollouts += self.models.rollouts  # [models.NAME.rollout]
-                results += self._served_conversions(sessions)  # [stacks.X.convert] served
             finally:
                 close_sessions(list(sessions.values()))
                 self.state.reach.close()  # the zygotes of this cycle ([worker] warm)
@@ -251,6 +250,52 @@ class Cycle:
             telemetry=samples,
             read_publications=[summary for summary in read.values() if summary is not None],
         )
+
+    def _serve(
+        self,
+        wave: Sequence[str],
+        planned: list[tuple[PairConfig, ProbeJob]],
+        trained: dict[str, dict[str, TrainOutcome]],
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
+        tmp: Path,
+    ) -> tuple[dict[tuple[str, str], ProbeResult], list[Any]]:
+        """The probes' serving side on the stacks of one wave: loads and runs, the train cells
+        scoring the drawn actions, the verdicts, then localization and rollouts (both workers
+        of each pair alive). ``inferred`` gets the wave's outcomes (peers compare them all)."""
+        here = set(wave)
+        mine = [(p, job) for p, job in planned if p.infer in here]
+        infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
+        for p, job in mine:
+            infer_plan.setdefault(p.infer, []).append((p, job))
+        sessions = self.state.sessions
+        inferred.update(
+            self.state.parallel(
+                {s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained)) for s in infer_plan}
+            )
+        )
+        self.suite.behaviour(mine, inferred)  # the train cells score the drawn actions
+        results = [
+            self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
+            for p, job in mine
+        ]
+        if self.state.save_outputs is not None:
+            for p, job in mine:
+                self._save_sides(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
+        results, rollouts = self.suite.follow_up(mine, results, trained, inferred, tmp)
+        return {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}, rollouts
+
+    def _release(self, stacks: Sequence[str]) -> None:
+        """End these stacks' workers, their hosts' warm zygotes and ssh connections (a wave is
+        done, auditor.fleet.waves); a later request would start them again."""
+        if not stacks:
+            return
+        close_sessions([self.state.sessions[n] for n in stacks])
+        self.state.reach.release(stacks)
+
+    def _in_config_order(self, results: list[ProbeResult]) -> list[ProbeResult]:
+        """The models' results by model, then serving stack, as the config lists them."""
+        order = {(m.name, t): i for i, m in enumerate(self.config.models.values()) for t in (*m.stacks,)}
+        return sorted(results, key=lambda r: order.get((r.probe, r.infer), len(order)))
 
     @staticmethod
     def _member_outputs(

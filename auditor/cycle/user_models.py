@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -176,6 +176,10 @@ class _Plan:
     """Per output, the file's inputs it is computed from (auditor.worker.mindir)."""
     tapped: model_localize.Tapped | str | None = None
     """The copy returning the inner values, or why there is none (made when one drifts)."""
+    rules: list[Finding] | None = None
+    """The artifact rules' findings on the file (None: not run yet)."""
+    reference: _Side | None = None
+    """The reference side, run once for every wave of serving stacks (auditor.fleet.waves)."""
 
 
 def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
@@ -212,6 +216,8 @@ class ModelSuite:
         """Localizations made this cycle (auditor.cycle.model_localize), by file and release."""
         self.rollouts: list[RolloutResult] = []
         """``[models.NAME.rollout]``: each model's episodes, reference against each serving stack."""
+        self._plans: dict[str, _Plan] = {}
+        """Each model's plan, made on its first wave of serving stacks."""
 
     def _plan_model(self, model: ModelConfig) -> _Plan:
         plan = _Plan(model)
@@ -246,13 +252,22 @@ class ModelSuite:
         names = [spec.name for spec in plan.model.inputs]
         return names or [t.name for t in ((plan.info.inputs if plan.info else None) or ())]
 
-    def follow_up(self, sessions: dict[str, Any]) -> list[ProbeResult]:
+    def follow_up(self, sessions: dict[str, Any], serving: Iterable[str] | None = None) -> list[ProbeResult]:
+        """Every model on its serving stacks among ``serving`` (None: all of them); a cycle in
+        waves (auditor.fleet.waves) calls this once per wave, and each model's plan, rules and
+        reference side are made on its first."""
         results: list[ProbeResult] = []
+        wave = None if serving is None else set(serving)
         for model in self.state.config.models.values():
+            targets = [t for t in model.stacks if wave is None or t in wave]
+            if not targets:
+                continue
             self.state.check()
-            plan = self._plan_model(model)
+            if model.name not in self._plans:
+                self._plans[model.name] = self._plan_model(model)
+            plan = self._plans[model.name]
             try:
-                results += self._run_model(plan, sessions)
+                results += self._run_model(plan, sessions, targets)
             except CycleAborted:
                 raise
             except Exception as exc:  # a case no check foresaw fails this model, not the cycle
@@ -260,7 +275,7 @@ class ModelSuite:
                 log = traceback.format_exc()
                 results += [
                     ProbeResult(status=ERROR, message=said, log=log, **self._model_base(plan, t))
-                    for t in model.stacks
+                    for t in targets
                 ]
         return results
 
@@ -284,13 +299,16 @@ class ModelSuite:
 
         return PairConfig(f"{model.name}:{model.reference_label}", target, (model.name,))
 
-    def _run_model(self, plan: _Plan, sessions: dict[str, Any]) -> list[ProbeResult]:
+    def _run_model(self, plan: _Plan, sessions: dict[str, Any], targets: list[str]) -> list[ProbeResult]:
         model = plan.model
         if plan.error is not None:  # nothing was run: the model is unchecked, and the result says why
-            return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in model.stacks]
+            return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in targets]
         assert plan.info is not None
-        findings = self._model_rules(plan)
-        self.compat.findings += findings
+        first = plan.rules is None
+        if plan.rules is None:
+            plan.rules = self._model_rules(plan)
+            self.compat.findings += plan.rules
+        findings = plan.rules
         self.state.artifacts[plan.info.sha256] = plan.data
         model_id = f"model/{model.name}/{plan.info.sha256[:12]}"
         path = str(Path(model.path).resolve())
@@ -312,17 +330,19 @@ class ModelSuite:
                 side.error = exc
             return side
 
-        reference = _Side()
-        if model.train is not None:
-            reference = self._train_network(model, sessions, plan.inputs, batch, plan.classes)
-        elif model.reference:
-            reference = run_on(model.reference, serving=False)
-        else:
-            assert plan.golden is not None
-            reference.outputs = plan.golden.outputs
+        if plan.reference is None:
+            plan.reference = _Side()
+            if model.train is not None:
+                plan.reference = self._train_network(model, sessions, plan.inputs, batch, plan.classes)
+            elif model.reference:
+                plan.reference = run_on(model.reference, serving=False)
+            else:
+                assert plan.golden is not None
+                plan.reference.outputs = plan.golden.outputs
+        reference = plan.reference
         todo: dict[str, Any] = {}
         sides: dict[str, _Side] = {}
-        for t in model.stacks:
+        for t in targets:
             stopper = blocked(findings, self._rule_pair(model, t).name, model.name, VARIANT)
             if stopper is not None:
                 sides[t] = _Side(blocked=stopper)
@@ -337,8 +357,9 @@ class ModelSuite:
         }
         for t, rerun in (self.state.parallel(again) if again else {}).items():
             sides[t].rerun = rerun
-        self.findings += self._side_checks(plan, {model.reference_label: reference, **sides})
-        results = [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in model.stacks]
+        judged = {model.reference_label: reference, **sides} if first else sides  # the reference once
+        self.findings += self._side_checks(plan, judged)
+        results = [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in targets]
         results = [  # where a drifting model first diverges (auditor.cycle.model_localize)
             replace(r, localization=self._localized(plan, sessions, r)) if r.status == DRIFT else r
             for r in results

@@ -25,6 +25,7 @@ from auditor.runtime import RuntimeSpec
 from auditor.stacks.hosts import LOCAL, per_host_limits
 from auditor.stacks.launch import local_worker_env, worker_packages
 from auditor.stacks.payload import Packages
+from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.warm import Identity, WarmPool, ZygoteInfo
 from auditor.stacks.worker import StackWorker, WorkerError
 
@@ -65,6 +66,16 @@ class Reach:
         own = getattr(self, "_own_warm", None)
         if own is not None:
             own.close()
+
+    def release(self, stacks: Iterable[str]) -> None:
+        """The part of a cycle of ``stacks`` is done and their workers are closed: end the
+        zygotes that serve them alone and their hosts' ssh master connections (none of their
+        hosts' stacks is used again this cycle, auditor.fleet.waves)."""
+        names = list(stacks)
+        if self.warm is not None:
+            self.warm.release(names)
+        for host in {self.config.stacks[n].host for n in names} - {LOCAL}:
+            CONNECTIONS.close(host)
 
     def __enter__(self) -> Reach:
         return self

@@ -744,6 +744,16 @@ class WarmPool:
             self._drop(key, zygote)
         return ended
 
+    def release(self, stacks: Iterable[str]) -> list[str]:
+        """End the zygotes that serve only ``stacks`` (their hosts' part of a cycle is done,
+        auditor.fleet.waves); remembered failures stay. The stacks ended."""
+        done = set(stacks)
+        with self._lock:
+            chosen = [(k, z) for k, z in self._zygotes.items() if z.stacks and set(z.stacks) <= done]
+        for key, zygote in chosen:
+            self._drop(key, zygote)
+        return [s for _, z in chosen for s in z.stacks]
+
     def check(self) -> list[str]:
         """Drop zygotes that died (said in the log): the next request starts a fresh one."""
         with self._lock:

@@ -1,0 +1,86 @@
+"""Hosts in waves: ``[worker] max_hosts`` caps how many hosts have workers at any one time.
+
+A cycle needs some stacks from its start to its end: the train side of every pair, the
+stacks that publish, the reference of every model (their workers export, score drawn actions,
+localize and roll out for every serving host). Their hosts are *held*. Every other host (a
+group's serving hosts) only serves: its part of a cycle is its own fingerprint, loads, runs,
+follow-ups and conversions. Those hosts are split into *chunks* of ``max_hosts`` minus the
+held hosts (at least one), in the order of their names; the cycle fingerprints chunk by
+chunk, then serves chunk by chunk in the reverse order (the last chunk fingerprinted is still
+open), and ends a chunk's workers, warm zygotes and ssh connections as soon as its part is
+done. Without ``max_hosts``, or where every host fits, there is one chunk: every host at once.
+
+Why chunks and not a sliding window: the held workers are shared by every serving host and
+answer one request at a time; a chunk's hosts run side by side through the same phases as a
+whole cycle does (``[worker] parallel`` per host), so each phase keeps the code and the
+ordering it has without a cap (as Ansible's ``serial`` batches hosts). A host that cannot be
+reached fails at its start and costs its chunk only its own start deadline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from auditor.config.tables import Config
+
+
+@dataclass(frozen=True)
+class Waves:
+    held: tuple[str, ...]
+    """Stacks whose workers live the whole cycle (on the held hosts)."""
+    chunks: tuple[tuple[str, ...], ...]
+    """The other stacks, whole hosts per chunk; one chunk when no cap applies."""
+    cap: int | None
+    held_hosts: tuple[str, ...] = ()
+
+    @property
+    def capped(self) -> bool:
+        return len(self.chunks) > 1
+
+    def fingerprint_order(self) -> list[tuple[str, ...]]:
+        """The stacks of each wave of the fingerprint pass: the held ones with the first chunk."""
+        return [(*self.held, *c) if i == 0 else c for i, c in enumerate(self.chunks)]
+
+    def serve_order(self) -> list[tuple[str, ...]]:
+        """The serving pass: the chunks in reverse (the last one fingerprinted is still open),
+        the held stacks' own serving work with the first."""
+        return [(*self.held, *c) if i == 0 else c for i, c in enumerate(reversed(self.chunks))]
+
+    def released(self, wave: Iterable[str]) -> list[str]:
+        """The stacks of ``wave`` whose workers end with it (never the held ones)."""
+        held = set(self.held)
+        return [n for n in wave if n not in held]
+
+
+def needed_throughout(config: Config) -> set[str]:
+    """The stacks every serving host's part may need: pairs' train stacks, publishers, and
+    the models' reference stacks (a training network's stack included)."""
+    needed = {p.train for p in config.pairs} | set(config.fleet.publish)
+    needed |= {m.reference_stack for m in config.models.values() if m.reference_stack}
+    return needed
+
+
+def _natural(name: str) -> list[object]:
+    """infer-2 before infer-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def plan(config: Config, stacks: Iterable[str]) -> Waves:
+    """The waves of a cycle over ``stacks`` (the stacks it reaches)."""
+    names = list(stacks)
+    host_of = {n: config.stacks[n].host for n in names}
+    needed = needed_throughout(config)
+    held_hosts = sorted({host_of[n] for n in names if n in needed}, key=_natural)
+    held = tuple(n for n in names if host_of[n] in held_hosts)
+    others = sorted({host_of[n] for n in names} - set(held_hosts), key=_natural)
+    cap = config.worker.max_hosts
+    if cap is None or len(held_hosts) + len(others) <= cap:
+        return Waves(tuple(names), ((),), cap, tuple(held_hosts))
+    size = max(1, cap - len(held_hosts))
+    chunks = []
+    for start in range(0, len(others), size):
+        hosts = set(others[start : start + size])
+        chunks.append(tuple(n for n in names if host_of[n] in hosts))
+    return Waves(held, tuple(chunks), cap, tuple(held_hosts))

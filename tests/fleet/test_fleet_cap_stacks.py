@@ -1,0 +1,116 @@
+"""Twelve inference hosts in one group on the real stacks, at most four hosts in flight
+([worker] max_hosts = 4: the train host held, three serving hosts at a time). Each host is stood
+in by the ``command`` transport behind a wrapper that logs when a process on that host starts
+and ends, so the cap is observed, not inferred. One host serves another model file, one has
+another CANN installed (its stack reports another fingerprint value), one has no interpreter:
+the first two are out of line, the third costs only itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli.main import cli
+from tests.ascend_trees import build_tree
+from tests.fault_kit import small_config
+
+pytestmark = pytest.mark.stacks
+
+HOSTS = [f"infer-{i:02d}" for i in range(1, 13)]
+OTHER_MODEL, OTHER_CANN, MISSING = "infer-04", "infer-09", "infer-11"
+TRACKED = """
+if [ -n "$1" ]; then :; fi
+echo "+ $H" >> "$LOG"
+"$@"
+status=$?
+echo "- $H" >> "$LOG"
+exit $status
+"""
+
+
+@pytest.fixture(scope="module")
+def audited(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    d = tmp_path_factory.mktemp("cap")
+    log = d / "hosts.log"
+    config = small_config(d)
+    text = config.read_text()
+    lite = text.split("[stacks.lite20]\n", 1)[1].split("[[pairs]]", 1)[0]
+    python = next(line for line in lite.splitlines() if line.startswith("python = "))
+    for host in HOSTS:
+        tree = build_tree(d / host, "cann-8.5" if host == OTHER_CANN else "consistent-8.2")
+        (d / host / "tree").symlink_to(tree.top)
+        (d / host / "policy.mindir").write_bytes(b"policy v2" if host == OTHER_MODEL else b"policy v1")
+        if host != MISSING:
+            wrapper = d / host / "python"
+            wrapper.write_text(f'#!/bin/sh\nexec {python.split(chr(34))[1]} "$@"\n')
+            wrapper.chmod(0o755)
+    grouped = lite.replace(
+        python,
+        f'python = "{d}/{{host}}/python"\n'
+        f'models = ["{d}/{{host}}/policy.mindir"]\n'
+        f'ascend_root = "{d}/{{host}}/tree/Ascend"\n'
+        f'system_root = "{d}/{{host}}/tree/root"\n'
+        f'npu_smi = "{d}/{{host}}/tree/bin/npu-smi"',
+    )
+    group = (
+        '[groups.infer]\nhosts = ["infer-[01:12]"]\n'
+        f"command = {json.dumps(['env', 'H={host}', f'LOG={log}', 'sh', '-c', TRACKED, 'sh'])}\n"
+    )
+    text = text.replace("parallel = 2\n", "parallel = 2\nmax_hosts = 4\n")
+    config.write_text(
+        group + text.replace(f"[stacks.lite20]\n{lite}", f'[stacks.lite20]\ngroup = "infer"\n{grouped}')
+    )
+    base = ["--config", str(config), "--db", str(d / "h.db")]
+    audit = CliRunner().invoke(cli, [*base, "audit", "--json"])
+    return {"audit": audit, "doc": json.loads(audit.stdout), "log": log.read_text().splitlines()}
+
+
+def in_flight(lines: list[str]) -> tuple[int, dict[str, int]]:
+    """The most hosts with a live process at once, and how many separate times each host was
+    reached (a host is reached while any of its processes lives)."""
+    live: dict[str, int] = {}
+    reached: dict[str, int] = {}
+    most = 0
+    for line in lines:
+        sign, host = line.split(" ", 1)
+        before = live.get(host, 0)
+        live[host] = before + (1 if sign == "+" else -1)
+        assert live[host] >= 0, lines
+        if sign == "+" and before == 0:
+            reached[host] = reached.get(host, 0) + 1
+        most = max(most, sum(1 for n in live.values() if n > 0))
+    assert all(n == 0 for n in live.values()), f"processes still running at the end: {live}"
+    return most, reached
+
+
+def test_at_most_the_cap_of_hosts_is_reached_at_once(audited: dict) -> None:
+    most, reached = in_flight(audited["log"])
+    # four hosts: the train host (this machine, held for the cycle) and three serving hosts
+    assert most == 3, audited["log"]
+    assert set(reached) == set(HOSTS)
+    # once to fingerprint, once to serve; the last chunk fingerprinted stays open to serve
+    assert all(n <= 2 for n in reached.values()), reached
+    assert sorted(n for n in reached.values()).count(1) >= 2, reached
+
+
+def test_every_reachable_member_is_audited_and_the_missing_one_costs_itself(audited: dict) -> None:
+    doc = audited["doc"]
+    results = {r["infer"]: r for r in doc["results"]}
+    assert set(results) == {f"lite20@{h}" for h in HOSTS}
+    assert results[f"lite20@{MISSING}"]["status"] == "error"
+    assert f"{MISSING}/python" in results[f"lite20@{MISSING}"]["message"]
+    for host in set(HOSTS) - {MISSING, OTHER_CANN}:
+        assert results[f"lite20@{host}"]["status"] == "consistent", results[f"lite20@{host}"]["message"]
+
+
+def test_the_other_model_and_the_other_cann_are_out_of_line(audited: dict) -> None:
+    found = {f["subject"]: f for f in audited["doc"]["findings"] if f["kind"] == "out-of-line"}
+    assert set(found) == {f"lite20@{OTHER_MODEL}", f"lite20@{OTHER_CANN}"}, list(found)
+    (model,) = found[f"lite20@{OTHER_MODEL}"]["details"]["facts"]["facts"]
+    assert model["fact"] == "model policy.mindir" and (model["agree"], model["total"]) == (10, 11)
+    cann = {f["fact"]: f for f in found[f"lite20@{OTHER_CANN}"]["details"]["facts"]["facts"]}
+    assert cann["CANN"]["value"] != cann["CANN"]["majority"], cann["CANN"]
+    assert all((f["agree"], f["total"]) == (10, 11) for f in cann.values()), cann
