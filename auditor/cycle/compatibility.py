@@ -9,6 +9,7 @@ A finding that blocks a probe variant is its result, reported once; the load is 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -123,6 +124,12 @@ class Compatibility:
         self.findings += deployed.model_drift(name, before, document, run_id, stack.model_drift_severity)
         changes = drift_diff(deployed.without_models(before), deployed.without_models(document))
         return drift_finding(name, changes, run_id, digest, now) if changes else None
+
+    def release(self, stack: str) -> str:
+        """The stack's runtime and its framework's versions, as one key: a fleet's hosts on one
+        release share what is the same for each (a localization of the same file)."""
+        framework = (self.fingerprints.get(stack) or {}).get("framework")
+        return json.dumps([self.state.config.stacks[stack].runtime, framework], sort_keys=True, default=str)
 
     def known_operators(self) -> list[LearnedOperator]:
         """Operators earlier runs learned a runtime cannot run (from the history)."""

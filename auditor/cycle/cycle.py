@@ -121,7 +121,7 @@ class Cycle:
             save_outputs,
         )
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
-        self.suite = ProbeSuite(self.state)
+        self.suite = ProbeSuite(self.state, self.compat.release)
         self.models = ModelSuite(self.state, self.compat, self.comparators)
         self.telemetry = DeviceTelemetry(self.state)
 

@@ -26,6 +26,7 @@ A part of the cycle (auditor.cycle.cycle composes it), on the cycle's shared sta
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,14 @@ TAPS = "@taps"
 class ProbeSuite:
     """The probe suite's parts of one cycle, on the cycle's shared state."""
 
-    def __init__(self, state: CycleState):
+    def __init__(self, state: CycleState, release: Callable[[str], str]):
+        """``release``: a stack's runtime release as a key (Compatibility.release)."""
         self.state = state
+        self.release = release
         self._batches: dict[str, list[input_classes.ClassBatch]] = {}
+        self._localizations: dict[tuple[str, str, str], localize.Localization] = {}
+        """By train stack, probe variant and serving release: a fleet's hosts on one release
+        share the localization of one export."""
 
     def class_batches(self, job: ProbeJob) -> list[input_classes.ClassBatch]:
         """The job's input-class batches, made once per cycle (every side runs the same ones;
@@ -409,7 +415,7 @@ class ProbeSuite:
             both = pair.train in self.state.sessions and pair.infer in self.state.sessions
             if both and r.status == DRIFT and train.outputs is not None and infer.outputs is not None:
                 if self.state.config.stacks[pair.infer].convert is None:
-                    updates["localization"] = self._localize(pair, job, tmp)
+                    updates["localization"] = self._localized(pair, job, tmp)
                 else:  # the layers are exported unconverted: they would not show the conversion's effect
                     updates["localization"] = localize.Localization(
                         None,
@@ -429,7 +435,18 @@ class ProbeSuite:
         selected = self.state.config.rollout.pairs
         return not selected or pair.name in selected
 
-    def _localize(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization | None:
+    def _localized(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization:
+        """Localized once per export and serving release (a rerun that failed is tried again
+        on the next host)."""
+        key = (pair.train, job.key, self.release(pair.infer))
+        if key in self._localizations:
+            return self._localizations[key]
+        found = self._localize(pair, job, tmp)
+        if found.error is None:
+            self._localizations[key] = found
+        return found
+
+    def _localize(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization:
         try:
             train_worker = self.state.sessions[pair.train].ensure()
             infer_worker = self.state.sessions[pair.infer].ensure()

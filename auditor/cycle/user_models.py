@@ -19,7 +19,6 @@ finding of that model whatever the other side computed.
 
 from __future__ import annotations
 
-import json
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -372,11 +371,8 @@ class ModelSuite:
     def _localized(self, plan: _Plan, sessions: dict[str, Any], result: ProbeResult) -> Localization:
         """Localized once per file, reference, inputs that drifted and serving runtime release
         (a fleet's hosts serving the same file on the same release share it)."""
-        framework = (self.compat.fingerprints.get(result.infer) or {}).get("framework")
-        release = json.dumps(
-            [self.state.config.stacks[result.infer].runtime, framework], sort_keys=True, default=str
-        )
         inputs, where = self._drifted_inputs(plan, result)
+        release = self.compat.release(result.infer)
         key = (plan.info.sha256 if plan.info else "", plan.model.reference_label, where, release)
         if key not in self._localizations:
             self._localizations[key] = self._localize(plan, sessions, result, inputs, where)

@@ -7,14 +7,21 @@ the first two are out of line, the third costs only itself."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
+from auditor.cycle import localize
+from auditor.cycle.cycle import Cycle
+from auditor.extend.manager import Plugins
+from auditor.results import DRIFT
 from tests.ascend_trees import build_tree
+from tests.configs import DAEMON_SECTIONS, build
 from tests.fault_kit import small_config
 
 pytestmark = pytest.mark.stacks
@@ -114,3 +121,49 @@ def test_the_other_model_and_the_other_cann_are_out_of_line(audited: dict) -> No
     cann = {f["fact"]: f for f in found[f"lite20@{OTHER_CANN}"]["details"]["facts"]["facts"]}
     assert cann["CANN"]["value"] != cann["CANN"]["majority"], cann["CANN"]
     assert all((f["agree"], f["total"]) == (10, 11) for f in cann.values()), cann
+
+
+def test_the_same_drift_is_localized_once_for_the_group(
+    stacks: Path, default_doc: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three members serving a perturbed export on one runtime release, in three chunks: each
+    result carries the localization, and it was run once."""
+    plugins = Plugins(entry_points=False)
+    probes = plugins.probes()
+    doc = copy.deepcopy(default_doc)
+    doc["groups"] = {"infer": {"hosts": ["infer-[1:3]"], "command": ["env", "H={host}"]}}
+    lite20 = {**doc["stacks"]["lite20"], "group": "infer"}
+    config = build(
+        doc,
+        probes,
+        stacks={"ms20": doc["stacks"]["ms20"], "lite20": lite20},
+        pairs=[{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}],
+        variants={"ppo_policy": ["fp32"]},
+        latency={"warmup": 1, "iterations": 3, "batches": []},
+        rollout={"enabled": False},
+        worker={"max_hosts": 2},
+        drop=DAEMON_SECTIONS,
+    )
+    spec = probes["ppo_policy"]
+    weights = spec.make_weights(spec.variant_params("fp32", config.probe("ppo_policy").params))
+    raw = weights["fc1.weight"].tobytes()
+    changed = weights["fc1.weight"].copy()
+    changed.flat[7] += np.float32(0.5)
+    calls: list[str] = []
+    real = localize.localize
+
+    def counted(**kwargs: object) -> localize.Localization:
+        calls.append(str(kwargs["model"]))
+        return real(**kwargs)
+
+    monkeypatch.setattr(localize, "localize", counted)
+    result = Cycle(
+        config, probes, plugins.runtimes(), tamper=lambda data: data.replace(raw, changed.tobytes())
+    ).run()
+    drifted = [r for r in result.results if r.status == DRIFT]
+    assert [r.infer for r in drifted] == [f"lite20@infer-{i}" for i in (1, 2, 3)], [
+        (r.infer, r.status, r.message) for r in result.results
+    ]
+    assert len(calls) == 1, calls
+    (found,) = {r.localization for r in drifted}  # one localization, shared by the three
+    assert found is not None and found.error is None and found.layer in ("fc0", "fc1"), found

@@ -341,7 +341,7 @@ class _Job:
 def _suite(*probes: ProbeConfig) -> ProbeSuite:
     """A probe suite on the state of a cycle whose config holds only these probes' settings."""
     config = Config("<test>", "sqlite://", {}, (), {p.name: p for p in probes})
-    return ProbeSuite(CycleState(config, Reach(config)))
+    return ProbeSuite(CycleState(config, Reach(config)), lambda stack: stack)
 
 
 def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
