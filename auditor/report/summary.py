@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from auditor.compare.verdicts import MetricCheck, OutputComparison
 from auditor.config.tables import SEVERITIES
 from auditor.cycle import baseline
 from auditor.history.publication import summary_of
+from auditor.report import fleet_view
 from auditor.results import (
     CONSISTENT,
     DRIFT,
@@ -147,6 +148,9 @@ class Block:
     rest: str | None = None
     """Not folded: its consistent lines counted in one ("5 probe variants (2 bitwise equal)
     and the rollout"), when there are two or more."""
+    also: list[str] = field(default_factory=list)
+    """The other hosts of its group stack whose block says the same as this one's host
+    (auditor.report.fleet_view): a failing block is shown once, for its first host."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ def status_counts(result: CycleResult) -> dict[str, int]:
 
 
 def summarize(result: CycleResult) -> Summary:
-    causes = _causes(result.findings)
+    causes = _causes(result.findings, fleet_view.hosts_of(result.stacks))
     by_message = {}
     for f, cause in causes:
         # A finding of several places (auditor.cycle.causes) keeps each place's own message.
@@ -224,14 +228,45 @@ def summarize(result: CycleResult) -> Summary:
             _same_as(block)
     return Summary(
         _header(result),
-        [_stack(s) for s in result.stacks.values()],
-        list(blocks.values()),
-        [c for _, c in causes],
+        fleet_view.stacks_folded([_stack(s) for s in result.stacks.values()]),
+        _members_folded(list(blocks.values())),
+        list({c.ref: c for _, c in causes}.values()),
         Outcome(result.outcome, status_counts(result), result.exit_code),
-        [host_telemetry_line(t) for t in result.telemetry],
-        result.unchecked,
+        fleet_view.same_lines([host_telemetry_line(t) for t in result.telemetry]),
+        [text for text, _ in fleet_view.texts_folded(result.unchecked)],
         publication_lines(result),
     )
+
+
+def _family(block: Block) -> tuple[tuple[str, str], str] | None:
+    """A block of a group member's pair: (its train side and group stack), its host."""
+    train, _, infer = block.pair.rpartition("->")
+    m = fleet_view.member(infer)
+    return ((train, m[0]), m[1]) if m is not None else None
+
+
+def _signature(block: Block) -> tuple[Any, ...]:
+    """What two members' blocks must share to be said once: statuses, failures and causes."""
+    return (block.folded, tuple((ln.kind, ln.label, ln.status, ln.cause, ln.failure()) for ln in block.lines))
+
+
+def _members_folded(blocks: list[Block]) -> list[Block]:
+    """A group's members that say the same as one block (auditor.report.fleet_view): a
+    consistent one titled with its count of hosts, a failing one for its first host with the
+    others in ``also``."""
+    out = []
+    for block, hosts in fleet_view.fold(blocks, _family, _signature):
+        if len(hosts) > 1:
+            fam = _family(block)
+            assert fam is not None
+            base = fam[0][1]
+            if all(ln.status == CONSISTENT for ln in block.lines):
+                title = block.title.replace(f"{base}@{hosts[0]}", f"{base} on {len(hosts)} hosts")
+                block = replace(block, title=title)
+            else:
+                block = replace(block, also=hosts[1:])
+        out.append(block)
+    return out
 
 
 def publication_lines(result: CycleResult) -> list[str]:
@@ -481,7 +516,9 @@ def _same_as(block: Block) -> None:
         seen.setdefault(ln.failure(), ln.label)
 
 
-def _causes(findings: Iterable[Finding]) -> list[tuple[Finding, Cause]]:
+def _causes(
+    findings: Iterable[Finding], groups: Mapping[str, Sequence[str]] | None = None
+) -> list[tuple[Finding, Cause]]:
     """Each finding cause once, the most severe first: what the rules, drift checks, side
     checks, latency and the stacks found. A cycle's findings about its own results (one per
     result that is not consistent) are said by the results' lines instead."""
@@ -497,10 +534,16 @@ def _causes(findings: Iterable[Finding]) -> list[tuple[Finding, Cause]]:
         listed.append(f)
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     listed.sort(key=lambda f: -rank.get(f.severity, len(SEVERITIES)))
-    return [
-        (f, Cause(i, f.kind, f.severity, f.subject, _cause_text(f), f.details.get("action")))
-        for i, f in enumerate(listed, 1)
-    ]
+    # One cause said of many members of a group, host names aside, is one (fleet_view); its
+    # findings share it.
+    out: list[tuple[Finding, Cause]] = []
+    texts = [f"{f.kind}\0{f.severity}\0{_cause_text(f)}" for f in listed]  # one kind and severity
+    for ref, (text, same) in enumerate(fleet_view.texts_folded(texts), 1):
+        f = listed[same[0]]
+        words = fleet_view.members_in_words(text.split("\0", 2)[2], groups or {})
+        cause = Cause(ref, f.kind, f.severity, f.subject, words, f.details.get("action"))
+        out += [(listed[i], cause) for i in same]
+    return out
 
 
 def _cause_text(f: Finding) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from auditor.compare.verdicts import MetricCheck
 from auditor.cycle import baseline, localize, rollout
 from auditor.history.publication import summary_of
+from auditor.report import fleet_view
 from auditor.report.summary import (
     MAX_CHECKS,
     Cause,
@@ -281,13 +282,18 @@ def render_summary(summary: Summary) -> str:
     for block in summary.blocks:
         if block.folded:
             out.append(f"{block.title:<{titles}}  {block.folded}")
-            continue
-        out.append(block.title)
-        for ln in block.lines:
-            if block.rest is None or ln.status != CONSISTENT:
-                out += _summary_line(ln, width)
-        if block.rest is not None:
-            out.append(f"{'  the others':<{width}}  {CONSISTENT:<12} {block.rest}")
+        else:
+            out.append(block.title)
+            for ln in block.lines:
+                if block.rest is None or ln.status != CONSISTENT:
+                    out += _summary_line(ln, width)
+            if block.rest is not None:
+                out.append(f"{'  the others':<{width}}  {CONSISTENT:<12} {block.rest}")
+        if block.also:  # a group's hosts failing the same way (auditor.report.fleet_view)
+            hosts = fleet_view.some(block.also)
+            out.append(f"  the same on {fleet_view.plural(len(block.also), 'more host')}: {hosts}")
+            if len(block.also) > fleet_view.SHOWN + 1:
+                out.append(f"  (every one: {fleet_view.LIST_ALL})")
     if len(summary.devices) == 1:
         out += ["", f"NPU telemetry: {summary.devices[0]}"]
     elif summary.devices:
@@ -308,7 +314,7 @@ def _stack_lines(stacks: list[dict]) -> list[str]:
     remote = any(s["host"] != "local" for s in stacks)
 
     def name(s: dict) -> str:
-        where = f" on {s['host']}" if remote else ""
+        where = f" on {s['host']}" if remote else ""  # "on 31 hosts" for a group's members
         return f"{s['name']}{where} ({s['version'] or s['runtime']})"
 
     if all(s["state"] == "ok" for s in stacks):

@@ -1,0 +1,196 @@
+"""A group of hosts on one screen. A group's members are stacks named ``BASE@HOST``
+(auditor.config.groups); a report that gave each member its own lines would grow with the
+fleet and bury the one host that behaves differently. Here:
+
+- the members' pair blocks that say the same (the same statuses, the same failures, the
+  same causes; numbers aside) are one block: a consistent one counts its hosts, a failing one
+  is shown for its first host and names the others (the first few, then how many more);
+- the members' stacks that are fine are one entry per group stack;
+- identical lines of several hosts (NPU telemetry) are one line naming the hosts;
+- a list of members in a finding's text names the group stack and its hosts, the ones
+  left out when most are in it.
+
+Everything here works on names and rendered words, after the results are judged: nothing is
+decided by it, only said in fewer lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from auditor.config.groups import SEP
+
+SHOWN = 4
+"""Hosts named before "and N more"."""
+LIST_ALL = "auditor hosts list --failing"
+"""The command that lists every host that fails or is out of line (auditor.cli.hosts)."""
+
+T = TypeVar("T")
+
+
+def member(name: str) -> tuple[str, str] | None:
+    """(base stack, host) of a group member's stack name, else None."""
+    base, sep, host = name.partition(SEP)
+    return (base, host) if sep and base and host else None
+
+
+def some(hosts: Sequence[str], most: int = SHOWN) -> str:
+    """infer-01, infer-02, infer-03, infer-04 and 9 more."""
+    if len(hosts) <= most + 1:
+        return ", ".join(hosts[:-1]) + (" and " if len(hosts) > 1 else "") + hosts[-1] if hosts else ""
+    return f"{', '.join(hosts[:most])} and {len(hosts) - most} more"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def fold(
+    items: Sequence[T],
+    family: Callable[[T], tuple[Hashable, str] | None],
+    signature: Callable[[T], Hashable],
+) -> list[tuple[T, list[str]]]:
+    """Each item with the hosts of the members it stands for (its own first). ``family``: the
+    key of the items that are members of one group stack (and the member's host), None for an
+    item of no group; ``signature``: what must be equal for two members to be said as one.
+    The order is kept: a folded item stands where its first member stood."""
+    keyed: dict[tuple[Hashable, Hashable], list[tuple[T, str]]] = {}
+    order: list[tuple[Hashable, Hashable] | T] = []
+    for item in items:
+        fam = family(item)
+        if fam is None:
+            order.append(item)
+            continue
+        key = (fam[0], signature(item))
+        if key not in keyed:
+            keyed[key] = []
+            order.append(key)
+        keyed[key].append((item, fam[1]))
+    out: list[tuple[T, list[str]]] = []
+    for entry in order:
+        if isinstance(entry, tuple) and entry in keyed:
+            members = keyed[entry]
+            out.append((members[0][0], [host for _, host in members]))
+        else:
+            out.append((entry, []))  # type: ignore[arg-type]
+    return out
+
+
+def hosts_of(names: Iterable[str]) -> dict[str, list[str]]:
+    """Group stack -> its members' hosts, as they come."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        m = member(name)
+        if m is not None:
+            out.setdefault(m[0], []).append(m[1])
+    return out
+
+
+_NAME = r"[A-Za-z0-9_.:-]+@[A-Za-z0-9_.-]+"
+_RUN = re.compile(rf"{_NAME}(?:(?:, | and |, and ){_NAME}){{2,}}")
+
+
+def members_in_words(text: str, groups: Mapping[str, Sequence[str]]) -> str:
+    """A run of three or more member names in ``text`` ("lite20@infer-01, lite20@infer-02,
+    ...") said as the group stack and its hosts: "every lite20 host (32)", "31 of 32 lite20
+    hosts (all but infer-07)", or "3 lite20 hosts (infer-01, infer-02 and infer-05)"."""
+
+    def said(match: re.Match[str]) -> str:
+        names = re.findall(_NAME, match.group(0))
+        by_base: dict[str, list[str]] = {}
+        for name in names:
+            m = member(name)
+            if m is None:
+                return match.group(0)
+            by_base.setdefault(m[0], []).append(m[1])
+        parts = []
+        for base, hosts in by_base.items():
+            every = list(groups.get(base, ()))
+            left = [h for h in every if h not in set(hosts)]
+            if every and not left:
+                parts.append(f"every {base} host ({len(every)})")
+            elif every and len(left) <= SHOWN and len(hosts) > len(left):
+                parts.append(f"{len(hosts)} of {len(every)} {base} hosts (all but {some(left)})")
+            else:
+                parts.append(f"{len(hosts)} {base} hosts ({some(hosts)})")
+        return "; ".join(parts)
+
+    return _RUN.sub(said, text)
+
+
+_HOST_LINE = re.compile(r"^host (\S+): (.*)$")
+
+
+def same_lines(lines: Sequence[str], pattern: re.Pattern[str] = _HOST_LINE) -> list[str]:
+    """Lines ``host NAME: words`` whose words are the same for three hosts or more said once:
+    ``33 hosts (local, infer-01, infer-02, infer-03 and 29 more): words``."""
+    parsed = [pattern.match(line) for line in lines]
+    by_words: dict[str, list[str]] = {}
+    for m in parsed:
+        if m is not None:
+            by_words.setdefault(m.group(2), []).append(m.group(1))
+    out: list[str] = []
+    done: set[str] = set()
+    for line, m in zip(lines, parsed, strict=True):
+        if m is None:
+            out.append(line)
+            continue
+        hosts = by_words[m.group(2)]
+        if len(hosts) < 3:
+            out.append(line)
+        elif m.group(2) not in done:
+            done.add(m.group(2))
+            out.append(f"{len(hosts)} hosts ({some(hosts)}): {m.group(2)}")
+    return out
+
+
+def stacks_folded(stacks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The run's stacks with each group stack's members that are fine as one entry
+    (``name`` "lite20", ``host`` "31 hosts"); a member with a problem stays on its own."""
+    items = fold(
+        list(stacks),
+        lambda s: (m[0], m[1]) if (m := member(s["name"])) is not None and s["state"] == "ok" else None,
+        lambda s: (s["version"], s["runtime"]),
+    )
+    out = []
+    for s, hosts in items:
+        if len(hosts) > 1:
+            base = member(s["name"])
+            assert base is not None
+            s = {**s, "name": base[0], "host": plural(len(hosts), "host")}
+        out.append(dict(s))
+    return out
+
+
+def _one_member(text: str) -> tuple[str, str, str] | None:
+    """(base, host, the text with the host's name as ``{host}``) when ``text`` names exactly
+    one group member, else None."""
+    found = {m for name in re.findall(_NAME, text) if (m := member(name)) is not None}
+    if len(found) != 1:
+        return None
+    base, host = found.pop()
+    general = text.replace(f"{base}{SEP}{host}", f"{base}{SEP}{{host}}")
+    return base, host, re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", general)
+
+
+def texts_folded(texts: Sequence[str], least: int = 3) -> list[tuple[str, list[int]]]:
+    """Texts that say the same of ``least`` or more members of one group stack, host names
+    aside, as one: "lite20 on 32 hosts (infer-01, ... and 28 more): ... {host}/policy.mindir
+    ...". Each resulting text with the indices of the texts it stands for (order kept)."""
+    keys = [_one_member(t) for t in texts]
+    counts: dict[tuple[str, str], list[int]] = {}
+    for i, k in enumerate(keys):
+        if k is not None:
+            counts.setdefault((k[0], k[2]), []).append(i)
+    out: list[tuple[str, list[int]]] = []
+    for i, (text, k) in enumerate(zip(texts, keys, strict=True)):
+        same = counts.get((k[0], k[2]), []) if k is not None else []
+        if k is None or len(same) < least:
+            out.append((text, [i]))
+        elif same[0] == i:
+            hosts = [keys[j][1] for j in same]  # type: ignore[index]
+            words = f"{k[0]} on {len(hosts)} hosts ({some(hosts)})"
+            out.append((k[2].replace(f"{k[0]}{SEP}{{host}}", words), same))
+    return out

@@ -1,0 +1,209 @@
+"""What does a fleet of inference hosts cost the auditor? (#35 point 7.)
+
+Stands in N inference hosts with the ``command`` transport, as the tests do: one group
+``infer`` of N hosts (``infer-01`` ...), each reached through ``env H=<host>`` (any argv prefix
+works the same way, ``docker exec -i box`` included), each with its own interpreter path (a
+wrapper for lite20) and its own deployed model file; the last host serves another file, so
+exactly one host is out of line. One ms20 train stack on this machine, the pair ms20 -> lite20
+with ``ppo_policy`` and ``obs_normalizer`` (fp32), ``[worker] max_hosts`` (default 8).
+
+For each N (default 1, 8, 32, 64), in a fresh process, two cycles are run through the CLI
+(``auditor audit``, into a fresh SQLite history), then ``auditor report`` writes the HTML
+report. Prints per N:
+
+- the auditor's own CPU seconds (its process alone, not its workers: they are the stacks' cost)
+  per host, for the second cycle (goal <= 0.15 s per host at 64 hosts);
+- its peak RSS (goal <= 150 MB);
+- the workers' CPU seconds (the stacks' cost, children of the auditor) per host;
+- the wall seconds of the second cycle;
+- the lines of the text report (goal <= 40 with one host out of line);
+- the history's growth in the second cycle per host (goal <= 30 KB);
+- the HTML report's seconds and size (goal <= 5 s).
+
+usage: .venv/bin/python bench/fleet.py [--hosts 1,8,32,64] [--max-hosts 8] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STACKS = Path(os.environ.get("AUDITOR_STACKS_DIR", Path.home() / ".cache" / "auditor" / "stacks"))
+USER_POLICY = REPO / "tests" / "model_fixtures" / "user_policy.py"
+
+
+def policies(d: Path) -> tuple[bytes, bytes]:
+    """Two exports of the user's policy (seeds 0 and 1) by ms20: the one the fleet serves, and
+    the other file one host serves."""
+    out = []
+    for seed in (0, 1):
+        path = d / f"policy-{seed}.mindir"
+        if not path.exists():
+            argv = [str(STACKS / "ms20" / "bin" / "python"), str(USER_POLICY), str(path), "--seed", str(seed)]
+            subprocess.run(argv, check=True, capture_output=True, timeout=600)
+        out.append(path.read_bytes())
+    return out[0], out[1]
+
+
+def config_text(d: Path, hosts: int, max_hosts: int, served: tuple[bytes, bytes]) -> str:
+    """The config of N hosts, with their folders written under ``d``."""
+    for i in range(1, hosts + 1):
+        host = d / f"infer-{i:02d}"
+        host.mkdir(parents=True, exist_ok=True)
+        wrapper = host / "python"
+        wrapper.write_text(f'#!/bin/sh\nexec {STACKS / "lite20" / "bin" / "python"} "$@"\n')
+        wrapper.chmod(0o755)
+        other = i == hosts and hosts >= 3
+        (host / "policy.mindir").write_bytes(served[1] if other else served[0])
+    last = f"infer-{hosts:02d}" if hosts > 1 else "infer-01"
+    return f"""
+[storage]
+keep_days = 0
+[worker]
+parallel = 2
+max_hosts = {max_hosts}
+[latency]
+warmup = 1
+iterations = 5
+batches = []
+[rollout]
+enabled = false
+[groups.infer]
+hosts = ["infer-[01:{last[-2:]}]"]
+command = ["env", "H={{host}}"]
+[stacks.ms20]
+role = "train"
+runtime = "mindspore"
+python = "{STACKS / "ms20" / "bin" / "python"}"
+npu_smi_timeout = 1
+[stacks.lite20]
+group = "infer"
+role = "infer"
+runtime = "mindspore-lite"
+python = "{d}/{{host}}/python"
+models = ["{d}/{{host}}/policy.mindir"]
+npu_smi_timeout = 1
+[[pairs]]
+train = "ms20"
+infer = "lite20"
+probes = ["ppo_policy", "obs_normalizer"]
+[probes.ppo_policy]
+variants = ["fp32"]
+[probes.obs_normalizer]
+variants = ["fp32"]
+"""
+
+
+def cpu() -> tuple[float, float]:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def invoke(args: list[str]) -> tuple[int, str]:
+    """The CLI in this process (its CPU and memory are the auditor's own)."""
+    from auditor.cli.main import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            cli.main(args, prog_name="auditor", standalone_mode=False)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue()
+
+
+def stored_bytes(db: Path) -> int:
+    """The bytes the history's pages hold (its write-ahead log checkpointed first)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages, free, size = (
+            conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "freelist_count", "page_size")
+        )
+    return (pages - free) * size
+
+
+def one(hosts: int, max_hosts: int, d: Path, served: tuple[bytes, bytes]) -> dict[str, float]:
+    config = d / "auditor.toml"
+    config.write_text(config_text(d, hosts, max_hosts, served))
+    db = d / "history.db"
+    base = ["--config", str(config), "--db", str(db)]
+    invoke([*base, "audit", "--no-store"])  # imports and first-use costs out of the way
+    figures: dict[str, float] = {}
+    for n in (1, 2):
+        size = stored_bytes(db) if db.exists() else 0
+        own, kids = cpu()
+        start = time.perf_counter()
+        code, text = invoke([*base, "audit"])
+        wall = time.perf_counter() - start
+        own2, kids2 = cpu()
+        if n == 2:
+            figures.update(
+                wall=wall,
+                own_cpu_per_host=(own2 - own) / hosts,
+                worker_cpu_per_host=(kids2 - kids) / hosts,
+                report_lines=len(text.splitlines()),
+                db_kb_per_host=(stored_bytes(db) - size) / 1024 / hosts,
+                exit=code,
+            )
+            (d / "report.txt").write_text(text)
+    figures["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    invoke([*base, "report", "--out", str(d / "report.html")])
+    figures["html_s"] = time.perf_counter() - start
+    figures["html_kb"] = (d / "report.html").stat().st_size / 1024
+    figures["html_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return figures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", default="1,8,32,64")
+    ap.add_argument("--max-hosts", type=int, default=8)
+    ap.add_argument("--keep", type=Path, help="keep each N's folder (config, reports) under DIR")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        sys.path.insert(0, str(REPO))
+        print(json.dumps(one(args.one, args.max_hosts, args.dir, policies(args.dir.parent))))
+        return
+    rows = []
+    for n in [int(x) for x in args.hosts.split(",")]:
+        with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:
+            d = (args.keep / f"hosts-{n}") if args.keep else Path(tmp) / f"hosts-{n}"
+            d.mkdir(parents=True, exist_ok=True)
+            argv = [sys.executable, __file__, "--one", str(n), "--max-hosts", str(args.max_hosts)]
+            done = subprocess.run([*argv, "--dir", str(d)], capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                sys.exit(f"{n} hosts failed:\n{done.stderr[-3000:]}")
+            rows.append((n, json.loads(done.stdout.strip().splitlines()[-1])))
+            print(f"{n} hosts done", file=sys.stderr)
+    print(f"load average {os.getloadavg()[0]:.2f}; [worker] max_hosts = {args.max_hosts}, parallel = 2")
+    head = (
+        "| hosts | wall s | auditor CPU s/host | auditor RSS MB | workers CPU s/host "
+        "| report lines | history KB/host | HTML s | HTML KB | RSS with HTML MB |"
+    )
+    print(head)
+    print("|---" * 10 + "|")
+    for n, f in rows:
+        print(
+            f"| {n} | {f['wall']:.1f} | {f['own_cpu_per_host']:.3f} | {f['rss_mb']:.0f} "
+            f"| {f['worker_cpu_per_host']:.2f} | {f['report_lines']:.0f} | {f['db_kb_per_host']:.1f} "
+            f"| {f['html_s']:.2f} | {f['html_kb']:.0f} | {f['html_rss_mb']:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
