@@ -9,13 +9,17 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from auditor.cli.context import Context
+from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from auditor.cli.formats import auditor_filter, chosen, format_options, write_rows
+from auditor.config.fields import DAY
 from auditor.config.tables import Config
+from auditor.history.host_status import host_statuses
 from auditor.runtime import RuntimeSpec
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.session import Reach, reach
@@ -159,3 +163,74 @@ def check_command(obj: Context, names: tuple[str, ...], as_json: bool) -> None:
                 skipped = [n for n, st in config.stacks.items() if st.host == h.host]
                 click.echo(f"  not checked: {', '.join(skipped)}")
     sys.exit(EXIT_OK if ok else EXIT_FINDINGS)
+
+
+@hosts_group.command("list")
+@click.option(
+    "--group", "groups", multiple=True, metavar="NAME", help="Only the members of this [groups.NAME]."
+)
+@click.option(
+    "--failing",
+    is_flag=True,
+    help="Only the hosts to look at: never audited, unreached, not consistent, out of line, or stale.",
+)
+@click.option(
+    "--stale-after",
+    type=float,
+    default=None,
+    metavar="HOURS",
+    help="A host whose newest audit is older is stale (default: twice [schedule] interval; cron: 2 days).",
+)
+@auditor_filter
+@format_options
+@click.pass_obj
+def list_command(
+    obj: Context,
+    groups: tuple[str, ...],
+    failing: bool,
+    stale_after: float | None,
+    auditors: tuple[str, ...],
+    fmt: str,
+    as_json: bool,
+) -> None:
+    """Every host of the config's stacks from the history: its group, its stacks, when it was
+    last audited (run and auditor), the worst status there, its out-of-line findings and
+    whether that audit is stale. A fleet's one table: `--failing` keeps the hosts to look at
+    (the text report names the first few and points here)."""
+    config = obj.config()
+    known = sorted({s.group for s in config.stacks.values() if s.group})
+    unknown = [g for g in groups if g not in known]
+    if unknown:
+        there = ", ".join(known) or "none"
+        fail(f"no group {', '.join(map(repr, unknown))} in {config.source} (groups: {there})")
+    if stale_after is None:
+        seconds = 2 * (
+            config.schedule.interval if not config.schedule.cron and config.schedule.interval else DAY
+        )
+    else:
+        seconds = stale_after * 3600
+    store = obj.store(read=True)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with store.engine.connect() as conn:
+        found = host_statuses(conn, config, now, seconds, auditors)
+    found = [h for h in found if (not groups or h.group in groups) and (not failing or h.failing)]
+    fmt = chosen(fmt, as_json)
+    if fmt == "json":
+        click.echo(json.dumps([dict(asdict(h), failing=h.failing) for h in found], indent=2, default=str))
+        return
+    columns = ("host", "group", "stacks", "last audited", "run", "auditor", "status", "stale", "out of line")
+    rows = [
+        (
+            h.host,
+            h.group,
+            ", ".join(h.stacks),
+            h.audited_at.strftime("%Y-%m-%d %H:%M") if h.audited_at else "",
+            h.run_id or "",
+            h.auditor,
+            h.status if not h.errors else f"{h.status}: {h.errors[0].splitlines()[0]}",
+            "stale" if h.stale else "",
+            "; ".join(h.out_of_line),
+        )
+        for h in found
+    ]
+    write_rows(fmt, columns, rows)

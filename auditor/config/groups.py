@@ -239,7 +239,7 @@ def expand(doc: dict[str, Any], error: Error, base: str = ".") -> dict[str, Any]
         expanded[name] = []
         for host in groups[group]:
             member = f"{name}{SEP}{host}"
-            out["stacks"][member] = {**_substitute(table, host), "host": host}
+            out["stacks"][member] = {**_substitute(table, host), "host": host, "group": group}
             expanded[name].append(member)
     if expanded:
         _pairs(out, expanded, grouped, error)

@@ -259,7 +259,7 @@ class StackConfig:
     """Where the stack runs."""
     group: Name | None = None
     """A ``[groups.NAME]``: one stack per member host instead, named ``NAME@HOST`` (expanded
-    before the config is checked, so never set on a stack the auditor runs)."""
+    before the config is checked; on a member, the group it is one of)."""
     ascend_root: Expanded = "/usr/local/Ascend"
     """CANN toolkit / nnae / nnrt, driver and firmware are read under this folder."""
     env: dict[str, Expanded] = field(default_factory=dict)

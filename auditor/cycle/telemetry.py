@@ -288,6 +288,10 @@ class DeviceTelemetry:
         return list(self.state.parallel(tasks).values())
 
     def findings(self, samples: list[HostTelemetry]) -> list[Finding]:
+        """The samples' findings; a host whose sampling stack did not start is not said again
+        (its stack-unavailable finding is the one cause; its sample line says why)."""
+        sessions = self.state.sessions
+        samples = [t for t in samples if t.stack not in sessions or sessions[t.stack].start_error is None]
         history = self.state.history
         worst = None
         if history is not None and samples:

@@ -120,30 +120,10 @@ def members_in_words(text: str, groups: Mapping[str, Sequence[str]]) -> str:
     return _RUN.sub(said, text)
 
 
-_HOST_LINE = re.compile(r"^host (\S+): (.*)$")
-
-
-def same_lines(lines: Sequence[str], pattern: re.Pattern[str] = _HOST_LINE) -> list[str]:
-    """Lines ``host NAME: words`` whose words are the same for three hosts or more said once:
-    ``33 hosts (local, infer-01, infer-02, infer-03 and 29 more): words``."""
-    parsed = [pattern.match(line) for line in lines]
-    by_words: dict[str, list[str]] = {}
-    for m in parsed:
-        if m is not None:
-            by_words.setdefault(m.group(2), []).append(m.group(1))
-    out: list[str] = []
-    done: set[str] = set()
-    for line, m in zip(lines, parsed, strict=True):
-        if m is None:
-            out.append(line)
-            continue
-        hosts = by_words[m.group(2)]
-        if len(hosts) < 3:
-            out.append(line)
-        elif m.group(2) not in done:
-            done.add(m.group(2))
-            out.append(f"{len(hosts)} hosts ({some(hosts)}): {m.group(2)}")
-    return out
+def same_lines(lines: Sequence[str]) -> list[str]:
+    """Lines ``host NAME: words`` that say the same of three hosts or more (host names aside)
+    as one: ``33 hosts (local, infer-01, infer-02, infer-03 and 29 more): words``."""
+    return [text for text, _ in texts_folded(lines)]
 
 
 def stacks_folded(stacks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -164,22 +144,31 @@ def stacks_folded(stacks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _one_member(text: str) -> tuple[str, str, str] | None:
-    """(base, host, the text with the host's name as ``{host}``) when ``text`` names exactly
-    one group member, else None."""
+_HOST_WORDS = re.compile(r"^host ([A-Za-z0-9_.-]+)\b")
+
+
+def _generalized(text: str) -> tuple[str, str, str] | None:
+    """(who, host, the text with the host's name as ``{host}``) when ``text`` is about one
+    host: it names exactly one group member (who: its group stack), or it starts with
+    ``host NAME`` (who: ``host``). Else None."""
     found = {m for name in re.findall(_NAME, text) if (m := member(name)) is not None}
-    if len(found) != 1:
+    if len(found) == 1:
+        base, host = found.pop()
+        text = text.replace(f"{base}{SEP}{host}", f"{base}{SEP}{{host}}")
+    elif not found and (start := _HOST_WORDS.match(text)) is not None:
+        base, host = "host", start.group(1)
+        text = "host {host}" + text[start.end() :]
+    else:
         return None
-    base, host = found.pop()
-    general = text.replace(f"{base}{SEP}{host}", f"{base}{SEP}{{host}}")
-    return base, host, re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", general)
+    return base, host, re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", text)
 
 
 def texts_folded(texts: Sequence[str], least: int = 3) -> list[tuple[str, list[int]]]:
-    """Texts that say the same of ``least`` or more members of one group stack, host names
-    aside, as one: "lite20 on 32 hosts (infer-01, ... and 28 more): ... {host}/policy.mindir
-    ...". Each resulting text with the indices of the texts it stands for (order kept)."""
-    keys = [_one_member(t) for t in texts]
+    """Texts that say the same of ``least`` or more hosts, host names aside, as one: "lite20 on
+    32 hosts (infer-01, ... and 28 more): ... {host}/policy.mindir ...", "32 hosts (infer-01,
+    ...): NPU telemetry not read ...". Each resulting text with the indices of the texts it
+    stands for (order kept)."""
+    keys = [_generalized(t) for t in texts]
     counts: dict[tuple[str, str], list[int]] = {}
     for i, k in enumerate(keys):
         if k is not None:
@@ -191,6 +180,9 @@ def texts_folded(texts: Sequence[str], least: int = 3) -> list[tuple[str, list[i
             out.append((text, [i]))
         elif same[0] == i:
             hosts = [keys[j][1] for j in same]  # type: ignore[index]
-            words = f"{k[0]} on {len(hosts)} hosts ({some(hosts)})"
-            out.append((k[2].replace(f"{k[0]}{SEP}{{host}}", words), same))
+            if k[0] == "host":
+                out.append((k[2].replace("host {host}", f"{len(hosts)} hosts ({some(hosts)})", 1), same))
+            else:
+                words = f"{k[0]} on {len(hosts)} hosts ({some(hosts)})"
+                out.append((k[2].replace(f"{k[0]}{SEP}{{host}}", words), same))
     return out

@@ -431,7 +431,7 @@ def host_telemetry_line(t: HostTelemetry) -> str:
     hottest chip, the NPUs whose views failed; or why nothing was read."""
     if not t.available:
         what = "NOT READ" if t.failed else "no NPUs, nothing recorded"
-        return f"host {t.host}: {what}: {t.reason}"
+        return f"host {t.host}: {what}: {(t.reason.splitlines() or [''])[0]}"
     hot = [c.values["temperature_c"] for n in t.npus for c in n.chips if "temperature_c" in c.values]
     failing = [n.npu for n in t.npus if n.errors]
     words = f"{len(t.npus)} NPU(s) read through {t.stack} ({t.calls} npu-smi calls, {t.seconds:.2f} s)"
@@ -537,10 +537,10 @@ def _causes(
     # One cause said of many members of a group, host names aside, is one (fleet_view); its
     # findings share it.
     out: list[tuple[Finding, Cause]] = []
-    texts = [f"{f.kind}\0{f.severity}\0{_cause_text(f)}" for f in listed]  # one kind and severity
+    texts = [f"{_cause_text(f)}\0{f.kind}\0{f.severity}" for f in listed]  # one kind and severity
     for ref, (text, same) in enumerate(fleet_view.texts_folded(texts), 1):
         f = listed[same[0]]
-        words = fleet_view.members_in_words(text.split("\0", 2)[2], groups or {})
+        words = fleet_view.members_in_words(text.split("\0", 1)[0], groups or {})
         cause = Cause(ref, f.kind, f.severity, f.subject, words, f.details.get("action"))
         out += [(listed[i], cause) for i in same]
     return out

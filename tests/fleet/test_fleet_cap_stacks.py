@@ -67,12 +67,14 @@ def audited(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
         f"command = {json.dumps(['env', 'H={host}', f'LOG={log}', 'sh', '-c', TRACKED, 'sh'])}\n"
     )
     text = text.replace("parallel = 2\n", "parallel = 2\nmax_hosts = 4\n")
+    text += "[telemetry]\nenabled = false\n"  # the trees' npu-smi answers no telemetry view
     config.write_text(
         group + text.replace(f"[stacks.lite20]\n{lite}", f'[stacks.lite20]\ngroup = "infer"\n{grouped}')
     )
     base = ["--config", str(config), "--db", str(d / "h.db")]
-    audit = CliRunner().invoke(cli, [*base, "audit", "--json"])
-    return {"audit": audit, "doc": json.loads(audit.stdout), "log": log.read_text().splitlines()}
+    audit = CliRunner().invoke(cli, [*base, "audit", "--json-file", str(d / "run.json")])
+    doc = json.loads((d / "run.json").read_text())
+    return {"base": base, "audit": audit, "doc": doc, "log": log.read_text().splitlines()}
 
 
 def in_flight(lines: list[str]) -> tuple[int, dict[str, int]]:
@@ -167,3 +169,39 @@ def test_the_same_drift_is_localized_once_for_the_group(
     assert len(calls) == 1, calls
     (found,) = {r.localization for r in drifted}  # one localization, shared by the three
     assert found is not None and found.error is None and found.layer in ("fc0", "fc1"), found
+
+
+def test_the_report_is_one_screen_naming_the_hosts_that_differ(audited: dict) -> None:
+    text = audited["audit"].stdout
+    assert audited["audit"].exit_code == 1, text  # infer-11 was not reached
+    assert len(text.splitlines()) <= 40, text
+    assert "ms20 → lite20 on 11 hosts" in text, text  # infer-09 too: its other CANN computes the same
+    flat = " ".join(text.split())
+    assert f"lite20@{OTHER_MODEL} is out of line" in flat and f"lite20@{OTHER_CANN} is out of line" in flat
+    assert f"lite20@{MISSING}" in flat
+
+
+def test_hosts_list_gives_every_host_and_the_failing_ones(audited: dict) -> None:
+    runner = CliRunner()
+    every = runner.invoke(cli, [*audited["base"], "hosts", "list", "--group", "infer", "--json"])
+    assert every.exit_code == 0, every.output
+    rows = {h["host"]: h for h in json.loads(every.stdout)}
+    assert list(rows) == HOSTS and {h["group"] for h in rows.values()} == {"infer"}
+    assert (
+        rows["infer-01"]["status"] == "consistent" and rows["infer-01"]["run_id"] == audited["doc"]["run_id"]
+    )
+    assert rows[MISSING]["status"] == "unreached" and f"{MISSING}/python" in rows[MISSING]["errors"][0]
+    failing = runner.invoke(cli, [*audited["base"], "hosts", "list", "--failing", "--json"])
+    listed = {h["host"]: h for h in json.loads(failing.stdout)}
+    assert set(listed) == {OTHER_MODEL, OTHER_CANN, MISSING}, listed
+    assert "model policy.mindir" in listed[OTHER_MODEL]["out_of_line"][0]
+    table = runner.invoke(cli, [*audited["base"], "hosts", "list", "--stale-after", "0", "--failing"])
+    assert table.exit_code == 0 and len(table.stdout.splitlines()) == 1 + len(HOSTS) + 1, (
+        table.stdout
+    )  # all stale
+    unknown = runner.invoke(cli, [*audited["base"], "hosts", "list", "--group", "nosuch"])
+    assert (
+        unknown.exit_code == 2
+        and "no group 'nosuch'" in unknown.output
+        and "(groups: infer)" in unknown.output
+    )
