@@ -16,11 +16,15 @@ decided by it, only said in fewer lines.
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from auditor.config.groups import SEP
+from auditor.history.queries import Series
+from auditor.results import STATUS_ORDER
 
 SHOWN = 4
 """Hosts named before "and N more"."""
@@ -186,3 +190,75 @@ def texts_folded(texts: Sequence[str], least: int = 3) -> list[tuple[str, list[i
                 words = f"{k[0]} on {len(hosts)} hosts ({some(hosts)})"
                 out.append((k[2].replace(f"{k[0]}{SEP}{{host}}", words), same))
     return out
+
+
+# -- the HTML report: a group's members' series as one ------------------------------------------
+Key = tuple[str, str, str]
+"""(pair, probe, variant)."""
+
+
+def family_keys(keys: Iterable[Key]) -> dict[Key, Key]:
+    """Each member pair's key -> its group's key (``ms20->lite20@* (32 hosts)``, probe,
+    variant), for the groups of two members or more; other keys are left out."""
+    families: dict[Key, list[Key]] = {}
+    for key in keys:
+        train, _, infer = key[0].rpartition("->")
+        m = member(infer)
+        if m is not None and train:
+            families.setdefault((f"{train}->{m[0]}{SEP}*", key[1], key[2]), []).append(key)
+    out: dict[Key, Key] = {}
+    for (pair, probe, variant), members in families.items():
+        if len(members) > 1:
+            for key in members:
+                out[key] = (f"{pair} ({len(members)} hosts)", probe, variant)
+    return out
+
+
+def _worst_status(statuses: Iterable[str]) -> str:
+    return max(statuses, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 0)
+
+
+def fold_statuses(
+    statuses: Mapping[Key, list[tuple[int, Any, str]]], families: Mapping[Key, Key]
+) -> dict[Key, list[tuple[int, Any, str]]]:
+    """Per key its runs' statuses; a group's members' as one key, each run's worst status."""
+    out: dict[Key, dict[int, tuple[Any, list[str]]]] = {}
+    for key, points in statuses.items():
+        runs = out.setdefault(families.get(key, key), {})
+        for run, at, status in points:
+            runs.setdefault(run, (at, []))[1].append(status)
+    return {
+        key: [(run, at, _worst_status(sts)) for run, (at, sts) in sorted(runs.items())]
+        for key, runs in out.items()
+    }
+
+
+def fold_series(series: Iterable[Series], families: Mapping[Key, Key], how: str) -> list[Series]:
+    """A group's members' series of one output as one: per run, the ``max`` (the worst member:
+    NaN counts as the worst) or the ``median`` of the members' values; other series as they
+    are."""
+    kept: list[Series] = []
+    merged: dict[tuple[Key, str], dict[int, list[tuple[Any, float, str]]]] = {}
+    first: dict[tuple[Key, str], Series] = {}
+    for s in series:
+        fam = families.get(s.key[:3])
+        if fam is None:
+            kept.append(s)
+            continue
+        runs = merged.setdefault((fam, s.output), {})
+        first.setdefault((fam, s.output), s)
+        for run, at, value, status in s.points:
+            runs.setdefault(run, []).append((at, value, status))
+    for (fam, output), runs in merged.items():
+        like = first[(fam, output)]
+        points = []
+        for run, values in sorted(runs.items()):
+            nums = [v for _, v, _ in values]
+            if how == "max":
+                value = math.nan if any(math.isnan(v) for v in nums) else max(nums)
+            else:
+                value = statistics.median(nums)
+            points.append((run, values[0][0], value, _worst_status(st for _, _, st in values)))
+        infer = f"{like.infer.partition(SEP)[0]}{SEP}*" if like.infer else like.infer
+        kept.append(Series(fam[0], fam[1], fam[2], output, like.metric, like.train, infer, points))
+    return kept

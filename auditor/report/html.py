@@ -43,6 +43,7 @@ from auditor.history.queries import (
     trend,
 )
 from auditor.history.telemetry import TelemetryFilters, TelemetrySeries, between
+from auditor.report import fleet_view
 from auditor.report.text import format_number as num
 from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
 
@@ -110,15 +111,28 @@ def render_report(
     except HistoryError as exc:
         raise ReportError(str(exc)) from None
     statuses = result_statuses(conn, f)
-    groups = sorted(statuses)
     ppo = _ppo_terms(conn, f, known_values(conn, "metric"))
     stacks_of = _stacks_of(divergence + latency)
+    # A group's members' pairs are one plot and one row: the worst member's divergence, the
+    # members' median latency, each run's worst status (auditor.report.fleet_view).
+    families = fleet_view.family_keys(statuses)
+    if families:
+        statuses = fleet_view.fold_statuses(statuses, families)
+        divergence = fleet_view.fold_series(divergence, families, "max")
+        latency = fleet_view.fold_series(latency, families, "median")
+        for key, fam in families.items():
+            stacks_of.setdefault(fam, set()).update(stacks_of.pop(key, set()))
+            if key in ppo:
+                ppo.setdefault(fam, ppo.pop(key))
+    groups = sorted(statuses)
     changes = fingerprint_changes(conn, None, since, until)
     alerts, alert_note = _open_alerts(conn)
     side = side_findings(conn, since, until)
     fingerprints = latest_fingerprints(conn)
-    served = trend(conn, "throughput", f)
-    saturation = {s.key[:3]: s for s in trend(conn, "saturation_batch", f)}
+    served = fleet_view.fold_series(trend(conn, "throughput", f), families, "median")
+    saturation = {
+        s.key[:3]: s for s in fleet_view.fold_series(trend(conn, "saturation_batch", f), families, "median")
+    }
     served_figures = [
         (
             key,
@@ -554,7 +568,10 @@ def _page(
     parts.append(f"<h2>Divergence ({_e(metric)}) and latency over time</h2>")
     parts.append(
         '<p class="muted">Dashed red lines: a run in which the train or infer stack of the pair had a '
-        "different fingerprint than in its previous run. Bottom strip: the status of every run.</p>"
+        "different fingerprint than in its previous run. Bottom strip: the status of every run. "
+        "A group's members (<code>train-&gt;stack@* (N hosts)</code>) are one plot: per run the worst "
+        "member's value, the members' median latency and the worst status; each host is in "
+        "<code>auditor hosts list</code> and <code>auditor trend --pair</code>.</p>"
     )
     for (pair, probe, variant), png, div, _lat, mine in figures:
         data = base64.b64encode(png).decode("ascii")

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from auditor.history.filters import Filters
+from auditor.history.queries import Series
+from auditor.history.store import Store
 from auditor.report import fleet_view
+from auditor.report.html import render_report
 from auditor.report.text import render_text
 from auditor.results import DRIFT, CycleResult, Finding, StackReport
 from tests.report_fixtures import _outputs, probe_result
@@ -115,3 +119,62 @@ def test_hosts_are_named_then_counted() -> None:
     assert fleet_view.some(["a"]) == "a"
     assert fleet_view.some(["a", "b", "c", "d", "e"]) == "a, b, c, d and e"
     assert fleet_view.some([f"h{i}" for i in range(9)]) == "h0, h1, h2, h3 and 5 more"
+
+
+def test_the_html_report_gives_a_group_one_plot_per_probe(tmp_path) -> None:
+    """64 members' two probe variants: two plots and two summary rows for the group, the
+    worst member's divergence and each run's worst status."""
+    store = Store.open(f"sqlite:///{tmp_path / 'h.db'}")
+    run_id = store.begin_run("auditor.toml")
+    store.finish_run(run_id, fleet_cycle(), {})
+    with store.engine.connect() as conn:
+        page, summary = render_report(conn, Filters(limit=None))
+    store.close()
+    assert summary.startswith("2 pair/probe/variant plot(s)"), summary
+    assert "ms20-&gt;lite20@* (64 hosts)" in page
+    assert "lite20@infer-07" not in page.split("<h2>Latest fingerprints</h2>")[0]
+    families = fleet_view.family_keys([(f"ms20->lite20@{h}", "ppo_policy", "fp32") for h in HOSTS])
+    statuses = fleet_view.fold_statuses(
+        {
+            (f"ms20->lite20@{h}", "ppo_policy", "fp32"): [(1, 0, DRIFT if h in DRIFTING else "consistent")]
+            for h in HOSTS
+        },
+        families,
+    )
+    assert statuses == {("ms20->lite20@* (64 hosts)", "ppo_policy", "fp32"): [(1, 0, DRIFT)]}
+
+
+def test_a_groups_series_is_its_worst_member_or_its_median() -> None:
+    families = fleet_view.family_keys([("a->s@h1", "p", "v"), ("a->s@h2", "p", "v"), ("a->t", "p", "v")])
+    assert set(families) == {("a->s@h1", "p", "v"), ("a->s@h2", "p", "v")}
+    series = [
+        Series(
+            "a->s@h1",
+            "p",
+            "v",
+            "out",
+            "max_abs",
+            "a",
+            "s@h1",
+            [(1, 0, 1.0, "consistent"), (2, 1, 3.0, "drift")],
+        ),
+        Series(
+            "a->s@h2",
+            "p",
+            "v",
+            "out",
+            "max_abs",
+            "a",
+            "s@h2",
+            [(1, 0, float("nan"), "error"), (2, 1, 2.0, "consistent")],
+        ),
+        Series("a->t", "p", "v", "out", "max_abs", "a", "t", [(1, 0, 5.0, "consistent")]),
+    ]
+    worst = fleet_view.fold_series(series, families, "max")
+    assert worst[0] is series[2]
+    (merged,) = worst[1:]
+    assert merged.pair == "a->s@* (2 hosts)" and merged.infer == "s@*"
+    assert np.isnan(merged.points[0][2]) and merged.points[0][3] == "error"
+    assert merged.points[1][2:] == (3.0, "drift")
+    (median,) = fleet_view.fold_series(series[:2], families, "median")
+    assert median.points[1][2] == 2.5
