@@ -20,7 +20,7 @@ report. Prints per N:
 - the history's growth in the second cycle per host (goal <= 30 KB);
 - the HTML report's seconds and size (goal <= 5 s).
 
-usage: .venv/bin/python bench/fleet.py [--hosts 1,8,32,64] [--max-hosts 8] [--keep DIR]
+usage: .venv/bin/python bench/fleet.py [--hosts 1,8,32,64] [--max-hosts 8] [--keep DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ def main() -> None:
     ap.add_argument("--hosts", default="1,8,32,64")
     ap.add_argument("--max-hosts", type=int, default=8)
     ap.add_argument("--keep", type=Path, help="keep each N's folder (config, reports) under DIR")
+    ap.add_argument("--quick", action="store_true", help="1 and 4 hosts, max_hosts 3 (a smoke test)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -179,6 +180,8 @@ def main() -> None:
         sys.path.insert(0, str(REPO))
         print(json.dumps(one(args.one, args.max_hosts, args.dir, policies(args.dir.parent))))
         return
+    if args.quick:
+        args.hosts, args.max_hosts = "1,4", 3
     rows = []
     for n in [int(x) for x in args.hosts.split(",")]:
         with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:

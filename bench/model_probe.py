@@ -85,10 +85,10 @@ def run(path: Path, plugins: Plugins) -> tuple[object, float, float, float]:
     inner = ModelSuite.follow_up.__get__(cycle.models)
     took = [0.0]
 
-    def timed(sessions):
+    def timed(sessions, serving=None):
         t = time.perf_counter()
         try:
-            return inner(sessions)
+            return inner(sessions, serving)
         finally:
             took[0] += time.perf_counter() - t
 

@@ -56,7 +56,11 @@ class ProbeSuite:
         self.state = state
         self.release = release
         self._batches: dict[str, list[input_classes.ClassBatch]] = {}
-        self._localizations: dict[tuple[str, str, str], localize.Localization] = {}
+        self._judged: dict[str, tuple[invariants.Declared, list[np.ndarray]]] = {}
+        self._references: dict[tuple[str, str], dict[str, np.ndarray] | None] = {}
+        """The side checks' declared invariants, inputs and float64 references, by job (and
+        input class): the same for every stack judged."""
+        self._localizations: dict[tuple[str, str, str], localize.Localization | None] = {}
         """By train stack, probe variant and serving release: a fleet's hosts on one release
         share the localization of one export."""
 
@@ -339,10 +343,9 @@ class ProbeSuite:
         spec = job.spec
         cfg = self.state.config.probe(spec.name)
         try:
-            declared = invariants.declared(spec, job.params)
+            declared, inputs = self._declared(job)
             index = input_classes.varied_index(spec)
-            weights = spec.make_weights(job.params)
-            batches = [(input_classes.RANDOM, spec.make_inputs(job.params), list(outcome.outputs or []))] + [
+            batches = [(input_classes.RANDOM, inputs, list(outcome.outputs or []))] + [
                 (name, batch.inputs, list(outputs)) for name, (batch, outputs) in outcome.classes.items()
             ]
             runs = [
@@ -350,7 +353,7 @@ class ProbeSuite:
                     name,
                     inputs,
                     outputs + list(outcome.layers.get(name, [])),
-                    invariants.reference_outputs(declared, job.params, weights, inputs),
+                    self._reference(job, declared, name, inputs),
                 )
                 for name, inputs, outputs in batches
             ]
@@ -381,6 +384,26 @@ class ProbeSuite:
                     {"probe": spec.name, "variant": job.variant},
                 )
             ]
+
+    def _declared(self, job: ProbeJob) -> tuple[invariants.Declared, list[np.ndarray]]:
+        """The job's declared invariants and its own inputs, made once per cycle (every stack
+        that ran it, a fleet's hosts included, is judged on the same)."""
+        if job.key not in self._judged:
+            self._judged[job.key] = (
+                invariants.declared(job.spec, job.params),
+                job.spec.make_inputs(job.params),
+            )
+        return self._judged[job.key]
+
+    def _reference(
+        self, job: ProbeJob, declared: invariants.Declared, name: str, inputs: list[np.ndarray]
+    ) -> dict[str, np.ndarray] | None:
+        """The probe's float64 reference of one input class, evaluated once per cycle."""
+        key = (job.key, name)
+        if key not in self._references:
+            weights = job.spec.make_weights(job.params)
+            self._references[key] = invariants.reference_outputs(declared, job.params, weights, inputs)
+        return self._references[key]
 
     # -- follow-up phase: both workers of each pair alive ------------------------------------
     def follow_up(
@@ -435,18 +458,18 @@ class ProbeSuite:
         selected = self.state.config.rollout.pairs
         return not selected or pair.name in selected
 
-    def _localized(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization:
+    def _localized(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization | None:
         """Localized once per export and serving release (a rerun that failed is tried again
-        on the next host)."""
+        on the next host); None: the probe exposes no layers."""
         key = (pair.train, job.key, self.release(pair.infer))
         if key in self._localizations:
             return self._localizations[key]
         found = self._localize(pair, job, tmp)
-        if found.error is None:
+        if found is None or found.error is None:
             self._localizations[key] = found
         return found
 
-    def _localize(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization:
+    def _localize(self, pair: PairConfig, job: ProbeJob, tmp: Path) -> localize.Localization | None:
         try:
             train_worker = self.state.sessions[pair.train].ensure()
             infer_worker = self.state.sessions[pair.infer].ensure()
