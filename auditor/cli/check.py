@@ -148,7 +148,7 @@ def _target(
     infer stack (those whose runtime loads MindIR, unless named)."""
     spec = config.models.get(model)
     path = spec.path if spec is not None else model
-    if where.stacks and not (where.pairs or where.probes or where.hosts):
+    if where.stacks and not (where.pairs or where.probes or where.hosts or where.groups):
         return path, list(dict.fromkeys(where.stacks))
     if not where.empty:
         reached = narrowed(config, where).config.stacks

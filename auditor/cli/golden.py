@@ -114,7 +114,9 @@ def _models(
             specs.append(ModelConfig(Path(model).stem, str(model), (stack,), golden=out, seed=seed))
         else:
             fail(f"{model!r} is neither a [models.NAME] of {config.source} nor a .mindir file")
-    where = Selection(pairs=selection.pairs, models=selection.models, hosts=selection.hosts)
+    where = Selection(
+        pairs=selection.pairs, models=selection.models, hosts=selection.hosts, groups=selection.groups
+    )
     if not where.empty:
         specs += [
             m for m in narrowed(config, where).config.models.values() if m.name not in {s.name for s in specs}

@@ -125,8 +125,25 @@ def filter_options(metric: bool = True) -> Callable[[Callable[..., Any]], Callab
 SELECTOR_HELP = {
     "stack": "Only pairs with this stack on a side.",
     "host": "Only pairs with a stack on this host ([hosts] name, or 'local') on a side.",
+    "group": "Only pairs with a member of this host group ([groups.NAME] of the config) on a side.",
     "model": "Only this [models.NAME]'s results.",
 }
+
+
+def _group_hosts(groups: tuple[str, ...]) -> tuple[str, ...]:
+    """``--group``: its members' hosts, from the config (a group is the config's idea)."""
+    if not groups:
+        return ()
+    config = click.get_current_context().find_object(Context).config()
+    members = {s.group: [] for s in config.stacks.values() if s.group}
+    for s in config.stacks.values():
+        if s.group:
+            members[s.group].append(s.host)
+    unknown = [g for g in groups if g not in members]
+    if unknown:
+        there = ", ".join(members) or "none"
+        fail(f"no group {', '.join(map(repr, unknown))} in {config.source} (groups: {there})")
+    return tuple(h for g in groups for h in members[g])
 
 
 def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
@@ -142,7 +159,7 @@ def _filters(kw: dict[str, Any], limit: int | None) -> Filters:
         outputs=tuple(kw.get("outputs", ())),
         stacks=tuple(kw.get("stacks", ())),
         statuses=tuple(kw.get("statuses", ())),
-        hosts=tuple(kw.get("hosts", ())),
+        hosts=tuple(kw.get("hosts", ())) + _group_hosts(tuple(kw.get("groups", ()))),
         auditors=tuple(kw.get("auditors", ())),
         where=where,
         since=_when(kw.get("since"), "--since"),

@@ -1,5 +1,5 @@
 """The selectors every command that runs or reads part of the config takes: ``--stack``,
-``--pair``, ``--probe``, ``--model``, ``--host`` (repeatable), one click option set for
+``--pair``, ``--probe``, ``--model``, ``--host``, ``--group`` (repeatable), one click option set for
 ``audit``, ``check``, ``golden record``, ``fingerprint`` and ``history``, resolved by
 auditor.config.selection."""
 
@@ -24,11 +24,13 @@ HELP = {
     "probe": ("probes", "NAME", "Only this probe ([[pairs]] probes)."),
     "model": ("models", "NAME", "Only this [models.NAME]."),
     "host": ("hosts", "NAME", "Only stacks on this host ([hosts] name, or 'local')."),
+    "group": ("groups", "NAME", "Only the members of this host group ([groups.NAME])."),
 }
 
 
 def selector_options(
-    kinds: tuple[str, ...] = ("stack", "pair", "probe", "model", "host"), texts: dict[str, str] | None = None
+    kinds: tuple[str, ...] = ("stack", "pair", "probe", "model", "host", "group"),
+    texts: dict[str, str] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The selectors as click options (each repeatable: any of its values matches; different
     selectors must all hold). ``texts`` overrides a selector's help text for one command."""
@@ -47,7 +49,7 @@ def selector_options(
 def selection_of(kw: dict[str, Any]) -> Selection:
     """The selectors of a command's keyword arguments (taken out of ``kw``)."""
     return Selection(
-        *(tuple(kw.pop(HELP[k][0], ()) or ()) for k in ("stack", "pair", "probe", "model", "host"))
+        *(tuple(kw.pop(HELP[k][0], ()) or ()) for k in ("stack", "pair", "probe", "model", "host", "group"))
     )
 
 

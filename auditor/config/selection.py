@@ -25,7 +25,7 @@ from typing import Any
 from auditor.config.fleet import FleetConfig
 from auditor.config.tables import Config, PairConfig
 
-KINDS = ("stack", "pair", "probe", "model", "host")
+KINDS = ("stack", "pair", "probe", "model", "host", "group")
 
 
 class SelectionError(ValueError):
@@ -42,6 +42,8 @@ class Selection:
     probes: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    """``--group``: the members of these ``[groups.NAME]`` (a host selector for a whole group)."""
 
     @property
     def empty(self) -> bool:
@@ -69,6 +71,8 @@ class Universe:
     probes: Iterable[str]
     models: Iterable[str]
     source: str = "the config"
+    groups: Mapping[str, str] = field(default_factory=dict)
+    """Member stack -> its group."""
 
     @classmethod
     def of(cls, config: Config) -> Universe:
@@ -84,6 +88,7 @@ class Universe:
             sorted(probes),
             list(config.models),
             config.source,
+            {n: s.group for n, s in config.stacks.items() if s.group},
         )
 
     def known(self, kind: str) -> list[str]:
@@ -91,6 +96,8 @@ class Universe:
             return list(self.stacks)
         if kind == "host":
             return sorted(set(self.stacks.values()))
+        if kind == "group":
+            return sorted(set(self.groups.values()))
         return list(getattr(self, f"{kind}s"))
 
 
@@ -175,6 +182,7 @@ def narrow(config: Config, selection: Selection) -> Narrowed:
         return Narrowed(config, None)
     validate(selection, Universe.of(config))
     host_of = {n: s.host for n, s in config.stacks.items()}
+    group_of = {n: s.group for n, s in config.stacks.items()}
     what = bool(selection.probes or selection.models)
 
     def where(stacks: Iterable[str], pair: str) -> bool:
@@ -182,6 +190,8 @@ def narrow(config: Config, selection: Selection) -> Narrowed:
         if selection.stacks and not set(names) & set(selection.stacks):
             return False
         if selection.hosts and not {host_of.get(n) for n in names} & set(selection.hosts):
+            return False
+        if selection.groups and not {group_of.get(n) for n in names} & set(selection.groups):
             return False
         return not selection.pairs or pair in selection.pairs
 
@@ -204,7 +214,11 @@ def narrow(config: Config, selection: Selection) -> Narrowed:
         n for m in models.values() for n in (*m.stacks, *([m.reference_stack] if m.reference_stack else []))
     }
     if not what and not selection.pairs:  # a stack (or a host) named alone: its own watch too
-        used |= {n for n in config.stacks if n in selection.stacks or host_of[n] in selection.hosts}
+        used |= {
+            n
+            for n in config.stacks
+            if n in selection.stacks or host_of[n] in selection.hosts or group_of[n] in selection.groups
+        }
     if not used:
         raise SelectionError(
             f"{selection.describe()} select nothing in {config.source}: no pair or model matches them all"

@@ -205,3 +205,12 @@ def test_hosts_list_gives_every_host_and_the_failing_ones(audited: dict) -> None
         and "no group 'nosuch'" in unknown.output
         and "(groups: infer)" in unknown.output
     )
+
+
+def test_history_and_audit_take_a_group(audited: dict) -> None:
+    runner = CliRunner()
+    rows = runner.invoke(cli, [*audited["base"], "history", "--group", "infer", "--format", "json"])
+    assert rows.exit_code == 0, rows.output
+    assert {r["pair"] for r in json.loads(rows.stdout)} == {f"ms20->lite20@{h}" for h in HOSTS}
+    bad = runner.invoke(cli, [*audited["base"], "history", "--group", "edge"])
+    assert bad.exit_code == 2 and "no group 'edge'" in bad.output

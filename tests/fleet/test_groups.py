@@ -155,3 +155,22 @@ def test_an_ansible_ini_inventory_names_a_groups_hosts(doc: dict, tmp_path) -> N
     d["groups"]["infer"]["inventory"] = "missing.ini"
     with pytest.raises(ConfigError, match="cannot read .*missing.ini"):
         parse(d, str(tmp_path / "auditor.toml"))
+
+
+def test_group_selects_its_members_everywhere_a_host_would(doc: dict) -> None:
+    from auditor.config.selection import Selection, SelectionError, narrow
+
+    d = fleet(doc)
+    d["groups"]["other"] = {"hosts": ["edge-1"], "ssh": "a@{host}"}
+    d["stacks"]["ms210-graph"]["group"] = "other"
+    cfg = parse(d, "/etc/auditor/auditor.toml")
+    assert cfg.stacks["lite20@infer-02"].group == "infer"  # a member keeps its group's name
+    done = narrow(cfg, Selection(groups=("infer",)))
+    assert {p.name for p in done.config.pairs} == {
+        f"{t}->lite20@infer-0{i}" for t in ("ms20", "ms210") for i in (1, 2, 3)
+    }
+    assert done.scope is not None and done.scope.selectors == {"group": ["infer"]}
+    with pytest.raises(
+        SelectionError, match=r"--group nosuch: no group 'nosuch' in .* \(known: infer, other\)"
+    ):
+        narrow(cfg, Selection(groups=("nosuch",)))
