@@ -32,6 +32,8 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+import yaml
+
 RANGE_RE = re.compile(r"\[([^\[\]]*)\]")
 NUMERIC = re.compile(r"^(\d+):(\d+)(?::(\d+))?$")
 ALPHA = re.compile(r"^([a-z]):([a-z])(?::(\d+))?$")
@@ -85,17 +87,43 @@ def _path(value: Any, base: str) -> str:
 
 
 def inventory_hosts(path: str, group: str) -> list[str]:
-    """The host patterns of ``group`` in an Ansible INI inventory: its ``[group]`` lines (the
-    first word of each: ``infer-[01:12] ansible_user=x`` gives ``infer-[01:12]``) and, through
-    ``[group:children]``, its child groups' (``:vars`` sections and host variables are not
-    read: the group table says how hosts are reached). A YAML inventory is not read: Ansible
-    converts it, ``ansible-inventory -i inventory.yml --list``, and its hosts can be listed
-    here. ValueError names the file, the line or the group."""
+    """The host patterns of ``group`` in an Ansible inventory, INI or YAML (``.yml``,
+    ``.yaml``): its own hosts (``infer-[01:12] ansible_user=x`` gives ``infer-[01:12]``) and
+    its child groups', in order. Variables (host variables, ``:vars``, ``vars:``) are not read:
+    the group table says how hosts are reached. A documented subset of Ansible's inventory,
+    without ansible-core (a large dependency, and its plugins run code): no dynamic inventory
+    scripts or plugins, no ``host_vars``/``group_vars`` folders. ValueError names the file, the
+    line or the group."""
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+            text = f.read()
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if path.endswith((".yml", ".yaml")):
+        hosts, children = _yaml_groups(path, text)
+    else:
+        hosts, children = _ini_groups(path, text.splitlines())
+
+    def collect(name: str, seen: tuple[str, ...]) -> list[str]:
+        if name in seen:
+            raise ValueError(f"{path}: group {name} contains itself ({' -> '.join((*seen, name))})")
+        if name not in hosts and name not in children:
+            known = ", ".join(sorted(set(hosts) | set(children))) or "none"
+            raise ValueError(f"{path} has no group {name!r} (groups: {known})")
+        out = list(hosts.get(name, []))
+        for child in children.get(name, []):
+            out += [h for h in collect(child, (*seen, name)) if h not in out]
+        return out
+
+    return collect(group, ())
+
+
+Groups = tuple[dict[str, list[str]], dict[str, list[str]]]
+"""Each group's own host patterns, and its child groups."""
+
+
+def _ini_groups(path: str, lines: list[str]) -> Groups:
+    """``[group]`` host lines (the first word of each) and ``[group:children]`` lines."""
     hosts: dict[str, list[str]] = {}
     children: dict[str, list[str]] = {}
     section: tuple[str, str] | None = None
@@ -120,19 +148,53 @@ def inventory_hosts(path: str, group: str) -> list[str]:
         if kind == "vars":
             continue
         (children if kind == "children" else hosts)[name].append(line.split()[0])
+    return hosts, children
 
-    def collect(name: str, seen: tuple[str, ...]) -> list[str]:
-        if name in seen:
-            raise ValueError(f"{path}: group {name} contains itself ({' -> '.join((*seen, name))})")
-        if name not in hosts and name not in children:
-            known = ", ".join(sorted(set(hosts) | set(children))) or "none"
-            raise ValueError(f"{path} has no group {name!r} (groups: {known})")
-        out = list(hosts.get(name, []))
-        for child in children.get(name, []):
-            out += [h for h in collect(child, (*seen, name)) if h not in out]
-        return out
 
-    return collect(group, ())
+def _yaml_groups(path: str, text: str) -> Groups:
+    """Ansible's YAML inventory: top-level groups (``all``, ...), each a mapping with
+    ``hosts`` (host pattern -> its variables), ``children`` (group name -> group) and
+    ``vars``; a group met in several places is one group (Ansible merges them)."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"{path}{where}: not YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if doc is None:
+        return {}, {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: an inventory is a mapping of groups (all: ...), not {type(doc).__name__}")
+    hosts: dict[str, list[str]] = {}
+    children: dict[str, list[str]] = {}
+
+    def walk(name: str, node: Any, trail: str) -> None:
+        hosts.setdefault(name, [])
+        children.setdefault(name, [])
+        if node is None:
+            return
+        if not isinstance(node, dict):
+            raise ValueError(f"{path}: {trail} must be a mapping (hosts:, children:, vars:)")
+        unknown = sorted(set(node) - {"hosts", "children", "vars"})
+        if unknown:
+            raise ValueError(
+                f"{path}: {trail} has {', '.join(map(str, unknown))}: a group has hosts, children, vars"
+            )
+        own = node.get("hosts") or {}
+        if not isinstance(own, dict):
+            raise ValueError(f"{path}: {trail}.hosts must map each host to its variables (or nothing)")
+        hosts[name] += [str(h) for h in own if str(h) not in hosts[name]]
+        kids = node.get("children") or {}
+        if not isinstance(kids, dict):
+            raise ValueError(f"{path}: {trail}.children must map each child group's name to the group")
+        for child, sub in kids.items():
+            if str(child) not in children[name]:
+                children[name].append(str(child))
+            walk(str(child), sub, f"{trail}.children.{child}")
+
+    for name, node in doc.items():
+        walk(str(name), node, str(name))
+    return hosts, children
 
 
 def _substitute(value: Any, host: str) -> Any:

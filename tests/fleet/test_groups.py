@@ -157,6 +157,51 @@ def test_an_ansible_ini_inventory_names_a_groups_hosts(doc: dict, tmp_path) -> N
         parse(d, str(tmp_path / "auditor.toml"))
 
 
+YAML_INVENTORY = """# the same inventory, as Ansible's YAML
+all:
+  children:
+    infer:
+      children:
+        infer_east:
+          hosts:
+            infer-[01:02]:
+              ansible_user: auditor
+            10.0.0.5:
+        infer_west:
+          hosts:
+            west-a:
+      vars:
+        ansible_python_interpreter: /usr/bin/python3
+    training:
+      hosts:
+        train-1:
+"""
+
+
+def test_an_ansible_yaml_inventory_reads_as_the_ini_one(doc: dict, tmp_path) -> None:
+    (tmp_path / "hosts.ini").write_text(INVENTORY)
+    (tmp_path / "hosts.yml").write_text(YAML_INVENTORY)
+    d = fleet(doc)
+    d["groups"]["infer"] = {"inventory": "hosts.yml", "group": "infer", "ssh": "auditor@{host}"}
+    from_yaml = parse(d, str(tmp_path / "auditor.toml"))
+    d["groups"]["infer"]["inventory"] = "hosts.ini"
+    from_ini = parse(d, str(tmp_path / "auditor.toml"))
+    assert list(from_yaml.stacks) == list(from_ini.stacks)
+    assert [n for n in from_yaml.stacks if n.startswith("lite20@")][-1] == "lite20@west-a"
+    (tmp_path / "bad.yml").write_text("all:\n  children:\n    infer: [a, b]\n")
+    (tmp_path / "broken.yaml").write_text("all:\n  hosts: {a\n")
+    for name, words in (
+        ("bad.yml", "all.children.infer must be a mapping"),
+        ("broken.yaml", "broken.yaml:3: not YAML"),
+    ):
+        d["groups"]["infer"]["inventory"] = name
+        with pytest.raises(ConfigError) as err:
+            parse(d, str(tmp_path / "auditor.toml"))
+        assert any(e.startswith("groups.infer.inventory: ") and words in e for e in err.value.errors), (
+            err.value.errors
+        )
+
+
 def test_group_selects_its_members_everywhere_a_host_would(doc: dict) -> None:
     from auditor.config.selection import Selection, SelectionError, narrow
 
