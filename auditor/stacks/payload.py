@@ -123,12 +123,31 @@ def module_files(packages: Sequence[tuple[str, str]], entries: Iterable[str]) ->
     """Module name -> file, for each module in ``packages`` that ``entries`` import, directly
     or through each other. A file that does not parse is kept (the worker then reports its
     SyntaxError, as it would locally) and not followed. One derivation at a time: CPython
-    3.11's ``ast.parse`` is not safe in several threads at once (workers start in parallel)."""
+    3.11's ``ast.parse`` is not safe in several threads at once (workers start in parallel).
+    Derived again only when one of the files changed (a fleet's hosts start the same code:
+    parsing it for each cost more than the rest of a host's start in the auditor)."""
+    key = (tuple(tuple(p) for p in packages), tuple(entries))
     with _derive_lock:
-        return _module_files(packages, entries)
+        known = _derived.get(key)
+        if known is not None and all(_stamp(path) == stamp for path, stamp in known[1].items()):
+            return dict(known[0])
+        found = _module_files(packages, key[1])
+        if len(_derived) > 16:
+            _derived.clear()
+        _derived[key] = (found, {path: _stamp(path) for path in found.values()})
+        return dict(found)
 
 
 _derive_lock = threading.Lock()
+_derived: dict[tuple, tuple[dict[str, Path], dict[Path, tuple[int, int] | None]]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def _module_files(packages: Sequence[tuple[str, str]], entries: Iterable[str]) -> dict[str, Path]:
