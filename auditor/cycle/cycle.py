@@ -203,11 +203,12 @@ class Cycle:
                 planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
                 inferred: dict[str, dict[tuple[str, str], InferOutcome]] = {}
                 by_job: dict[tuple[str, str], ProbeResult] = {}
-                rollouts, model_results, served = [], [], []
+                rollouts, model_results, served, side = [], [], [], []
                 for wave in waves.serve_order():
-                    done, rolled = self._serve(wave, planned, trained, inferred, Path(tmp))
+                    done, rolled, judged = self._serve(wave, planned, trained, inferred, Path(tmp))
                     by_job.update(done)
                     rollouts += rolled
+                    side += judged
                     # [models.NAME] (auditor.cycle.user_models), and [stacks.X.convert] served
                     model_results += self.models.follow_up(sessions, wave)
                     served += self._served_conversions({n: sessions[n] for n in wave})
@@ -230,7 +231,7 @@ class Cycle:
         findings = self.compat.with_rule_findings(
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
-            + self.suite.side_findings(planned, trained, inferred)
+            + once(side)
             + peers.output_findings(self._member_outputs(planned, inferred))
             + self.models.findings
             + self.telemetry.findings(samples)
@@ -258,10 +259,12 @@ class Cycle:
         trained: dict[str, dict[str, TrainOutcome]],
         inferred: dict[str, dict[tuple[str, str], InferOutcome]],
         tmp: Path,
-    ) -> tuple[dict[tuple[str, str], ProbeResult], list[Any]]:
+    ) -> tuple[dict[tuple[str, str], ProbeResult], list[Any], list[Finding]]:
         """The probes' serving side on the stacks of one wave: loads and runs, the train cells
         scoring the drawn actions, the verdicts, then localization and rollouts (both workers
-        of each pair alive). ``inferred`` gets the wave's outcomes (peers compare them all)."""
+        of each pair alive) and each side's own checks. ``inferred`` gets the wave's outcomes,
+        their outputs alone kept once judged (peers compare them all; a fleet's input-class
+        and layer outputs would otherwise be held for the whole cycle)."""
         here = set(wave)
         mine = [(p, job) for p, job in planned if p.infer in here]
         infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
@@ -282,7 +285,10 @@ class Cycle:
             for p, job in mine:
                 self._save_sides(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
         results, rollouts = self.suite.follow_up(mine, results, trained, inferred, tmp)
-        return {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}, rollouts
+        judged = self.suite.side_findings(mine, trained, inferred)
+        for p, job in mine:
+            inferred[p.infer][(p.name, job.key)].judged()
+        return {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}, rollouts, judged
 
     def _release(self, stacks: Sequence[str]) -> None:
         """End these stacks' workers, their hosts' warm zygotes and ssh connections (a wave is
@@ -720,6 +726,14 @@ PUBLICATION_READ = "read publication"
 """The request a source = "db" stack's train side stands for: reading its publication."""
 
 _CheckError = CheckError
+
+
+def once(findings: list[Finding]) -> list[Finding]:
+    """Each key's first finding, in order."""
+    seen: dict[str, Finding] = {}
+    for f in findings:
+        seen.setdefault(f.key, f)
+    return list(seen.values())
 
 
 def stack_report(stack: StackConfig, session: StackSession, fp: dict[str, Any] | None) -> StackReport:

@@ -56,6 +56,7 @@ class ProbeSuite:
         self.state = state
         self.release = release
         self._batches: dict[str, list[input_classes.ClassBatch]] = {}
+        self._sides_judged: set[tuple[str, str]] = set()
         self._judged: dict[str, tuple[invariants.Declared, list[np.ndarray]]] = {}
         self._references: dict[tuple[str, str], dict[str, np.ndarray] | None] = {}
         """The side checks' declared invariants, inputs and float64 references, by job (and
@@ -333,8 +334,9 @@ class ProbeSuite:
             train = trained.get(pair.train, {}).get(job.key)
             infer = inferred.get(pair.infer, {}).get((pair.name, job.key))
             for stack, outcome in ((pair.train, train), (pair.infer, infer)):
-                if outcome is None or outcome.outputs is None:
+                if outcome is None or outcome.outputs is None or (stack, job.key) in self._sides_judged:
                     continue
+                self._sides_judged.add((stack, job.key))  # once per cycle, whatever the waves
                 for f in self._side_checks(stack, job, outcome):
                     found.setdefault(f.key, f)
         return list(found.values())
