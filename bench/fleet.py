@@ -7,13 +7,14 @@ wrapper for lite20) and its own deployed model file; the last host serves anothe
 exactly one host is out of line. One ms20 train stack on this machine, the pair ms20 -> lite20
 with ``ppo_policy`` and ``obs_normalizer`` (fp32), ``[worker] max_hosts`` (default 8).
 
-For each N (default 1, 8, 32, 64), in a fresh process, two cycles are run through the CLI
-(``auditor audit``, into a fresh SQLite history), then ``auditor report`` writes the HTML
-report. Prints per N:
+For each N (default 1, 8, 32, 64), two cycles are run through the CLI (``auditor audit``, into
+a fresh SQLite history), then ``auditor report`` writes the HTML report, each command in a
+process of its own (as the daemon runs each cycle in a child). The figures are the second
+cycle's (the first creates and migrates the history). Prints per N:
 
 - the auditor's own CPU seconds (its process alone, not its workers: they are the stacks' cost)
   per host, for the second cycle (goal <= 0.15 s per host at 64 hosts);
-- its peak RSS (goal <= 150 MB);
+- its peak RSS (goal <= 150 MB), and the HTML report's;
 - the workers' CPU seconds (the stacks' cost, children of the auditor) per host;
 - the wall seconds of the second cycle;
 - the lines of the text report (goal <= 40 with one host out of line);
@@ -134,37 +135,55 @@ def stored_bytes(db: Path) -> int:
     return (pages - free) * size
 
 
+def step(args: list[str]) -> dict[str, float | str]:
+    """One command in this process, as the daemon runs a cycle in a child of its own: its own
+    CPU, its workers' CPU, its peak RSS, its wall time and what it printed."""
+    own, kids = cpu()
+    start = time.perf_counter()
+    code, text = invoke(args)
+    wall = time.perf_counter() - start
+    own2, kids2 = cpu()
+    return {
+        "code": code,
+        "text": text,
+        "wall": wall,
+        "own": own2 - own,
+        "kids": kids2 - kids,
+        "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def in_child(args: list[str]) -> dict[str, float | str]:
+    argv = [sys.executable, __file__, "--step", json.dumps(args)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def one(hosts: int, max_hosts: int, d: Path, served: tuple[bytes, bytes]) -> dict[str, float]:
+    """Each command in a fresh process: a first cycle (it creates the history and migrates it),
+    then the measured cycle, then the HTML report."""
     config = d / "auditor.toml"
     config.write_text(config_text(d, hosts, max_hosts, served))
     db = d / "history.db"
     base = ["--config", str(config), "--db", str(db)]
-    invoke([*base, "audit", "--no-store"])  # imports and first-use costs out of the way
-    figures: dict[str, float] = {}
-    for n in (1, 2):
-        size = stored_bytes(db) if db.exists() else 0
-        own, kids = cpu()
-        start = time.perf_counter()
-        code, text = invoke([*base, "audit"])
-        wall = time.perf_counter() - start
-        own2, kids2 = cpu()
-        if n == 2:
-            figures.update(
-                wall=wall,
-                own_cpu_per_host=(own2 - own) / hosts,
-                worker_cpu_per_host=(kids2 - kids) / hosts,
-                report_lines=len(text.splitlines()),
-                db_kb_per_host=(stored_bytes(db) - size) / 1024 / hosts,
-                exit=code,
-            )
-            (d / "report.txt").write_text(text)
-    figures["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    start = time.perf_counter()
-    invoke([*base, "report", "--out", str(d / "report.html")])
-    figures["html_s"] = time.perf_counter() - start
-    figures["html_kb"] = (d / "report.html").stat().st_size / 1024
-    figures["html_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return figures
+    in_child([*base, "audit"])
+    size = stored_bytes(db)
+    audit = in_child([*base, "audit"])
+    (d / "report.txt").write_text(str(audit["text"]))
+    html = in_child([*base, "report", "--out", str(d / "report.html")])
+    return {
+        "wall": float(audit["wall"]),
+        "own_cpu_per_host": float(audit["own"]) / hosts,
+        "worker_cpu_per_host": float(audit["kids"]) / hosts,
+        "report_lines": len(str(audit["text"]).splitlines()),
+        "db_kb_per_host": (stored_bytes(db) - size) / 1024 / hosts,
+        "rss_mb": float(audit["rss"]),
+        "html_s": float(html["wall"]),
+        "html_kb": (d / "report.html").stat().st_size / 1024,
+        "html_rss_mb": float(html["rss"]),
+    }
 
 
 def main() -> None:
@@ -175,7 +194,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 and 4 hosts, max_hosts 3 (a smoke test)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--step", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.step:
+        sys.path.insert(0, str(REPO))
+        print(json.dumps(step(json.loads(args.step))))
+        return
     if args.one:
         sys.path.insert(0, str(REPO))
         print(json.dumps(one(args.one, args.max_hosts, args.dir, policies(args.dir.parent))))
@@ -196,7 +220,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}; [worker] max_hosts = {args.max_hosts}, parallel = 2")
     head = (
         "| hosts | wall s | auditor CPU s/host | auditor RSS MB | workers CPU s/host "
-        "| report lines | history KB/host | HTML s | HTML KB | RSS with HTML MB |"
+        "| report lines | history KB/host | HTML s | HTML KB | HTML RSS MB |"
     )
     print(head)
     print("|---" * 10 + "|")

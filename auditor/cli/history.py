@@ -22,7 +22,7 @@ from auditor.cli.exits import EXIT_FINDINGS, EXIT_USAGE
 from auditor.cli.formats import json_short
 from auditor.cli.selection import selector_options
 from auditor.common.redact import redact_url
-from auditor.config.tables import MAX_KEEP_DAYS, ConfigError
+from auditor.config.tables import MAX_KEEP_DAYS, Config, ConfigError
 from auditor.history.filters import FIELDS, STACK_FIELDS, Filters, HistoryError, iso, parse_when, parse_where
 from auditor.history.queries import (
     METRIC_COLUMNS,
@@ -39,6 +39,7 @@ from auditor.history.queries import (
     trend,
     unknown_where,
 )
+from auditor.history.size import measure
 from auditor.report.tables import (
     WRITERS,
     jsonable,
@@ -627,6 +628,21 @@ def db_prune(
         click.echo("keep_days is 0: every run is kept")
     else:
         click.echo(result.summary())
+
+
+@db_group.command("size")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.pass_obj
+def db_size(obj: Context, as_json: bool) -> None:
+    """How big the history is, and how big keep_days of runs at the schedule's rate make it:
+    the database's bytes, its complete runs, their average size (first runs included, so
+    the projection errs large)."""
+    config = obj.config() if obj.find_config(required=not obj.db) else None
+    keep_days = config.keep_days if config is not None else Config.keep_days
+    interval = config.schedule.interval if config is not None and not config.schedule.cron else None
+    store = obj.store(create=False, read=True)
+    found = measure(store.engine, keep_days, interval)
+    click.echo(json.dumps(found.to_json(), indent=2, default=str) if as_json else found.summary())
 
 
 COMMANDS = (history_command, show_command, trend_command, report_command, db_group)
