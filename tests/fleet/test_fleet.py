@@ -405,3 +405,17 @@ def test_audit_with_the_database_unreachable_at_start_fails_before_any_worker(mo
     message = "cannot open or migrate the history database postgresql://auditor:***@127.0.0.1:1/history"
     assert message in result.stderr
     assert SECRET not in result.output + result.stderr and "Traceback" not in result.stderr
+
+
+def test_db_size_on_postgresql(postgres_url):
+    """auditor db size reads PostgreSQL's own figure for the database."""
+    store = Store.open(postgres_url, "size-check")
+    try:
+        store.finish_run(store.begin_run("size.toml"), cycle_result(), {})
+    finally:
+        store.close()
+    result = CliRunner().invoke(cli, ["--db", postgres_url, "db", "size", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["runs"] >= 1 and doc["bytes"] > 1_000_000  # a PostgreSQL database is megabytes at least
+    assert doc["per_run"] == doc["bytes"] / doc["runs"]
