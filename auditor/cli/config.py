@@ -10,6 +10,9 @@ import click
 from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS
 from auditor.common.redact import redact_text, redact_url
+from auditor.config.selection import cycle_stacks
+from auditor.fleet import waves
+from auditor.report import fleet_view
 
 
 @click.group("config")
@@ -43,20 +46,30 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
     found = check(config, obj.plugins(), url, hosts=hosts, connect=connect)
     state = "ok" if found.ok else f"{len(found.problems)} problem{'s' if len(found.problems) > 1 else ''}"
     click.echo(f"{config.source}: {state} ({len(config.stacks)} stacks, {len(config.pairs)} pairs)")
+    lines = []
     for name, s in config.stacks.items():
         if config.fleet.is_remote(name):
-            click.echo(f"  stack {name}: {s.role} {s.runtime} from the history database (its publications)")
+            lines.append(f"stack {name}: {s.role} {s.runtime} from the history database (its publications)")
             continue
         where = "" if s.host == "local" else f" on {s.host}"
         publishes = config.fleet.publish.get(name)
         also = f"   (publishes {', '.join(publishes)})" if publishes else ""
         started = f"   ({found.stacks[name]})" if name in found.stacks else ""
-        click.echo(f"  stack {name}: {s.role} {s.runtime} {s.python}{where}{started}{also}")
+        lines.append(f"stack {name}: {s.role} {s.runtime} {s.python}{where}{started}{also}")
+    # a group's members said once when they say the same (auditor.report.fleet_view)
+    for text, _ in fleet_view.texts_folded(lines):
+        click.echo(f"  {text}")
+    plan = waves.plan(config, cycle_stacks(config))
+    if plan.capped:
+        click.echo(
+            f"  hosts in flight: at most {plan.cap} ([worker] max_hosts): {', '.join(plan.held_hosts)} held "
+            f"for the cycle, the other hosts in {len(plan.chunks)} chunks"
+        )
     for name, model in config.models.items():
         click.echo(f"  model {name}: {model.path}")
     click.echo(f"  history database: {found.database or redact_url(url)}")
-    for line in found.unchecked:
-        click.echo(f"  not checked: {line}")
+    for text, _ in fleet_view.texts_folded(found.unchecked):
+        click.echo(f"  not checked: {text}")
     for problem in found.problems:
         click.echo(f"  problem: {redact_text(str(problem))}", err=True)
     if not found.ok:

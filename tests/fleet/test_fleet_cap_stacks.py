@@ -214,3 +214,12 @@ def test_history_and_audit_take_a_group(audited: dict) -> None:
     assert {r["pair"] for r in json.loads(rows.stdout)} == {f"ms20->lite20@{h}" for h in HOSTS}
     bad = runner.invoke(cli, [*audited["base"], "history", "--group", "edge"])
     assert bad.exit_code == 2 and "no group 'edge'" in bad.output
+
+
+def test_config_check_says_the_group_once_and_the_cap(audited: dict) -> None:
+    out = CliRunner().invoke(cli, [*audited["base"], "config", "check"])
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("  stack lite20 on 12 hosts (infer-01,") for line in lines), out.stdout
+    assert not any("lite20@infer-05" in line for line in lines), out.stdout
+    said = "hosts in flight: at most 4 ([worker] max_hosts): local held for the cycle"
+    assert f"{said}, the other hosts in 4 chunks" in out.stdout
