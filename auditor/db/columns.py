@@ -8,6 +8,7 @@ traceback: the value reads as None, the rest of the row and of the history is sh
 
 from __future__ import annotations
 
+import math
 import threading
 from datetime import datetime
 from typing import Any
@@ -120,6 +121,23 @@ class TolerantJSON(_Tolerant):
         if not isinstance(value, dict):
             raise TypeError(f"not a JSON object: {type(value).__name__}")
         return value
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        """Strict JSON on the way in: a non-finite float becomes "inf", "-inf" or "nan" (as
+        ``--json`` says them). JSON has no Infinity: PostgreSQL refuses the token, and SQLite
+        keeps it as text that json_valid() rejects (the health check would call the
+        history damaged)."""
+        return _finite(value)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class TolerantString(_Tolerant):
