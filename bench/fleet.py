@@ -22,6 +22,7 @@ cycle's (the first creates and migrates the history). Prints per N:
 - the HTML report's seconds and size (goal <= 5 s).
 
 usage: .venv/bin/python bench/fleet.py [--hosts 1,8,32,64] [--max-hosts 8] [--keep DIR] [--quick]
+                                    [--all-variants]
 """
 
 from __future__ import annotations
@@ -165,7 +166,10 @@ def one(hosts: int, max_hosts: int, d: Path, served: tuple[bytes, bytes]) -> dic
     """Each command in a fresh process: a first cycle (it creates the history and migrates it),
     then the measured cycle, then the HTML report."""
     config = d / "auditor.toml"
-    config.write_text(config_text(d, hosts, max_hosts, served))
+    text = config_text(d, hosts, max_hosts, served)
+    if os.environ.get("BENCH_ALL_VARIANTS"):  # every variant of both probes, as the issue measured
+        text = text.replace('variants = ["fp32"]\n', "")
+    config.write_text(text)
     db = d / "history.db"
     base = ["--config", str(config), "--db", str(db)]
     in_child([*base, "audit"])
@@ -192,6 +196,9 @@ def main() -> None:
     ap.add_argument("--max-hosts", type=int, default=8)
     ap.add_argument("--keep", type=Path, help="keep each N's folder (config, reports) under DIR")
     ap.add_argument("--quick", action="store_true", help="1 and 4 hosts, max_hosts 3 (a smoke test)")
+    ap.add_argument(
+        "--all-variants", action="store_true", help="every variant of both probes (default: fp32)"
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--step", help=argparse.SUPPRESS)
@@ -206,6 +213,8 @@ def main() -> None:
         return
     if args.quick:
         args.hosts, args.max_hosts = "1,4", 3
+    if args.all_variants:
+        os.environ["BENCH_ALL_VARIANTS"] = "1"  # the children read it
     rows = []
     for n in [int(x) for x in args.hosts.split(",")]:
         with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:
