@@ -232,7 +232,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + once(side)
-            + peers.output_findings(self._member_outputs(planned, inferred))
+            + peers.output_findings(self._member_outputs(planned, inferred, by_job))
             + self.models.findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
@@ -305,13 +305,21 @@ class Cycle:
 
     @staticmethod
     def _member_outputs(
-        planned: list[tuple[PairConfig, ProbeJob]], inferred: dict[str, dict[tuple[str, str], InferOutcome]]
+        planned: list[tuple[PairConfig, ProbeJob]],
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
+        verdicts: dict[tuple[str, str], ProbeResult],
     ) -> dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]]:
-        """A group's members' outputs of one train stack's export (auditor.fleet.peers)."""
+        """A group's members' outputs of one train stack's export (auditor.fleet.peers), of
+        the members whose result is consistent: a member that drifts is said by its drift, and
+        a drifting output may not even repeat on its own host (Lite 2.0's fp16 std is memory
+        garbage), so its bits say nothing about the host."""
         out: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
         for pair, job in planned:
             base, sep, member = pair.infer.partition(SEP)
             outcome = inferred.get(pair.infer, {}).get((pair.name, job.key))
+            verdict = verdicts.get((pair.name, job.key))
+            if verdict is None or verdict.status != CONSISTENT:
+                continue
             if sep and member and outcome is not None and outcome.outputs is not None and not job.rerun:
                 key = (pair.train, base, job.spec.name, job.variant)
                 out.setdefault(key, {})[pair.infer] = list(outcome.outputs)

@@ -154,7 +154,7 @@ def output_findings(groups: Mapping[tuple[str, str, str, str], Mapping[str, list
                     f"{odd.member}/out-of-line/{probe}/{variant}",
                     f"{odd.member} computes {probe} [{variant}] differently from its peers: its outputs of "
                     f"{train}'s export differ bitwise from those of {odd.agree} of {odd.total} members of "
-                    f"{base} (max abs {diff:.3g} from {peer})",
+                    f"{base} ({_how_far(diff)} from {peer})",
                     {
                         "group_stack": base,
                         "train": train,
@@ -172,12 +172,22 @@ def output_findings(groups: Mapping[tuple[str, str, str, str], Mapping[str, list
 
 
 def _max_abs(a: list[Any], b: list[Any]) -> float:
+    """The largest difference; inf where the shapes differ or a NaN stands against a number."""
     worst = 0.0
     for x, y in zip(a, b, strict=False):
         x64, y64 = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        if x64.shape != y64.shape:
+        if x64.shape != y64.shape or not np.array_equal(np.isnan(x64), np.isnan(y64)):
             return float("inf")
         with np.errstate(invalid="ignore"):
             d = np.abs(x64 - y64)
-        worst = max(worst, float(np.nanmax(d)) if d.size else 0.0)
+        finite = d[~np.isnan(d)]
+        worst = max(worst, float(finite.max()) if finite.size else 0.0)
     return worst
+
+
+def _how_far(diff: float) -> str:
+    if diff == 0:
+        return "the same numbers: other NaN payloads or signed zeros"
+    if np.isinf(diff):
+        return "NaN, Inf or shapes where the peer has numbers"
+    return f"max abs {diff:.3g}"

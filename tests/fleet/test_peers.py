@@ -94,3 +94,21 @@ def test_a_member_computing_differently_from_its_peers_is_named_with_its_differe
     split = {"s@a": same, "s@b": same, "s@c": odd, "s@d": [same[0].astype(np.float64), same[1]]}
     assert peers.output_findings({("t", "s", "p", "v"): split}) == []
     assert peers.output_findings({("t", "s", "p", "v"): {"s@a": same, "s@b": odd}}) == []
+
+
+def test_a_nan_against_a_number_or_other_nan_bits_say_what_differs() -> None:
+    import numpy as np
+
+    same = [np.array([0.5, np.nan, 1.0], np.float32)]
+    members = {f"s@h{i}": [same[0].copy()] for i in range(5)}  # three of five agree
+    members["s@h1"] = [np.array([0.5, 0.25, 1.0], np.float32)]  # a number where the peers have NaN
+    other_nan = same[0].copy()
+    other_nan.view(np.uint32)[1] = 0x7FC00001  # a NaN with another payload: bitwise different, same numbers
+    members["s@h2"] = [other_nan]
+    found = {f.subject: f for f in peers.output_findings({("t", "s", "p", "v"): members})}
+    assert set(found) == {"s@h1", "s@h2"}
+    assert found["s@h1"].details["max_abs"] == float("inf") and "NaN, Inf or shapes" in found["s@h1"].message
+    assert (
+        found["s@h2"].details["max_abs"] == 0
+        and "other NaN payloads or signed zeros" in found["s@h2"].message
+    )
