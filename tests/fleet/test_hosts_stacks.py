@@ -630,3 +630,44 @@ def test_a_remote_stack_forks_its_workers_on_its_host_and_a_dead_zygote_leaves_i
 
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_cap_on_hosts_ends_each_hosts_connection_and_reopens_it_to_serve(hosts, default_doc, monkeypatch):
+    """[worker] max_hosts = 2 over real ssh: the train stack here is held, the two serving hosts
+    are one chunk each. hostA is fingerprinted, then its worker, warm zygote and ssh master are
+    ended; hostB is fingerprinted and served; hostA is connected again and served. Both pairs
+    compute what the local pair computes, and nothing is left behind."""
+    (a, tree_a), (b, tree_b) = hosts["hostA"], hosts["hostB"]
+    before = _remote_dirs()
+    opened: list[str] = []
+    real_open = CONNECTIONS._open
+
+    def counted(host, control):  # noqa: ANN001 - the real method's arguments
+        opened.append(host.name)
+        return real_open(host, control)
+
+    monkeypatch.setattr(CONNECTIONS, "_open", counted)
+    config = _config(
+        default_doc,
+        {
+            "ms20": _stack("ms20", "mindspore", "train", tree_a),
+            "lite20-a": _stack("lite20", "mindspore-lite", "infer", tree_b, "hostA"),
+            "lite20-b": _stack("lite20", "mindspore-lite", "infer", tree_b, "hostB"),
+            "lite20-here": _stack("lite20", "mindspore-lite", "infer", tree_b),
+        },
+        {"hostA": a.host_table(), "hostB": b.host_table()},
+        [
+            {"train": "ms20", "infer": s, "probes": ["ppo_policy"]}
+            for s in ("lite20-a", "lite20-b", "lite20-here")
+        ],
+        max_hosts=2,
+    )
+    result = Cycle(config, probes_with("faulty")).run()
+    by_pair = {r.pair: r for r in result.results}
+    here = by_pair["ms20->lite20-here"]
+    for pair in ("ms20->lite20-a", "ms20->lite20-b"):
+        assert by_pair[pair].status == CONSISTENT == here.status, by_pair[pair].message
+        assert _metrics(by_pair[pair]) == _metrics(here)
+    assert opened == ["hostA", "hostB", "hostA"], opened  # hostA's master ended after its fingerprint
+    assert result.stacks["lite20-a"].problems == () and result.stacks["lite20-a"].fingerprint["connection"]
+    _no_leftovers(before)
