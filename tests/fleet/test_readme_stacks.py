@@ -16,7 +16,9 @@ docs/own-policy.md):
 - "A fleet": the PostgreSQL block (``sudo -u postgres`` is a shim reaching the test's server),
   ``trainer.toml`` and ``inference.toml`` (the changes: ``db.internal:5432`` becomes the test
   server, ``/opt/stacks`` the installed stacks), an audit on each side, trainer first, then
-  ``auditor history --pair 'ms20->lite20'`` and ``auditor publications`` as the prose says.
+  ``auditor history --pair 'ms20->lite20'`` and ``auditor publications`` as the prose says;
+- "A group of hosts": the one-machine ``fleet.toml`` (six command-transport hosts, at most four
+  in flight) and its commands: config check, audit, hosts list, history --group, db size.
 """
 
 from __future__ import annotations
@@ -350,3 +352,38 @@ def test_fleet_as_written(stacks, postgres, home):
     [pub] = json.loads(out)
     assert code == 0 and (pub["stack"], pub["auditor_id"]) == ("ms20", "train-zone"), err
     assert {i["probe"] for i in pub["items"]} == {"ppo_policy", "obs_normalizer"}
+
+
+def test_group_as_written(stacks, home):
+    """ "A group of hosts": the one-machine example (six command-transport hosts, at most four
+    in flight) and its commands, as written."""
+    home, checkout, env = home
+    found = blocks("docs/hosts.md", "A group of hosts")
+    (lang0, toml), (lang1, run) = found[-2:]
+    assert (lang0, lang1) == ("toml", "sh")
+    (checkout / "fleet.toml").write_text(toml)
+    said = {}
+    for line in commands(run):
+        words = line.split()
+        said[" ".join(words[3:5])] = subprocess.run(
+            ["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True, timeout=1800
+        )
+    for what, done in said.items():
+        assert "Traceback" not in done.stderr, what + done.stderr
+    check = said["config check"]
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert (
+        "stack lite20 on 6 hosts (infer-1," in check.stdout and "hosts in flight: at most 4" in check.stdout
+    )
+    audit = said["audit"]
+    assert audit.returncode in (0, 1), audit.stdout[-3000:] + audit.stderr[-3000:]
+    assert "ms20 → lite20 on 6 hosts" in audit.stdout, audit.stdout
+    assert len(audit.stdout.splitlines()) <= 40 and "UNAVAILABLE" not in audit.stdout, audit.stdout
+    listed = said["hosts list"]
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
+    assert rows == [f"infer-{i}" for i in range(1, 7)], listed.stdout
+    history = said["history --group"]
+    assert history.returncode == 0 and history.stdout.count("ms20->lite20@infer-") == 6, history.stdout
+    size = said["db size"]
+    assert size.returncode == 0 and "1 complete run(s)" in size.stdout, size.stdout
