@@ -586,8 +586,8 @@ class WorkerConfig:
     """Hosts with workers at any one time in a cycle (``audit``, the daemon; Ansible's
     ``forks``): the hosts of the stacks every pair or model needs (train stacks, references)
     are held for the whole cycle; the others (a group's serving hosts) are audited in waves,
-    each host's workers (and its warm zygote and ssh connection) ended when its wave is done.
-    Unset: every host at once."""
+    each host's workers (and its warm zygote and ssh connection) ended when its wave is done;
+    ``hosts check`` keeps to it too. Unset: every host at once."""
     warm: Choice("cycle", "daemon", "off") = "cycle"
     """Warm workers: each local stack's interpreter imports its runtime once (a zygote) and every
     worker is a fresh process forked from it. "cycle": zygotes live for one cycle or command;

@@ -26,11 +26,13 @@ def per_host_limits(
     stacks: Mapping[str, Any],
     hosts: Mapping[str, HostConfig],
     parallel: int,
+    max_hosts: int | None = None,
 ) -> tuple[int, dict[str, Callable[[], Any]]]:
     """Run stacks of different hosts side by side, at most ``parallel`` (or the host's own
-    ``parallel``) at a time on each host: the pool size for ``tasks`` (by stack name) and
-    the tasks wrapped to hold their host's slot. A fleet of N hosts then takes about as long
-    as one host, not N times as long."""
+    ``parallel``) at a time on each host, and tasks of at most ``max_hosts`` hosts at a time
+    (``[worker] max_hosts``: a host is in flight from its first running task to its last):
+    the pool size for ``tasks`` (by stack name) and the tasks wrapped to hold their host's
+    slot. A fleet of N hosts then takes about as long as one host, not N times as long."""
     host_of = {name: getattr(stacks.get(name), "host", LOCAL) for name in tasks}
     limit = {h: (hosts[h].parallel if h in hosts else None) or parallel for h in host_of.values()}
     slots = {h: threading.BoundedSemaphore(n) for h, n in limit.items()}
@@ -38,11 +40,31 @@ def per_host_limits(
     for h in host_of.values():
         counts[h] = counts.get(h, 0) + 1
     size = max(1, sum(min(limit[h], n) for h, n in counts.items()))
+    gate = threading.BoundedSemaphore(max_hosts) if max_hosts and max_hosts < len(counts) else None
+    entry = {h: threading.Lock() for h in counts}
+    running = dict.fromkeys(counts, 0)
+
+    def enter(h: str) -> None:
+        with entry[h]:  # one gate slot per host, however many of its tasks run
+            if running[h] == 0 and gate is not None:
+                gate.acquire()
+            running[h] += 1
+
+    def leave(h: str) -> None:
+        with entry[h]:
+            running[h] -= 1
+            if running[h] == 0 and gate is not None:
+                gate.release()
 
     def held(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
         def run() -> Any:
-            with slots[host_of[name]]:
-                return fn()
+            h = host_of[name]
+            enter(h)
+            try:
+                with slots[h]:
+                    return fn()
+            finally:
+                leave(h)
 
         return run
 

@@ -154,7 +154,7 @@ class Reach:
         """``[worker] parallel`` (or a host's own ``parallel``) applied to per-stack tasks: the
         pool size, and the tasks wrapped to respect each host's limit."""
         cfg = self.config
-        return per_host_limits(dict(tasks), cfg.stacks, cfg.hosts, cfg.worker.parallel)
+        return per_host_limits(dict(tasks), cfg.stacks, cfg.hosts, cfg.worker.parallel, cfg.worker.max_hosts)
 
 
 def reach(

@@ -219,3 +219,40 @@ def test_per_host_limit_runs_hosts_side_by_side_and_caps_each() -> None:
         done = [f.result() for f in [pool.submit(fn) for fn in wrapped.values()]]
     assert sorted(done) == sorted(stacks)
     assert peak == {"h0": 2, "h1": 2, "h2": 1}
+
+
+def test_max_hosts_caps_the_hosts_in_flight_not_their_stacks() -> None:
+    """[worker] max_hosts = 2 over six hosts of two stacks each: never more than two hosts at
+    once, and a host's second stack runs beside its first without a second host slot."""
+    stacks = {f"s{i}": StackConfig(f"s{i}", "infer", "x", "/p", host=f"h{i // 2}") for i in range(12)}
+    running: dict[str, int] = {}
+    peak_hosts = [0]
+    peak_stacks: dict[str, int] = {}
+    lock = threading.Lock()
+    gate = threading.Barrier(4, timeout=30)  # two hosts, both stacks of each, at once
+
+    def task(name: str):
+        host = stacks[name].host
+
+        def run() -> str:
+            with lock:
+                running[host] = running.get(host, 0) + 1
+                peak_stacks[host] = max(peak_stacks.get(host, 0), running[host])
+                peak_hosts[0] = max(peak_hosts[0], sum(1 for n in running.values() if n))
+            with contextlib.suppress(threading.BrokenBarrierError):
+                gate.wait()
+                gate.abort()
+            with lock:
+                running[host] -= 1
+            return name
+
+        return run
+
+    size, wrapped = per_host_limits({n: task(n) for n in stacks}, stacks, {}, parallel=2, max_hosts=2)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=size) as pool:
+        done = [f.result() for f in [pool.submit(fn) for fn in wrapped.values()]]
+    assert sorted(done) == sorted(stacks)
+    assert peak_hosts[0] == 2, peak_hosts
+    assert max(peak_stacks.values()) == 2  # the barrier of four was met: two hosts, two stacks each
