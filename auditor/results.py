@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,6 +38,12 @@ RULE_ERROR = "rule-error"
 FAILING_SEVERITIES = ("error", "critical")
 """A finding of these severities makes a run's outcome at least error (or its own status when
 its kind is one: ``finding_status``), hence its exit status 1."""
+
+
+def worst(statuses: Iterable[str]) -> str | None:
+    """The worst of ``statuses`` in STATUS_ORDER (an unknown status ranks as consistent);
+    None for none."""
+    return max(statuses, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 0, default=None)
 
 
 @dataclass(frozen=True)
@@ -303,7 +310,7 @@ class CycleResult:
     def outcome(self) -> str:
         """The worst status of the run (STATUS_ORDER): consistent only when every part is, so
         never with a finding of severity error or critical (``finding_status``)."""
-        return max(self.status_counts() or {CONSISTENT: 1}, key=STATUS_ORDER.index)
+        return worst(self.status_counts()) or CONSISTENT
 
     @property
     def unchecked(self) -> list[str]:

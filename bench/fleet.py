@@ -162,12 +162,14 @@ def in_child(args: list[str]) -> dict[str, float | str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def one(hosts: int, max_hosts: int, d: Path, served: tuple[bytes, bytes]) -> dict[str, float]:
+def one(
+    hosts: int, max_hosts: int, d: Path, served: tuple[bytes, bytes], all_variants: bool = False
+) -> dict[str, float]:
     """Each command in a fresh process: a first cycle (it creates the history and migrates it),
     then the measured cycle, then the HTML report."""
     config = d / "auditor.toml"
     text = config_text(d, hosts, max_hosts, served)
-    if os.environ.get("BENCH_ALL_VARIANTS"):  # every variant of both probes, as the issue measured
+    if all_variants:  # every variant of both probes, as the issue measured
         text = text.replace('variants = ["fp32"]\n', "")
     config.write_text(text)
     db = d / "history.db"
@@ -209,18 +211,18 @@ def main() -> None:
         return
     if args.one:
         sys.path.insert(0, str(REPO))
-        print(json.dumps(one(args.one, args.max_hosts, args.dir, policies(args.dir.parent))))
+        found = one(args.one, args.max_hosts, args.dir, policies(args.dir.parent), args.all_variants)
+        print(json.dumps(found))
         return
     if args.quick:
         args.hosts, args.max_hosts = "1,4", 3
-    if args.all_variants:
-        os.environ["BENCH_ALL_VARIANTS"] = "1"  # the children read it
     rows = []
     for n in [int(x) for x in args.hosts.split(",")]:
         with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:
             d = (args.keep / f"hosts-{n}") if args.keep else Path(tmp) / f"hosts-{n}"
             d.mkdir(parents=True, exist_ok=True)
             argv = [sys.executable, __file__, "--one", str(n), "--max-hosts", str(args.max_hosts)]
+            argv += ["--all-variants"] if args.all_variants else []
             done = subprocess.run([*argv, "--dir", str(d)], capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 sys.exit(f"{n} hosts failed:\n{done.stderr[-3000:]}")

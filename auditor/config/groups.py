@@ -42,6 +42,13 @@ MAX_MEMBERS = 4096
 SEP = "@"
 """Between a grouped stack's name and its member host: ``lite20@infer-07``."""
 
+
+def member(name: str) -> tuple[str, str] | None:
+    """(grouped stack, host) of a member's stack name (``lite20@infer-07``), else None."""
+    base, sep, host = name.partition(SEP)
+    return (base, host) if sep and base and host else None
+
+
 Error = Callable[[str, str], None]
 
 

@@ -57,10 +57,6 @@ class Compatibility:
         self.known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
 
     # -- before any probe: fingerprints, drift, the rules on them --------------------------------
-    def fingerprint_and_check(self, sessions: dict[str, StackSession]) -> None:
-        self.collect(sessions)
-        self.check(sessions)
-
     def collect(self, sessions: dict[str, StackSession]) -> None:
         """Fingerprint these stacks (added to those collected before: a cycle capped by
         ``[worker] max_hosts`` collects wave by wave, auditor.fleet.waves)."""

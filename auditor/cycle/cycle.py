@@ -25,7 +25,7 @@ from auditor.compare.outputs import (
     MetricCheck,
     compare_output,
 )
-from auditor.config.groups import SEP
+from auditor.config.groups import member
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle import saved_outputs, unchecked
@@ -231,7 +231,7 @@ class Cycle:
         findings = self.compat.with_rule_findings(
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
-            + once(side)
+            + side  # each stack and probe variant judged once (ProbeSuite.side_findings)
             + peers.output_findings(self._member_outputs(planned, inferred, by_job))
             + self.models.findings
             + self.telemetry.findings(samples)
@@ -300,7 +300,7 @@ class Cycle:
 
     def _in_config_order(self, results: list[ProbeResult]) -> list[ProbeResult]:
         """The models' results by model, then serving stack, as the config lists them."""
-        order = {(m.name, t): i for i, m in enumerate(self.config.models.values()) for t in (*m.stacks,)}
+        order = {(m.name, t): i for i, m in enumerate(self.config.models.values()) for t in m.stacks}
         return sorted(results, key=lambda r: order.get((r.probe, r.infer), len(order)))
 
     @staticmethod
@@ -315,13 +315,13 @@ class Cycle:
         garbage), so its bits say nothing about the host."""
         out: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
         for pair, job in planned:
-            base, sep, member = pair.infer.partition(SEP)
+            grouped = member(pair.infer)
             outcome = inferred.get(pair.infer, {}).get((pair.name, job.key))
             verdict = verdicts.get((pair.name, job.key))
             if verdict is None or verdict.status != CONSISTENT:
                 continue
-            if sep and member and outcome is not None and outcome.outputs is not None and not job.rerun:
-                key = (pair.train, base, job.spec.name, job.variant)
+            if grouped is not None and outcome is not None and outcome.outputs is not None and not job.rerun:
+                key = (pair.train, grouped[0], job.spec.name, job.variant)
                 out.setdefault(key, {})[pair.infer] = list(outcome.outputs)
         return out
 
@@ -734,14 +734,6 @@ PUBLICATION_READ = "read publication"
 """The request a source = "db" stack's train side stands for: reading its publication."""
 
 _CheckError = CheckError
-
-
-def once(findings: list[Finding]) -> list[Finding]:
-    """Each key's first finding, in order."""
-    seen: dict[str, Finding] = {}
-    for f in findings:
-        seen.setdefault(f.key, f)
-    return list(seen.values())
 
 
 def stack_report(stack: StackConfig, session: StackSession, fp: dict[str, Any] | None) -> StackReport:

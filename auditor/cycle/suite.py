@@ -57,7 +57,7 @@ class ProbeSuite:
         self.release = release
         self._batches: dict[str, list[input_classes.ClassBatch]] = {}
         self._sides_judged: set[tuple[str, str]] = set()
-        self._judged: dict[str, tuple[invariants.Declared, list[np.ndarray]]] = {}
+        self._declared_inputs: dict[str, tuple[invariants.Declared, list[np.ndarray]]] = {}
         self._references: dict[tuple[str, str], dict[str, np.ndarray] | None] = {}
         """The side checks' declared invariants, inputs and float64 references, by job (and
         input class): the same for every stack judged."""
@@ -390,12 +390,12 @@ class ProbeSuite:
     def _declared(self, job: ProbeJob) -> tuple[invariants.Declared, list[np.ndarray]]:
         """The job's declared invariants and its own inputs, made once per cycle (every stack
         that ran it, a fleet's hosts included, is judged on the same)."""
-        if job.key not in self._judged:
-            self._judged[job.key] = (
+        if job.key not in self._declared_inputs:
+            self._declared_inputs[job.key] = (
                 invariants.declared(job.spec, job.params),
                 job.spec.make_inputs(job.params),
             )
-        return self._judged[job.key]
+        return self._declared_inputs[job.key]
 
     def _reference(
         self, job: ProbeJob, declared: invariants.Declared, name: str, inputs: list[np.ndarray]

@@ -303,8 +303,8 @@ class ModelSuite:
         if plan.error is not None:  # nothing was run: the model is unchecked, and the result says why
             return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in targets]
         assert plan.info is not None
-        first = plan.rules is None
-        if plan.rules is None:
+        first = plan.rules is None  # this model's first wave
+        if first:
             plan.rules = self._model_rules(plan)
             self.compat.findings += plan.rules
         findings = plan.rules

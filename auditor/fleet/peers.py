@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.config.groups import SEP
+from auditor.config.groups import member
 from auditor.results import Finding
 
 MIN_MEMBERS = 3
@@ -87,9 +87,8 @@ def groups(names: list[str]) -> dict[str, list[str]]:
     """Members by their grouped stack (``lite20`` -> ``lite20@infer-01``, ...)."""
     out: dict[str, list[str]] = {}
     for name in names:
-        base, sep, member = name.partition(SEP)
-        if sep and member:
-            out.setdefault(base, []).append(name)
+        if (grouped := member(name)) is not None:
+            out.setdefault(grouped[0], []).append(name)
     return out
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from auditor.config.tables import Config
 from auditor.db import schema as m
-from auditor.results import CONSISTENT, STATUS_ORDER
+from auditor.results import CONSISTENT, worst
 
 NEVER = "never audited"
 UNREACHED = "unreached"
@@ -111,12 +111,8 @@ def host_statuses(
                 h.errors.append(f"{name}: {errors[(run_id, sid)]}")
             found += statuses.get((run_id, sid), [])
             h.out_of_line += odd.get((run_id, name), [])
-        if h.errors:
-            h.status = UNREACHED
-        elif found:
-            h.status = max(found, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 0)
-        else:
-            h.status = CONSISTENT  # reached and fingerprinted, nothing ran on it that failed
+        # reached and nothing served on it failed (a host that only trains: consistent)
+        h.status = UNREACHED if h.errors else worst(found) or CONSISTENT
         h.stale = h.audited_at is None or (now - h.audited_at).total_seconds() > stale_after
     return list(by_host.values())
 

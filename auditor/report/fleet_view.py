@@ -22,9 +22,9 @@ import statistics
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from auditor.config.groups import SEP
+from auditor.config.groups import SEP, member
 from auditor.history.queries import Series
-from auditor.results import STATUS_ORDER
+from auditor.results import worst
 
 SHOWN = 4
 """Hosts named before "and N more"."""
@@ -32,12 +32,6 @@ LIST_ALL = "auditor hosts list --failing"
 """The command that lists every host that fails or is out of line (auditor.cli.hosts)."""
 
 T = TypeVar("T")
-
-
-def member(name: str) -> tuple[str, str] | None:
-    """(base stack, host) of a group member's stack name, else None."""
-    base, sep, host = name.partition(SEP)
-    return (base, host) if sep and base and host else None
 
 
 def some(hosts: Sequence[str], most: int = SHOWN) -> str:
@@ -124,12 +118,6 @@ def members_in_words(text: str, groups: Mapping[str, Sequence[str]]) -> str:
     return _RUN.sub(said, text)
 
 
-def same_lines(lines: Sequence[str]) -> list[str]:
-    """Lines ``host NAME: words`` that say the same of three hosts or more (host names aside)
-    as one: ``33 hosts (local, infer-01, infer-02, infer-03 and 29 more): words``."""
-    return [text for text, _ in texts_folded(lines)]
-
-
 def stacks_folded(stacks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The run's stacks with each group stack's members that are fine as one entry
     (``name`` "lite20", ``host`` "31 hosts"); a member with a problem stays on its own."""
@@ -214,10 +202,6 @@ def family_keys(keys: Iterable[Key]) -> dict[Key, Key]:
     return out
 
 
-def _worst_status(statuses: Iterable[str]) -> str:
-    return max(statuses, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 0)
-
-
 def fold_statuses(
     statuses: Mapping[Key, list[tuple[int, Any, str]]], families: Mapping[Key, Key]
 ) -> dict[Key, list[tuple[int, Any, str]]]:
@@ -228,7 +212,7 @@ def fold_statuses(
         for run, at, status in points:
             runs.setdefault(run, (at, []))[1].append(status)
     return {
-        key: [(run, at, _worst_status(sts)) for run, (at, sts) in sorted(runs.items())]
+        key: [(run, at, worst(sts) or "") for run, (at, sts) in sorted(runs.items())]
         for key, runs in out.items()
     }
 
@@ -258,7 +242,7 @@ def fold_series(series: Iterable[Series], families: Mapping[Key, Key], how: str)
                 value = math.nan if any(math.isnan(v) for v in nums) else max(nums)
             else:
                 value = statistics.median(nums)
-            points.append((run, values[0][0], value, _worst_status(st for _, _, st in values)))
+            points.append((run, values[0][0], value, worst(st for _, _, st in values) or ""))
         infer = f"{like.infer.partition(SEP)[0]}{SEP}*" if like.infer else like.infer
         kept.append(Series(fam[0], fam[1], fam[2], output, like.metric, like.train, infer, points))
     return kept

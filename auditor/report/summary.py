@@ -232,7 +232,7 @@ def summarize(result: CycleResult) -> Summary:
         _members_folded(list(blocks.values())),
         list({c.ref: c for _, c in causes}.values()),
         Outcome(result.outcome, status_counts(result), result.exit_code),
-        fleet_view.same_lines([host_telemetry_line(t) for t in result.telemetry]),
+        [text for text, _ in fleet_view.texts_folded([host_telemetry_line(t) for t in result.telemetry])],
         [text for text, _ in fleet_view.texts_folded(result.unchecked)],
         publication_lines(result),
     )
