@@ -50,29 +50,56 @@ class Compatibility:
         self.rules = list(rules)
         self.runtimes = runtimes
         self.fingerprints: dict[str, dict[str, Any]] = {}
-        self.findings: list[Finding] = []
-        """The rules' and drift's findings of this cycle (model probes add theirs)."""
+        self.seen: list[str] = []
+        """The stacks fingerprinted so far (a document or not), in the order they were."""
         self.learned: list[LearnedMaximum] = []
         self.learned_operators: list[LearnedOperator] = []
         self.known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
+        self._checked: list[Finding] = []
+        """Drift and the rules' findings on every stack seen (and, once exported, the artifacts)."""
+        self._added: list[Finding] = []
+        self._drifts: dict[str, list[Finding]] = {}
+        self._exported: list[ExportedModel] = []
+        self._maxima_read = False
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The rules' and drift's findings of this cycle (model probes add theirs)."""
+        return self._checked + self._added
+
+    def add(self, findings: Iterable[Finding]) -> None:
+        """Findings of the rules on other files (a model's): once per key, however many waves
+        ask for the same."""
+        keys = {f.key for f in self.findings}
+        for f in findings:
+            if f.key not in keys:
+                keys.add(f.key)
+                self._added.append(f)
 
     # -- before any probe: fingerprints, drift, the rules on them --------------------------------
     def collect(self, sessions: dict[str, StackSession]) -> None:
-        """Fingerprint these stacks (added to those collected before: a cycle capped by
-        ``[worker] max_hosts`` collects wave by wave, auditor.fleet.waves)."""
+        """Fingerprint these stacks (added to those collected before: a cycle in waves,
+        auditor.fleet.waves, collects wave by wave)."""
         found = self.state.parallel({n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()})
         self.fingerprints.update({k: v for k, v in found.items() if v is not None})
+        self.seen += [n for n in sessions if n not in self.seen]
 
-    def check(self, names: Iterable[str]) -> None:
-        """Drift and the rules, on every fingerprint collected (of stacks ``names``)."""
+    def check(self) -> None:
+        """Drift and the rules, on every stack fingerprinted so far (and the artifact rules once
+        there are exports). A cycle in waves checks again after each wave's fingerprints: a
+        wave's blocks are known before it loads anything, and the last check, on every stack,
+        is the cycle's (a rule across stacks, the group's peers, sees them all)."""
         state = self.state
-        self.findings = []
-        self.findings += [f for n in names if (f := self._drift(n)) is not None]
-        if state.history is not None:
+        if state.history is not None and not self._maxima_read:
             self.known_maxima = state.history.mindir_limits()
+            self._maxima_read = True
+        for n in self.seen:
+            if n not in self._drifts:
+                self._drifts[n] = self._drift(n)
+        found = [f for n in self.seen for f in self._drifts[n]]
         context = self.context()
-        self.findings += run_rules([r for r in self.rules if not r.needs_artifacts], context)
-        self.findings += deployed.deployed_rule_findings(
+        found += run_rules([r for r in self.rules if not r.needs_artifacts], context)
+        found += deployed.deployed_rule_findings(
             context.stacks,
             context.fingerprints,
             self.rules,
@@ -80,6 +107,9 @@ class Compatibility:
             context.operator_limits,
             self.runtimes,
         )
+        if self._exported:
+            found += run_rules(self.artifact_rules(), self.context(self._exported))
+        self._checked = found
 
     def _fingerprint(self, session: StackSession) -> dict[str, Any] | None:
         """The stack's fingerprint document; a collection that fails keeps the runtime section
@@ -101,25 +131,27 @@ class Compatibility:
                 "fingerprint_error": exc.describe(),
             }
 
-    def _drift(self, name: str) -> Finding | None:
+    def _drift(self, name: str) -> list[Finding]:
+        """The stack's changes since its previous fingerprint: its served model files', then
+        the rest's."""
         history = self.state.history
         document, stack = self.fingerprints.get(name), self.state.config.stacks[name]
         if history is None or document is None or "fingerprint_error" in document:
-            return None
+            return []
         previous = history.previous_fingerprint(stack.host, name)
         if previous is None:
             # Moved to another host: what the stack was last time, wherever, is the baseline.
             elsewhere = history.fingerprint_history(name)
             previous = history.previous_fingerprint(elsewhere[-1][2], name) if elsewhere else None
         if previous is None:
-            return None
+            return []
         run_id, digest, before = previous
         now = fingerprint_digest(document)
         if digest == now:
-            return None
-        self.findings += deployed.model_drift(name, before, document, run_id, stack.model_drift_severity)
+            return []
+        found = list(deployed.model_drift(name, before, document, run_id, stack.model_drift_severity))
         changes = drift_diff(deployed.without_models(before), deployed.without_models(document))
-        return drift_finding(name, changes, run_id, digest, now) if changes else None
+        return [*found, drift_finding(name, changes, run_id, digest, now)] if changes else found
 
     def release(self, stack: str) -> str:
         """The stack's runtime and its framework's versions, as one key: a fleet's hosts on one
@@ -139,15 +171,20 @@ class Compatibility:
         fingerprints: dict[str, Any] | None = None,
         pairs: tuple[Any, ...] | None = None,
     ) -> RuleContext:
-        """What a rule sees: by default the cycle's stacks, fingerprints and pairs."""
+        """What a rule sees: by default the cycle's stacks fingerprinted so far (and those it
+        does not start: a ``source = "db"`` stack), their fingerprints and their pairs."""
         config = self.state.config
-        stacks = dict(config.stacks) if stacks is None else stacks
+        if stacks is None:
+            unseen = set(self.state.sessions) - set(self.seen)
+            stacks = {n: s for n, s in config.stacks.items() if n not in unseen}
         if fingerprints is None:
-            fingerprints = {n: self.fingerprints.get(n) for n in self.state.sessions}
+            fingerprints = {n: self.fingerprints.get(n) for n in self.seen}
+        if pairs is None:
+            pairs = tuple(p for p in config.pairs if p.train in stacks and p.infer in stacks)
         return RuleContext(
             stacks,
             fingerprints,
-            tuple(config.pairs) if pairs is None else pairs,
+            pairs,
             exported or [],
             self.known_maxima,
             operator_limits(stacks, fingerprints, self.runtimes),
@@ -158,13 +195,14 @@ class Compatibility:
     def check_exports(
         self, trained: dict[str, dict[str, TrainOutcome]], plan: dict[str, dict[str, ProbeJob]]
     ) -> None:
-        exported = [
+        """The artifact rules, from now on part of every check."""
+        self._exported = [
             ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info, job.format.name)
             for stack, jobs in plan.items()
             for key, job in jobs.items()
             if (outcome := trained[stack][key]).artifact is not None
         ]
-        self.findings += run_rules(self.artifact_rules(), self.context(exported))
+        self.check()
 
     def artifact_rules(self) -> list[Rule]:
         return [r for r in self.rules if r.needs_artifacts]

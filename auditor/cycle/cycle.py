@@ -170,16 +170,12 @@ class Cycle:
         with tempdirs.owned("auditor-cycle-") as tmp:
             self.state.tmp = Path(tmp)
             try:
-                # Fingerprints and one NPU sample per host, wave by wave ([worker] max_hosts,
-                # auditor.fleet.waves; one wave without a cap); the last wave stays open.
-                samples = []
-                for i, wave in enumerate(waves.fingerprint_order()):
-                    part = {n: sessions[n] for n in wave}
-                    self.compat.collect(part)
-                    samples += self.telemetry.sample(part)
-                    if i < len(waves.chunks) - 1:
-                        self._release(waves.released(wave))
-                self.compat.check(sessions)  # drift and the rules, on every fingerprint
+                # The held stacks with the first chunk of serving hosts ([worker] max_hosts,
+                # auditor.fleet.waves; without a cap, every stack): fingerprints, one NPU sample
+                # per host, drift and the rules, before anything is exported or loaded.
+                chunks = iter(waves.chunks)
+                wave: tuple[str, ...] = (*waves.held, *next(chunks, ()))
+                samples = self._fingerprint(wave)
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
@@ -204,7 +200,7 @@ class Cycle:
                 inferred: dict[str, dict[tuple[str, str], InferOutcome]] = {}
                 by_job: dict[tuple[str, str], ProbeResult] = {}
                 rollouts, model_results, served, side = [], [], [], []
-                for wave in waves.serve_order():
+                while True:  # each chunk: fingerprinted (the first already is), served, released
                     done, rolled, judged = self._serve(wave, planned, trained, inferred, Path(tmp))
                     by_job.update(done)
                     rollouts += rolled
@@ -212,8 +208,12 @@ class Cycle:
                     # [models.NAME] (auditor.cycle.user_models), and [stacks.X.convert] served
                     model_results += self.models.follow_up(sessions, wave)
                     served += self._served_conversions({n: sessions[n] for n in wave})
-                    if waves.capped:
-                        self._release(waves.released(wave))
+                    self._release(waves.released(wave))
+                    following = next(chunks, None)
+                    if following is None:
+                        break
+                    wave = following
+                    samples += self._fingerprint(wave)
                 results = [by_job[(p.name, job.key)] for p, job in planned]
                 results += self._in_config_order(model_results) + served
                 rollouts += self.models.rollouts  # [models.NAME.rollout]
@@ -251,6 +251,15 @@ class Cycle:
             telemetry=samples,
             read_publications=[summary for summary in read.values() if summary is not None],
         )
+
+    def _fingerprint(self, wave: Sequence[str]) -> list[Any]:
+        """A wave's fingerprints and NPU samples, then drift and the rules on every stack
+        fingerprinted so far (the wave's blocks are known before it loads anything)."""
+        part = {n: self.state.sessions[n] for n in wave}
+        self.compat.collect(part)
+        samples = self.telemetry.sample(part)
+        self.compat.check()
+        return samples
 
     def _serve(
         self,

@@ -175,8 +175,8 @@ class _Plan:
     """Per output, the file's inputs it is computed from (auditor.worker.mindir)."""
     tapped: model_localize.Tapped | str | None = None
     """The copy returning the inner values, or why there is none (made when one drifts)."""
-    rules: list[Finding] | None = None
-    """The artifact rules' findings on the file (None: not run yet)."""
+    ruled: bool = False
+    """Whether the artifact rules ran on the file for a first wave of serving stacks."""
     reference: _Side | None = None
     """The reference side, run once for every wave of serving stacks (auditor.fleet.waves)."""
 
@@ -278,18 +278,19 @@ class ModelSuite:
                 ]
         return results
 
-    def _model_rules(self, plan: _Plan) -> list[Finding]:
-        """The artifact rules on the file, each serving stack paired with the file's producer."""
+    def _model_rules(self, plan: _Plan, targets: list[str]) -> list[Finding]:
+        """The artifact rules on the file, each of ``targets`` (serving stacks) paired with
+        the file's producer."""
         model, info = plan.model, plan.info
         assert info is not None
         train = f"{model.name}:{model.reference_label}"
-        fingerprints = {n: self.compat.fingerprints.get(n) for n in model.stacks}
+        fingerprints = {n: self.compat.fingerprints.get(n) for n in targets}
         fingerprints[train] = {"framework": {"mindspore": {"version": info.model_version}}}
         context = self.compat.context(
             [ExportedModel(train, model.name, VARIANT, asdict(info))],
-            stacks={n: self.state.config.stacks[n] for n in model.stacks},
+            stacks={n: self.state.config.stacks[n] for n in targets},
             fingerprints=fingerprints,
-            pairs=tuple(self._rule_pair(model, t) for t in model.stacks),
+            pairs=tuple(self._rule_pair(model, t) for t in targets),
         )
         return run_rules(self.compat.artifact_rules(), context)
 
@@ -303,11 +304,9 @@ class ModelSuite:
         if plan.error is not None:  # nothing was run: the model is unchecked, and the result says why
             return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in targets]
         assert plan.info is not None
-        first = plan.rules is None  # this model's first wave
-        if first:
-            plan.rules = self._model_rules(plan)
-            self.compat.findings += plan.rules
-        findings = plan.rules
+        first, plan.ruled = not plan.ruled, True  # this model's first wave
+        findings = self._model_rules(plan, targets)  # on the wave's stacks, fingerprinted by now
+        self.compat.add(findings)
         self.state.artifacts[plan.info.sha256] = plan.data
         model_id = f"model/{model.name}/{plan.info.sha256[:12]}"
         path = str(Path(model.path).resolve())

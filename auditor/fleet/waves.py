@@ -5,10 +5,12 @@ stacks that publish, the reference of every model (their workers export, score d
 localize and roll out for every serving host). Their hosts are *held*. Every other host (a
 group's serving hosts) only serves: its part of a cycle is its own fingerprint, loads, runs,
 follow-ups and conversions. Those hosts are split into *chunks* of ``max_hosts`` minus the
-held hosts (at least one), in the order of their names; the cycle fingerprints chunk by
-chunk, then serves chunk by chunk in the reverse order (the last chunk fingerprinted is still
-open), and ends a chunk's workers, warm zygotes and ssh connections as soon as its part is
-done. Without ``max_hosts``, or where every host fits, there is one chunk: every host at once.
+held hosts (at least one), in the order of their names. The cycle takes the held stacks with
+the first chunk, then one chunk after another: each is fingerprinted, checked by the rules
+(on every stack fingerprinted so far), served, and its workers, warm zygotes and ssh
+connections are ended before the next starts, so each host is reached once. Without
+``max_hosts``, or where every host fits, there is one chunk: every host at once. With
+``[leases]`` (auditor.fleet.leases) the chunks are the hosts this auditor claimed.
 
 Why chunks and not a sliding window: the held workers are shared by every serving host and
 answer one request at a time; a chunk's hosts run side by side through the same phases as a
@@ -34,19 +36,22 @@ class Waves:
     """The other stacks, whole hosts per chunk; one chunk when no cap applies."""
     cap: int | None
     held_hosts: tuple[str, ...] = ()
+    serving: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Every serving host, in natural order, with its stacks (held hosts are not serving)."""
 
     @property
     def capped(self) -> bool:
         return len(self.chunks) > 1
 
-    def fingerprint_order(self) -> list[tuple[str, ...]]:
-        """The stacks of each wave of the fingerprint pass: the held ones with the first chunk."""
-        return [(*self.held, *c) if i == 0 else c for i, c in enumerate(self.chunks)]
+    @property
+    def size(self) -> int | None:
+        """Serving hosts per chunk under the cap (None: no cap)."""
+        return max(1, self.cap - len(self.held_hosts)) if self.cap is not None else None
 
-    def serve_order(self) -> list[tuple[str, ...]]:
-        """The serving pass: the chunks in reverse (the last one fingerprinted is still open),
-        the held stacks' own serving work with the first."""
-        return [(*self.held, *c) if i == 0 else c for i, c in enumerate(reversed(self.chunks))]
+    def stacks_of(self, hosts: Iterable[str]) -> tuple[str, ...]:
+        """The stacks of these serving hosts, in the order of the plan."""
+        wanted = set(hosts)
+        return tuple(n for host, names in self.serving if host in wanted for n in names)
 
     def released(self, wave: Iterable[str]) -> list[str]:
         """The stacks of ``wave`` whose workers end with it (never the held ones)."""
@@ -62,7 +67,7 @@ def needed_throughout(config: Config) -> set[str]:
     return needed
 
 
-def _natural(name: str) -> list[object]:
+def natural(name: str) -> list[object]:
     """infer-2 before infer-10."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
@@ -72,15 +77,14 @@ def plan(config: Config, stacks: Iterable[str]) -> Waves:
     names = list(stacks)
     host_of = {n: config.stacks[n].host for n in names}
     needed = needed_throughout(config)
-    held_hosts = sorted({host_of[n] for n in names if n in needed}, key=_natural)
-    held = tuple(n for n in names if host_of[n] in held_hosts)
-    others = sorted({host_of[n] for n in names} - set(held_hosts), key=_natural)
+    held_hosts = sorted({host_of[n] for n in names if n in needed}, key=natural)
+    others = sorted({host_of[n] for n in names} - set(held_hosts), key=natural)
+    serving = tuple((h, tuple(n for n in names if host_of[n] == h)) for h in others)
     cap = config.worker.max_hosts
     if cap is None or len(held_hosts) + len(others) <= cap:
-        return Waves(tuple(names), ((),), cap, tuple(held_hosts))
-    size = max(1, cap - len(held_hosts))
-    chunks = []
-    for start in range(0, len(others), size):
-        hosts = set(others[start : start + size])
-        chunks.append(tuple(n for n in names if host_of[n] in hosts))
-    return Waves(held, tuple(chunks), cap, tuple(held_hosts))
+        return Waves(tuple(names), ((),), cap, tuple(held_hosts), serving)
+    held = tuple(n for n in names if host_of[n] in held_hosts)
+    waves = Waves(held, (), cap, tuple(held_hosts), serving)
+    size = waves.size or 1
+    chunks = tuple(waves.stacks_of(others[i : i + size]) for i in range(0, len(others), size))
+    return Waves(held, chunks, cap, tuple(held_hosts), serving)

@@ -100,9 +100,9 @@ def test_at_most_the_cap_of_hosts_is_reached_at_once(audited: dict) -> None:
     # four hosts: the train host (this machine, held for the cycle) and three serving hosts
     assert most == 3, audited["log"]
     assert set(reached) == set(HOSTS)
-    # once to fingerprint, once to serve; the last chunk fingerprinted stays open to serve
-    assert all(n <= 2 for n in reached.values()), reached
-    assert sorted(n for n in reached.values()).count(1) >= 2, reached
+    # once: a chunk is fingerprinted, served and ended before the next is reached (the host
+    # without an interpreter is tried by its zygote, then cold)
+    assert {h: n for h, n in reached.items() if n != 1} == {MISSING: 2}
 
 
 def test_every_reachable_member_is_audited_and_the_missing_one_costs_itself(audited: dict) -> None:

@@ -632,21 +632,26 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_a_cap_on_hosts_ends_each_hosts_connection_and_reopens_it_to_serve(hosts, default_doc, monkeypatch):
+def test_a_cap_on_hosts_ends_each_hosts_connection_before_the_next(hosts, default_doc, monkeypatch):
     """[worker] max_hosts = 2 over real ssh: the train stack here is held, the two serving hosts
-    are one chunk each. hostA is fingerprinted, then its worker, warm zygote and ssh master are
-    ended; hostB is fingerprinted and served; hostA is connected again and served. Both pairs
-    compute what the local pair computes, and nothing is left behind."""
+    are one chunk each. hostA is fingerprinted and served, then its worker, warm zygote and ssh
+    master are ended; hostB is connected, fingerprinted and served. Both pairs compute what the
+    local pair computes, each host is connected once, and nothing is left behind."""
     (a, tree_a), (b, tree_b) = hosts["hostA"], hosts["hostB"]
     before = _remote_dirs()
     opened: list[str] = []
-    real_open = CONNECTIONS._open
+    real_open, real_close = CONNECTIONS._open, CONNECTIONS.close
 
     def counted(host, control):  # noqa: ANN001 - the real method's arguments
         opened.append(host.name)
         return real_open(host, control)
 
+    def closed(name: str) -> None:
+        opened.append(f"closed {name}")
+        real_close(name)
+
     monkeypatch.setattr(CONNECTIONS, "_open", counted)
+    monkeypatch.setattr(CONNECTIONS, "close", closed)
     config = _config(
         default_doc,
         {
@@ -668,6 +673,8 @@ def test_a_cap_on_hosts_ends_each_hosts_connection_and_reopens_it_to_serve(hosts
     for pair in ("ms20->lite20-a", "ms20->lite20-b"):
         assert by_pair[pair].status == CONSISTENT == here.status, by_pair[pair].message
         assert _metrics(by_pair[pair]) == _metrics(here)
-    assert opened == ["hostA", "hostB", "hostA"], opened  # hostA's master ended after its fingerprint
+    # hostA's master ended before hostB's opened; the last chunk's ends with the cycle
+    assert opened == ["hostA", "closed hostA", "hostB", "closed hostB"], opened
+    assert result.stacks["lite20-b"].fingerprint["connection"]
     assert result.stacks["lite20-a"].problems == () and result.stacks["lite20-a"].fingerprint["connection"]
     _no_leftovers(before)

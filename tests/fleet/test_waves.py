@@ -1,5 +1,5 @@
 """Hosts in waves ([worker] max_hosts, auditor.fleet.waves) without stacks: which hosts are held
-for the whole cycle, how the serving hosts are chunked, and the order of the two passes. On the
+for the whole cycle, how the serving hosts are chunked, and which stacks end with a chunk. On the
 real stacks, with the cap observed: tests/fleet/test_fleet_cap_stacks.py."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_without_a_cap_every_host_is_one_wave(doc: dict) -> None:
     cfg = parse(fleet(doc), "/etc/auditor/auditor.toml")
     plan = waves.plan(cfg, cfg.stacks)
     assert not plan.capped and plan.chunks == ((),)
-    assert plan.held == tuple(cfg.stacks) and plan.fingerprint_order() == [tuple(cfg.stacks)]
+    assert plan.held == tuple(cfg.stacks)
     assert plan.released(cfg.stacks) == []
 
 
@@ -38,15 +38,9 @@ def test_a_cap_holds_the_train_hosts_and_chunks_the_serving_hosts(doc: dict) -> 
     assert all(cfg.stacks[n].host == "local" for n in plan.held)
     # local is held: two serving hosts per chunk
     assert chunk_hosts(cfg, plan) == [["infer-01", "infer-02"], ["infer-03"]]
-    first, second = plan.fingerprint_order()
-    assert first[: len(plan.held)] == plan.held and set(second) == {"lite20@infer-03"}
-    # served in reverse: the chunk fingerprinted last is still open, the held stacks come first
-    served = plan.serve_order()
-    assert served[0] == (*plan.held, "lite20@infer-03") and set(served[1]) == {
-        "lite20@infer-01",
-        "lite20@infer-02",
-    }
-    assert plan.released(served[0]) == ["lite20@infer-03"]
+    assert plan.size == 2
+    # a chunk's workers end with it, never the held ones
+    assert plan.released((*plan.held, "lite20@infer-03")) == ["lite20@infer-03"]
 
 
 def test_every_host_fitting_under_the_cap_is_one_wave(doc: dict) -> None:
