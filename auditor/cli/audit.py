@@ -41,6 +41,12 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     "(.npz files that `auditor compare` reads).",
 )
 @click.option(
+    "--slot",
+    metavar="LABEL",
+    help="With [leases]: the slot whose hosts this run shares with the other auditors, by name "
+    "(a pipeline's run id, say); default: the period of [leases] slot that now falls in.",
+)
+@click.option(
     "--json-file",
     metavar="PATH",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -55,6 +61,7 @@ def audit(
     verbose: bool,
     save_outputs: Path | None,
     json_file: Path | None,
+    slot: str | None,
     **kw: Any,
 ) -> None:
     """Run one audit cycle over every configured pair and model, or the part the selectors name.
@@ -87,13 +94,19 @@ def audit(
             fail(f"cannot write outputs to {save_outputs}: {exc}")
     if json_file is not None and not json_file.resolve().parent.is_dir():
         fail(f"--json-file {json_file}: no such directory {json_file.resolve().parent}")
+    if config.leases.enabled and no_store:
+        click.echo(
+            "auditor: --no-store: no [leases] without the history; every serving host is audited", err=True
+        )
+    elif slot is not None and not config.leases.enabled:
+        fail("--slot: [leases] is not enabled in the config (a slot is where auditors sharing hosts meet)")
     store = None
     if not no_store:
         try:
             store = Store.open(obj.db_url(config), config.auditor_id)
         except StoreError as exc:
             fail(str(exc))
-    run = AuditRun(config, obj.plugins(), store, narrowing.scope, save_outputs)
+    run = AuditRun(config, obj.plugins(), store, narrowing.scope, save_outputs, slot)
     try:
         run.begin()
     except StoreError as exc:

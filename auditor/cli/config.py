@@ -11,7 +11,7 @@ from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS
 from auditor.common.redact import redact_text, redact_url
 from auditor.config.selection import cycle_stacks
-from auditor.fleet import waves
+from auditor.fleet import leases, waves
 from auditor.report import fleet_view
 
 
@@ -59,8 +59,17 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
     # a group's members said once when they say the same (auditor.report.fleet_view)
     for text, _ in fleet_view.texts_folded(lines):
         click.echo(f"  {text}")
-    plan = waves.plan(config, cycle_stacks(config))
-    if plan.capped:
+    leased = config.leases
+    plan = waves.plan(config, cycle_stacks(config), split=leased.enabled)
+    if leased.enabled:
+        length = leases.slot_length(leased, config.schedule)
+        click.echo(
+            f"  leases: {len(plan.serving)} serving hosts shared with the auditors of pool {leased.pool!r} "
+            f"on the history database, {leases.SharedHosts.chunk_size(leased, plan)} claimed at a time, "
+            f"each audited once per {length:g} s slot; {', '.join(plan.held_hosts) or 'no host'} "
+            "by every auditor"
+        )
+    if plan.capped and not leased.enabled:
         click.echo(
             f"  hosts in flight: at most {plan.cap} ([worker] max_hosts): {', '.join(plan.held_hosts)} held "
             f"for the cycle, the other hosts in {len(plan.chunks)} chunks"

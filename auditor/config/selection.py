@@ -152,6 +152,21 @@ class Scope:
             tuple(doc.get("probes") or ()),
         )
 
+    @classmethod
+    def within(cls, config: Config, stacks: Iterable[str], selectors: dict[str, list[str]]) -> Scope:
+        """A run of ``config`` that reached only ``stacks`` (and its ``source = "db"`` ones):
+        the pairs and models' pairs among them, every probe and model."""
+        covered = set(stacks) | set(config.fleet.remote)
+        pairs = tuple(p.name for p in config.pairs if p.train in covered and p.infer in covered)
+        pairs += tuple(
+            model_pair(m.name, m.reference_label, t)
+            for m in config.models.values()
+            for t in m.stacks
+            if t in covered
+        )
+        probes = sorted({x for p in config.pairs for x in p.probes} | set(config.models))
+        return cls(selectors, pairs, tuple(n for n in config.stacks if n in covered), tuple(probes))
+
     def covers(self, subject: str, details: Mapping[str, Any]) -> bool:
         """Whether a finding about ``subject`` (a pair or a stack) with ``details`` was checked
         by this run: its subject was covered, and so were its probe and, for an infer stack's

@@ -747,6 +747,33 @@ class ScheduleConfig:
 
 
 @section
+class LeasesConfig:
+    """``[leases]``: auditors on one shared history database split the serving hosts of each
+    cycle (auditor.fleet.leases): every auditor runs its own train stacks, then claims serving
+    hosts a few at a time until none is left; each host is audited once per slot."""
+
+    enabled: Bool = False
+    """Share the serving hosts (a group's members; not the train stacks' hosts) with the other
+    auditors of the same ``pool`` on this database."""
+    pool: Name = "fleet"
+    """Auditors with the same pool split the same hosts; another pool on the same database
+    (another team's fleet) is another split."""
+    claim: Int(1, 4096) = 4
+    """Hosts claimed at a time (with ``[worker] max_hosts``, at most max_hosts minus the held
+    hosts)."""
+    slot: Seconds(60.0, 366 * DAY) | None = None
+    """The length of a cycle's slot: each host is audited once per slot, by whichever auditor
+    claims it first (slots are periods of wall-clock time, UTC). Unset: the schedule's
+    interval (an hour with a cron line). ``auditor audit --slot LABEL`` names one instead."""
+    expire: Seconds(10.0, DAY) = 120.0
+    """How long a lease holds without a renewal; its holder renews it every third of this
+    while it works, and an auditor that died loses its hosts to the others this long after."""
+    wait: Seconds(0.0, 366 * DAY) | None = None
+    """Once no host is left to claim, how long to wait for the hosts other auditors still
+    hold (to take over those whose holder dies); unset: until the slot ends."""
+
+
+@section
 class SinkConfig:
     """``[alerts.sinks.NAME]``: ``type`` and ``min_severity``; every other key is an option of
     the sink type, checked by its ``validate``."""
@@ -923,6 +950,8 @@ class Document(BaseModel):
     """The daemon's metrics endpoint."""
     daemon: DaemonConfig = DaemonConfig()
     """The daemon's state."""
+    leases: LeasesConfig = LeasesConfig()
+    """Auditors sharing a fleet's hosts through the history database."""
 
 
 SECTIONS = tuple(Document.model_fields)
@@ -938,6 +967,7 @@ SIMPLE_SECTIONS = (
     "schedule",
     "prometheus",
     "daemon",
+    "leases",
 )
 """Sections whose table is the Config attribute of the same name as it is."""
 
@@ -958,6 +988,7 @@ class Config:
     alerts: AlertsConfig = AlertsConfig()
     prometheus: PrometheusConfig = PrometheusConfig()
     daemon: DaemonConfig = DaemonConfig()
+    leases: LeasesConfig = LeasesConfig()
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     secrets: SecretsConfig = SecretsConfig()

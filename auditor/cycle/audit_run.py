@@ -78,9 +78,11 @@ class AuditRun:
         store: Store | None,
         scope: Scope | None = None,
         save_outputs: Path | None = None,
+        slot: str | None = None,
     ):
         """``config``: narrowed already when ``scope`` says what the run covers (stored with
-        the run; auditor.config.selection). ``save_outputs``: a folder for each side's outputs."""
+        the run; auditor.config.selection). ``save_outputs``: a folder for each side's outputs.
+        ``slot``: the ``[leases]`` slot by name (None: the period the run starts in)."""
         self.config = config
         self.store = store
         self.scope = scope
@@ -92,6 +94,7 @@ class AuditRun:
             plugins=plugins,
             history=store,
             save_outputs=save_outputs,
+            lease_slot=slot,
         )
         self.run_id: int | None = None
         self.unrecorded: str | None = None
@@ -122,6 +125,18 @@ class AuditRun:
     def run(self) -> CycleResult:
         self.begin()
         try:
+            return self._run()
+        finally:
+            self._hand_back()  # [leases] not done: another auditor takes them now
+
+    def _hand_back(self) -> None:
+        try:
+            self.cycle.close_leases()
+        except Exception as exc:  # the database away: the leases expire instead
+            log.warning("could not hand back this cycle's leases: %s", exc)
+
+    def _run(self) -> CycleResult:
+        try:
             result = self.cycle.run()
         except (KeyboardInterrupt, Interrupted, CycleAborted) as exc:
             self.cycle.abort()
@@ -145,12 +160,27 @@ class AuditRun:
             raise
         if self.store is not None and self.run_id is not None:
             try:
-                self.store.finish_run(self.run_id, result, self.cycle.artifacts)
+                self.store.finish_run(self.run_id, result, self.cycle.artifacts, self._covered(result))
             except Exception as exc:
                 self._mark_aborted(f"could not store results: {exc}")
                 raise RunNotStored(self.run_id, result, exc) from exc
             result.run_id = self.run_id
+            try:
+                self.cycle.close_leases(self.run_id, stored=True)
+            except Exception as exc:  # stored: the leases expire, another auditor audits again
+                log.warning("run %s is stored, but its leases could not be marked done: %s", self.run_id, exc)
         return result
+
+    def _covered(self, result: CycleResult) -> dict | None:
+        """What a run under ``[leases]`` covered (its held stacks and the hosts it claimed):
+        stored as a narrowed run, so it resolves no alert about another auditor's hosts."""
+        if result.leases is None:
+            return None
+        selectors = {
+            **(self.scope.selectors if self.scope is not None else {}),
+            "slot": [result.leases["slot"]],
+        }
+        return Scope.within(self.config, result.leases["stacks"], selectors).to_json()
 
     def _mark_aborted(self, note: str) -> bool:
         """Write the run's abort; False when the database is away (``unrecorded`` keeps the

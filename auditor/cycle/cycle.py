@@ -49,9 +49,10 @@ from auditor.cycle.telemetry import DeviceTelemetry
 from auditor.cycle.user_models import ModelSuite
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
-from auditor.fleet import peers
+from auditor.fleet import leases, peers
 from auditor.fleet import waves as fleet_waves
 from auditor.history import publication
+from auditor.history.leases import LeaseBook
 from auditor.history.store import Store
 from auditor.results import (
     CONSISTENT,
@@ -93,13 +94,16 @@ class Cycle:
         history: Store | None = None,
         tamper: Callable[[bytes], bytes] | None = None,
         save_outputs: Path | None = None,
+        lease_slot: str | None = None,
     ):
         """``runtimes`` and ``comparators``: by name, as the plugins provide them; None: the
         built-in ones. ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
         ``history``: the store that holds earlier runs (version drift, learned MindIR limits,
         golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
         infer side loads it (tests: a perturbed artifact must be caught and localized).
-        ``save_outputs``: a folder for each side's outputs (auditor.cycle.saved_outputs)."""
+        ``save_outputs``: a folder for each side's outputs (auditor.cycle.saved_outputs).
+        ``lease_slot``: the ``[leases]`` slot by name (None: the period now falls in); whoever
+        runs the cycle ends its leases with ``close_leases`` (auditor.cycle.audit_run does)."""
         self.config = config
         self.probes = probes
         defaults = (runtimes, comparators, collectors, rules)
@@ -124,6 +128,9 @@ class Cycle:
         self.suite = ProbeSuite(self.state, self.compat.release)
         self.models = ModelSuite(self.state, self.compat, self.comparators)
         self.telemetry = DeviceTelemetry(self.state)
+        self.lease_slot = lease_slot
+        self.shares: leases.SharedHosts | None = None
+        """The serving hosts this cycle claimed ([leases] on a history database)."""
 
     def abort(self) -> None:
         """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
@@ -164,7 +171,8 @@ class Cycle:
         sessions = self.state.sessions = {
             n: self.state.reach.session(n, self.state.register) for n in cycle_stacks(self.config)
         }
-        waves = fleet_waves.plan(self.config, sessions)
+        leasing = self.config.leases.enabled and self.state.history is not None
+        waves = fleet_waves.plan(self.config, sessions, split=leasing)
         self._publications: dict[str, publication.Publication | None] = {}
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
@@ -173,7 +181,7 @@ class Cycle:
                 # The held stacks with the first chunk of serving hosts ([worker] max_hosts,
                 # auditor.fleet.waves; without a cap, every stack): fingerprints, one NPU sample
                 # per host, drift and the rules, before anything is exported or loaded.
-                chunks = iter(waves.chunks)
+                chunks = self._shared(waves) if leasing else iter(waves.chunks)
                 wave: tuple[str, ...] = (*waves.held, *next(chunks, ()))
                 samples = self._fingerprint(wave)
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
@@ -214,17 +222,23 @@ class Cycle:
                         break
                     wave = following
                     samples += self._fingerprint(wave)
-                results = [by_job[(p.name, job.key)] for p, job in planned]
+                results = [by_job[(p.name, job.key)] for p, job in planned if (p.name, job.key) in by_job]
                 results += self._in_config_order(model_results) + served
                 rollouts += self.models.rollouts  # [models.NAME.rollout]
+            except BaseException:
+                self.close_leases()  # handed back at once: another auditor takes them now
+                raise
             finally:
                 close_sessions(list(sessions.values()))
                 self.state.reach.close()  # the zygotes of this cycle ([worker] warm)
                 CONNECTIONS.close_all()
             self.state.check()
+        shares = self.shares.shares() if self.shares is not None else None
+        covered = set(waves.held) | set(waves.stacks_of(shares.mine)) if shares is not None else set(sessions)
         stacks = {
             n: stack_report(self.config.stacks[n], s, self.compat.fingerprints.get(n))
             for n, s in sessions.items()
+            if n in covered  # not the hosts other auditors took ([leases])
         }
         stacks.update({n: self._remote_report(n) for n in self._publications})
         read = {n: p.summary() if p is not None else None for n, p in self._publications.items()}
@@ -236,6 +250,7 @@ class Cycle:
             + self.models.findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
+            + (shares.findings() if shares is not None else [])
         )
         return CycleResult(
             started,
@@ -250,7 +265,24 @@ class Cycle:
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
             telemetry=samples,
             read_publications=[summary for summary in read.values() if summary is not None],
+            leases=None if shares is None else {**shares.to_json(), "stacks": sorted(covered)},
         )
+
+    def _shared(self, waves: fleet_waves.Waves) -> leases.SharedHosts:
+        """The serving hosts this auditor claims chunk by chunk ([leases], auditor.fleet.leases)."""
+        history = self.state.history
+        assert history is not None
+        book = LeaseBook(history.engine, leases.holder_name(history.auditor_id), history.auditor_id)
+        cfg = self.config.leases
+        where = leases.slot(cfg, self.config.schedule, leases.utcnow(), self.lease_slot)
+        self.shares = leases.SharedHosts(book, waves, cfg, where, self.state.check).start()
+        return self.shares
+
+    def close_leases(self, run_id: int | None = None, stored: bool = False) -> None:
+        """End this cycle's leases: done with its stored run, else handed back (idempotent)."""
+        if self.shares is not None:
+            shares, self.shares = self.shares, None
+            shares.close(run_id, stored)
 
     def _fingerprint(self, wave: Sequence[str]) -> list[Any]:
         """A wave's fingerprints and NPU samples, then drift and the rules on every stack

@@ -72,8 +72,9 @@ def natural(name: str) -> list[object]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def plan(config: Config, stacks: Iterable[str]) -> Waves:
-    """The waves of a cycle over ``stacks`` (the stacks it reaches)."""
+def plan(config: Config, stacks: Iterable[str], split: bool = False) -> Waves:
+    """The waves of a cycle over ``stacks`` (the stacks it reaches); ``split``: the serving
+    hosts are never held, even where every host fits (``[leases]`` claims them)."""
     names = list(stacks)
     host_of = {n: config.stacks[n].host for n in names}
     needed = needed_throughout(config)
@@ -81,10 +82,10 @@ def plan(config: Config, stacks: Iterable[str]) -> Waves:
     others = sorted({host_of[n] for n in names} - set(held_hosts), key=natural)
     serving = tuple((h, tuple(n for n in names if host_of[n] == h)) for h in others)
     cap = config.worker.max_hosts
-    if cap is None or len(held_hosts) + len(others) <= cap:
+    if not split and (cap is None or len(held_hosts) + len(others) <= cap):
         return Waves(tuple(names), ((),), cap, tuple(held_hosts), serving)
     held = tuple(n for n in names if host_of[n] in held_hosts)
     waves = Waves(held, (), cap, tuple(held_hosts), serving)
-    size = waves.size or 1
+    size = waves.size or len(others) or 1
     chunks = tuple(waves.stacks_of(others[i : i + size]) for i in range(0, len(others), size))
     return Waves(held, chunks, cap, tuple(held_hosts), serving)

@@ -405,21 +405,33 @@ class Store:
                 count += 1
         return count
 
-    def finish_run(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
-        """Write everything the cycle found, and mark the run complete, in one transaction."""
+    def finish_run(
+        self,
+        run_id: int,
+        result: CycleResult,
+        artifacts: dict[str, bytes],
+        selection: dict[str, Any] | None = None,
+    ) -> None:
+        """Write everything the cycle found, and mark the run complete, in one transaction.
+        ``selection``: what the run turned out to cover (a run under ``[leases]``), replacing
+        what it was started with."""
         try:
-            self._write_results(run_id, result, artifacts)
+            self._write_results(run_id, result, artifacts, selection)
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"could not store run {run_id} in {self.display_url}: {db_health.db_error(exc)}"
             ) from exc
         _OPEN_RUNS.discard((self.url, run_id))
 
-    def _write_results(self, run_id: int, result: CycleResult, artifacts: dict[str, bytes]) -> None:
+    def _write_results(
+        self, run_id: int, result: CycleResult, artifacts: dict[str, bytes], selection: dict[str, Any] | None
+    ) -> None:
         with Session(self.engine) as s, s.begin():
             run = s.get(m.Run, run_id)
             if run is None:
                 raise StoreError(f"run {run_id} is not in the database")
+            if selection is not None:
+                run.selection = selection
             stack_ids: dict[str, int] = {}
             for name, rep in result.stacks.items():
                 stack = stack_row(

@@ -18,7 +18,9 @@ docs/own-policy.md):
   server, ``/opt/stacks`` the installed stacks), an audit on each side, trainer first, then
   ``auditor history --pair 'ms20->lite20'`` and ``auditor publications`` as the prose says;
 - "A group of hosts": the one-machine ``fleet.toml`` (six command-transport hosts, at most four
-  in flight) and its commands: config check, audit, hosts list, history --group, db size.
+  in flight) and its commands: config check, audit, hosts list, history --group, db size;
+- "Auditors sharing a group's hosts": that ``fleet.toml`` with the ``[leases]`` block added and
+  two auditors on one slot of the test PostgreSQL server, then ``hosts list``.
 """
 
 from __future__ import annotations
@@ -387,3 +389,36 @@ def test_group_as_written(stacks, home):
     assert history.returncode == 0 and history.stdout.count("ms20->lite20@infer-") == 6, history.stdout
     size = said["db size"]
     assert size.returncode == 0 and "1 complete run(s)" in size.stdout, size.stdout
+
+
+def test_leases_as_written(stacks, postgres, home):
+    """ "Auditors sharing a group's hosts": the group's ``fleet.toml`` with the ``[leases]``
+    block added, and two auditors on one slot of the test PostgreSQL server, as written."""
+    home, checkout, env = home
+    env = {**env, "PATH": f"{checkout / '.venv' / 'bin'}:{env['PATH']}"}
+    group_toml = blocks("docs/hosts.md", "A group of hosts")[-2][1]
+    [(lang0, added), (lang1, run)] = blocks("docs/hosts.md", "Auditors sharing a group's hosts")
+    assert (lang0, lang1) == ("toml", "sh")
+    (checkout / "fleet.toml").write_text(group_toml + "\n" + added)
+    url = "postgresql://auditor@db.internal:5432/auditor"
+    assert url in run
+    script = run.replace(url, postgres.create_database(f"leases_doc_{os.getpid()}"))
+    done = shell(f"set -e\n{script}", checkout, env)
+    listed = done.stdout
+    reports = {who: (checkout / f"{who}.txt").read_text() for who in ("a", "b")}
+    for who, other in (("a", "b"), ("b", "a")):
+        text = reports[who]
+        flat = " ".join(text.split())  # the report wraps a finding's lines
+        assert "Traceback" not in text and f"by auditor-{other}; this auditor audited" in flat, text
+        assert outcome_of(text) in ("CONSISTENT", "DRIFT"), text
+    rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
+    assert sorted(rows) == [f"infer-{i}" for i in range(1, 7)], listed
+    by = {
+        h: ("auditor-a" if "auditor-a" in line else "auditor-b" if "auditor-b" in line else "")
+        for h, line in rows.items()
+    }
+    assert set(by.values()) == {"auditor-a", "auditor-b"}, listed
+
+
+def outcome_of(report: str) -> str:
+    return report.rstrip().splitlines()[-1].split()[1]

@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0011"  # the newest migration in migrations/versions
+HEAD = "0012"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -44,6 +44,7 @@ TABLES = {
     "publication_items",
     "fingerprints",
     "findings",
+    "host_leases",
     "latencies",
     "metrics",
     "probe_results",
