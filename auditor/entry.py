@@ -5,9 +5,11 @@ the command with status 130 and one line, not a traceback from inside an import.
 from __future__ import annotations
 
 from auditor.cli.exits import interrupted
+from auditor.common.memory import limit_arenas
 
 
 def main() -> None:
+    limit_arenas()  # before any thread (auditor.common.memory)
     try:
         from auditor.cli.main import main as cli_main
 
