@@ -129,6 +129,10 @@ class Cycle:
         self.models = ModelSuite(self.state, self.compat, self.comparators)
         self.telemetry = DeviceTelemetry(self.state)
         self.lease_slot = lease_slot
+        self._digests: dict[tuple[str, str, str, str], dict[str, str]] = {}
+        """A group's consistent members' output digests so far, per export (auditor.fleet.peers)."""
+        self._repeats: dict[tuple[str, str, str], str] = {}
+        """(member, probe, variant) -> what its own rerun said, for members out of line."""
         self.shares: leases.SharedHosts | None = None
         """The serving hosts this cycle claimed ([leases] on a history database)."""
 
@@ -246,7 +250,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + side  # each stack and probe variant judged once (ProbeSuite.side_findings)
-            + peers.output_findings(self._member_outputs(planned, inferred, by_job))
+            + peers.output_findings(self._member_outputs(planned, inferred, by_job), self._repeats)
             + self.models.findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
@@ -325,11 +329,60 @@ class Cycle:
         if self.state.save_outputs is not None:
             for p, job in mine:
                 self._save_sides(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
+        self._rerun_odd(mine, inferred, results, trained)
         results, rollouts = self.suite.follow_up(mine, results, trained, inferred, tmp)
         judged = self.suite.side_findings(mine, trained, inferred)
         for p, job in mine:
             inferred[p.infer][(p.name, job.key)].judged()
         return {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}, rollouts, judged
+
+    def _rerun_odd(
+        self,
+        mine: list[tuple[PairConfig, ProbeJob]],
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
+        verdicts: list[ProbeResult],
+        trained: dict[str, dict[str, TrainOutcome]],
+    ) -> None:
+        """A wave's group members whose outputs differ bitwise from the majority of the peers
+        seen so far run the variant again in a fresh process on their own host, while it is
+        still open: a host that repeats its own bits differs from its peers beyond its own
+        repeatability; one that does not is not even repeatable (auditor.fleet.peers)."""
+        candidates = []
+        for (pair, job), verdict in zip(mine, verdicts, strict=True):
+            grouped = member(pair.infer)
+            outcome = inferred.get(pair.infer, {}).get((pair.name, job.key))
+            if grouped is None or outcome is None or outcome.outputs is None or job.rerun:
+                continue
+            if verdict.status != CONSISTENT:
+                continue  # drift says it (and a drifting output need not repeat: _member_outputs)
+            key = (pair.train, grouped[0], job.spec.name, job.variant)
+            self._digests.setdefault(key, {})[pair.infer] = peers.output_digest(list(outcome.outputs))
+            candidates.append((pair, job, key))
+        odd: dict[str, list[tuple[str, ProbeJob, InferOutcome]]] = {}
+        first: dict[tuple[str, str, str], str] = {}
+        exports: dict[str, Path | None] = {}
+        for pair, job, key in candidates:
+            if pair.infer not in peers.odd_members(self._digests[key]):
+                continue
+            model = f"{pair.train}/{job.key}"
+            exports[model] = trained[pair.train][job.key].export
+            odd.setdefault(pair.infer, []).append((model, job, InferOutcome()))
+            first[(pair.infer, job.spec.name, job.variant)] = self._digests[key][pair.infer]
+        sessions = self.state.sessions
+
+        def again(stack: str) -> None:
+            session = sessions[stack]
+
+            def load(worker: StackWorker, model: str, _job: ProbeJob) -> Any:
+                return self.state.load(worker, session.stack, model, exports[model])
+
+            self._rerun(session, odd[stack], load)
+
+        self.state.parallel({s: (lambda s=s: again(s)) for s in odd})
+        for stack, runs in odd.items():
+            for _, job, scratch in runs:
+                said = (stack, job.spec.name, job.variant)
+                self._repeats[said] = peers.repeat_words(scratch.rerun, first[said])
 
     def _release(self, stacks: Sequence[str]) -> None:
         """End these stacks' workers, their hosts' warm zygotes and ssh connections (a wave is

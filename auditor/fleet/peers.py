@@ -131,12 +131,43 @@ def output_digest(outputs: list[Any]) -> str:
     return h.hexdigest()[:12]
 
 
-def output_findings(groups: Mapping[tuple[str, str, str, str], Mapping[str, list[Any]]]) -> list[Finding]:
+def odd_members(digests: Mapping[str, str]) -> set[str]:
+    """The members (of one group, on one export) whose output digest differs from a strict
+    majority's (none below ``MIN_MEMBERS``)."""
+    if len(digests) < MIN_MEMBERS:
+        return set()
+    return {o.member for o in _odd({m: {"outputs": d} for m, d in digests.items()})}
+
+
+def repeat_words(rerun: Any, first: str) -> str:
+    """What a member's own rerun (a fresh process, same file and inputs) says about its odd
+    outputs: ``repeats``, ``differs`` (the host does not repeat itself), or why it failed."""
+    if rerun is None:
+        return "not rerun"
+    if not isinstance(rerun, list):
+        describe = getattr(rerun, "describe", None)
+        return f"rerun failed: {describe() if callable(describe) else rerun}"
+    return "repeats" if output_digest(rerun) == first else "differs"
+
+
+REPEATS = {
+    "repeats": "its own rerun in a fresh process gives the same bits: the difference is the host's, "
+    "beyond its own repeatability",
+    "differs": "its own rerun in a fresh process differs from its first run: this host does not even "
+    "repeat itself",
+}
+
+
+def output_findings(
+    groups: Mapping[tuple[str, str, str, str], Mapping[str, list[Any]]],
+    repeats: Mapping[tuple[str, str, str], str] | None = None,
+) -> list[Finding]:
     """Members whose outputs differ bitwise from a strict majority of their peers' on the same
     export and inputs: ``groups`` maps (train stack, grouped stack, probe, variant) to each
     member's outputs. Same file, same inputs, same runtime release: expected bitwise equal, so
     a difference is the host's (its CPU, its libraries, its memory), even within tolerance of
-    the reference."""
+    the reference. ``repeats``: (member, probe, variant) -> what the member's own rerun said
+    (``repeat_words``), where its wave could tell (the majority formed by then)."""
     found = []
     for (train, base, probe, variant), members in groups.items():
         if len(members) < MIN_MEMBERS:
@@ -145,6 +176,8 @@ def output_findings(groups: Mapping[tuple[str, str, str, str], Mapping[str, list
         for odd in _odd({m: {"outputs": d} for m, d in digests.items()}):
             peer = next(m for m, d in digests.items() if d == odd.majority)
             diff = _max_abs(members[odd.member], members[peer])
+            again = (repeats or {}).get((odd.member, probe, variant))
+            tail = f"; {REPEATS.get(again, again)}" if again else ""
             found.append(
                 Finding(
                     "out-of-line",
@@ -153,7 +186,7 @@ def output_findings(groups: Mapping[tuple[str, str, str, str], Mapping[str, list
                     f"{odd.member}/out-of-line/{probe}/{variant}",
                     f"{odd.member} computes {probe} [{variant}] differently from its peers: its outputs of "
                     f"{train}'s export differ bitwise from those of {odd.agree} of {odd.total} members of "
-                    f"{base} ({_how_far(diff)} from {peer})",
+                    f"{base} ({_how_far(diff)} from {peer}){tail}",
                     {
                         "group_stack": base,
                         "train": train,
@@ -164,6 +197,7 @@ def output_findings(groups: Mapping[tuple[str, str, str, str], Mapping[str, list
                         "agree": odd.agree,
                         "total": odd.total,
                         "max_abs": diff,
+                        "rerun": again,
                     },
                 )
             )

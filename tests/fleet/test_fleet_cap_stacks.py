@@ -223,3 +223,54 @@ def test_config_check_says_the_group_once_and_the_cap(audited: dict) -> None:
     assert not any("lite20@infer-05" in line for line in lines), out.stdout
     said = "hosts in flight: at most 4 ([worker] max_hosts): local held for the cycle"
     assert f"{said}, the other hosts in 4 chunks" in out.stdout
+
+
+@pytest.mark.parametrize("host_fault", ["repeats", "differs"])
+def test_a_member_computing_other_bits_is_rerun_on_its_own_host(
+    stacks: Path, default_doc: dict, tmp_path: Path, host_fault: str
+) -> None:
+    """Four members, two per chunk; infer-4 serves the export with one weight a few ulps off
+    (a host that computes differently, within tolerance: consistent). Its chunk sees it differ
+    from the majority of the peers so far, and runs it again in a fresh process on its own host
+    while it is open: a host that repeats its bits is out of line beyond its own repeatability
+    ("repeats"); one whose rerun differs again ("differs") does not even repeat itself."""
+    plugins = Plugins(entry_points=False)
+    probes = plugins.probes()
+    doc = copy.deepcopy(default_doc)
+    doc["groups"] = {"infer": {"hosts": ["infer-[1:4]"], "command": ["env", "H={host}"]}}
+    config = build(
+        doc,
+        probes,
+        stacks={"ms20": doc["stacks"]["ms20"], "lite20": {**doc["stacks"]["lite20"], "group": "infer"}},
+        pairs=[{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}],
+        variants={"ppo_policy": ["fp32"]},
+        latency={"warmup": 1, "iterations": 3, "batches": []},
+        rollout={"enabled": False},
+        worker={"max_hosts": 3},
+        drop=DAEMON_SECTIONS,
+    )
+    spec = probes["ppo_policy"]
+    weight = spec.make_weights(spec.variant_params("fp32", config.probe("ppo_policy").params))["fc1.weight"]
+    loads = []
+    cycle = Cycle(config, probes, plugins.runtimes())
+    real = cycle.state.load
+
+    def faulty(worker, stack, model, path, table=None):  # noqa: ANN001, ANN202 - CycleState.load's
+        if stack.name != "lite20@infer-4":
+            return real(worker, stack, model, path, table)
+        loads.append(model)
+        ulps = 4 if host_fault == "repeats" or len(loads) == 1 else 4000
+        changed = weight.copy()
+        changed.flat[7] = weight.flat[7] + ulps * np.spacing(weight.flat[7])
+        odd = tmp_path / f"odd-{len(loads)}.mindir"
+        odd.write_bytes(Path(path).read_bytes().replace(weight.tobytes(), changed.tobytes()))
+        return real(worker, stack, model, odd, table)
+
+    cycle.state.load = faulty  # type: ignore[method-assign]
+    result = cycle.run()
+    assert [r.status for r in result.results] == ["consistent"] * 4, [r.message for r in result.results]
+    assert len(loads) == 2  # its load, and its rerun's
+    (found,) = [f for f in result.findings if f.kind == "out-of-line"]
+    assert found.subject == "lite20@infer-4" and found.details["rerun"] == host_fault, found.message
+    said = {"repeats": "beyond its own repeatability", "differs": "does not even repeat itself"}
+    assert said[host_fault] in found.message and "3 of 4 members" in found.message, found.message
