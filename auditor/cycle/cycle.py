@@ -39,6 +39,7 @@ from auditor.cycle.jobs import (
     TrainOutcome,
     comparator_checks,
     judged,
+    own_inputs,
     probe_code_error,
     rerun_checks,
     rounding,
@@ -279,7 +280,8 @@ class Cycle:
         book = LeaseBook(history.engine, leases.holder_name(history.auditor_id), history.auditor_id)
         cfg = self.config.leases
         where = leases.slot(cfg, self.config.schedule, leases.utcnow(), self.lease_slot)
-        self.shares = leases.SharedHosts(book, waves, cfg, where, self.state.check).start()
+        shares = leases.SharedHosts(book, waves, cfg, where, self.state.check, pause=self.state.pause)
+        self.shares = shares.start()
         return self.shares
 
     def close_leases(self, run_id: int | None = None, stored: bool = False) -> None:
@@ -360,12 +362,15 @@ class Cycle:
             candidates.append((pair, job, key))
         odd: dict[str, list[tuple[str, ProbeJob, InferOutcome]]] = {}
         first: dict[tuple[str, str, str], str] = {}
-        exports: dict[str, Path | None] = {}
+        exports: dict[str, Path] = {}
         for pair, job, key in candidates:
-            if pair.infer not in peers.odd_members(self._digests[key]):
+            train = trained[pair.train][job.key]
+            if pair.infer not in peers.odd_members(self._digests[key]) or train.export is None:
+                continue
+            if not own_inputs(job, train.inputs):  # a publication's inputs: a rerun runs the probe's own
                 continue
             model = f"{pair.train}/{job.key}"
-            exports[model] = trained[pair.train][job.key].export
+            exports[model] = train.export
             odd.setdefault(pair.infer, []).append((model, job, InferOutcome()))
             first[(pair.infer, job.spec.name, job.variant)] = self._digests[key][pair.infer]
         sessions = self.state.sessions

@@ -81,6 +81,11 @@ class CycleState:
         for child in children:
             child.kill()
 
+    def pause(self, seconds: float) -> None:
+        """Wait, but no longer than until an abort (which then raises CycleAborted)."""
+        self._aborted.wait(seconds)
+        self.check()
+
     def check(self) -> None:
         if self._aborted.is_set():
             raise CycleAborted("cycle aborted")

@@ -156,13 +156,17 @@ class SharedHosts(Iterator[tuple[str, ...]]):
         where: Slot,
         check: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
+        pause: Callable[[float], None] = time.sleep,
     ):
+        """``check`` raises where the cycle was aborted; ``pause`` waits between looks at the
+        hosts others hold (an abort ends it early)."""
         self.book = book
         self.waves = waves
         self.config = config
         self.slot = where
         self.check = check
         self.clock = clock
+        self.pause = pause
         self.hosts = [host for host, _ in waves.serving]
         self.size = self.chunk_size(config, waves)
         self.mine: list[str] = []
@@ -235,7 +239,7 @@ class SharedHosts(Iterator[tuple[str, ...]]):
             pending = [h for h, lease in leases.items() if h not in self.mine and lease.pending(now)]
             if not pending or self._waited(now):
                 raise StopIteration
-            time.sleep(poll)
+            self.pause(poll)
 
     def _waited(self, now: datetime) -> bool:
         """Whether to stop waiting for the hosts others hold: after ``[leases] wait``, else at

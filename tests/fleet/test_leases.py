@@ -41,9 +41,10 @@ def book(store: Store, who: str) -> LeaseBook:
     return LeaseBook(store.engine, leases.holder_name(who), who)
 
 
-def shared(b: LeaseBook, clock: Clock, **kw) -> leases.SharedHosts:
+def shared(b: LeaseBook, clock: Clock, pause=None, **kw) -> leases.SharedHosts:  # noqa: ANN001
     cfg = LeasesConfig(enabled=True, claim=kw.pop("claim", 3), expire=kw.pop("expire", 10.0), **kw)
-    return leases.SharedHosts(b, WAVES, cfg, leases.Slot("fleet:t", None), clock=clock)
+    more = {"pause": pause} if pause is not None else {}
+    return leases.SharedHosts(b, WAVES, cfg, leases.Slot("fleet:t", None), clock=clock, **more)
 
 
 def test_one_claim_per_host_and_slot_whoever_asks(store: Store) -> None:
@@ -183,3 +184,16 @@ def test_retention_deletes_leases_of_slots_long_past(store: Store) -> None:
     done = prune(store.engine, 5, now=T0 + timedelta(days=10))
     assert done.deleted["host_leases"] == 1
     assert b.leases("old") == {} and set(b.leases("new")) == {"infer-01"}
+
+
+def test_an_abort_ends_the_wait_for_others_hosts(store: Store) -> None:
+    class Aborted(Exception):
+        pass
+
+    def aborted(_seconds: float) -> None:
+        raise Aborted  # CycleState.pause raises CycleAborted once the cycle is aborted
+
+    clock = Clock()
+    next(shared(book(store, "busy"), clock, claim=10))
+    with pytest.raises(Aborted):
+        next(shared(book(store, "waiting"), clock, pause=aborted))
