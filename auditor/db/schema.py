@@ -18,8 +18,9 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     UniqueConstraint,
+    insert,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 # A damaged value (unparsable timestamp or JSON, a blob where text belongs) reads as None
 # or as text instead of failing a whole query: auditor.db.columns.
@@ -174,6 +175,18 @@ class MetricRow(Base):
         cosine over NaN outputs) is left out: SQL has no NaN, and one such figure must not
         cost the whole run. ±inf is kept."""
         return [cls(output=o, name=n, value=float(v)) for o, n, v in figures if not math.isnan(v)]
+
+    @classmethod
+    def insert_many(cls, session: Session, figures: Iterable[tuple[int, tuple[str, str, float]]]) -> None:
+        """Rows for (result id, (output, name, value)) in one executemany, NaN left out as by
+        ``many``."""
+        rows = [
+            {"result_id": rid, "output": o, "name": n, "value": float(v)}
+            for rid, (o, n, v) in figures
+            if not math.isnan(v)
+        ]
+        if rows:
+            session.execute(insert(cls), rows)
 
 
 class SeriesRow(Base):

@@ -456,6 +456,7 @@ class Store:
                         error="\n".join(filter(None, [rep.error, *rep.problems])) or None,
                     )
                 )
+            figures: list[tuple[m.ProbeResultRow, list[tuple[str, str, float]]]] = []
             for r in result.results:
                 for artifact in (r.artifact, r.conversion):
                     if artifact is not None:
@@ -483,16 +484,19 @@ class Store:
                     thresholds=r.thresholds,
                     converted_sha256=r.conversion.sha256 if r.conversion else None,
                 )
-                row.metrics = m.MetricRow.many(
-                    [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]
-                    # A comparator's figure, in the same long format; "*": about the probe as a whole.
-                    + [(c.output or "*", c.metric, c.value) for c in r.checks]
-                    # The serving side's samples/s per batch, and where they saturate.
-                    + [(f"b{t.batch}", "throughput", t.samples_per_s) for t in r.throughput]
-                    + (
-                        [("sweep", "saturation_batch", float(r.saturation_batch))]
-                        if r.saturation_batch
-                        else []
+                figures.append(
+                    (
+                        row,
+                        [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]
+                        # A comparator's figure, in the same long format; "*": about the probe as a whole.
+                        + [(c.output or "*", c.metric, c.value) for c in r.checks]
+                        # The serving side's samples/s per batch, and where they saturate.
+                        + [(f"b{t.batch}", "throughput", t.samples_per_s) for t in r.throughput]
+                        + (
+                            [("sweep", "saturation_batch", float(r.saturation_batch))]
+                            if r.saturation_batch
+                            else []
+                        ),
                     )
                 )
                 row.latencies = [
@@ -506,6 +510,10 @@ class Store:
                     if lat is not None
                 ]
                 s.add(row)
+            # A fleet's run has tens of thousands of metrics: one executemany of plain rows once
+            # the results have their ids, not an ORM object each (time and memory).
+            s.flush()
+            m.MetricRow.insert_many(s, [(row.id, figure) for row, found in figures for figure in found])
             # Probe suite: rollouts as probe results, and goldens of first accepted results.
             store_rows(s, run_id, result.rollouts, stack_ids)
             baselines.record(s, run_id, result.results, stack_ids, artifacts)
