@@ -130,8 +130,10 @@ class Cycle:
         self.models = ModelSuite(self.state, self.compat, self.comparators)
         self.telemetry = DeviceTelemetry(self.state)
         self.lease_slot = lease_slot
+        self._peer_outputs: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
+        """A group's consistent members' outputs so far, by (train stack, grouped stack, probe,
+        variant), and their digests (auditor.fleet.peers)."""
         self._digests: dict[tuple[str, str, str, str], dict[str, str]] = {}
-        """A group's consistent members' output digests so far, per export (auditor.fleet.peers)."""
         self._repeats: dict[tuple[str, str, str], str] = {}
         """(member, probe, variant) -> what its own rerun said, for members out of line."""
         self.shares: leases.SharedHosts | None = None
@@ -210,11 +212,10 @@ class Cycle:
                 )
                 self.compat.check_exports(trained, train_plan)
                 planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
-                inferred: dict[str, dict[tuple[str, str], InferOutcome]] = {}
                 by_job: dict[tuple[str, str], ProbeResult] = {}
                 rollouts, model_results, served, side = [], [], [], []
                 while True:  # each chunk: fingerprinted (the first already is), served, released
-                    done, rolled, judged = self._serve(wave, planned, trained, inferred, Path(tmp))
+                    done, rolled, judged = self._serve(wave, planned, trained, Path(tmp))
                     by_job.update(done)
                     rollouts += rolled
                     side += judged
@@ -251,7 +252,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + side  # each stack and probe variant judged once (ProbeSuite.side_findings)
-            + peers.output_findings(self._member_outputs(planned, inferred, by_job), self._repeats)
+            + peers.output_findings(self._peer_outputs, self._repeats)
             + self.models.findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
@@ -304,24 +305,21 @@ class Cycle:
         wave: Sequence[str],
         planned: list[tuple[PairConfig, ProbeJob]],
         trained: dict[str, dict[str, TrainOutcome]],
-        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
         tmp: Path,
     ) -> tuple[dict[tuple[str, str], ProbeResult], list[Any], list[Finding]]:
         """The probes' serving side on the stacks of one wave: loads and runs, the train cells
-        scoring the drawn actions, the verdicts, then localization and rollouts (both workers
-        of each pair alive) and each side's own checks. ``inferred`` gets the wave's outcomes,
-        their outputs alone kept once judged (peers compare them all; a fleet's input-class
-        and layer outputs would otherwise be held for the whole cycle)."""
+        scoring the drawn actions, the verdicts, the members' outputs against their peers',
+        then localization and rollouts (both workers of each pair alive) and each side's own
+        checks. The wave's outcomes end with it (a fleet's input-class and layer outputs
+        would otherwise be held for the whole cycle); a group's peers keep their outputs."""
         here = set(wave)
         mine = [(p, job) for p, job in planned if p.infer in here]
         infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
         for p, job in mine:
             infer_plan.setdefault(p.infer, []).append((p, job))
         sessions = self.state.sessions
-        inferred.update(
-            self.state.parallel(
-                {s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained)) for s in infer_plan}
-            )
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]] = self.state.parallel(
+            {s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained)) for s in infer_plan}
         )
         self.suite.behaviour(mine, inferred)  # the train cells score the drawn actions
         results = [
@@ -331,24 +329,26 @@ class Cycle:
         if self.state.save_outputs is not None:
             for p, job in mine:
                 self._save_sides(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
-        self._rerun_odd(mine, inferred, results, trained)
+        self._peers(mine, inferred, results, trained)
         results, rollouts = self.suite.follow_up(mine, results, trained, inferred, tmp)
         judged = self.suite.side_findings(mine, trained, inferred)
-        for p, job in mine:
-            inferred[p.infer][(p.name, job.key)].judged()
         return {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}, rollouts, judged
 
-    def _rerun_odd(
+    def _peers(
         self,
         mine: list[tuple[PairConfig, ProbeJob]],
         inferred: dict[str, dict[tuple[str, str], InferOutcome]],
         verdicts: list[ProbeResult],
         trained: dict[str, dict[str, TrainOutcome]],
     ) -> None:
-        """A wave's group members whose outputs differ bitwise from the majority of the peers
-        seen so far run the variant again in a fresh process on their own host, while it is
-        still open: a host that repeats its own bits differs from its peers beyond its own
-        repeatability; one that does not is not even repeatable (auditor.fleet.peers)."""
+        """A wave's group members' outputs, kept for the peers' comparison at the end of the
+        cycle (auditor.fleet.peers), of the members whose result is consistent: a member that
+        drifts is said by its drift, and a drifting output may not even repeat on its own host
+        (Lite 2.0's fp16 std is memory garbage), so its bits say nothing about the host. A
+        member whose outputs differ bitwise from the majority of the peers seen so far runs the
+        variant again in a fresh process on its own host, while it is still open: a host that
+        repeats its own bits differs from its peers beyond its own repeatability; one that does
+        not is not even repeatable."""
         candidates = []
         for (pair, job), verdict in zip(mine, verdicts, strict=True):
             grouped = member(pair.infer)
@@ -356,8 +356,9 @@ class Cycle:
             if grouped is None or outcome is None or outcome.outputs is None or job.rerun:
                 continue
             if verdict.status != CONSISTENT:
-                continue  # drift says it (and a drifting output need not repeat: _member_outputs)
+                continue  # its drift says it
             key = (pair.train, grouped[0], job.spec.name, job.variant)
+            self._peer_outputs.setdefault(key, {})[pair.infer] = list(outcome.outputs)
             self._digests.setdefault(key, {})[pair.infer] = peers.output_digest(list(outcome.outputs))
             candidates.append((pair, job, key))
         odd: dict[str, list[tuple[str, ProbeJob, InferOutcome]]] = {}
@@ -401,28 +402,6 @@ class Cycle:
         """The models' results by model, then serving stack, as the config lists them."""
         order = {(m.name, t): i for i, m in enumerate(self.config.models.values()) for t in m.stacks}
         return sorted(results, key=lambda r: order.get((r.probe, r.infer), len(order)))
-
-    @staticmethod
-    def _member_outputs(
-        planned: list[tuple[PairConfig, ProbeJob]],
-        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
-        verdicts: dict[tuple[str, str], ProbeResult],
-    ) -> dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]]:
-        """A group's members' outputs of one train stack's export (auditor.fleet.peers), of
-        the members whose result is consistent: a member that drifts is said by its drift, and
-        a drifting output may not even repeat on its own host (Lite 2.0's fp16 std is memory
-        garbage), so its bits say nothing about the host."""
-        out: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
-        for pair, job in planned:
-            grouped = member(pair.infer)
-            outcome = inferred.get(pair.infer, {}).get((pair.name, job.key))
-            verdict = verdicts.get((pair.name, job.key))
-            if verdict is None or verdict.status != CONSISTENT:
-                continue
-            if grouped is not None and outcome is not None and outcome.outputs is not None and not job.rerun:
-                key = (pair.train, grouped[0], job.spec.name, job.variant)
-                out.setdefault(key, {})[pair.infer] = list(outcome.outputs)
-        return out
 
     def _unchecked(
         self, stacks: dict[str, StackReport], read: dict[str, publication.PublicationSummary | None]

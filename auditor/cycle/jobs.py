@@ -128,11 +128,6 @@ class InferOutcome:
     behaviour: Behaviour | None = None
     """Both models on actions drawn from this side's policy (the importance ratios' samples)."""
 
-    def judged(self) -> None:
-        """Its verdict, follow-ups and side checks are done: keep the outputs alone (a group's
-        peers compare them at the end of the cycle)."""
-        self.classes, self.layers, self.behaviour, self.rerun = {}, {}, None, None
-
 
 def probe_code_error(stack: str, job: ProbeJob, exc: Exception) -> WorkerError:
     """A probe's auditor-side code (make_inputs, make_weights) raised: an error for this job

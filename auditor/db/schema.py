@@ -170,16 +170,11 @@ class MetricRow(Base):
     result: Mapped[ProbeResultRow] = relationship(back_populates="metrics")
 
     @classmethod
-    def many(cls, figures: Iterable[tuple[str, str, float]]) -> list[MetricRow]:
-        """Rows for (output, name, value). A NaN (a figure that could not be computed, e.g. a
+    def insert_many(cls, session: Session, figures: Iterable[tuple[int, tuple[str, str, float]]]) -> None:
+        """Rows for (result id, (output, name, value)) in one executemany (a fleet's run has tens
+        of thousands: no ORM object each). A NaN (a figure that could not be computed, e.g. a
         cosine over NaN outputs) is left out: SQL has no NaN, and one such figure must not
         cost the whole run. ±inf is kept."""
-        return [cls(output=o, name=n, value=float(v)) for o, n, v in figures if not math.isnan(v)]
-
-    @classmethod
-    def insert_many(cls, session: Session, figures: Iterable[tuple[int, tuple[str, str, float]]]) -> None:
-        """Rows for (result id, (output, name, value)) in one executemany, NaN left out as by
-        ``many``."""
         rows = [
             {"result_id": rid, "output": o, "name": n, "value": float(v)}
             for rid, (o, n, v) in figures

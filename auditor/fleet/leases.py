@@ -174,8 +174,6 @@ class SharedHosts(Iterator[tuple[str, ...]]):
         self._waiting_since: float | None = None
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
-        self.lost: list[str] = []
-        """Hosts whose lease this auditor held and found taken (it stopped renewing in time)."""
 
     @staticmethod
     def chunk_size(config: LeasesConfig, waves: Waves) -> int:
@@ -256,12 +254,16 @@ class SharedHosts(Iterator[tuple[str, ...]]):
         leases = self.book.leases(self.slot.label, self.hosts)
         out = Shares(self.slot.label, list(self.mine))
         for host in self.hosts:
-            if host in self.mine:
-                lease = leases.get(host)
-                if lease is not None and lease.holder != self.book.holder:
-                    self.lost.append(host)
-                continue
             lease = leases.get(host)
+            if host in self.mine:
+                if lease is not None and lease.holder != self.book.holder:  # audited twice
+                    log.warning(
+                        "leases %s: %s was taken over by %s (renewed too late)",
+                        out.slot,
+                        host,
+                        lease.auditor_id,
+                    )
+                continue
             if lease is None:
                 out.unaudited[host] = "no auditor claimed it before this one stopped waiting"
             elif lease.claimable(now):

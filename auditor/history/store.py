@@ -680,12 +680,14 @@ def store_rows(
                 artifact_sha256=None,
                 thresholds={"action": {"atol": r.action_atol}, "return": {"atol": r.return_atol}, "env": {}},
             )
-            row.metrics = m.MetricRow.many(
-                [("all", k, v) for k, v in r.summary(mode).items()]
+            session.add(row)
+            session.flush()  # its id, for its metrics
+            m.MetricRow.insert_many(
+                session,
+                [(row.id, ("all", k, v)) for k, v in r.summary(mode).items()]
                 + [
-                    (seed, k, v)
+                    (row.id, (seed, k, v))
                     for seed, figures in per_episode.get(mode, {}).items()
                     for k, v in figures.items()
-                ]
+                ],
             )
-            session.add(row)
