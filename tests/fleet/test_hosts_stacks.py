@@ -340,7 +340,11 @@ def test_command_transport_runs_the_pair_through_a_wrapper(hosts, default_doc, t
 
 def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_removes(hosts):
     """A crash that skips all cleanup (SIGKILL of the worker and its supervisor) leaves the
-    private directory; the next worker started on that host removes it."""
+    private directory; the next worker started on that host removes it.
+
+    The stack gets a temporary directory of its own: every test host is this one machine, so
+    in the shared /tmp any other test's remote start (rightly) sweeps the dead directory
+    before this test looks at it."""
     from auditor.config.tables import HostConfig, StackConfig
     from auditor.extend.manager import Plugins
     from auditor.stacks.transport import CONNECTIONS
@@ -355,11 +359,20 @@ def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_remov
         identity_file=t["identity_file"],
         options=tuple(t["options"]),
     )
-    stack = StackConfig("lite20", "infer", "mindspore-lite", str(stack_python("lite20")), host="hostB")
+    own_tmp = tempfile.mkdtemp(prefix="aud-tmp-")
+    stack = StackConfig(
+        "lite20",
+        "infer",
+        "mindspore-lite",
+        str(stack_python("lite20")),
+        host="hostB",
+        env={"TMPDIR": own_tmp},
+    )
     lite = Plugins(entry_points=False).runtimes()["mindspore-lite"].worker_class
     first = StackWorker(stack, host=host, start_timeout=60, runtime_class=lite)
     first.start()
     left = Path(str(first.workdir))
+    assert left.parent == Path(own_tmp)
     assert oct(left.stat().st_mode & 0o777) == "0o700"
     os.kill(first.remote["supervisor"], signal.SIGKILL)  # the worker dies with it (PDEATHSIG)
     assert _settled(lambda: not _alive(first.hello["pid"]))
@@ -374,6 +387,7 @@ def test_sigkill_of_the_remote_supervisor_leaves_a_dir_the_next_connection_remov
         second.close()
         CONNECTIONS.close_all()
     assert _settled(lambda: not Path(str(second.workdir)).exists())
+    os.rmdir(own_tmp)  # empty: nothing else was left there
 
 
 def test_a_master_is_checked_and_closed_over_its_socket_without_ssh_processes(hosts, monkeypatch):
