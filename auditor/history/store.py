@@ -233,24 +233,27 @@ class Store:
     def upgrade(self, revision: str = "head") -> None:
         """Migrate to ``revision``. Auditors that start at once take turns: one migrates while
         the others wait for its lock, then find nothing left to do."""
-        from alembic import command
         from alembic.util.exc import CommandError
 
         cfg = alembic_config(self.url)
         try:
-            with self._migration_lock(), self.engine.begin() as conn:
-                if conn.dialect.name == "sqlite":
-                    # One transaction for the whole schema, as on PostgreSQL: Python's sqlite3
-                    # opens none before DDL (each CREATE would commit alone), so a disk that
-                    # fills up halfway would leave half a schema that no later start could
-                    # migrate ("table ... already exists"). SQLite's DDL is transactional.
-                    conn.exec_driver_sql("BEGIN")
-                if conn.dialect.name == "postgresql":
-                    # Held until this transaction ends; PostgreSQL's DDL is transactional, so a
-                    # waiting auditor sees either no schema or the whole migrated one.
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, revision)
+            with self._migration_lock(), self.engine.connect() as conn:
+                sqlite = conn.dialect.name == "sqlite"
+                if sqlite:
+                    # A migration that rebuilds a table (Alembic's batch mode: copy, DROP, rename)
+                    # must not enforce foreign keys: DROP TABLE of probe_results would delete
+                    # every row that refers to it ON DELETE CASCADE (its latencies). SQLite's
+                    # own procedure for altering tables: keys off outside the transaction,
+                    # foreign_key_check before the commit, keys on again.
+                    conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                    conn.commit()
+                try:
+                    with conn.begin():
+                        self._migrate(conn, cfg, revision)
+                finally:
+                    if sqlite:  # the pooled connection keeps the setting: every other use enforces
+                        conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                        conn.commit()
         except (SQLAlchemyError, UnicodeDecodeError) as exc:
             raise StoreError(
                 f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}",
@@ -262,6 +265,32 @@ class Store:
                 f"cannot migrate the history database {self.display_url}: {exc} "
                 "(was it written by a newer auditor? upgrade this one, or use another --db)"
             ) from None
+
+    def _migrate(self, conn: Any, cfg: AlembicConfig, revision: str) -> None:
+        """Alembic's upgrade on ``conn``, in the transaction the caller began."""
+        from alembic import command
+
+        if conn.dialect.name == "sqlite":
+            # One transaction for the whole schema, as on PostgreSQL: Python's sqlite3 opens
+            # none before DDL (each CREATE would commit alone), so a disk that fills up halfway
+            # would leave half a schema that no later start could migrate ("table ... already
+            # exists"). SQLite's DDL is transactional.
+            conn.exec_driver_sql("BEGIN")
+        if conn.dialect.name == "postgresql":
+            # Held until this transaction ends; PostgreSQL's DDL is transactional, so a waiting
+            # auditor sees either no schema or the whole migrated one.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+        if conn.dialect.name == "sqlite":
+            broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                table, rowid, parent, _ = broken[0]
+                raise StoreError(
+                    f"migrating the history database {self.display_url} would leave {len(broken)} "
+                    f"row(s) referring to missing ones (e.g. {table} row {rowid} -> {parent}); "
+                    "nothing was changed"
+                )
 
     @contextlib.contextmanager
     def _migration_lock(self) -> Iterator[None]:

@@ -368,6 +368,9 @@ def test_auditor_id_config(doc):
     assert parse(doc).auditor_id == "train-zone-1"
 
 
+KEPT_BY_MIGRATIONS = ("runs", "probe_results", "latencies", "findings", "run_stacks")
+
+
 def test_migrations_with_data_and_back(db_url):
     """A history left at revision 0001 by an old auditor migrates to head with its rows (runs
     get their writer's host name as auditor id), and the whole chain goes down and up again."""
@@ -376,14 +379,25 @@ def test_migrations_with_data_and_back(db_url):
     from auditor.history.store import alembic_config
     from tests.history_fixtures import generate_history
 
+    def counts() -> dict[str, int]:
+        with store.engine.connect() as conn:
+            return {t: conn.scalar(text(f"SELECT count(*) FROM {t}")) for t in KEPT_BY_MIGRATIONS}
+
     store = Store(db_url)
     try:
         store.upgrade("0001")
         generate_history(store.engine, 30, start=datetime(2026, 1, 1), host="old-host")
+        before = counts()
+        assert before["latencies"] > 0 and before["probe_results"] > 0
         store.upgrade()
         assert store.current_heads() == (HEAD,)
+        # every row survives (SQLite's batch rebuild of probe_results with foreign keys enforced
+        # deleted every latency by cascade)
+        assert counts() == before
         with store.engine.connect() as conn:
             ids = conn.execute(text("SELECT DISTINCT auditor_id FROM runs")).scalars().all()
+            if conn.dialect.name == "sqlite":  # the pooled connection enforces foreign keys again
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert ids == ["old-host"]
         cfg = alembic_config(store.url)
         with store.engine.begin() as conn:
