@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import Engine, func, insert, inspect, select
+from sqlalchemy import JSON, Engine, column, func, insert, inspect, select, table
+from sqlalchemy.orm import Session
 
 from auditor.compare.outputs import METRIC_NAMES
 from auditor.db import schema as m
+from auditor.db.content import metric_set_digest, threshold_sets
 from auditor.history import series
 from auditor.results import fingerprint_digest
 
@@ -122,8 +124,15 @@ def generate_history(
     out = GeneratedHistory(counts=dict.fromkeys(("runs", "probe_results", "metrics", "latencies"), 0))
     upgrade_index = None if upgrade_at is None else int(runs * upgrade_at)
     with engine.begin() as conn:
-        # a database at an old revision (migration tests) has no auditor column yet
+        # a database at an old revision (migration tests) has no auditor column yet, and its
+        # results hold their own metrics and thresholds (before 0013: no metric sets)
         has_auditor_id = "auditor_id" in {c["name"] for c in inspect(conn).get_columns("runs")}
+        content = inspect(conn).has_table("metric_sets")
+        results_table, metrics_table = (
+            (m.ProbeResultRow, m.MetricRow) if content else (OLD_RESULTS, OLD_METRICS)
+        )
+        # sets stored by an earlier call on this history
+        known_sets = dict(conn.execute(select(m.MetricSet.digest, m.MetricSet.id)).all()) if content else {}
         stack_ids: dict[str, int] = {}
         for name, role, runtime, _py, _pkg, _ver in STACKS:
             sid = conn.scalar(select(m.Stack.id).where(m.Stack.host == host, m.Stack.name == name))
@@ -148,15 +157,21 @@ def generate_history(
                 digests[(name, upgraded)] = digest
                 if conn.scalar(select(m.Fingerprint.digest).where(m.Fingerprint.digest == digest)) is None:
                     conn.execute(insert(m.Fingerprint).values(digest=digest, created_at=start, document=doc))
+        thresholds = {o: {"atol": ATOL, "rtol": ATOL} for o in outputs}
+        tolerances: dict[str, object] = {"thresholds": thresholds}
+        if content:
+            (tolerances["thresholds_id"],) = threshold_sets(Session(conn), [thresholds])
+            del tolerances["thresholds"]
+            tolerances["metric_set_id"] = None  # set below where the result has figures
+            set_id = _next_id(conn, m.MetricSet.id)
         run_id = _next_id(conn, m.Run.id)
         result_id = _next_id(conn, m.ProbeResultRow.id)
         metric_id = _next_id(conn, m.MetricRow.id)
         latency_id = _next_id(conn, m.LatencyRow.id)
         finding_id = _next_id(conn, m.FindingRow.id)
 
-    thresholds = {o: {"atol": ATOL, "rtol": ATOL} for o in outputs}
     for chunk_start in range(0, runs, batch_runs):
-        rows: dict[str, list[dict]] = {k: [] for k in ("runs", "rs", "pr", "mt", "lat", "fi")}
+        rows: dict[str, list[dict]] = {k: [] for k in ("runs", "rs", "pr", "ms", "mt", "lat", "fi")}
         for i in range(chunk_start, min(runs, chunk_start + batch_runs)):
             started = start + i * interval
             upgraded = upgrade_index is not None and i >= upgrade_index
@@ -202,7 +217,7 @@ def generate_history(
                                 "status": status,
                                 "message": message,
                                 "artifact_sha256": None,
-                                "thresholds": thresholds,
+                                **tolerances,
                             }
                         )
                         base_train = 19000.0 if train == "ms210" else 1500.0
@@ -230,21 +245,30 @@ def generate_history(
                                 )
                                 latency_id += 1
                         if status == "consistent":
+                            found = []
                             for output in outputs:
                                 metrics = _metrics(kind, drifting, rng)
                                 if metrics["max_abs"] > ATOL:
                                     status = "drift"
-                                for metric in METRIC_NAMES:  # a metric added later reads 0
-                                    rows["mt"].append(
-                                        {
-                                            "id": metric_id,
-                                            "result_id": result_id,
-                                            "output": output,
-                                            "name": metric,
-                                            "value": metrics.get(metric, 0.0),
-                                        }
-                                    )
-                                    metric_id += 1
+                                # a metric added later reads 0
+                                found.extend((output, name, metrics.get(name, 0.0)) for name in METRIC_NAMES)
+                            owner = {"result_id": result_id}
+                            if content:  # stored once per set of figures, as the store does
+                                digest = metric_set_digest(found)
+                                known = known_sets.get(digest)
+                                rows["pr"][-1]["metric_set_id"] = owner["set_id"] = known or set_id
+                                del owner["result_id"]
+                                if known is None:
+                                    known_sets[digest] = set_id
+                                    rows["ms"].append({"id": set_id, "digest": digest, "created_at": start})
+                                    set_id += 1
+                                else:
+                                    found = []
+                            for output, name, value in found:
+                                rows["mt"].append(
+                                    {"id": metric_id, **owner, "output": output, "name": name, "value": value}
+                                )
+                                metric_id += 1
                             if status == "drift":
                                 rows["pr"][-1]["status"] = "drift"
                                 rows["pr"][-1]["message"] = "some outputs out of tolerance"
@@ -288,8 +312,9 @@ def generate_history(
             for model, key in (
                 (m.Run, "runs"),
                 (m.RunStack, "rs"),
-                (m.ProbeResultRow, "pr"),
-                (m.MetricRow, "mt"),
+                (m.MetricSet, "ms"),
+                (results_table, "pr"),
+                (metrics_table, "mt"),
                 (m.LatencyRow, "lat"),
                 (m.FindingRow, "fi"),
             ):
@@ -300,12 +325,24 @@ def generate_history(
         out.counts["metrics"] += len(rows["mt"])
         out.counts["latencies"] += len(rows["lat"])
     with engine.begin() as conn:
-        if inspect(conn).has_table("series"):  # absent in a database at an older revision
+        # At an older revision the list is absent, or its migration (0006, 0013) fills it.
+        if inspect(conn).has_table("metric_sets"):
             # what the store does per run, once for the whole bulk insert (once per chunk
             # would read the growing metrics table again and again)
             series.rebuild(conn)
     _advance_sequences(engine)
     return out
+
+
+OLD_RESULTS = table(
+    "probe_results",
+    *(column(c) for c in ("id", "run_id", "pair", "train_stack_id", "infer_stack_id", "probe")),
+    *(column(c) for c in ("probe_version", "variant", "status", "message", "artifact_sha256")),
+    column("thresholds", JSON()),
+)
+"""probe_results before migration 0013 (its thresholds in each row)."""
+OLD_METRICS = table("metrics", *(column(c) for c in ("id", "result_id", "output", "name", "value")))
+"""metrics before migration 0013 (rows of a result, not of a set)."""
 
 
 def _advance_sequences(engine: Engine) -> None:
@@ -314,8 +351,11 @@ def _advance_sequences(engine: Engine) -> None:
     if engine.dialect.name != "postgresql":
         return
     with engine.begin() as conn:
-        for model in (m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow, m.FindingRow, m.Stack):
+        models = (m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow, m.FindingRow, m.Stack, m.MetricSet)
+        for model in models:
             table = model.__table__.name
+            if not inspect(conn).has_table(table):
+                continue
             conn.exec_driver_sql(
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                 f"COALESCE((SELECT max(id) FROM {table}), 0) + 1, false)"

@@ -101,6 +101,8 @@ def main() -> None:
     """Run the command line. Ctrl-C anywhere ends it with status 130 and no traceback (click
     alone would say "Aborted!" with status 1); a history database that fails under a command
     is one line naming the problem; values read as missing are listed at the end."""
+    if "auditor.db.columns" in sys.modules:  # only this command's reads are listed at its end
+        sys.modules["auditor.db.columns"].unreadable(reset=True)
     try:
         code = cli.main(prog_name="auditor", standalone_mode=False)
     except KeyboardInterrupt:

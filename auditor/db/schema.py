@@ -1,14 +1,17 @@
 """The history database schema (SQLAlchemy 2 ORM).
 
-Metrics are stored in long format, one row per (result, output, metric), so any metric of
-any probe can be filtered and trended with one indexed query, and new metrics need no
-migration. Fingerprints and artifacts are content-addressed: a stack that did not change
-adds no fingerprint row, and a MindIR exported twice is stored once.
+Metrics are stored in long format, one row per (output, metric), so any metric of any probe
+can be filtered and trended with one indexed query, and new metrics need no migration.
+Fingerprints, artifacts, metric sets and threshold tables are content-addressed: a stack
+that did not change adds no fingerprint row, a MindIR exported twice is stored once, and a
+result whose figures (or thresholds) are those of an earlier result refers to that one's
+rows instead of adding its own. A fleet's consistent hosts compute the same figures cycle
+after cycle and as their peers, so a cycle of a hundred hosts adds a few metric sets, not a
+hundred (auditor.db.content).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -143,43 +146,64 @@ class ProbeResultRow(Base):
     status: Mapped[str] = mapped_column(String(16), index=True)
     message: Mapped[str] = mapped_column(Text)
     artifact_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
-    thresholds: Mapped[dict] = mapped_column(JSON)
+    thresholds_id: Mapped[int | None] = mapped_column(ForeignKey("threshold_sets.id"), index=True)
+    """The tolerances it was judged by (content-addressed: ThresholdSet)."""
+    metric_set_id: Mapped[int | None] = mapped_column(ForeignKey("metric_sets.id"), index=True)
+    """Its figures (content-addressed: MetricSet; None: it has none, e.g. an error)."""
     converted_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
     """The model the serving stack's converter made of the artifact and ran instead (the
     artifact's info holds the options and the converter's version)."""
 
     run: Mapped[Run] = relationship(back_populates="results")
-    metrics: Mapped[list[MetricRow]] = relationship(back_populates="result", cascade="all, delete-orphan")
     latencies: Mapped[list[LatencyRow]] = relationship(back_populates="result", cascade="all, delete-orphan")
 
 
+class ThresholdSet(Base):
+    """The tolerances of a probe variant (per output: atol, rtol, ...), stored once for every
+    result judged by them (content-addressed by auditor.db.content.document_digest)."""
+
+    __tablename__ = "threshold_sets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    document: Mapped[dict] = mapped_column(JSON)
+
+
+class MetricSet(Base):
+    """The figures of one or more probe results, stored once: results whose figures are equal
+    (the same outputs compared the same way: a fleet's peers, an unchanged stack cycle after
+    cycle) refer to one set (content-addressed by auditor.db.content.metric_set_digest)."""
+
+    __tablename__ = "metric_sets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    rows: Mapped[list[MetricRow]] = relationship(back_populates="metric_set", cascade="all, delete-orphan")
+
+
 class MetricRow(Base):
-    """One metric of one output of a probe result (long format)."""
+    """One metric of one output in a metric set (long format). A result's metrics are the rows
+    of its set (probe_results.metric_set_id), in the order they were computed (id)."""
 
     __tablename__ = "metrics"
     __table_args__ = (
-        Index("ix_metrics_name_result", "name", "result_id"),
-        Index("ix_metrics_result_id_name_output", "result_id", "name", "output"),
+        Index("ix_metrics_name_set_id", "name", "set_id"),
+        Index("ix_metrics_set_id_name_output", "set_id", "name", "output"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    result_id: Mapped[int] = mapped_column(ForeignKey("probe_results.id", ondelete="CASCADE"))
+    set_id: Mapped[int] = mapped_column(ForeignKey("metric_sets.id", ondelete="CASCADE"))
     output: Mapped[str] = mapped_column(String(128))
     name: Mapped[str] = mapped_column(String(64))
     value: Mapped[float] = mapped_column(Float)
 
-    result: Mapped[ProbeResultRow] = relationship(back_populates="metrics")
+    metric_set: Mapped[MetricSet] = relationship(back_populates="rows")
 
     @classmethod
     def insert_many(cls, session: Session, figures: Iterable[tuple[int, tuple[str, str, float]]]) -> None:
-        """Rows for (result id, (output, name, value)) in one executemany (a fleet's run has tens
-        of thousands: no ORM object each). A NaN (a figure that could not be computed, e.g. a
-        cosine over NaN outputs) is left out: SQL has no NaN, and one such figure must not
-        cost the whole run. ±inf is kept."""
-        rows = [
-            {"result_id": rid, "output": o, "name": n, "value": float(v)}
-            for rid, (o, n, v) in figures
-            if not math.isnan(v)
-        ]
+        """Rows for (set id, (output, name, value)) in one executemany (no ORM object each).
+        The figures come through auditor.db.content.figures, which leaves out NaN (SQL has
+        none)."""
+        rows = [{"set_id": sid, "output": o, "name": n, "value": float(v)} for sid, (o, n, v) in figures]
         if rows:
             session.execute(insert(cls), rows)
 

@@ -12,15 +12,30 @@ On SQLite the planner needs table statistics to choose the indexed path on a lar
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import groupby
+from itertools import groupby, islice
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, cast, func, or_, select, text
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    union,
+)
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
@@ -28,6 +43,7 @@ from auditor.db import schema as m
 from auditor.db.health import db_error
 from auditor.db.prepared import prepared
 from auditor.fingerprint.drift import diff
+from auditor.history import figures
 from auditor.history import series as series_index
 from auditor.history.filters import (
     FIELDS,
@@ -107,16 +123,18 @@ def result_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
 
 
 def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
-    """One row per (probe result, output, metric) (columns ``METRIC_COLUMNS``), newest run first."""
+    """One row per (probe result, output, metric) (columns ``METRIC_COLUMNS``), newest run first:
+    the rows of each result's metric set, then its derived throughput (auditor.history.figures)."""
     shape, values = filter_shape(f)
     values.update({f"metric{i}": v for i, v in enumerate(f.metrics)})
     values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
+    stored_names = [n for n in f.metrics if n != figures.THROUGHPUT]
 
     def build(limited: bool) -> Select:
         stmt = (
-            select(*RESULT_KEY, M.output, M.name, M.value)
+            select(*RESULT_KEY, M.output, M.name, M.value, P.id, M.id)
             .select_from(M)
-            .join(P, P.id == M.result_id)
+            .join(P, P.metric_set_id == M.set_id)
             .join(R, R.id == P.run_id)
             .order_by(R.started_at.desc(), R.id.desc(), P.id, M.id)
         )
@@ -127,7 +145,41 @@ def metric_rows(conn: Connection, f: Filters) -> Iterator[tuple]:
             stmt = stmt.where(bound_in(M.output, "output", len(f.outputs)))
         return _limit(stmt, limited)
 
-    return _listing(conn, ("metric_rows", shape, len(f.metrics), len(f.outputs)), build, f, values)
+    def build_served(limited: bool) -> Select:
+        output = figures.output_of(L)
+        stmt = (
+            select(
+                *RESULT_KEY, output, literal(figures.THROUGHPUT, String()), figures.value_of(L), P.id, L.id
+            )
+            .select_from(L)
+            .join(P, P.id == L.result_id)
+            .join(R, R.id == P.run_id)
+            .where(figures.counted(L))
+            .order_by(R.started_at.desc(), R.id.desc(), P.id, L.id)
+        )
+        stmt = where_bound(stmt, shape)
+        if f.outputs:
+            stmt = stmt.where(bound_in(output, "output", len(f.outputs)))
+        return _limit(stmt, limited)
+
+    streams = []
+    if not f.metrics or stored_names:
+        key = ("metric_rows", shape, len(f.metrics), len(f.outputs))
+        streams.append(_ordered(_listing(conn, key, build, f, dict(values)), 1))
+    if not f.metrics or figures.THROUGHPUT in f.metrics:
+        key = ("throughput_rows", shape, len(f.outputs))
+        streams.append(_ordered(_listing(conn, key, build_served, f, dict(values)), 0))
+    # Both come newest run first, then by result; within a result the set's rows come first.
+    rows = (r[:-2] for _, r in heapq.merge(*streams, reverse=True))
+    return islice(rows, f.limit) if f.limit is not None else rows
+
+
+def _ordered(rows: Iterable[tuple], kind: int) -> Iterator[tuple[tuple, tuple]]:
+    """(key, row) for merging metric listings (rows: ``RESULT_KEY`` first, result id and row id
+    last) in descending key order: run start, run, then result and row ascending."""
+    for r in rows:
+        started = r[1]
+        yield (started is not None, started or datetime.min, r[0], -r[-2], kind, -r[-1]), r
 
 
 def known_values(conn: Connection, column: str) -> list[str]:
@@ -144,7 +196,11 @@ def known_values(conn: Connection, column: str) -> list[str]:
         "host": m.Stack.host,
         "auditor": R.auditor_id,
     }[column]
-    return sorted(conn.scalars(select(col).distinct()))
+    stmt = select(col).distinct()
+    if column in ("metric", "output"):  # and the derived throughput's (auditor.history.figures)
+        served = literal(figures.THROUGHPUT, String()) if column == "metric" else figures.output_of(L)
+        stmt = union(stmt, select(served).where(figures.counted(L)))
+    return sorted(conn.scalars(stmt))
 
 
 FREE_TEXT = ("message", "artifact", "config")
@@ -299,7 +355,13 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
         )
         names = dict(conn.execute(select(S.id, S.name).where(S.id.in_(used))).all())
 
-        for row in conn.execute(select(P).where(P.run_id == run_id).order_by(P.id)).mappings():
+        stored = select(P, m.ThresholdSet.document.label("thresholds")).outerjoin(
+            m.ThresholdSet, m.ThresholdSet.id == P.thresholds_id
+        )
+        sets: dict[int, list[int]] = {}
+        for row in conn.execute(stored.where(P.run_id == run_id).order_by(P.id)).mappings():
+            if row["metric_set_id"] is not None:
+                sets.setdefault(row["metric_set_id"], []).append(row["id"])
             results[row["id"]] = {
                 "id": row["id"],
                 "pair": row["pair"],
@@ -312,16 +374,18 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
                 "message": row["message"],
                 "artifact_sha256": row["artifact_sha256"],
                 "converted_sha256": row.get("converted_sha256"),
-                "thresholds": row["thresholds"],
+                "thresholds": row["thresholds"] or {},
                 "latency": {},
                 "latencies": [],
                 "metrics": {},
             }
         ids = select(P.id).where(P.run_id == run_id)
+        in_run = select(P.metric_set_id).where(P.run_id == run_id)
         for row in conn.execute(
-            select(M.result_id, M.output, M.name, M.value).where(M.result_id.in_(ids)).order_by(M.id)
+            select(M.set_id, M.output, M.name, M.value).where(M.set_id.in_(in_run)).order_by(M.id)
         ):
-            results[row.result_id]["metrics"].setdefault(row.output, {})[row.name] = row.value
+            for result_id in sets.get(row.set_id, ()):
+                results[result_id]["metrics"].setdefault(row.output, {})[row.name] = row.value
         for row in conn.execute(select(L).where(L.result_id.in_(ids)).order_by(L.id)).mappings():
             values = {
                 k: row[k] for k in ("side", "batch", "samples", "p50_us", "p90_us", "p99_us", "mean_us")
@@ -329,6 +393,10 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
             res = results[row["result_id"]]
             res["latencies"].append(values)
             res["latency"].setdefault(row["side"], values)  # the first row of a side: the probe's own batch
+            output = f"b{row['batch']}"  # the derived throughput (auditor.history.figures)
+            if row["side"] == figures.SIDE and (row["p50_us"] or 0) > 0:
+                served = res["metrics"].setdefault(output, {})
+                served.setdefault(figures.THROUGHPUT, row["batch"] / (row["p50_us"] / 1e6))
     except SQLAlchemyError as exc:
         problems.append(f"probe results: {db_error(exc)}")
     try:
@@ -556,9 +624,12 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
     series (``latency.infer.p50_us``; ``latency.p50_us`` gives both sides)."""
     S1, S2 = S_TRAIN, S_INFER
     side = stat = None
+    served = metric == figures.THROUGHPUT  # derived from latencies (auditor.history.figures)
     if is_latency_metric(metric):
         side, stat = latency_metric(metric)
         value_col, output_col, source = getattr(L, stat), L.side, L
+    elif served:
+        value_col, output_col, source = figures.value_of(L), figures.output_of(L), L
     else:
         value_col, output_col, source = M.value, M.output, M
     if f.limit is not None:  # each series' newest runs, walked through indexes (auditor.history.series)
@@ -567,7 +638,7 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
     shape, values = filter_shape(f)
     values["metric"] = metric
     values.update({f"output{i}": v for i, v in enumerate(f.outputs)})
-    kind = ("latency", side, stat) if is_latency_metric(metric) else ("metric",)
+    kind = ("latency", side, stat) if is_latency_metric(metric) else (metric,) if served else ("metric",)
 
     def build() -> Select:
         stmt = (
@@ -584,7 +655,7 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
                 S2.name,
             )
             .select_from(source)
-            .join(P, P.id == source.result_id)
+            .join(P, P.metric_set_id == M.set_id if source is M else P.id == L.result_id)
             .join(R, R.id == P.run_id)
             .join(S1, S1.id == P.train_stack_id)
             .join(S2, S2.id == P.infer_stack_id)
@@ -593,6 +664,8 @@ def trend(conn: Connection, metric: str, f: Filters) -> list[Series]:
             stmt = stmt.where(primary_latency(L))
             if side is not None:
                 stmt = stmt.where(L.side == side)
+        elif served:
+            stmt = stmt.where(figures.counted(L))
         else:
             stmt = stmt.where(M.name == bindparam("metric", type_=String()))
         if f.outputs:

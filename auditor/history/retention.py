@@ -1,11 +1,12 @@
 """Retention: delete the runs older than ``[storage] keep_days`` with everything they stored.
 
-A pruned run takes its rows with it (probe results, metrics, latencies, findings, stacks'
+A pruned run takes its rows with it (probe results, latencies, findings, stacks'
 fingerprint links, and whatever later tables hang off runs or results with ON DELETE
 CASCADE); references declared ON DELETE SET NULL (an alert that was opened by the run) are
 cleared; a row that refers to a run or to one of its results without either (a pinned
-baseline, say) keeps that run. Content-addressed rows (fingerprints, exported models) that
-no row refers to any more are deleted too, if they are older than the cut-off.
+baseline, say) keeps that run. Content-addressed rows (fingerprints, exported models, metric
+sets with their metrics, threshold tables) that no row refers to any more are deleted too,
+if they are older than the cut-off.
 
 The rules come from the foreign keys of the ORM metadata, not from a list of tables, so
 tables added later are pruned correctly without touching this module. Everything happens
@@ -15,8 +16,8 @@ A run that is still ``running`` is never touched, however old.
 
 Several auditors on one database: an auditor prunes only its own runs (``runs.auditor_id``),
 by its own ``keep_days``; another auditor's runs stay until that auditor (or
-``auditor db prune --all-auditors``) prunes them. Fingerprints and artifacts are shared by
-content, so they go only when no run of any auditor refers to them any more.
+``auditor db prune --all-auditors``) prunes them. Content-addressed rows are shared by every
+auditor, so they go only when no run of any auditor refers to them any more.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from auditor.history.filters import utcnow
 from auditor.history.queries import refresh_statistics
 
 CHUNK = 500
-CONTENT_ADDRESSED: tuple[Any, ...] = (m.Fingerprint, m.Artifact)
+CONTENT_ADDRESSED: tuple[Any, ...] = (m.Fingerprint, m.Artifact, m.MetricSet, m.ThresholdSet)
 
 
 @dataclass
@@ -236,13 +237,25 @@ def _delete(conn: Connection, table: Table, ids: list[Any], result: PruneResult,
 
 
 def _delete_unreferenced(conn: Connection, table: Table, result: PruneResult) -> None:
-    """Delete content-addressed rows older than the cut-off that no row refers to."""
+    """Delete content-addressed rows older than the cut-off that no row refers to, with their
+    parts (rows that refer to them ON DELETE CASCADE: a metric set's metrics)."""
     pk = _pk(table)
-    conditions = [~exists().where(col == pk) for _child, col, _ in _dependents(table)]
+    dependents = list(_dependents(table))
+    conditions = [~exists().where(col == pk) for _child, col, ondelete in dependents if ondelete != "CASCADE"]
     if "created_at" in table.c:
         conditions.append(table.c.created_at < result.cutoff)
-    n = conn.execute(delete(table).where(and_(*conditions))).rowcount
-    result.deleted[table.name] = result.deleted.get(table.name, 0) + n
+    parts = [(child, col) for child, col, ondelete in dependents if ondelete == "CASCADE"]
+    if not parts:
+        n = conn.execute(delete(table).where(and_(*conditions))).rowcount
+        result.deleted[table.name] = result.deleted.get(table.name, 0) + n
+        return
+    doomed = list(conn.scalars(select(pk).where(and_(*conditions))))
+    for chunk in _chunks(doomed):
+        for child, col in parts:
+            n = conn.execute(delete(child).where(col.in_(chunk))).rowcount
+            result.deleted[child.name] = result.deleted.get(child.name, 0) + n
+        n = conn.execute(delete(table).where(pk.in_(chunk))).rowcount
+        result.deleted[table.name] = result.deleted.get(table.name, 0) + n
 
 
 __all__ = ["CONTENT_ADDRESSED", "PruneResult", "apply_retention", "prune"]

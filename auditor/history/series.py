@@ -5,7 +5,7 @@ without ranking the whole history.
 Why lists: finding which series exist from the values themselves means reading every row
 of a metric; with the list at hand, each series is one statement that walks the newest runs
 (ix_runs_started_at) and asks of each run, by index look-ups only, whether it holds a value
-of the series (probe_results (pair, probe, variant, run_id), then metrics (result_id, name,
+of the series (probe_results (pair, probe, variant, run_id), then metrics (set_id, name,
 output) or latencies (result_id, side)), stopping after N runs. The cost grows with N and the
 number of series, not with the length of the history (a series whose values stopped long
 ago walks back until it finds them).
@@ -25,11 +25,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Integer, Select, String, and_, bindparam, exists, insert, select
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    exists,
+    insert,
+    literal,
+    or_,
+    select,
+)
 from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
 from auditor.db.prepared import prepared
+from auditor.history import figures
 from auditor.history.filters import Filters, filter_shape, is_latency_metric, latency_metric, where_bound
 
 R, P, M, L, SER, LSER = m.Run, m.ProbeResultRow, m.MetricRow, m.LatencyRow, m.SeriesRow, m.LatencySeriesRow
@@ -41,11 +54,14 @@ def _found(run_id: int | None) -> list[tuple[Any, tuple[str, ...], Select]]:
     """(list table, its key columns, the distinct keys of the stored values) for both lists;
     the values of one run, or of the whole history (``run_id`` None)."""
     metrics = select(M.name, P.pair, P.probe, P.variant, M.output).distinct().select_from(M)
+    metrics = metrics.join(P, P.metric_set_id == M.set_id)
+    served = select(literal(figures.THROUGHPUT, String()), P.pair, P.probe, P.variant, figures.output_of(L))
+    served = served.distinct().select_from(L).join(P, P.id == L.result_id).where(figures.counted(L))
     latencies = select(P.pair, P.probe, P.variant, L.side).distinct().select_from(L)
-    metrics, latencies = metrics.join(P, P.id == M.result_id), latencies.join(P, P.id == L.result_id)
+    latencies = latencies.join(P, P.id == L.result_id)
     if run_id is not None:
-        metrics, latencies = metrics.where(P.run_id == run_id), latencies.where(P.run_id == run_id)
-    return [(SER, KEY, metrics), (LSER, LATENCY_KEY, latencies)]
+        metrics, served, latencies = (q.where(P.run_id == run_id) for q in (metrics, served, latencies))
+    return [(SER, KEY, metrics), (SER, KEY, served), (LSER, LATENCY_KEY, latencies)]
 
 
 def record_run(session: Session | Connection, run_id: int) -> None:
@@ -74,8 +90,17 @@ def prune(conn: Connection) -> int:
     """Forget the series that no stored value has any more (after retention deleted runs),
     so the trend does not walk the whole history looking for them. Returns how many."""
     of_series = (P.pair == SER.pair, P.probe == SER.probe, P.variant == SER.variant)
-    stored = exists().where(M.name == SER.metric, M.output == SER.output, P.id == M.result_id, *of_series)
-    gone = conn.execute(SER.__table__.delete().where(~stored)).rowcount or 0
+    stored = exists().where(
+        M.name == SER.metric, M.output == SER.output, P.metric_set_id == M.set_id, *of_series
+    )
+    served = exists().where(
+        SER.metric == figures.THROUGHPUT,
+        P.id == L.result_id,
+        figures.output_of(L) == SER.output,
+        figures.counted(L),
+        *of_series,
+    )
+    gone = conn.execute(SER.__table__.delete().where(~or_(stored, served))).rowcount or 0
     of_series = (P.pair == LSER.pair, P.probe == LSER.probe, P.variant == LSER.variant)
     stored = exists().where(L.side == LSER.side, P.id == L.result_id, *of_series)
     return gone + (conn.execute(LSER.__table__.delete().where(~stored)).rowcount or 0)
@@ -83,8 +108,9 @@ def prune(conn: Connection) -> int:
 
 def rebuild(conn: Connection) -> None:
     """List every series of the stored values again (after bulk inserts that bypass the store)."""
-    for table, key, found in _found(None):
+    for table in (SER, LSER):
         conn.execute(table.__table__.delete())
+    for table, key, found in _found(None):
         conn.execute(insert(table).from_select(key, found))
 
 
@@ -103,7 +129,8 @@ def newest_points(conn: Connection, metric: str, f: Filters, limit: int) -> list
         if sides:
             listing = listing.where(LSER.side == sides[0])
     else:
-        table, output_col, kind = SER, SER.output, ("metric",)
+        table, output_col = SER, SER.output
+        kind = (figures.THROUGHPUT,) if metric == figures.THROUGHPUT else ("metric",)
         listing = select(SER.pair, SER.probe, SER.variant, SER.output).where(SER.metric == metric)
     for column, values in (
         (table.pair, f.pairs),
@@ -121,6 +148,10 @@ def newest_points(conn: Connection, metric: str, f: Filters, limit: int) -> list
     rows: list[tuple] = []
     for pair, probe, variant, output in conn.execute(listing.order_by(*listing.selected_columns)).all():
         values.update(pair=pair, probe=probe, variant=variant, output=output)
+        if kind[0] == figures.THROUGHPUT:
+            values["batch"] = figures.batch_of(output)
+            if values["batch"] is None:
+                continue
         # (a LEFT JOIN row without a result, see _walk_statement, is left out)
         rows.extend(row for row in walk.rows(conn, values) if row[0] is not None)
     return rows
@@ -147,8 +178,12 @@ def _walk_statement(kind: tuple[str, ...], shape: tuple[int, ...]) -> Select:
         where_value = and_(L.result_id == P.id, L.side == key["output"])
         # the probe's own batch: the first latency row of the side (history.primary_latency)
         value = select(getattr(L, kind[1])).where(where_value).order_by(L.id).limit(1)
+    elif kind[0] == figures.THROUGHPUT:  # derived from the first serving-side latency at the batch
+        batch = bindparam("batch", type_=Integer())
+        where_value = and_(L.result_id == P.id, L.side == figures.SIDE, L.batch == batch, L.p50_us > 0)
+        value = select(figures.value_of(L)).where(where_value).order_by(L.id).limit(1)
     else:
-        where_value = and_(M.result_id == P.id, M.name == key["metric"], M.output == key["output"])
+        where_value = and_(M.set_id == P.metric_set_id, M.name == key["metric"], M.output == key["output"])
         value = select(M.value).where(where_value).order_by(M.id).limit(1)
     has_value = exists().where(where_value)
     walk = select(R.id, R.started_at).where(

@@ -30,6 +30,7 @@ from auditor.common.paths import state_dir
 from auditor.db import health as db_health
 from auditor.db import schema as m
 from auditor.db import url as db_url
+from auditor.db.content import Figure, figures, metric_sets, threshold_sets
 from auditor.db.rows import add_once, stack_row
 from auditor.history import baselines, publication, series, telemetry
 from auditor.results import (
@@ -233,6 +234,13 @@ class Store:
     def upgrade(self, revision: str = "head") -> None:
         """Migrate to ``revision``. Auditors that start at once take turns: one migrates while
         the others wait for its lock, then find nothing left to do."""
+        self._migrate_to(revision, down=False)
+
+    def downgrade(self, revision: str) -> None:
+        """Migrate back to ``revision`` (an older auditor's schema), as safely as ``upgrade``."""
+        self._migrate_to(revision, down=True)
+
+    def _migrate_to(self, revision: str, down: bool) -> None:
         from alembic.util.exc import CommandError
 
         cfg = alembic_config(self.url)
@@ -249,7 +257,7 @@ class Store:
                     conn.commit()
                 try:
                     with conn.begin():
-                        self._migrate(conn, cfg, revision)
+                        self._migrate(conn, cfg, revision, down)
                 finally:
                     if sqlite:  # the pooled connection keeps the setting: every other use enforces
                         conn.exec_driver_sql("PRAGMA foreign_keys=ON")
@@ -266,8 +274,8 @@ class Store:
                 "(was it written by a newer auditor? upgrade this one, or use another --db)"
             ) from None
 
-    def _migrate(self, conn: Any, cfg: AlembicConfig, revision: str) -> None:
-        """Alembic's upgrade on ``conn``, in the transaction the caller began."""
+    def _migrate(self, conn: Any, cfg: AlembicConfig, revision: str, down: bool) -> None:
+        """Alembic's upgrade (or downgrade) on ``conn``, in the transaction the caller began."""
         from alembic import command
 
         if conn.dialect.name == "sqlite":
@@ -281,7 +289,7 @@ class Store:
             # auditor sees either no schema or the whole migrated one.
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+        (command.downgrade if down else command.upgrade)(cfg, revision)
         if conn.dialect.name == "sqlite":
             broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
             if broken:
@@ -485,7 +493,8 @@ class Store:
                         error="\n".join(filter(None, [rep.error, *rep.problems])) or None,
                     )
                 )
-            figures: list[tuple[m.ProbeResultRow, list[tuple[str, str, float]]]] = []
+            rows: list[m.ProbeResultRow] = []
+            found: list[list[Figure]] = []
             for r in result.results:
                 for artifact in (r.artifact, r.conversion):
                     if artifact is not None:
@@ -510,22 +519,21 @@ class Store:
                     status=r.status,
                     message=r.message,
                     artifact_sha256=r.artifact.sha256 if r.artifact else None,
-                    thresholds=r.thresholds,
                     converted_sha256=r.conversion.sha256 if r.conversion else None,
                 )
-                figures.append(
-                    (
-                        row,
+                rows.append(row)
+                found.append(
+                    figures(
                         [(c.output, k, v) for c in r.outputs for k, v in c.metrics.items()]
                         # A comparator's figure, in the same long format; "*": about the probe as a whole.
                         + [(c.output or "*", c.metric, c.value) for c in r.checks]
-                        # The serving side's samples/s per batch, and where they saturate.
-                        + [(f"b{t.batch}", "throughput", t.samples_per_s) for t in r.throughput]
+                        # Where the serving side's samples/s saturate (the samples/s themselves are
+                        # derived from its latencies: auditor.history.figures).
                         + (
                             [("sweep", "saturation_batch", float(r.saturation_batch))]
                             if r.saturation_batch
                             else []
-                        ),
+                        )
                     )
                 )
                 row.latencies = [
@@ -538,11 +546,13 @@ class Store:
                     )
                     if lat is not None
                 ]
+            # A fleet's results mostly repeat figures and tolerances stored before (their peers',
+            # their last cycle's): each refers to the one stored set (auditor.db.content).
+            sets = metric_sets(s, found)
+            tolerances = threshold_sets(s, [r.thresholds for r in result.results])
+            for row, set_id, thresholds_id in zip(rows, sets, tolerances, strict=True):
+                row.metric_set_id, row.thresholds_id = set_id, thresholds_id
                 s.add(row)
-            # A fleet's run has tens of thousands of metrics: one executemany of plain rows once
-            # the results have their ids, not an ORM object each (time and memory).
-            s.flush()
-            m.MetricRow.insert_many(s, [(row.id, figure) for row, found in figures for figure in found])
             # Probe suite: rollouts as probe results, and goldens of first accepted results.
             store_rows(s, run_id, result.rollouts, stack_ids)
             baselines.record(s, run_id, result.results, stack_ids, artifacts)
@@ -695,7 +705,17 @@ def store_rows(
 
     for r in rollouts:
         per_episode = r.episode_metrics()
+        tolerances = {"action": {"atol": r.action_atol}, "return": {"atol": r.return_atol}, "env": {}}
         for mode in MODES:
+            found = figures(
+                [("all", k, v) for k, v in r.summary(mode).items()]
+                + [
+                    (seed, k, v)
+                    for seed, per_seed in per_episode.get(mode, {}).items()
+                    for k, v in per_seed.items()
+                ]
+            )
+            (set_id,), (thresholds_id,) = metric_sets(session, [found]), threshold_sets(session, [tolerances])
             row = m.ProbeResultRow(
                 run_id=run_id,
                 pair=r.pair,
@@ -707,16 +727,7 @@ def store_rows(
                 status=r.status if mode == "closed-loop" else open_loop_status(r),
                 message=r.message,
                 artifact_sha256=None,
-                thresholds={"action": {"atol": r.action_atol}, "return": {"atol": r.return_atol}, "env": {}},
+                thresholds_id=thresholds_id,
+                metric_set_id=set_id,
             )
             session.add(row)
-            session.flush()  # its id, for its metrics
-            m.MetricRow.insert_many(
-                session,
-                [(row.id, ("all", k, v)) for k, v in r.summary(mode).items()]
-                + [
-                    (row.id, (seed, k, v))
-                    for seed, figures in per_episode.get(mode, {}).items()
-                    for k, v in figures.items()
-                ],
-            )

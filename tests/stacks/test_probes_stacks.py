@@ -196,12 +196,24 @@ def test_checks_are_stored_in_long_format(run):
                     m.ProbeResultRow.variant == r.variant,
                 )
             ).one()
-            n = s.scalar(select(func.count()).select_from(m.MetricRow).where(m.MetricRow.result_id == row.id))
-            # and the serving side's throughput per batch (with the saturation batch of a sweep)
-            serving = len(r.throughput) + (1 if r.saturation_batch else 0)
-            assert n == len(r.outputs) * len(METRIC_NAMES) + len(r.checks) + serving
+            n = s.scalar(
+                select(func.count()).select_from(m.MetricRow).where(m.MetricRow.set_id == row.metric_set_id)
+            )
+            # and the saturation batch of a sweep
+            assert n == len(r.outputs) * len(METRIC_NAMES) + len(r.checks) + (1 if r.saturation_batch else 0)
+            # the serving side's throughput per batch is its stored latencies' (auditor.history.figures)
+            served = s.scalars(
+                select(m.LatencyRow)
+                .where(m.LatencyRow.result_id == row.id, m.LatencyRow.side == "infer")
+                .order_by(m.LatencyRow.id)
+            ).all()
+            first = {lat.batch: lat for lat in reversed(served)}
+            assert [(t.batch, t.samples_per_s) for t in r.throughput] == [
+                (b, b / (first[b].p50_us / 1e6)) for b in sorted(first)
+            ]
             timed += bool(r.throughput)
-            assert row.status == r.status and row.thresholds == r.thresholds
+            thresholds = s.get(m.ThresholdSet, row.thresholds_id).document
+            assert row.status == r.status and thresholds == r.thresholds
     assert timed  # the rows of the serving side's throughput were counted somewhere
 
 

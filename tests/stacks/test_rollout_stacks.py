@@ -93,7 +93,7 @@ def test_sampled_episodes_weigh_the_infer_sides_steps_as_ppo_would(stacks, tmp_p
                 stored = dict(
                     s.execute(
                         select(m.MetricRow.name, m.MetricRow.value)
-                        .join(m.ProbeResultRow)
+                        .join(m.ProbeResultRow, m.ProbeResultRow.metric_set_id == m.MetricRow.set_id)
                         .where(
                             m.ProbeResultRow.run_id == result.run_id,
                             m.ProbeResultRow.variant == f"{variant}:closed-loop",

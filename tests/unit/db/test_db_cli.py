@@ -17,7 +17,7 @@ from tests.conftest import DEFAULT_CONFIG
 from tests.history_fixtures import generate_history
 
 HISTORY_INDEXES = {
-    "metrics": {"ix_metrics_result_id_name_output"},
+    "metrics": {"ix_metrics_set_id_name_output"},  # 0005's (result_id, name, output), by set since 0013
     "latencies": {"ix_latencies_result_id_side"},
     "probe_results": {
         "ix_probe_results_pair_run_id",

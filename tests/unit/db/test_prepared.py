@@ -35,7 +35,7 @@ def statement():
         select(R.id, R.started_at, P.pair, P.status, P.message, M.output, M.value, L.p50_us, L.batch)
         .select_from(P)
         .join(R, R.id == P.run_id)
-        .outerjoin(M, M.result_id == P.id)
+        .outerjoin(M, M.set_id == P.metric_set_id)
         .outerjoin(L, (L.result_id == P.id) & (L.side == "infer"))
         .where(R.started_at >= bindparam("since", type_=R.started_at.type))
         .where(P.pair.in_([bindparam("pair0", type_=String()), bindparam("pair1", type_=String())]))
@@ -83,7 +83,11 @@ def test_damaged_values_read_as_the_column_types_read_them(history_db):
         conn.execute(text("UPDATE runs SET started_at = 'not a time' WHERE id = :r"), {"r": newest - 1})
         result = conn.scalar(text("SELECT min(id) FROM probe_results WHERE pair = 'ms20->lite20'"))
         conn.execute(
-            text("UPDATE metrics SET value = 'abc' WHERE result_id = :r AND name = 'cosine'"), {"r": result}
+            text(
+                "UPDATE metrics SET value = 'abc' WHERE name = 'cosine' "
+                "AND set_id = (SELECT metric_set_id FROM probe_results WHERE id = :r)"
+            ),
+            {"r": result},
         )
         conn.execute(text("UPDATE probe_results SET message = x'c3a9ff' WHERE id = :r"), {"r": result})
         conn.execute(text("UPDATE latencies SET batch = 2.5 WHERE result_id = :r"), {"r": result})

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import insert, select, text
+from sqlalchemy import func, insert, select, text
 
 from auditor.cli.main import cli
 from auditor.db import schema as m
@@ -57,11 +57,11 @@ def _generate(store: Store):
             .where(m.ProbeResultRow.run_id == info.run_ids[-1], m.ProbeResultRow.pair == DRIFTING_PAIR)
             .limit(1)
         )
+        sid = conn.scalar(select(m.ProbeResultRow.metric_set_id).where(m.ProbeResultRow.id == rid))
+        assert conn.scalar(select(func.count()).where(m.ProbeResultRow.metric_set_id == sid)) == 1  # its own
+        conn.execute(insert(m.MetricRow).values(set_id=sid, output="log_std", name="max_abs", value=math.inf))
         conn.execute(
-            insert(m.MetricRow).values(result_id=rid, output="log_std", name="max_abs", value=math.inf)
-        )
-        conn.execute(
-            insert(m.MetricRow).values(result_id=rid, output="log_std", name="min_atol", value=math.inf)
+            insert(m.MetricRow).values(set_id=sid, output="log_std", name="min_atol", value=math.inf)
         )
         series.record_run(conn, info.run_ids[-1])  # as the store does in a run's transaction
     return info
@@ -246,7 +246,7 @@ def test_metric_rows_by_pair_metric_and_window(gen):
     expected = sql(
         path,
         "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, mt.output, mt.name, mt.value "
-        "FROM metrics mt JOIN probe_results p ON p.id = mt.result_id JOIN runs r ON r.id = p.run_id "
+        "FROM metrics mt JOIN probe_results p ON p.metric_set_id = mt.set_id JOIN runs r ON r.id = p.run_id "
         "WHERE p.pair = ? AND mt.name = ? AND r.started_at >= ? AND r.started_at < ? "
         "ORDER BY r.started_at DESC, r.id DESC, p.id, mt.id",
         DRIFTING_PAIR,
@@ -270,7 +270,7 @@ def test_metric_rows_by_output_and_several_metrics(gen):
     expected = sql(
         path,
         "SELECT r.id, p.pair, mt.output, mt.name, mt.value FROM metrics mt "
-        "JOIN probe_results p ON p.id = mt.result_id JOIN runs r ON r.id = p.run_id "
+        "JOIN probe_results p ON p.metric_set_id = mt.set_id JOIN runs r ON r.id = p.run_id "
         "WHERE mt.name IN ('cosine', 'min_atol') AND mt.output = 'std' AND p.probe = 'sampler' "
         "ORDER BY r.started_at DESC, r.id DESC, p.id, mt.id LIMIT 30",
     )
@@ -344,7 +344,7 @@ def test_history_csv_parses_back_exactly(gen):
     assert list(table[0]) == list(h.METRIC_COLUMNS)
     count = sql(
         path,
-        "SELECT count(*) FROM metrics mt JOIN probe_results p ON p.id = mt.result_id "
+        "SELECT count(*) FROM metrics mt JOIN probe_results p ON p.metric_set_id = mt.set_id "
         "WHERE p.pair = ? AND mt.name = 'max_abs'",
         DRIFTING_PAIR,
     )[0][0]
@@ -471,9 +471,13 @@ def test_show_run_with_fingerprint_change(gen):
     assert lite["fingerprint"]["runtime"]["runtime_version"] == UPGRADED_VERSION
     # 4 pairs x 2 probes x 2 variants; metrics for the measured ones, latencies per side
     assert len(detail.results) == 16
-    expected_metrics = sql(
+    expected_metrics = sql(  # each result's set, and the throughput derived from its latencies
         path,
-        "SELECT count(*) FROM metrics WHERE result_id IN (SELECT id FROM probe_results WHERE run_id = ?)",
+        "SELECT (SELECT count(*) FROM metrics mt JOIN probe_results p ON p.metric_set_id = mt.set_id "
+        "WHERE p.run_id = ?) + (SELECT count(DISTINCT l.result_id || '/' || l.batch) FROM latencies l "
+        "JOIN probe_results p ON p.id = l.result_id WHERE p.run_id = ? "
+        "AND l.side = 'infer' AND l.p50_us > 0)",
+        info.upgrade_run_id,
         info.upgrade_run_id,
     )[0][0]
     assert sum(len(v) for r in detail.results for v in r["metrics"].values()) == expected_metrics
@@ -577,7 +581,7 @@ def test_trend_series_and_limit(gen):
         limited = h.trend(conn, "max_abs", h.Filters(pairs=(DRIFTING_PAIR,), limit=5))
     expected = sql(
         path,
-        "SELECT r.id, mt.value FROM metrics mt JOIN probe_results p ON p.id = mt.result_id "
+        "SELECT r.id, mt.value FROM metrics mt JOIN probe_results p ON p.metric_set_id = mt.set_id "
         "JOIN runs r ON r.id = p.run_id WHERE p.pair = ? AND p.probe = 'ppo_policy' AND p.variant = 'fp32' "
         "AND mt.output = 'mean' AND mt.name = 'max_abs' ORDER BY r.started_at, r.id",
         DRIFTING_PAIR,
@@ -637,7 +641,7 @@ def test_trend_command_marks_the_fingerprint_change(gen):
     assert code == 0, err
     points = sql(
         path,
-        "SELECT r.id FROM metrics mt JOIN probe_results p ON p.id = mt.result_id "
+        "SELECT r.id FROM metrics mt JOIN probe_results p ON p.metric_set_id = mt.set_id "
         "JOIN runs r ON r.id = p.run_id "
         "WHERE p.pair = ? AND p.probe = 'ppo_policy' AND p.variant = 'fp32' AND mt.output = 'mean' "
         "AND mt.name = 'max_abs' AND r.started_at >= ? AND r.started_at < ? ORDER BY r.started_at",
@@ -691,7 +695,7 @@ def test_refresh_statistics_and_indexed_plans(history_db):
             r[3]
             for r in conn.exec_driver_sql(
                 "EXPLAIN QUERY PLAN SELECT mt.value FROM metrics mt "
-                "JOIN probe_results p ON p.id = mt.result_id "
+                "JOIN probe_results p ON p.metric_set_id = mt.set_id "
                 "JOIN runs r ON r.id = p.run_id WHERE p.pair = 'ms20->lite20' AND mt.name = 'max_abs' "
                 "AND r.started_at >= '2026-03-03' AND r.started_at < '2026-03-04'"
             )
@@ -735,7 +739,7 @@ def test_trend_limit_matches_ranking_every_row(gen):
             "SELECT pair, probe, variant, output, id, value FROM (SELECT p.pair, p.probe, p.variant, "
             "mt.output, r.id, r.started_at, mt.value, row_number() OVER (PARTITION BY p.pair, p.probe, "
             "p.variant, mt.output ORDER BY r.started_at DESC, r.id DESC) AS n FROM metrics mt "
-            "JOIN probe_results p ON p.id = mt.result_id JOIN runs r ON r.id = p.run_id "
+            "JOIN probe_results p ON p.metric_set_id = mt.set_id JOIN runs r ON r.id = p.run_id "
             f"WHERE mt.name = 'min_atol' {where}) WHERE n <= ? ORDER BY pair, probe, variant, output, "
             "started_at, id",
             *args,
@@ -838,10 +842,15 @@ def test_store_lists_the_series_of_a_run(history_db):
         distinct = conn.execute(
             text(
                 "SELECT count(*) FROM (SELECT DISTINCT m.name, p.pair, p.probe, p.variant, m.output "
-                "FROM metrics m JOIN probe_results p ON p.id = m.result_id)"
+                "FROM metrics m JOIN probe_results p ON p.metric_set_id = m.set_id "
+                # and the throughput derived from each serving-side latency's batch
+                "UNION SELECT DISTINCT 'throughput', p.pair, p.probe, p.variant, 'b' || l.batch "
+                "FROM latencies l JOIN probe_results p ON p.id = l.result_id "
+                "WHERE l.side = 'infer' AND l.p50_us > 0)"
             )
         ).scalar()
-    assert listed == distinct > 0
+        served = conn.execute(text("SELECT count(*) FROM series WHERE metric = 'throughput'")).scalar()
+    assert listed == distinct > served > 0
     with store.engine.connect() as conn:
         listed = conn.execute(text("SELECT pair, probe, variant, side FROM latency_series")).all()
         distinct = conn.execute(
@@ -858,12 +867,17 @@ def test_series_no_metric_has_any_more_are_forgotten(history_db):
     store = Store.open(f"sqlite:///{history_db}")
     generate_history(store.engine, 5, start=START)
     with store.engine.begin() as conn:
-        before = conn.execute(text("SELECT count(*) FROM series")).scalar()
+        before = conn.execute(text("SELECT count(*) FROM series WHERE metric != 'throughput'")).scalar()
+        served = conn.execute(text("SELECT count(*) FROM series WHERE metric = 'throughput'")).scalar()
         conn.execute(text("DELETE FROM metrics WHERE output = 'std'"))
         assert series.prune(conn) == before // 2
-        assert conn.execute(text("SELECT count(DISTINCT output) FROM series")).scalar() == 1
+        outputs = "SELECT count(DISTINCT output) FROM series WHERE metric != 'throughput'"
+        assert conn.execute(text(outputs)).scalar() == 1
         assert series.prune(conn) == 0
         conn.execute(text("DELETE FROM latencies WHERE side = 'infer'"))
-        assert series.prune(conn) == 3  # the three pairs that have an infer side
+        # the three pairs that have an infer side, and their throughput at each batch
+        assert series.prune(conn) == 3 + served
+        assert served == 3 * 2
+        assert conn.execute(text("SELECT count(*) FROM series WHERE metric = 'throughput'")).scalar() == 0
         assert conn.execute(text("SELECT DISTINCT side FROM latency_series")).scalars().all() == ["train"]
     store.close()

@@ -79,6 +79,7 @@ def counts(path) -> dict[str, int]:
         tables = [
             "runs",
             "probe_results",
+            "metric_sets",
             "metrics",
             "latencies",
             "findings",
@@ -93,15 +94,24 @@ def old_counts(path, cutoff: datetime) -> dict[str, int]:
     """What belongs to the runs before the cut-off, counted with hand-written SQL."""
     old = "SELECT id FROM runs WHERE started_at < ? AND status != 'running'"
     res = f"SELECT id FROM probe_results WHERE run_id IN ({old})"
+    kept = (
+        f"SELECT metric_set_id FROM probe_results WHERE run_id NOT IN ({old}) AND metric_set_id IS NOT NULL"
+    )
+    only_old = (
+        f"SELECT metric_set_id FROM probe_results WHERE run_id IN ({old}) AND metric_set_id NOT IN ({kept})"
+    )
     with connect(path) as c:
 
         def n(q: str) -> int:
-            return c.execute(q, (str(cutoff),)).fetchone()[0]
+            return c.execute(q, (str(cutoff),) * q.count("?")).fetchone()[0]
 
         return {
             "runs": n(f"SELECT count(*) FROM ({old}) AS old"),
             "probe_results": n(f"SELECT count(*) FROM ({res}) AS res"),
-            "metrics": n(f"SELECT count(*) FROM metrics WHERE result_id IN ({res})"),
+            # the sets only old results refer to, with their rows (the generated sets are older
+            # than any cut-off here)
+            "metric_sets": n(f"SELECT count(*) FROM metric_sets WHERE id IN ({only_old})"),
+            "metrics": n(f"SELECT count(*) FROM metrics WHERE set_id IN ({only_old})"),
             "latencies": n(f"SELECT count(*) FROM latencies WHERE result_id IN ({res})"),
             "findings": n(f"SELECT count(*) FROM findings WHERE run_id IN ({old})"),
             "run_stacks": n(f"SELECT count(*) FROM run_stacks WHERE run_id IN ({old})"),
@@ -262,7 +272,14 @@ def test_a_reference_without_cascade_keeps_the_run(filled):
                 ).fetchone()[0]
                 == 1
             )
-            assert c.execute("SELECT count(*) FROM metrics WHERE result_id = ?", (rid,)).fetchone()[0] > 0
+            assert (
+                c.execute(
+                    "SELECT count(*) FROM metrics mt JOIN probe_results p ON p.metric_set_id = mt.set_id "
+                    "WHERE p.id = ?",
+                    (rid,),
+                ).fetchone()[0]
+                > 0
+            )
     finally:
         m.Base.metadata.remove(pins)
 

@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0012"  # the newest migration in migrations/versions
+HEAD = "0013"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -46,6 +46,7 @@ TABLES = {
     "findings",
     "host_leases",
     "latencies",
+    "metric_sets",
     "metrics",
     "probe_results",
     "series",
@@ -55,6 +56,7 @@ TABLES = {
     "run_stacks",
     "runs",
     "stacks",
+    "threshold_sets",
 }
 
 
@@ -84,6 +86,16 @@ def rows(store: Store, model, *where, order=None) -> list:
         if order is not None:
             stmt = stmt.order_by(order)
         return list(s.scalars(stmt))
+
+
+def figures_of(store: Store, result: m.ProbeResultRow) -> list:
+    """The metric rows a result refers to (its metric set's), in order."""
+    return rows(store, m.MetricRow, m.MetricRow.set_id == result.metric_set_id, order=m.MetricRow.id)
+
+
+def thresholds_of(store: Store, result: m.ProbeResultRow) -> dict:
+    with Session(store.engine) as s:
+        return s.get(m.ThresholdSet, result.thresholds_id).document
 
 
 def get_run(store: Store, run_id: int) -> m.Run:
@@ -270,14 +282,15 @@ def test_finish_run_writes_everything(store):
         "2 outputs out of tolerance",
     )
     assert (drift.train_stack_id, drift.infer_stack_id) == (stacks["tr"].id, stacks["inf"].id)
-    assert drift.thresholds == result.results[0].thresholds
+    assert thresholds_of(store, drift) == result.results[0].thresholds
     assert drift.artifact_sha256 == consistent.artifact_sha256 == MINDIR_SHA
     assert error.artifact_sha256 is None
 
     # metrics in long format: one row per output x metric, values as computed
-    metrics = rows(store, m.MetricRow, m.MetricRow.result_id == drift.id)
+    metrics = figures_of(store, drift)
     expected = {(c.output, k): v for c in result.results[0].outputs for k, v in c.metrics.items()}
     assert len(metrics) == len(expected) == 2 * len(METRIC_NAMES)
+    assert [(r.output, r.name) for r in metrics] == list(expected)  # in the order computed
     assert {(r.output, r.name): r.value for r in metrics} == expected
     got = {(r.output, r.name): r.value for r in metrics}
     assert got[("log_std", "max_abs")] == math.inf
@@ -285,7 +298,8 @@ def test_finish_run_writes_everything(store):
     assert got[("log_std", "cosine")] == 0.0
     assert 0 < got[("mean", "max_abs")] < 2e-3
     assert count(store, m.MetricRow) == 3 * len(METRIC_NAMES)  # + the consistent result's one output
-    assert rows(store, m.MetricRow, m.MetricRow.result_id == error.id) == []
+    assert error.metric_set_id is None and consistent.metric_set_id not in (None, drift.metric_set_id)
+    assert count(store, m.MetricSet) == 2
 
     # latencies: one row per measured side
     lats = {(r.result_id, r.side): r for r in rows(store, m.LatencyRow)}
@@ -407,7 +421,8 @@ def test_finish_run_unknown_run(store):
 def test_failed_finish_run_writes_nothing(store):
     good = store.begin_run("a.toml")
     store.finish_run(good, cycle_result(), {MINDIR_SHA: MINDIR})
-    before = {model: count(store, model) for model in (m.Stack, m.Fingerprint, m.Artifact)}
+    content = (m.Stack, m.Fingerprint, m.Artifact, m.MetricSet, m.ThresholdSet)
+    before = {model: count(store, model) for model in content}
 
     run_id = store.begin_run("b.toml")
     new_fp = {**FP_INFER, "mindspore_lite": "9.9"}
@@ -426,7 +441,6 @@ def test_failed_finish_run_writes_nothing(store):
     assert rows(store, m.FindingRow, m.FindingRow.run_id == run_id) == []
     assert rows(store, m.RunStack, m.RunStack.run_id == run_id) == []
     result_ids = select(m.ProbeResultRow.id).where(m.ProbeResultRow.run_id == run_id)
-    assert rows(store, m.MetricRow, m.MetricRow.result_id.in_(result_ids)) == []
     assert rows(store, m.LatencyRow, m.LatencyRow.result_id.in_(result_ids)) == []
     assert count(store, m.MetricRow) == 3 * len(METRIC_NAMES)  # only the good run's
     assert {model: count(store, model) for model in before} == before
@@ -599,9 +613,10 @@ def test_a_nan_metric_is_left_out_and_the_run_is_stored(store):
                 m.ProbeResultRow.variant == first.variant,
             )
         ).one()
-        rows = {(r.output, r.name): r.value for r in stored.metrics}
-    assert (out.output, "cosine") not in rows
-    assert rows[(out.output, "max_abs")] == math.inf
+        s.expunge(stored)
+    found = {(r.output, r.name): r.value for r in figures_of(store, stored)}
+    assert (out.output, "cosine") not in found
+    assert found[(out.output, "max_abs")] == math.inf
     assert store.runs()[0].status == "complete"
 
 
@@ -623,8 +638,13 @@ def test_finish_run_lists_new_series_once(store):
     stored = {
         (mt.name, p.pair, p.probe, p.variant, mt.output)
         for mt in rows(store, m.MetricRow)
-        for p in rows(store, m.ProbeResultRow, m.ProbeResultRow.id == mt.result_id)
+        for p in rows(store, m.ProbeResultRow, m.ProbeResultRow.metric_set_id == mt.set_id)
+    } | {  # and the throughput derived from each serving-side latency (auditor.history.figures)
+        ("throughput", p.pair, p.probe, p.variant, f"b{lat.batch}")
+        for lat in rows(store, m.LatencyRow, m.LatencyRow.side == "infer")
+        for p in rows(store, m.ProbeResultRow, m.ProbeResultRow.id == lat.result_id)
     }
+    assert any(key[0] == "throughput" for key in stored)
     assert listed == stored and len(listed) == count(store, m.SeriesRow) > 0
 
 

@@ -29,6 +29,13 @@ from tests.requires import require
 START = datetime(2026, 4, 1)
 RUNS = 192  # two days, 15 minutes apart; lite20 upgraded half-way
 PAIRS = ("ms20->lite20", "ms20->ms210-graph", "ms210->lite20", "ms210->ms210-graph")
+SERVED = tuple(p for p in PAIRS if p != "ms210->lite20")  # the incompatible pair has no serving side
+HEADINGS = [f"{pair} · ppo_policy [fp32]" for pair in PAIRS] + [
+    f"{pair} · ppo_policy [fp32] · throughput" for pair in SERVED
+]
+"""A plot each: divergence and latency per pair, then the serving side's throughput (derived
+from its latencies, auditor.history.figures)."""
+PLOTS = len(HEADINGS)
 
 
 class Page(HTMLParser):
@@ -165,14 +172,16 @@ def test_report_is_one_self_contained_page(page, db):
         "NPU telemetry",
         "Latest fingerprints",
     ]
-    assert p.h3 == [f"{pair} · ppo_policy [fp32]" for pair in PAIRS]
-    # one plot per pair/probe/variant, each an embedded PNG that decodes
-    assert len(p.imgs) == 4
+    assert p.h3 == HEADINGS
+    # one plot per pair/probe/variant and one per served one, each an embedded PNG that decodes
+    assert len(p.imgs) == PLOTS == 7
     for img in p.imgs:
         png = decode_png(img["src"])
-        assert png.size[0] >= 900 and png.size[1] >= 500
+        served = img["alt"].startswith("throughput of ")
+        assert png.size[0] >= 900 and png.size[1] >= (200 if served else 500)
         assert len(np.unique(np.asarray(png.convert("RGB")).reshape(-1, 3), axis=0)) > 20  # not blank
-        assert img["alt"].startswith("max_abs and p50 latency of ")
+        assert served or img["alt"].startswith("max_abs and p50 latency of ")
+    assert sum(img["alt"].startswith("throughput of ") for img in p.imgs) == len(SERVED)
     # nothing is fetched from elsewhere, nothing runs
     assert p.scripts == 0 and p.links == []
     assert "http://" not in doc.replace("http://www.w3.org", "") and "https://" not in doc
@@ -238,7 +247,11 @@ def test_report_window_and_filters(db, tmp_path):
     assert code == 0
     assert "1 pair/probe/variant plot(s)" in stdout and "0 fingerprint change(s)" in stdout
     p = parse(out.read_text())
-    assert p.h3 == [f"{DRIFTING_PAIR} · ppo_policy [fp32]"] and len(p.imgs) == 1
+    assert p.h3 == [
+        f"{DRIFTING_PAIR} · ppo_policy [fp32]",
+        f"{DRIFTING_PAIR} · ppo_policy [fp32] · throughput",
+    ]
+    assert len(p.imgs) == 2
     assert "Divergence (mean_abs) and latency over time" in p.h2
     assert any("No stack changed its fingerprint in this window." in c for c in [out.read_text()])
 
@@ -262,7 +275,7 @@ def test_report_escapes_everything(db, tmp_path):
     assert "<script>" not in doc and "<img src=x" not in doc and "<i>" not in doc
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in doc and "&lt;img src=x onerror=alert(2)&gt;" in doc
     assert "a&amp;b&quot;&lt;i&gt;" in doc
-    assert len(parse(doc).imgs) == 4
+    assert len(parse(doc).imgs) == PLOTS
 
 
 def test_report_without_alert_data(history_db):
@@ -344,8 +357,8 @@ def test_chromium_renders_the_plots(page, tmp_path):
     dom = run_chromium(tmp_path, "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr.decode(errors="replace")[-2000:]
     p = parse(dom.stdout.decode())
-    assert len(p.imgs) == 4 and all(decode_png(i["src"]).size[0] >= 900 for i in p.imgs)
-    assert p.h3 == [f"{pair} · ppo_policy [fp32]" for pair in PAIRS]
+    assert len(p.imgs) == PLOTS and all(decode_png(i["src"]).size[0] >= 900 for i in p.imgs)
+    assert p.h3 == HEADINGS
 
     shot = tmp_path / "shot.png"
     r = run_chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,4200", url)
@@ -429,8 +442,8 @@ def test_plots_from_3_to_10000_runs_load_and_decode_in_chromium(tmp_path, histor
     assert code == 0, stderr
     checked = browser_check(out, tmp_path)
     assert checked["errors"] == [] and checked["logged"] == []
-    assert len(checked["images"]) == 4
-    assert all(done and w >= 900 and h > 300 for done, w, h in checked["images"]), checked["images"]
+    assert len(checked["images"]) == PLOTS
+    assert all(done and w >= 900 and h > 200 for done, w, h in checked["images"]), checked["images"]
     # the summary counts every run with results, whatever the drawing shows
     with sqlite3.connect(path) as c:
         with_results = c.execute("SELECT count(DISTINCT run_id) FROM probe_results").fetchone()[0]
