@@ -393,7 +393,9 @@ def test_the_daemon_keeps_its_warm_workers_between_cycles_and_renews_them_on_rel
             )
         gauges = _scrape(log)
         assert gauges[("auditor_warm_worker_resident_bytes", "ms20")] > 100 * 2**20
-        assert gauges[("auditor_warm_worker_proportional_bytes", "lite20")] > 50 * 2**20
+        # PSS: the runtime's pages shared with every other process that maps them (a test run's
+        # other zygotes of lite20 halve it); a bare interpreter's is under 10 MB
+        assert gauges[("auditor_warm_worker_proportional_bytes", "lite20")] > 20 * 2**20
         assert gauges[("auditor_warm_worker_forks", "ms20")] >= 2  # a worker per cycle at least
 
         # ms20's driver is upgraded: its next fingerprint differs, so its zygote is renewed.
