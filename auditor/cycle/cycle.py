@@ -132,8 +132,11 @@ class Cycle:
         self.lease_slot = lease_slot
         self._peer_outputs: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
         """A group's consistent members' outputs so far, by (train stack, grouped stack, probe,
-        variant), and their digests (auditor.fleet.peers)."""
+        variant), and their digests (auditor.fleet.peers). Members whose outputs are bitwise
+        the same share one list (``_distinct``): the peers' memory grows with the distinct
+        outputs, not with the hosts."""
         self._digests: dict[tuple[str, str, str, str], dict[str, str]] = {}
+        self._distinct: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
         self._repeats: dict[tuple[str, str, str], str] = {}
         """(member, probe, variant) -> what its own rerun said, for members out of line."""
         self.shares: leases.SharedHosts | None = None
@@ -358,8 +361,10 @@ class Cycle:
             if verdict.status != CONSISTENT:
                 continue  # its drift says it
             key = (pair.train, grouped[0], job.spec.name, job.variant)
-            self._peer_outputs.setdefault(key, {})[pair.infer] = list(outcome.outputs)
-            self._digests.setdefault(key, {})[pair.infer] = peers.output_digest(list(outcome.outputs))
+            digest = peers.output_digest(list(outcome.outputs))
+            kept = self._distinct.setdefault(key, {}).setdefault(digest, list(outcome.outputs))
+            self._peer_outputs.setdefault(key, {})[pair.infer] = kept
+            self._digests.setdefault(key, {})[pair.infer] = digest
             candidates.append((pair, job, key))
         odd: dict[str, list[tuple[str, ProbeJob, InferOutcome]]] = {}
         first: dict[tuple[str, str, str], str] = {}

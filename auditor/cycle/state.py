@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -64,14 +65,17 @@ class CycleState:
     """The cycle's own temporary directory (staged exports and conversions)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _aborted: threading.Event = field(default_factory=threading.Event)
-    _children: list[Killable] = field(default_factory=list)
+    _children: weakref.WeakSet[Killable] = field(default_factory=weakref.WeakSet)
+    """What an abort kills: the workers and environment processes still in use. Weak, so that a
+    closed one (its session or its block let go of it) goes with its buffers: a fleet's cycle
+    starts a worker per host, and each kept its stderr tail to the end of the cycle."""
 
     # -- abort: a signal, Ctrl-C or the daemon stops the cycle; every part checks it ---------
     def register(self, child: Killable) -> None:
         with self.lock:
             if self._aborted.is_set():
                 raise CycleAborted("cycle aborted")
-            self._children.append(child)
+            self._children.add(child)
 
     def abort(self) -> None:
         """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
