@@ -83,7 +83,8 @@ def queries(last: datetime) -> list[tuple[str, Callable, str, tuple]]:
                 )
             ),
             "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, m.output, m.name, m.value "
-            "FROM metrics m JOIN probe_results p ON p.metric_set_id = m.set_id JOIN runs r ON r.id = p.run_id "
+            "FROM metrics m JOIN probe_results p ON p.metric_set_id = m.set_id "
+            "JOIN runs r ON r.id = p.run_id "
             "WHERE p.pair = ? AND m.name = ? AND r.started_at >= ? AND r.started_at < ? "
             "ORDER BY r.started_at DESC, r.id DESC, p.id, m.id",
             (DRIFTING_PAIR, "max_abs", s(week[0]), s(week[1])),
@@ -133,7 +134,8 @@ def queries(last: datetime) -> list[tuple[str, Callable, str, tuple]]:
                 for p in series.points
             ],
             f"SELECT {TREND_COLUMNS} "
-            "FROM metrics m JOIN probe_results p ON p.metric_set_id = m.set_id JOIN runs r ON r.id = p.run_id "
+            "FROM metrics m JOIN probe_results p ON p.metric_set_id = m.set_id "
+            "JOIN runs r ON r.id = p.run_id "
             "JOIN stacks st ON st.id = p.train_stack_id JOIN stacks si ON si.id = p.infer_stack_id "
             "WHERE m.name = ? AND m.output = ? AND p.pair = ? AND p.probe = ? AND p.variant = ? "
             "ORDER BY r.started_at, r.id",
@@ -157,7 +159,8 @@ def queries(last: datetime) -> list[tuple[str, Callable, str, tuple]]:
             "one metric, whole history (export)",
             lambda c: list(h.metric_rows(c, h.Filters(metrics=("min_atol",), limit=None))),
             "SELECT r.id, r.started_at, p.pair, p.probe, p.variant, p.status, m.output, m.name, m.value "
-            "FROM metrics m JOIN probe_results p ON p.metric_set_id = m.set_id JOIN runs r ON r.id = p.run_id "
+            "FROM metrics m JOIN probe_results p ON p.metric_set_id = m.set_id "
+            "JOIN runs r ON r.id = p.run_id "
             "WHERE m.name = ? ORDER BY r.started_at DESC, r.id DESC, p.id, m.id",
             ("min_atol",),
         ),
@@ -182,7 +185,8 @@ def latest_per_series(raw: sqlite3.Connection, metric: str, n: int) -> list[tupl
             "SELECT p.pair, p.probe, p.variant, m.output, r.id, r.started_at, m.value, p.status, "
             "st.name, si.name FROM runs r CROSS JOIN probe_results p CROSS JOIN metrics m "
             "JOIN stacks st ON st.id = p.train_stack_id JOIN stacks si ON si.id = p.infer_stack_id "
-            "WHERE p.run_id = r.id AND m.set_id = p.metric_set_id AND p.pair = ? AND p.probe = ? AND p.variant = ? "
+            "WHERE p.run_id = r.id AND m.set_id = p.metric_set_id "
+            "AND p.pair = ? AND p.probe = ? AND p.variant = ? "
             "AND m.name = ? AND m.output = ? ORDER BY r.started_at DESC, r.id DESC LIMIT ?",
             (pair, probe, variant, metric, output, n),
         ).fetchall()
