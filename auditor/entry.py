@@ -5,11 +5,11 @@ the command with status 130 and one line, not a traceback from inside an import.
 from __future__ import annotations
 
 from auditor.cli.exits import interrupted
-from auditor.common.memory import limit_arenas
+from auditor.common.memory import tune_malloc
 
 
 def main() -> None:
-    limit_arenas()  # before any thread (auditor.common.memory)
+    tune_malloc()  # before any thread (auditor.common.memory)
     try:
         from auditor.cli.main import main as cli_main
 

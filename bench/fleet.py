@@ -207,9 +207,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.step:
         sys.path.insert(0, str(REPO))
-        from auditor.common.memory import limit_arenas  # noqa: PLC0415 - the checkout just put on the path
+        from auditor.common.memory import tune_malloc  # noqa: PLC0415 - the checkout just put on the path
 
-        limit_arenas()  # as the command's entry point does first (auditor.entry)
+        tune_malloc()  # as the command's entry point does first (auditor.entry)
         print(json.dumps(step(json.loads(args.step))))
         return
     if args.one:

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.logs import setup_logging
-from auditor.common.memory import limit_arenas
+from auditor.common.memory import tune_malloc
 from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
 from auditor.cycle.jobs import CycleAborted
 from auditor.cycle.telemetry import Sampling
@@ -173,7 +173,7 @@ def run_telemetry(request: CycleRequest, on_run: Callable[[Any], None] = lambda 
 
 def main() -> int:
     """The child: one cycle, one reply."""
-    limit_arenas()  # before any thread (auditor.common.memory)
+    tune_malloc()  # before any thread (auditor.common.memory)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever a library prints goes to the log, never into the reply
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
