@@ -74,7 +74,9 @@ def intern(session: Session, model: Any, items: dict[str, dict[str, Any]]) -> tu
     inserted: set[str] = set()
     dialect = session.get_bind().dialect.name
     now = datetime.now(UTC).replace(tzinfo=None)
-    for digest in (d for d in digests if d not in ids):
+    # in one order for every auditor: two that insert the same new sets wait for each other
+    # in turn, never each for the other (a deadlock PostgreSQL would end by failing one)
+    for digest in sorted({d for d in digests if d not in ids}):
         values = {"digest": digest, "created_at": now, **items[digest]}
         if dialect in ("sqlite", "postgresql"):
             upsert = (sqlite if dialect == "sqlite" else postgresql).insert(model)

@@ -105,6 +105,18 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def _write_lock(session: Session) -> None:
+    """Take the write lock a prune takes (auditor.history.retention) before the run's writes
+    begin: the run refers to content-addressed rows it found stored (metric sets, fingerprints),
+    and a prune between finding one and referring to it would delete it as unreferenced.
+    Other runs' stores do not wait for each other on PostgreSQL (ROW EXCLUSIVE is shared)."""
+    conn = session.connection()
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("LOCK TABLE runs IN ROW EXCLUSIVE MODE")
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     cur = dbapi_connection.cursor()
     with contextlib.suppress(sqlite3.OperationalError):
@@ -464,6 +476,7 @@ class Store:
         self, run_id: int, result: CycleResult, artifacts: dict[str, bytes], selection: dict[str, Any] | None
     ) -> None:
         with Session(self.engine) as s, s.begin():
+            _write_lock(s)
             run = s.get(m.Run, run_id)
             if run is None:
                 raise StoreError(f"run {run_id} is not in the database")

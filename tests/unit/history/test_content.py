@@ -199,3 +199,21 @@ def test_digests_cover_order_and_exact_values():
     assert metric_set_digest(a) != metric_set_digest([("mean", "max_abs", 0.1 + 2**-56), a[1]])
     assert metric_set_digest([("o", "m", float("inf"))]) != metric_set_digest([("o", "m", float("-inf"))])
     assert document_digest({"a": 1, "b": 2}) == document_digest({"b": 2, "a": 1})
+
+
+def test_a_prune_waits_for_a_store_that_may_refer_to_old_sets(store):
+    """A run refers to sets it found stored; a prune between finding one and referring to it
+    would delete it as unreferenced. The store takes the prune's write lock first: the prune
+    ends only after the store commits."""
+    from auditor.history.retention import prune
+    from auditor.history.store import _write_lock
+
+    order: list[str] = []
+    with Session(store.engine) as s, s.begin():
+        _write_lock(s)
+        pruning = threading.Thread(target=lambda: (prune(store.engine, 1), order.append("pruned")))
+        pruning.start()
+        pruning.join(timeout=1.0)  # long enough for an unblocked prune of an empty history
+        order.append("stored")
+    pruning.join(timeout=60)
+    assert order == ["stored", "pruned"]
