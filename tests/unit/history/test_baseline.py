@@ -14,7 +14,6 @@ from auditor.cli.main import cli
 from auditor.compare.outputs import Tolerance, compare_output
 from auditor.cycle import baseline
 from auditor.history.baselines import decode_outputs, load_goldens, reset, show
-from auditor.history.store import Store
 from auditor.results import CONSISTENT, DRIFT, CycleResult, ProbeResult, StackReport
 
 NAMES = ["mean", "std"]
@@ -141,14 +140,6 @@ def test_findings_once_per_side_with_severity():
 
 
 # -- the database -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def store(history_url):
-    """An empty history: an SQLite file, then a PostgreSQL database (conftest.history_url)."""
-    s = Store.open(history_url)
-    yield s
-    s.close()
 
 
 def _cycle(results) -> CycleResult:

@@ -9,8 +9,7 @@ import json
 import threading
 from datetime import datetime
 
-import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
@@ -19,19 +18,7 @@ from auditor.history.filters import Filters
 from auditor.history.queries import metric_rows, run_detail, trend
 from auditor.history.store import Store
 from tests.history_fixtures import generate_history
-from tests.unit.history.test_store import cycle_result
-
-
-@pytest.fixture
-def store(history_url):
-    s = Store.open(history_url)
-    yield s
-    s.close()
-
-
-def count(store: Store, model) -> int:
-    with Session(store.engine) as s:
-        return s.scalar(select(func.count()).select_from(model))
+from tests.unit.history.test_store import count, cycle_result
 
 
 def result_rows(store: Store, run_id: int) -> list[m.ProbeResultRow]:

@@ -23,13 +23,6 @@ NOW = START + timedelta(days=3)  # keep_days=2 keeps the runs from Jan 2 00:00 o
 
 
 @pytest.fixture
-def store(history_url):
-    s = Store.open(history_url)
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def filled(store):
     info = generate_history(store.engine, RUNS, start=START, upgrade_at=0.25)
     return store, info, store

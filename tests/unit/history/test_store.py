@@ -67,14 +67,6 @@ def url(db_url) -> str:
     return db_url
 
 
-@pytest.fixture
-def store(history_url):
-    """An empty, up-to-date history: a copy of the migrated SQLite template, then PostgreSQL."""
-    s = Store.open(history_url)
-    yield s
-    s.close()
-
-
 def count(store: Store, model) -> int:
     with Session(store.engine) as s:
         return s.scalar(select(func.count()).select_from(model))
