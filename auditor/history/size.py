@@ -3,9 +3,14 @@ complete runs it holds, their average size, and what ``keep_days`` of runs at th
 rate come to. A fleet's history grows with its hosts; this says whether the disk (or the
 PostgreSQL instance) will hold it before it fills.
 
-The average includes what only a first run stores (fingerprints and exported models are kept
-once by content), so on a young history it overstates what each later run adds: the
-projection errs on the side of a larger database.
+What a run adds is not the average run: fingerprints, exported models, metric sets and
+threshold tables are kept once by content, so a first run stores most of them and a later one
+little (a fleet's consistent hosts repeat their peers' figures). The projection therefore
+measures the newest complete run: its own rows (its results, their latencies, its findings,
+...) and the shared rows it was the first to store, each at its table's average bytes per row
+(indexes included); the rest of the database (what runs share, the schema) is counted once.
+Where the table sizes cannot be read, the average run stands in, which errs on the side of a
+larger database.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy.exc import OperationalError
 
 from auditor.db import schema as m
 
@@ -30,6 +36,9 @@ class HistorySize:
     keep_days: int
     runs_per_day: float
     """At the schedule's interval (or as observed, with cron or no schedule)."""
+    newest_run: float | None = None
+    """Bytes the newest complete run added (its rows, and the shared rows it stored first);
+    None where the tables' sizes cannot be read."""
 
     @property
     def per_run(self) -> float | None:
@@ -38,10 +47,15 @@ class HistorySize:
     @property
     def projected(self) -> float | None:
         """Bytes at ``keep_days`` of runs (None: nothing to average yet, or keep_days 0: the
-        history is never pruned and grows without bound)."""
+        history is never pruned and grows without bound): what runs share, once, and the
+        newest run's growth per run kept."""
         if self.per_run is None or self.keep_days <= 0:
             return None
-        return self.per_run * self.runs_per_day * self.keep_days
+        kept = self.runs_per_day * self.keep_days
+        if self.newest_run is None:
+            return self.per_run * kept
+        shared = max(self.bytes - self.runs * self.newest_run, 0.0)
+        return shared + self.newest_run * kept
 
     def to_json(self) -> dict[str, Any]:
         return dict(asdict(self), per_run=self.per_run, projected=self.projected)
@@ -54,6 +68,8 @@ class HistorySize:
         head = (
             f"{_size(self.bytes)} for {self.runs} complete run(s) {span}: {_size(per_run)} per run on average"
         )
+        if self.newest_run is not None:
+            head += f", {_size(self.newest_run)} added by the newest"
         if self.projected is None:
             return head + "; keep_days is 0: runs are never pruned, the history grows without bound"
         return (
@@ -95,4 +111,68 @@ def measure(engine: Engine, keep_days: int, interval: float | None) -> HistorySi
         rate = (runs - 1) * 86400.0 / (last - first).total_seconds()
     else:
         rate = 1.0
-    return HistorySize(database_bytes(engine), int(runs), first, last, keep_days, round(rate, 3))
+    newest = newest_run_bytes(engine)
+    return HistorySize(database_bytes(engine), int(runs), first, last, keep_days, round(rate, 3), newest)
+
+
+def table_bytes(conn: Connection) -> dict[str, int] | None:
+    """Bytes per table, its indexes included (None: not readable here, e.g. SQLite without
+    the dbstat table)."""
+    if conn.dialect.name == "sqlite":
+        try:
+            pages = conn.execute(
+                text(
+                    "SELECT coalesce(s.tbl_name, d.name), sum(d.pgsize) FROM dbstat d "
+                    "LEFT JOIN sqlite_master s ON s.name = d.name GROUP BY 1"
+                )
+            ).all()
+        except OperationalError:
+            return None
+        return {name: int(n) for name, n in pages}
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(
+            text(
+                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind = 'r' AND n.nspname = current_schema()"
+            )
+        ).all()
+        return {name: int(n) for name, n in rows}
+    return None
+
+
+def newest_run_bytes(engine: Engine) -> float | None:
+    """What the newest complete run added: the rows that belong to it (by their foreign keys
+    to the run or to its results) and the content-addressed rows stored since it began, each
+    at its table's bytes per row."""
+    with engine.connect() as conn:
+        sizes = table_bytes(conn)
+        newest = conn.execute(
+            select(m.Run.id, m.Run.started_at)
+            .where(m.Run.status == "complete")
+            .order_by(m.Run.finished_at.desc(), m.Run.id.desc())
+            .limit(1)
+        ).first()
+        if sizes is None or newest is None:
+            return None
+        run_id, started = newest
+        results = select(m.ProbeResultRow.id).where(m.ProbeResultRow.run_id == run_id)
+        new_sets = select(m.MetricSet.id).where(m.MetricSet.created_at >= started)
+        owned: dict[Any, Any] = {m.Run: m.Run.id == run_id, m.MetricRow: m.MetricRow.set_id.in_(new_sets)}
+        for table in m.Base.metadata.sorted_tables:
+            for fk in table.foreign_keys:
+                if fk.column is m.Run.__table__.c.id and fk.ondelete == "CASCADE":
+                    owned.setdefault(table, fk.parent == run_id)
+                elif fk.column is m.ProbeResultRow.__table__.c.id and fk.ondelete == "CASCADE":
+                    owned.setdefault(table, fk.parent.in_(results))
+            if "created_at" in table.c and "digest" in table.c or table.name in ("fingerprints", "artifacts"):
+                owned.setdefault(table, table.c.created_at >= started)
+        total = 0.0
+        for model, condition in owned.items():
+            table = getattr(model, "__table__", model)
+            rows = conn.scalar(select(func.count()).select_from(table))
+            if not rows or not sizes.get(table.name):
+                continue
+            mine = conn.scalar(select(func.count()).select_from(table).where(condition)) or 0
+            total += sizes[table.name] * mine / rows
+        return total
