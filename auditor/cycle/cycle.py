@@ -130,12 +130,10 @@ class Cycle:
         self.models = ModelSuite(self.state, self.compat, self.comparators)
         self.telemetry = DeviceTelemetry(self.state)
         self.lease_slot = lease_slot
-        self._peer_outputs: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
-        """A group's consistent members' outputs so far, by (train stack, grouped stack, probe,
-        variant), and their digests (auditor.fleet.peers). Members whose outputs are bitwise
-        the same share one list (``_distinct``): the peers' memory grows with the distinct
-        outputs, not with the hosts."""
         self._digests: dict[tuple[str, str, str, str], dict[str, str]] = {}
+        """A group's consistent members' output digests so far, by (train stack, grouped stack,
+        probe, variant) (auditor.fleet.peers), and the outputs of each distinct digest: the
+        peers' memory grows with what the members computed differently, not with the hosts."""
         self._distinct: dict[tuple[str, str, str, str], dict[str, list[np.ndarray]]] = {}
         self._repeats: dict[tuple[str, str, str], str] = {}
         """(member, probe, variant) -> what its own rerun said, for members out of line."""
@@ -255,7 +253,7 @@ class Cycle:
             list(self._findings(results, stacks))
             + self.suite.findings(results, rollouts)
             + side  # each stack and probe variant judged once (ProbeSuite.side_findings)
-            + peers.output_findings(self._peer_outputs, self._repeats)
+            + peers.digest_findings(self._digests, self._distinct, self._repeats)
             + self.models.findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
@@ -362,8 +360,7 @@ class Cycle:
                 continue  # its drift says it
             key = (pair.train, grouped[0], job.spec.name, job.variant)
             digest = peers.output_digest(list(outcome.outputs))
-            kept = self._distinct.setdefault(key, {}).setdefault(digest, list(outcome.outputs))
-            self._peer_outputs.setdefault(key, {})[pair.infer] = kept
+            self._distinct.setdefault(key, {}).setdefault(digest, list(outcome.outputs))
             self._digests.setdefault(key, {})[pair.infer] = digest
             candidates.append((pair, job, key))
         odd: dict[str, list[tuple[str, ProbeJob, InferOutcome]]] = {}

@@ -168,14 +168,30 @@ def output_findings(
     a difference is the host's (its CPU, its libraries, its memory), even within tolerance of
     the reference. ``repeats``: (member, probe, variant) -> what the member's own rerun said
     (``repeat_words``), where its wave could tell (the majority formed by then)."""
+    digests = {
+        key: {m: output_digest(list(outs)) for m, outs in members.items()} for key, members in groups.items()
+    }
+    distinct = {
+        key: {digests[key][m]: outs for m, outs in members.items()} for key, members in groups.items()
+    }
+    return digest_findings(digests, distinct, repeats)
+
+
+def digest_findings(
+    digests: Mapping[tuple[str, str, str, str], Mapping[str, str]],
+    distinct: Mapping[tuple[str, str, str, str], Mapping[str, list[Any]]],
+    repeats: Mapping[tuple[str, str, str], str] | None = None,
+) -> list[Finding]:
+    """``output_findings`` from each member's output digest and the outputs of each distinct
+    digest (a cycle keeps one copy of what its peers computed alike, not one per host)."""
     found = []
-    for (train, base, probe, variant), members in groups.items():
+    for (train, base, probe, variant), members in digests.items():
         if len(members) < MIN_MEMBERS:
             continue
-        digests = {m: output_digest(list(outs)) for m, outs in members.items()}
-        for odd in _odd({m: {"outputs": d} for m, d in digests.items()}):
-            peer = next(m for m, d in digests.items() if d == odd.majority)
-            diff = _max_abs(members[odd.member], members[peer])
+        for odd in _odd({m: {"outputs": d} for m, d in members.items()}):
+            peer = next(m for m, d in members.items() if d == odd.majority)
+            outputs = distinct[(train, base, probe, variant)]
+            diff = _max_abs(outputs[odd.value], outputs[odd.majority])
             again = (repeats or {}).get((odd.member, probe, variant))
             tail = f"; {REPEATS.get(again, again)}" if again else ""
             found.append(
