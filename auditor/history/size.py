@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy import Connection, Engine, Table, func, select, text
 from sqlalchemy.exc import OperationalError
 
 from auditor.db import schema as m
+from auditor.history.retention import CONTENT_ADDRESSED
 
 
 @dataclass(frozen=True)
@@ -156,20 +157,19 @@ def newest_run_bytes(engine: Engine) -> float | None:
         if sizes is None or newest is None:
             return None
         run_id, started = newest
-        results = select(m.ProbeResultRow.id).where(m.ProbeResultRow.run_id == run_id)
-        new_sets = select(m.MetricSet.id).where(m.MetricSet.created_at >= started)
-        owned: dict[Any, Any] = {m.Run: m.Run.id == run_id, m.MetricRow: m.MetricRow.set_id.in_(new_sets)}
+        # The run's row and the shared rows stored since it began; then, parents first, every
+        # row that belongs to one of those (ON DELETE CASCADE): its results, their latencies,
+        # its findings, a new metric set's metrics.
+        runs = m.Run.__table__
+        owned: dict[Table, Any] = {runs: runs.c.id == run_id}
+        owned.update({c.__table__: c.__table__.c.created_at >= started for c in CONTENT_ADDRESSED})
         for table in m.Base.metadata.sorted_tables:
             for fk in table.foreign_keys:
-                if fk.column is m.Run.__table__.c.id and fk.ondelete == "CASCADE":
-                    owned.setdefault(table, fk.parent == run_id)
-                elif fk.column is m.ProbeResultRow.__table__.c.id and fk.ondelete == "CASCADE":
-                    owned.setdefault(table, fk.parent.in_(results))
-            if "created_at" in table.c and "digest" in table.c or table.name in ("fingerprints", "artifacts"):
-                owned.setdefault(table, table.c.created_at >= started)
+                parent = fk.column.table
+                if fk.ondelete == "CASCADE" and parent in owned:
+                    owned.setdefault(table, fk.parent.in_(select(fk.column).where(owned[parent])))
         total = 0.0
-        for model, condition in owned.items():
-            table = getattr(model, "__table__", model)
+        for table, condition in owned.items():
             rows = conn.scalar(select(func.count()).select_from(table))
             if not rows or not sizes.get(table.name):
                 continue
