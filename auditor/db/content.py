@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
+from auditor.db.rows import insert_new
 
 Figure = tuple[str, str, float]
 """(output, metric name, value)."""
@@ -66,24 +66,19 @@ def intern(session: Session, model: Any, items: dict[str, dict[str, Any]]) -> tu
     Also returns the digests this session inserted: their parts are the caller's to add."""
     ids: dict[str, int] = {}
     digests = list(items)
-    for i in range(0, len(digests), _CHUNK):
-        chunk = digests[i : i + _CHUNK]
-        ids.update(
-            (d, i) for d, i in session.execute(select(model.digest, model.id).where(model.digest.in_(chunk)))
-        )
+    for start in range(0, len(digests), _CHUNK):
+        chunk = digests[start : start + _CHUNK]
+        found = session.execute(select(model.digest, model.id).where(model.digest.in_(chunk)))
+        ids.update((digest, row_id) for digest, row_id in found)
     inserted: set[str] = set()
-    dialect = session.get_bind().dialect.name
     now = datetime.now(UTC).replace(tzinfo=None)
     # in one order for every auditor: two that insert the same new sets wait for each other
     # in turn, never each for the other (a deadlock PostgreSQL would end by failing one)
     for digest in sorted({d for d in digests if d not in ids}):
         values = {"digest": digest, "created_at": now, **items[digest]}
-        if dialect in ("sqlite", "postgresql"):
-            upsert = (sqlite if dialect == "sqlite" else postgresql).insert(model)
-            stmt = upsert.values(**values).on_conflict_do_nothing().returning(model.id)
-            new = session.execute(stmt).scalar()
-        else:
-            new = session.execute(insert(model).values(**values).returning(model.id)).scalar()
+        stmt = insert_new(session, model, **values)
+        stmt = insert(model).values(**values) if stmt is None else stmt
+        new = session.execute(stmt.returning(model.id)).scalar()
         if new is None:  # another auditor's, committed while this insert waited for it
             new = session.execute(select(model.id).where(model.digest == digest)).scalar_one()
         else:

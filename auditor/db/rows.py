@@ -11,26 +11,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
 
 
+def insert_new(session: Session, model: Any, **values: Any) -> Insert | None:
+    """``INSERT ... ON CONFLICT DO NOTHING`` of a row of ``model`` on this session's database
+    (None where the database has no such statement)."""
+    dialect = session.get_bind().dialect.name
+    if dialect not in ("postgresql", "sqlite"):
+        return None
+    return (
+        (postgresql if dialect == "postgresql" else sqlite)
+        .insert(model.__table__)
+        .values(**values)
+        .on_conflict_do_nothing()
+    )
+
+
 def add_once(session: Session, model: Any, **values: Any) -> None:
     """Insert a row of ``model`` unless a row with the same key (primary or unique) exists."""
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        key = tuple(values[c.name] for c in model.__table__.primary_key.columns)
-        if session.get(model, key if len(key) > 1 else key[0]) is None:
-            session.add(model(**values))
-            session.flush()
+    stmt = insert_new(session, model, **values)
+    if stmt is not None:
+        session.execute(stmt)
         return
-    session.execute(insert(model.__table__).values(**values).on_conflict_do_nothing())
+    key = tuple(values[c.name] for c in model.__table__.primary_key.columns)
+    if session.get(model, key if len(key) > 1 else key[0]) is None:
+        session.add(model(**values))
+        session.flush()
 
 
 def stack_row(session: Session, host: str, name: str, **attributes: Any) -> m.Stack:
@@ -45,4 +56,4 @@ def stack_row(session: Session, host: str, name: str, **attributes: Any) -> m.St
     return stack
 
 
-__all__ = ["add_once", "stack_row"]
+__all__ = ["add_once", "insert_new", "stack_row"]
