@@ -20,6 +20,7 @@ from sqlalchemy import JSON, Engine, column, func, insert, inspect, select, tabl
 from sqlalchemy.orm import Session
 
 from auditor.compare.outputs import METRIC_NAMES
+from auditor.db import fingerprints
 from auditor.db import schema as m
 from auditor.db.content import metric_set_digest, threshold_sets
 from auditor.history import series
@@ -90,6 +91,29 @@ def fingerprint_document(stack: str, version: str | None = None, host: str = "ge
     }
 
 
+def member_document(
+    host: str, machine_id: str = "0" * 32, serial: str = "SN-1", cann: str = "8.0.RC3"
+) -> dict:
+    """A group member's document as the collectors and the remote connection make it."""
+    model = f"/srv/{host}/policy.mindir"
+    return {
+        "host": {"hostname": host, "machine_id": machine_id, "kernel": "6.1.0", "arch": "aarch64"},
+        "cann": {"version": cann, "root": "/usr/local/Ascend"},
+        "npu_smi": {"npus": {"0": {"board": {"serial_number": serial, "firmware_version": "7.5.0"}}}},
+        "models": {
+            "patterns": [model],
+            "files": {model: {"sha256": "ab" * 32, "size": 9012}},
+        },
+        "runtime": {"executable": f"/opt/{host}/lite20/bin/python", "runtime_version": "2.0.0"},
+        "connection": {
+            "host": host,
+            "transport": "ssh",
+            "destination": f"auditor@{host}:22",
+            "address": "10.0.0.7:22",
+        },
+    }
+
+
 def _next_id(conn, column) -> int:  # type: ignore[no-untyped-def]
     return int(conn.scalar(select(func.coalesce(func.max(column), 0)))) + 1
 
@@ -128,6 +152,7 @@ def generate_history(
         # results hold their own metrics and thresholds (before 0013: no metric sets)
         has_auditor_id = "auditor_id" in {c["name"] for c in inspect(conn).get_columns("runs")}
         content = inspect(conn).has_table("metric_sets")
+        templates = inspect(conn).has_table("fingerprint_templates")  # since 0014
         results_table, metrics_table = (
             (m.ProbeResultRow, m.MetricRow) if content else (OLD_RESULTS, OLD_METRICS)
         )
@@ -155,8 +180,12 @@ def generate_history(
                 doc = fingerprint_document(name, version, host)
                 digest = fingerprint_digest(doc)
                 digests[(name, upgraded)] = digest
-                if conn.scalar(select(m.Fingerprint.digest).where(m.Fingerprint.digest == digest)) is None:
-                    conn.execute(insert(m.Fingerprint).values(digest=digest, created_at=start, document=doc))
+                if templates:
+                    fingerprints.store(Session(conn), digest, doc, start)
+                else:
+                    old = OLD_FINGERPRINTS
+                    if conn.scalar(select(old.c.digest).where(old.c.digest == digest)) is None:
+                        conn.execute(insert(old).values(digest=digest, created_at=start, document=doc))
         thresholds = {o: {"atol": ATOL, "rtol": ATOL} for o in outputs}
         tolerances: dict[str, object] = {"thresholds": thresholds}
         if content:
@@ -341,6 +370,8 @@ OLD_RESULTS = table(
     column("thresholds", JSON()),
 )
 """probe_results before migration 0013 (its thresholds in each row)."""
+OLD_FINGERPRINTS = table("fingerprints", column("digest"), column("created_at"), column("document", JSON()))
+"""fingerprints before migration 0014 (each document whole)."""
 OLD_METRICS = table("metrics", *(column(c) for c in ("id", "result_id", "output", "name", "value")))
 """metrics before migration 0013 (rows of a result, not of a set)."""
 
@@ -405,4 +436,11 @@ def runs_for(metric_rows: int, **shape: Sequence[str]) -> int:
     return math.ceil(metric_rows / metric_rows_per_run(**shape) / 0.98)
 
 
-__all__ = ["GeneratedHistory", "fingerprint_document", "generate_history", "metric_rows_per_run", "runs_for"]
+__all__ = [
+    "GeneratedHistory",
+    "fingerprint_document",
+    "generate_history",
+    "member_document",
+    "metric_rows_per_run",
+    "runs_for",
+]

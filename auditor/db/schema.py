@@ -91,13 +91,26 @@ class Stack(Base):
     device: Mapped[str] = mapped_column(String(32))
 
 
+class FingerprintTemplate(Base):
+    """What fingerprint documents share once their own parts are taken out (a group's hosts:
+    auditor.db.fingerprints), stored once per distinct content."""
+
+    __tablename__ = "fingerprint_templates"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    document: Mapped[dict] = mapped_column(JSON)
+
+
 class Fingerprint(Base):
-    """A canonical JSON description of a stack, stored once per distinct content."""
+    """A stack's fingerprint document, by the digest of the whole document (what drift and the
+    reports compare), stored once per distinct content: its template and its own part
+    (auditor.db.fingerprints.join makes the document of them)."""
 
     __tablename__ = "fingerprints"
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
-    document: Mapped[dict] = mapped_column(JSON)
+    template_digest: Mapped[str] = mapped_column(ForeignKey("fingerprint_templates.digest"), index=True)
+    own: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
 
 
 class RunStack(Base):

@@ -25,6 +25,7 @@ import numpy as np
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from auditor.db import fingerprints
 from auditor.db import schema as m
 from auditor.db.rows import add_once
 from auditor.history.baselines import decode_outputs, encode_outputs
@@ -167,7 +168,7 @@ def write(session: Session, run_id: int, auditor_id: str, sets: list[Publication
         digest = None
         if pub.fingerprint is not None:
             digest = fingerprint_digest(pub.fingerprint)
-            add_once(session, m.Fingerprint, digest=digest, created_at=now, document=pub.fingerprint)
+            fingerprints.store(session, digest, pub.fingerprint, now)
         row = m.Publication(
             run_id=run_id,
             auditor_id=auditor_id,
@@ -234,8 +235,7 @@ def latest(engine: Engine, stack: str) -> Publication | None:
             return None
         fingerprint = None
         if row.fingerprint_digest is not None:
-            fp = s.get(m.Fingerprint, row.fingerprint_digest)
-            fingerprint = fp.document if fp is not None else None
+            fingerprint = fingerprints.read(s, [row.fingerprint_digest]).get(row.fingerprint_digest)
         pub = Publication(
             stack=row.stack,
             host=row.host,

@@ -39,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import aliased
 
+from auditor.db import fingerprints
 from auditor.db import schema as m
 from auditor.db.health import db_error
 from auditor.db.prepared import prepared
@@ -303,15 +304,15 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
     artifacts: list[dict[str, Any]] = []
     # Each part is read on its own: a damaged page or a missing table costs that part only.
     try:
-        S, F = m.Stack, m.Fingerprint
+        S = m.Stack
         stack_rows = conn.execute(
-            select(S, m.RunStack.fingerprint_digest, m.RunStack.error, F.document)
+            select(S, m.RunStack.fingerprint_digest, m.RunStack.error)
             .join(m.RunStack, m.RunStack.stack_id == S.id)
-            .outerjoin(F, F.digest == m.RunStack.fingerprint_digest)
             .where(m.RunStack.run_id == run_id)
             .order_by(S.name)
         ).mappings()
         stack_rows = list(stack_rows)
+        documents = fingerprints.read(conn, [row["fingerprint_digest"] for row in stack_rows])
         previous = _previous_digests(conn, run_id, run["started_at"])
         changed = {
             row["id"]: previous[row["id"]][1]
@@ -320,7 +321,7 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
             and row["id"] in previous
             and previous[row["id"]][1] != row["fingerprint_digest"]
         }
-        old_docs = _documents(conn, set(changed.values()))
+        old_docs = fingerprints.read(conn, changed.values())
         for row in stack_rows:
             prev = previous.get(row["id"])
             stacks.append(
@@ -334,12 +335,14 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
                     "device": row["device"],
                     "fingerprint_digest": row["fingerprint_digest"],
                     "error": row["error"],
-                    "fingerprint": row["document"],
+                    "fingerprint": documents.get(row["fingerprint_digest"]),
                     "previous_run": prev[0] if prev else None,
                     "previous_digest": prev[1] if prev else None,
                     "fingerprint_changed": row["id"] in changed,
                     "changes": (
-                        describe_change(old_docs.get(changed[row["id"]]), row["document"])
+                        describe_change(
+                            old_docs.get(changed[row["id"]]), documents.get(row["fingerprint_digest"])
+                        )
                         if row["id"] in changed
                         else []
                     ),
@@ -530,7 +533,7 @@ def fingerprint_changes(
     if until is not None:
         stmt = stmt.where(sub.c.started_at < until)
     rows = conn.execute(stmt).all()
-    docs = _documents(conn, {d for row in rows for d in (row.previous, row.digest)})
+    docs = fingerprints.read(conn, {d for row in rows for d in (row.previous, row.digest)})
     return [
         FingerprintChange(
             row.run_id,
@@ -543,16 +546,6 @@ def fingerprint_changes(
         )
         for row in rows
     ]
-
-
-def _documents(conn: Connection, digests: set[str]) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    wanted = sorted(digests)
-    for i in range(0, len(wanted), 500):
-        chunk = wanted[i : i + 500]
-        q = select(m.Fingerprint.digest, m.Fingerprint.document).where(m.Fingerprint.digest.in_(chunk))
-        out.update(dict(conn.execute(q).all()))
-    return out
 
 
 def describe_change(old: dict | None, new: dict | None, limit: int = 20) -> list[str]:
@@ -730,23 +723,25 @@ def latest_fingerprints(conn: Connection) -> list[dict[str, Any]]:
         .where(rs.fingerprint_digest.is_not(None))
         .subquery()
     )
-    rows = conn.execute(
-        select(
-            S.name,
-            S.host,
-            S.role,
-            S.runtime,
-            ranked.c.run_id,
-            ranked.c.started_at,
-            m.Fingerprint.digest,
-            m.Fingerprint.document,
-        )
-        .join(ranked, ranked.c.stack_id == S.id)
-        .join(m.Fingerprint, m.Fingerprint.digest == ranked.c.fingerprint_digest)
-        .where(ranked.c.n == 1)
-        .order_by(S.role.desc(), S.name, S.host)
-    ).mappings()
-    return [dict(r) for r in rows]
+    rows = [
+        dict(r)
+        for r in conn.execute(
+            select(
+                S.name,
+                S.host,
+                S.role,
+                S.runtime,
+                ranked.c.run_id,
+                ranked.c.started_at,
+                ranked.c.fingerprint_digest.label("digest"),
+            )
+            .join(ranked, ranked.c.stack_id == S.id)
+            .where(ranked.c.n == 1)
+            .order_by(S.role.desc(), S.name, S.host)
+        ).mappings()
+    ]
+    documents = fingerprints.read(conn, [r["digest"] for r in rows])
+    return [{**r, "document": documents[r["digest"]]} for r in rows if r["digest"] in documents]
 
 
 @dataclass(frozen=True)
@@ -785,19 +780,20 @@ def served_results(conn: Connection, sha256: str, limit: int = 50) -> list[Serve
             P.pair,
             P.status,
             P.message,
-            m.Fingerprint.document,
+            rs.fingerprint_digest,
             P.converted_sha256,
         )
         .join(R, R.id == P.run_id)
         .join(S_INFER, S_INFER.id == P.infer_stack_id)
         .outerjoin(rs, and_(rs.run_id == P.run_id, rs.stack_id == P.infer_stack_id))
-        .outerjoin(m.Fingerprint, m.Fingerprint.digest == rs.fingerprint_digest)
         .where(P.artifact_sha256 == sha256, R.status == "complete")
         .order_by(R.started_at.desc(), P.id.desc())
         .limit(limit)
-    )
+    ).all()
+    documents = fingerprints.read(conn, [row.fingerprint_digest for row in rows])
     out = []
-    for run_id, at, stack, host, device, runtime, pair, status, message, document, converted in rows:
+    for run_id, at, stack, host, device, runtime, pair, status, message, digest, converted in rows:
+        document = documents.get(digest)
         rt = (document or {}).get("runtime") if isinstance(document, dict) else None
         rt = rt if isinstance(rt, dict) else {}
         out.append(

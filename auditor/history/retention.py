@@ -35,7 +35,13 @@ from auditor.history.filters import utcnow
 from auditor.history.queries import refresh_statistics
 
 CHUNK = 500
-CONTENT_ADDRESSED: tuple[Any, ...] = (m.Fingerprint, m.Artifact, m.MetricSet, m.ThresholdSet)
+CONTENT_ADDRESSED: tuple[Any, ...] = (
+    m.Fingerprint,
+    m.FingerprintTemplate,  # after the fingerprints that refer to it
+    m.Artifact,
+    m.MetricSet,
+    m.ThresholdSet,
+)
 
 
 @dataclass

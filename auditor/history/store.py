@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 import auditor.migrations
 from auditor.common import tempdirs
 from auditor.common.paths import state_dir
+from auditor.db import fingerprints
 from auditor.db import health as db_health
 from auditor.db import schema as m
 from auditor.db import url as db_url
@@ -497,7 +498,7 @@ class Store:
                 digest = None
                 if rep.fingerprint is not None:
                     digest = fingerprint_digest(rep.fingerprint)
-                    add_once(s, m.Fingerprint, digest=digest, created_at=_now(), document=rep.fingerprint)
+                    fingerprints.store(s, digest, rep.fingerprint, _now())
                 s.add(
                     m.RunStack(
                         run_id=run_id,
@@ -673,8 +674,7 @@ class Store:
 
     def fingerprints(self, digests: list[str]) -> dict[str, dict]:
         with Session(self.engine) as s:
-            rows = s.scalars(select(m.Fingerprint).where(m.Fingerprint.digest.in_(set(digests))))
-            return {r.digest: r.document for r in rows}
+            return fingerprints.read(s, digests)
 
 
 def _latency_row(side: str, stack_id: int, lat: Latency) -> m.LatencyRow:

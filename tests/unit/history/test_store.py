@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0013"  # the newest migration in migrations/versions
+HEAD = "0014"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -43,6 +43,7 @@ TABLES = {
     "publications",
     "publication_items",
     "fingerprints",
+    "fingerprint_templates",
     "findings",
     "host_leases",
     "latencies",
@@ -257,7 +258,7 @@ def test_finish_run_writes_everything(store):
     assert run_stacks[stacks["broken"].id].fingerprint_digest is None
     assert run_stacks[stacks["broken"].id].error == "python not found"
 
-    fps = {f.digest: f.document for f in rows(store, m.Fingerprint)}
+    fps = store.fingerprints([f.digest for f in rows(store, m.Fingerprint)])
     assert fps == {fingerprint_digest(FP_TRAIN): FP_TRAIN, fingerprint_digest(FP_INFER): FP_INFER}
 
     results = rows(store, m.ProbeResultRow, m.ProbeResultRow.run_id == run_id, order=m.ProbeResultRow.id)
@@ -413,7 +414,7 @@ def test_finish_run_unknown_run(store):
 def test_failed_finish_run_writes_nothing(store):
     good = store.begin_run("a.toml")
     store.finish_run(good, cycle_result(), {MINDIR_SHA: MINDIR})
-    content = (m.Stack, m.Fingerprint, m.Artifact, m.MetricSet, m.ThresholdSet)
+    content = (m.Stack, m.Fingerprint, m.FingerprintTemplate, m.Artifact, m.MetricSet, m.ThresholdSet)
     before = {model: count(store, model) for model in content}
 
     run_id = store.begin_run("b.toml")
