@@ -381,6 +381,7 @@ class Zygote:
         """On another host (reached through ssh or a command): its memory is as it said at start."""
         self._stderr: collections.deque[str] = collections.deque(maxlen=200)
         self._reader: threading.Thread | None = None
+        self._sender: threading.Thread | None = None
 
     def start(self, timeout: float, cwd: Path) -> None:
         """Start it on this machine with the stack's interpreter."""
@@ -413,7 +414,8 @@ class Zygote:
                         stdin.write(len(data).to_bytes(8, "big") + data)
                     stdin.flush()
 
-            threading.Thread(target=send, name="zygote-payload", daemon=True).start()
+            self._sender = threading.Thread(target=send, name="zygote-payload", daemon=True)
+            self._sender.start()
         self._reader = threading.Thread(target=self._drain, name="zygote-stderr", daemon=True)
         self._reader.start()
         assert self.proc.stdout is not None
@@ -498,6 +500,11 @@ class Zygote:
         """End the zygote (end of its stdin), then make sure: kill its group, reap it."""
         if self.proc is None:
             return
+        if self._sender is not None and self._sender.is_alive():
+            # It never took its frames (a host stalled before reading them): closing its stdin
+            # would wait for the blocked write for ever. Killed, it breaks the pipe and the write.
+            kill_group(self.proc)
+            self._sender.join(timeout=5)
         with contextlib.suppress(OSError, ValueError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from auditor.config.tables import StackConfig
 from auditor.stacks.launch import local_worker_env, worker_packages
 from auditor.stacks.payload import Packages
-from auditor.stacks.warm import Identity, WarmPool, fork_from, inert
+from auditor.stacks.warm import Identity, WarmPool, WarmUnavailable, Zygote, fork_from, inert
 from auditor.stacks.worker import StackWorker, WorkerError
 
 RUNTIME = '''
@@ -323,3 +324,25 @@ def test_a_short_state_directory_is_used_as_it_is(tmp_path):
     finally:
         pool.close()
     assert (tmp_path / "zygotes").is_dir()  # the daemon's state directory is not the pool's to remove
+
+
+def test_a_remote_zygote_that_never_reads_its_frames_fails_at_its_deadline(tmp_path: Path) -> None:
+    """A host stalled before it reads the zygote's frames (here: a shell that sleeps) fills the
+    pipe, and the write of the frames blocks. The launch must still end at its deadline: closing
+    the stdin of a pipe a write is blocked on would wait for ever (the cycle with it)."""
+    identity = Identity.remote("stalled", "/usr/bin/python3", "rt:Runtime", "0" * 64, {})
+    zygote = Zygote(identity, str(tmp_path / "z.sock"), ["lite20@stalled"])
+    said: list[BaseException] = []
+
+    def launch() -> None:
+        try:
+            zygote.launch(["sh", "-c", "sleep 600"], None, tmp_path, [b"x" * (4 << 20)], 1.0)
+        except BaseException as exc:  # noqa: BLE001 - what it raised is the assertion
+            said.append(exc)
+
+    thread = threading.Thread(target=launch, daemon=True)
+    thread.start()
+    thread.join(120)  # a bound on a hang only: the deadline is 1 s
+    assert not thread.is_alive(), "the launch hung past its deadline"
+    assert len(said) == 1 and isinstance(said[0], WarmUnavailable), said
+    assert "within 1 s" in str(said[0]) and zygote.proc is not None and zygote.proc.poll() is not None
