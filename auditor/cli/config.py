@@ -60,7 +60,7 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
     for text, _ in fleet_view.texts_folded(lines):
         click.echo(f"  {text}")
     leased = config.leases
-    plan = waves.plan(config, cycle_stacks(config), split=leased.enabled)
+    plan = waves.plan(config, cycle_stacks(config))
     if leased.enabled:
         length = leases.slot_length(leased, config.schedule)
         click.echo(
@@ -72,7 +72,8 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
     if plan.capped and not leased.enabled:
         click.echo(
             f"  hosts in flight: at most {plan.cap} ([worker] max_hosts): {', '.join(plan.held_hosts)} held "
-            f"for the cycle, the other hosts in {len(plan.chunks)} chunks"
+            f"for the cycle, {plan.size} of the other {len(plan.serving)} hosts at a time (the next one "
+            "starts as one ends)"
         )
     for name, model in config.models.items():
         click.echo(f"  model {name}: {model.path}")

@@ -585,9 +585,9 @@ class WorkerConfig:
     max_hosts: Int(1, 4096) | None = None
     """Hosts with workers at any one time in a cycle (``audit``, the daemon; Ansible's
     ``forks``): the hosts of the stacks every pair or model needs (train stacks, references)
-    are held for the whole cycle; the others (a group's serving hosts) are audited in waves,
-    each host's workers (and its warm zygote and ssh connection) ended when its wave is done;
-    ``hosts check`` keeps to it too. Unset: every host at once."""
+    are held for the whole cycle; each of the others (a group's serving hosts) is audited on
+    its own, the next one started the moment one is done (its workers, warm zygote and ssh
+    connection ended); ``hosts check`` keeps to it too. Unset: every host at once."""
     warm: Choice("cycle", "daemon", "off") = "cycle"
     """Warm workers: each local stack's interpreter imports its runtime once (a zygote) and every
     worker is a fresh process forked from it. "cycle": zygotes live for one cycle or command;
@@ -759,8 +759,8 @@ class LeasesConfig:
     """Auditors with the same pool split the same hosts; another pool on the same database
     (another team's fleet) is another split."""
     claim: Int(1, 4096) = 4
-    """Hosts claimed at a time (with ``[worker] max_hosts``, at most max_hosts minus the held
-    hosts)."""
+    """Serving hosts this auditor has claimed and not done at any time (with ``[worker]
+    max_hosts``, at most max_hosts minus the held hosts)."""
     slot: Seconds(60.0, 366 * DAY) | None = None
     """The length of a cycle's slot: each host is audited once per slot, by whichever auditor
     claims it first (slots are periods of wall-clock time, UTC). Unset: the schedule's

@@ -10,7 +10,7 @@ A finding that blocks a probe variant is its result, reported once; the load is 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from auditor.cycle import causes
@@ -51,7 +51,7 @@ class Compatibility:
         self.runtimes = runtimes
         self.fingerprints: dict[str, dict[str, Any]] = {}
         self.seen: list[str] = []
-        """The stacks fingerprinted so far (a document or not), in the order they were."""
+        """The stacks fingerprinted so far (a document or not), in the config's order."""
         self.learned: list[LearnedMaximum] = []
         self.learned_operators: list[LearnedOperator] = []
         self.known_maxima: dict[tuple[str, str], LearnedMaximum] = {}
@@ -76,19 +76,30 @@ class Compatibility:
                 keys.add(f.key)
                 self._added.append(f)
 
+    def order_added(self, key: Callable[[Finding], int]) -> None:
+        """Sort the findings ``add`` kept (stable: a key's own order stays)."""
+        self._added.sort(key=key)
+
     # -- before any probe: fingerprints, drift, the rules on them --------------------------------
     def collect(self, sessions: dict[str, StackSession]) -> None:
         """Fingerprint these stacks (added to those collected before: a cycle in waves,
         auditor.fleet.waves, collects wave by wave)."""
         found = self.state.parallel({n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()})
-        self.fingerprints.update({k: v for k, v in found.items() if v is not None})
-        self.seen += [n for n in sessions if n not in self.seen]
+        with self.state.held:  # other hosts' parts read them (the rules, a model's rules)
+            self.fingerprints.update({k: v for k, v in found.items() if v is not None})
+            # in the config's order: hosts in flight side by side are fingerprinted in any order
+            order = {n: i for i, n in enumerate(self.state.config.stacks)}
+            self.seen = sorted({*self.seen, *sessions}, key=lambda n: (order.get(n, len(order)), n))
 
     def check(self) -> None:
         """Drift and the rules, on every stack fingerprinted so far (and the artifact rules once
         there are exports). A cycle in waves checks again after each wave's fingerprints: a
         wave's blocks are known before it loads anything, and the last check, on every stack,
         is the cycle's (a rule across stacks, the group's peers, sees them all)."""
+        with self.state.held:
+            self._check()
+
+    def _check(self) -> None:
         state = self.state
         if state.history is not None and not self._maxima_read:
             self.known_maxima = state.history.mindir_limits()

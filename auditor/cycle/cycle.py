@@ -10,9 +10,11 @@ only, and the rest of the cycle completes.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,18 @@ from auditor.runtime import EXPORT, MINDIR, OPERATOR, ArtifactFormat, RuntimeSpe
 from auditor.stacks.session import StackSession, close_sessions, reach
 from auditor.stacks.transport import CONNECTIONS
 from auditor.stacks.worker import StackWorker, WorkerError
+
+
+@dataclass
+class _Part:
+    """What one part of a cycle served: the held stacks', or one serving host's."""
+
+    done: dict[tuple[str, str], ProbeResult]
+    rolled: list[Any]
+    judged: list[Finding]
+    models: list[ProbeResult]
+    served: list[ProbeResult]
+    samples: list[Any] = field(default_factory=list)
 
 
 class Cycle:
@@ -180,18 +194,25 @@ class Cycle:
             n: self.state.reach.session(n, self.state.register) for n in cycle_stacks(self.config)
         }
         leasing = self.config.leases.enabled and self.state.history is not None
-        waves = fleet_waves.plan(self.config, sessions, split=leasing)
+        waves = fleet_waves.plan(self.config, sessions)
         self._publications: dict[str, publication.Publication | None] = {}
+        self._parts: dict[str, _Part] = {}
+        self._exported = threading.Event()
         tempdirs.reap()  # what an auditor killed with SIGKILL left behind (and its workers)
         with tempdirs.owned("auditor-cycle-") as tmp:
             self.state.tmp = Path(tmp)
+            window: fleet_waves.Window | None = None
             try:
-                # The held stacks with the first chunk of serving hosts ([worker] max_hosts,
-                # auditor.fleet.waves; without a cap, every stack): fingerprints, one NPU sample
-                # per host, drift and the rules, before anything is exported or loaded.
-                chunks = self._shared(waves) if leasing else iter(waves.chunks)
-                wave: tuple[str, ...] = (*waves.held, *next(chunks, ()))
-                samples = self._fingerprint(wave)
+                planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
+                trained: dict[str, dict[str, TrainOutcome]] = {}
+                if waves.serving:
+                    # Each serving host on its own, as many at once as [worker] max_hosts leaves
+                    # (auditor.fleet.waves): its fingerprints and the rules now, beside the held
+                    # stacks'; its loads once the exports are made; its workers ended when done.
+                    window = self._window(waves, leasing, planned, trained, Path(tmp)).start()
+                # The held stacks: fingerprints, one NPU sample per host, drift and the rules,
+                # before anything is exported or loaded.
+                samples = self._fingerprint(waves.held)
                 train_plan: dict[str, dict[str, ProbeJob]] = {}
                 for p in pairs:
                     for name in p.probes:
@@ -201,39 +222,47 @@ class Cycle:
                     for name in names:
                         for job in self._jobs(name):
                             train_plan.setdefault(stack, {})[job.key] = job
-                trained = self.state.parallel(
-                    {
-                        s: (
-                            (lambda s=s: self._published_stack(s, train_plan[s], Path(tmp)))
-                            if fleet.is_remote(s)
-                            else (lambda s=s: self._train_stack(sessions[s], train_plan[s], Path(tmp)))
-                        )
-                        for s in train_plan
-                    }
+                trained.update(
+                    self.state.parallel(
+                        {
+                            s: (
+                                (lambda s=s: self._published_stack(s, train_plan[s], Path(tmp)))
+                                if fleet.is_remote(s)
+                                else (lambda s=s: self._train_stack(sessions[s], train_plan[s], Path(tmp)))
+                            )
+                            for s in train_plan
+                        }
+                    )
                 )
                 self.compat.check_exports(trained, train_plan)
-                planned = [(p, job) for p in pairs for name in p.probes for job in jobs[(p.name, name)]]
-                by_job: dict[tuple[str, str], ProbeResult] = {}
-                rollouts, model_results, served, side = [], [], [], []
-                while True:  # each chunk: fingerprinted (the first already is), served, released
-                    done, rolled, judged = self._serve(wave, planned, trained, Path(tmp))
-                    by_job.update(done)
-                    rollouts += rolled
-                    side += judged
-                    # [models.NAME] (auditor.cycle.user_models), and [stacks.X.convert] served
-                    model_results += self.models.follow_up(sessions, wave)
-                    served += self._served_conversions({n: sessions[n] for n in wave})
-                    self._release(waves.released(wave))
-                    following = next(chunks, None)
-                    if following is None:
-                        break
-                    wave = following
-                    samples += self._fingerprint(wave)
+                self._exported.set()
+                self._parts[""] = self._serve_part(waves.held, planned, trained, Path(tmp))
+                part = self._parts[""]
+                part.samples = samples
+                if window is not None:
+                    window.join()
+                    window = None
+                self._in_stack_order()
+                # the held stacks' part first, then each serving host's, in the order of their names
+                parts = [self._parts[k] for k in ("", *waves.hosts) if k in self._parts]
+                by_job = {k: r for part in parts for k, r in part.done.items()}
                 results = [by_job[(p.name, job.key)] for p, job in planned if (p.name, job.key) in by_job]
-                results += self._in_config_order(model_results) + served
+                results += self._in_config_order([r for part in parts for r in part.models])
+                results += [r for part in parts for r in part.served]
+                rollouts = [r for part in parts for r in part.rolled]
                 rollouts += self.models.rollouts  # [models.NAME.rollout]
+                side = [f for part in parts for f in part.judged]
+                samples = [t for part in parts for t in part.samples]
             except BaseException:
+                failed = None
+                if window is not None:  # its hosts' parts fail fast, and it ends before their workers
+                    self.state.abort()
+                    with contextlib.suppress(BaseException):
+                        window.join()
+                    failed = window.error
                 self.close_leases()  # handed back at once: another auditor takes them now
+                if failed is not None and not isinstance(failed, CycleAborted):
+                    raise failed from None  # a host's part failed first: the abort here followed
                 raise
             finally:
                 close_sessions(list(sessions.values()))
@@ -275,8 +304,47 @@ class Cycle:
             leases=None if shares is None else {**shares.to_json(), "stacks": sorted(covered)},
         )
 
+    def _window(
+        self,
+        waves: fleet_waves.Waves,
+        leasing: bool,
+        planned: list[tuple[PairConfig, ProbeJob]],
+        trained: dict[str, dict[str, TrainOutcome]],
+        tmp: Path,
+    ) -> fleet_waves.Window:
+        """The serving hosts in flight (auditor.fleet.waves): every one, or with [leases] those
+        this auditor claims (auditor.fleet.leases) as places free up."""
+        shares = self._shared(waves) if leasing else None
+        hosts: list[str] | None = waves.hosts
+
+        def claim(places: int) -> list[str] | None:
+            nonlocal hosts
+            if shares is not None:
+                return shares.claim(places)
+            given, hosts = hosts, None
+            return given
+
+        def part(host: str) -> None:
+            stacks = waves.stacks_of([host])
+            samples = self._fingerprint(stacks)
+            while not self._exported.wait(0.5):  # the held stacks are still exporting
+                self.state.check()
+            self.state.check()
+            served = self._serve_part(stacks, planned, trained, tmp)
+            served.samples = samples
+            self._parts[host] = served
+            self._release(stacks)
+            if shares is not None:
+                shares.served([host])
+
+        # with [leases], [leases] claim hosts in flight at most: the others' to take meanwhile
+        size = waves.size if waves.size is not None else len(waves.serving)
+        if shares is not None:
+            size = shares.size
+        return fleet_waves.Window(size, part, claim, self.state.abort)
+
     def _shared(self, waves: fleet_waves.Waves) -> leases.SharedHosts:
-        """The serving hosts this auditor claims chunk by chunk ([leases], auditor.fleet.leases)."""
+        """The serving hosts this auditor claims ([leases], auditor.fleet.leases)."""
         history = self.state.history
         assert history is not None
         book = LeaseBook(history.engine, leases.holder_name(history.auditor_id), history.auditor_id)
@@ -292,14 +360,41 @@ class Cycle:
             shares, self.shares = self.shares, None
             shares.close(run_id, stored)
 
+    def _in_stack_order(self) -> None:
+        """What the hosts' parts added to the suites' shared lists, in the config's order of
+        their stacks (models first): hosts in flight side by side end in any order."""
+        rank = {n: i for i, n in enumerate(self.config.stacks)}
+        models = {n: i for i, n in enumerate(self.config.models)}
+
+        def at(subject: str) -> int:  # a stack, a pair "...->STACK", else first (a reference)
+            return rank.get(subject, rank.get(subject.rpartition("->")[2], -1))
+
+        self.models.findings.sort(key=lambda f: at(f.subject))
+        self.models.rollouts.sort(key=lambda r: (models.get(r.probe, -1), at(r.infer)))
+        self.compat.order_added(lambda f: at(f.subject))
+
     def _fingerprint(self, wave: Sequence[str]) -> list[Any]:
-        """A wave's fingerprints and NPU samples, then drift and the rules on every stack
-        fingerprinted so far (the wave's blocks are known before it loads anything)."""
+        """A part's fingerprints and NPU samples, then drift and the rules on every stack
+        fingerprinted so far (the part's blocks are known before it loads anything)."""
         part = {n: self.state.sessions[n] for n in wave}
         self.compat.collect(part)
         samples = self.telemetry.sample(part)
         self.compat.check()
         return samples
+
+    def _serve_part(
+        self,
+        wave: Sequence[str],
+        planned: list[tuple[PairConfig, ProbeJob]],
+        trained: dict[str, dict[str, TrainOutcome]],
+        tmp: Path,
+    ) -> _Part:
+        """What ``wave`` (the held stacks, or one serving host's) serves: the probes, the
+        [models.NAME] (auditor.cycle.user_models) and [stacks.X.convert] served files."""
+        done, rolled, judged = self._serve(wave, planned, trained, tmp)
+        models = self.models.follow_up(self.state.sessions, wave)
+        served = self._served_conversions({n: self.state.sessions[n] for n in wave})
+        return _Part(done, rolled, judged, models, served)
 
     def _serve(
         self,
@@ -322,17 +417,21 @@ class Cycle:
         inferred: dict[str, dict[tuple[str, str], InferOutcome]] = self.state.parallel(
             {s: (lambda s=s: self._infer_stack(sessions[s], infer_plan[s], trained)) for s in infer_plan}
         )
-        self.suite.behaviour(mine, inferred)  # the train cells score the drawn actions
-        results = [
-            self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
-            for p, job in mine
-        ]
-        if self.state.save_outputs is not None:
-            for p, job in mine:
-                self._save_sides(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
+        # What uses the held workers or the cycle's bookkeeping: one host's part at a time
+        # (CycleState.held); the host's own loads and runs above, its repeats below, beside others'.
+        with self.state.held:
+            self.suite.behaviour(mine, inferred)  # the train cells score the drawn actions
+            results = [
+                self._result(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
+                for p, job in mine
+            ]
+            if self.state.save_outputs is not None:
+                for p, job in mine:
+                    self._save_sides(p, job, trained[p.train][job.key], inferred[p.infer][(p.name, job.key)])
         self._peers(mine, inferred, results, trained)
-        results, rollouts = self.suite.follow_up(mine, results, trained, inferred, tmp)
-        judged = self.suite.side_findings(mine, trained, inferred)
+        with self.state.held:
+            results, rollouts = self.suite.follow_up(mine, results, trained, inferred, tmp)
+            judged = self.suite.side_findings(mine, trained, inferred)
         return {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}, rollouts, judged
 
     def _peers(
@@ -350,6 +449,36 @@ class Cycle:
         variant again in a fresh process on its own host, while it is still open: a host that
         repeats its own bits differs from its peers beyond its own repeatability; one that does
         not is not even repeatable."""
+        with self.state.held:
+            odd, first, exports = self._odd_members(mine, inferred, verdicts, trained)
+        sessions = self.state.sessions
+
+        def again(stack: str) -> None:
+            session = sessions[stack]
+
+            def load(worker: StackWorker, model: str, _job: ProbeJob) -> Any:
+                return self.state.load(worker, session.stack, model, exports[model])
+
+            self._rerun(session, odd[stack], load)
+
+        self.state.parallel({s: (lambda s=s: again(s)) for s in odd})  # on their own hosts
+        with self.state.held:
+            for stack, runs in odd.items():
+                for _, job, scratch in runs:
+                    said = (stack, job.spec.name, job.variant)
+                    self._repeats[said] = peers.repeat_words(scratch.rerun, first[said])
+
+    def _odd_members(
+        self,
+        mine: list[tuple[PairConfig, ProbeJob]],
+        inferred: dict[str, dict[tuple[str, str], InferOutcome]],
+        verdicts: list[ProbeResult],
+        trained: dict[str, dict[str, TrainOutcome]],
+    ) -> tuple[
+        dict[str, list[tuple[str, ProbeJob, InferOutcome]]], dict[tuple[str, str, str], str], dict[str, Path]
+    ]:
+        """The members' digests kept; those out of line with the peers so far, what each
+        runs again (model, job, its scratch outcome), its first digest, and the exports."""
         candidates = []
         for (pair, job), verdict in zip(mine, verdicts, strict=True):
             grouped = member(pair.infer)
@@ -376,21 +505,7 @@ class Cycle:
             exports[model] = train.export
             odd.setdefault(pair.infer, []).append((model, job, InferOutcome()))
             first[(pair.infer, job.spec.name, job.variant)] = self._digests[key][pair.infer]
-        sessions = self.state.sessions
-
-        def again(stack: str) -> None:
-            session = sessions[stack]
-
-            def load(worker: StackWorker, model: str, _job: ProbeJob) -> Any:
-                return self.state.load(worker, session.stack, model, exports[model])
-
-            self._rerun(session, odd[stack], load)
-
-        self.state.parallel({s: (lambda s=s: again(s)) for s in odd})
-        for stack, runs in odd.items():
-            for _, job, scratch in runs:
-                said = (stack, job.spec.name, job.variant)
-                self._repeats[said] = peers.repeat_words(scratch.rerun, first[said])
+        return odd, first, exports
 
     def _release(self, stacks: Sequence[str]) -> None:
         """End these stacks' workers, their hosts' warm zygotes and ssh connections (a wave is

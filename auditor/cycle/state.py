@@ -64,6 +64,11 @@ class CycleState:
     tmp: Path | None = None
     """The cycle's own temporary directory (staged exports and conversions)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    held: threading.RLock = field(default_factory=threading.RLock)
+    """Taken by each host's part of a cycle (auditor.fleet.waves) for what it shares with the
+    other hosts: the held stacks' workers (they answer one request at a time), the rules'
+    fingerprints and findings, the suites' once-per-cycle work (localizations, models' plans
+    and references). What a host does on its own workers alone runs without it."""
     _aborted: threading.Event = field(default_factory=threading.Event)
     _children: weakref.WeakSet[Killable] = field(default_factory=weakref.WeakSet)
     """What an abort kills: the workers and environment processes still in use. Weak, so that a

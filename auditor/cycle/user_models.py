@@ -20,7 +20,7 @@ finding of that model whatever the other side computed.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -262,9 +262,10 @@ class ModelSuite:
             if not targets:
                 continue
             self.state.check()
-            if model.name not in self._plans:
-                self._plans[model.name] = self._plan_model(model)
-            plan = self._plans[model.name]
+            with self.state.held:  # made once, by the first host's part that serves the model
+                if model.name not in self._plans:
+                    self._plans[model.name] = self._plan_model(model)
+                plan = self._plans[model.name]
             try:
                 results += self._run_model(plan, sessions, targets)
             except CycleAborted:
@@ -304,9 +305,10 @@ class ModelSuite:
         if plan.error is not None:  # nothing was run: the model is unchecked, and the result says why
             return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in targets]
         assert plan.info is not None
-        first, plan.ruled = not plan.ruled, True  # this model's first wave
-        findings = self._model_rules(plan, targets)  # on the wave's stacks, fingerprinted by now
-        self.compat.add(findings)
+        with self.state.held:
+            first, plan.ruled = not plan.ruled, True  # this model's first wave
+            findings = self._model_rules(plan, targets)  # on the wave's stacks, fingerprinted by now
+            self.compat.add(findings)
         self.state.artifacts[plan.info.sha256] = plan.data
         model_id = f"model/{model.name}/{plan.info.sha256[:12]}"
         path = str(Path(model.path).resolve())
@@ -328,16 +330,10 @@ class ModelSuite:
                 side.error = exc
             return side
 
-        if plan.reference is None:
-            plan.reference = _Side()
-            if model.train is not None:
-                plan.reference = self._train_network(model, sessions, plan.inputs, batch, plan.classes)
-            elif model.reference:
-                plan.reference = run_on(model.reference, serving=False)
-            else:
-                assert plan.golden is not None
-                plan.reference.outputs = plan.golden.outputs
-        reference = plan.reference
+        with self.state.held:  # the reference side once, on a held stack (auditor.fleet.waves)
+            if plan.reference is None:
+                plan.reference = self._reference(plan, sessions, batch, run_on)
+            reference = plan.reference
         todo: dict[str, Any] = {}
         sides: dict[str, _Side] = {}
         for t in targets:
@@ -356,16 +352,32 @@ class ModelSuite:
         for t, rerun in (self.state.parallel(again) if again else {}).items():
             sides[t].rerun = rerun
         judged = {model.reference_label: reference, **sides} if first else sides  # the reference once
-        self.findings += self._side_checks(plan, judged)
+        checked = self._side_checks(plan, judged)
         results = [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in targets]
-        results = [  # where a drifting model first diverges (auditor.cycle.model_localize)
-            replace(r, localization=self._localized(plan, sessions, r)) if r.status == DRIFT else r
-            for r in results
-        ]
-        if model.rollout is not None:
-            rolled = [r.infer for r in results if r.status in (CONSISTENT, DRIFT)]
-            self.rollouts += self._roll_out(plan, sessions, model_id, reference, rolled)
+        with self.state.held:  # the reference's worker again: localization, episodes
+            self.findings += checked
+            results = [  # where a drifting model first diverges (auditor.cycle.model_localize)
+                replace(r, localization=self._localized(plan, sessions, r)) if r.status == DRIFT else r
+                for r in results
+            ]
+            if model.rollout is not None:
+                rolled = [r.infer for r in results if r.status in (CONSISTENT, DRIFT)]
+                self.rollouts += self._roll_out(plan, sessions, model_id, reference, rolled)
         return results
+
+    def _reference(
+        self, plan: _Plan, sessions: dict[str, Any], batch: int, run_on: Callable[..., _Side]
+    ) -> _Side:
+        """The model's reference side: its training network, its reference stack, or its golden."""
+        model = plan.model
+        if model.train is not None:
+            return self._train_network(model, sessions, plan.inputs, batch, plan.classes)
+        if model.reference:
+            return run_on(model.reference, serving=False)
+        assert plan.golden is not None
+        reference = _Side()
+        reference.outputs = plan.golden.outputs
+        return reference
 
     def _localized(self, plan: _Plan, sessions: dict[str, Any], result: ProbeResult) -> Localization:
         """Localized once per file, reference, inputs that drifted and serving runtime release

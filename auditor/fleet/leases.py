@@ -1,20 +1,21 @@
-"""Auditors that share the work: ``[leases]`` splits a fleet's serving hosts between the
-auditors of one pool on one history database, each host audited once per cycle *slot*.
+"""Auditors that share the work: ``[leases]`` splits a fleet's serving hosts between the auditors
+of one pool on one history database, each host audited once per cycle *slot*.
 
 Every auditor runs its own held stacks (train stacks, publishers, models' references:
-auditor.fleet.waves), then takes serving hosts a few at a time: it claims the next hosts that
-nobody holds (or whose lease expired unfinished), audits them as a chunk, marks them served,
-and claims again. When no host is left to claim it waits for the hosts other auditors still
-work on, polling, so that a host whose holder died (its lease not renewed, so expired) is
-taken over within the cycle; hosts served by others are theirs to store. Its own hosts are
-done when its run is stored; a cycle that fails hands them back at once. The database side,
-and why a lease row rather than a row lock or a job queue: auditor.history.leases.
+auditor.fleet.waves), then takes serving hosts as it has places for them: it claims the next
+hosts that nobody holds (or whose lease expired unfinished), at most ``[leases] claim`` in
+flight, audits each, marks it served the moment its part is done, and claims again. When no host
+is left to claim it waits for the hosts other auditors still work on, polling, so that a host
+whose holder died (its lease not renewed, so expired) is taken over within the cycle; hosts
+served by others are theirs to store. Its own hosts are done when its run is stored; a cycle
+that fails hands them back at once. The database side, and why a lease row rather than a row
+lock or a job queue: auditor.history.leases.
 
 A slot is a period of wall-clock time (UTC): ``[leases] slot``, by default the schedule's
-interval, so daemons on one schedule share each period's hosts; ``auditor audit --slot
-LABEL`` names one (a deployment pipeline's run, say). A run under leases covers its held
-stacks and the hosts it claimed (stored as a narrowed run: it resolves no alert about a host
-another auditor audited).
+interval, so daemons on one schedule share each period's hosts; ``auditor audit --slot LABEL``
+names one (a deployment pipeline's run, say). A run under leases covers its held stacks and the
+hosts it claimed (stored as a narrowed run: it resolves no alert about a host another auditor
+audited).
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ def _some(hosts: Sequence[str], shown: int = 4) -> str:
 
 
 class SharedHosts(Iterator[tuple[str, ...]]):
-    """The chunks of serving hosts this auditor claims, one at a time (an iterator of their
-    stacks, as ``Waves.chunks``); a heartbeat renews its leases from ``start()`` to ``close()``."""
+    """The serving hosts this auditor claims, a few at a time (``claim``; each host marked
+    ``served`` as its part ends; iterated, the stacks of a chunk at a time); a heartbeat renews
+    its leases from ``start()`` to ``close()``."""
 
     def __init__(
         self,
@@ -208,9 +210,25 @@ class SharedHosts(Iterator[tuple[str, ...]]):
 
     # -- claiming ----------------------------------------------------------------------------
     def __next__(self) -> tuple[str, ...]:
+        """The stacks of the next hosts claimed, the previous ones served (a chunk at a time)."""
         if self._current:  # the previous chunk is served
-            self.book.served(self.slot.label, self._current, self.clock())
+            self.served(self._current)
             self._current = []
+        got = self.claim()
+        if not got:
+            raise StopIteration
+        self._current = got
+        return self.waves.stacks_of(got)
+
+    def served(self, hosts: list[str]) -> None:
+        """These hosts' part of the cycle is done (their leases end when the run is stored)."""
+        self.book.served(self.slot.label, hosts, self.clock())
+
+    def claim(self, most: int | None = None) -> list[str]:
+        """The next hosts this auditor claims (``[leases] claim`` at most, and ``most``); none:
+        no host is left, and the hosts other auditors hold were waited for as ``[leases] wait``
+        says."""
+        size = self.size if most is None else max(1, min(most, self.size))
         poll = min(5.0, max(0.5, self.config.expire / 10))
         while True:
             self.check()
@@ -222,21 +240,20 @@ class SharedHosts(Iterator[tuple[str, ...]]):
             until = now + timedelta(seconds=self.config.expire)
             got: list[str] = []
             for host in free:
-                if len(got) == self.size:
+                if len(got) == size:
                     break
                 if self.book.claim(self.slot.label, host, now, until):
                     got.append(host)
             if got:
                 self._waiting_since = None
                 self.mine += got
-                self._current = got
                 log.info("leases %s: claimed %s", self.slot.label, ", ".join(got))
-                return self.waves.stacks_of(got)
+                return got
             if free:
                 continue  # another auditor was quicker for each: look again
             pending = [h for h, lease in leases.items() if h not in self.mine and lease.pending(now)]
             if not pending or self._waited(now):
-                raise StopIteration
+                return []
             self.pause(poll)
 
     def _waited(self, now: datetime) -> bool:
