@@ -416,13 +416,19 @@ class StackWorker:
             except files.FileProblem as exc:
                 raise WorkerError(self.stack.name, op, "error", str(exc)) from None
         try:
-            self.proc.stdin.write(protocol.encode(dict(payload, op=op)))
-            self.proc.stdin.flush()
+            sent = self._send(protocol.encode(dict(payload, op=op)), time.monotonic() + timeout)
         except (BrokenPipeError, OSError):
             self.proc.wait()
             raise self._failure(
                 op, "crash", f"worker exited (status {self.proc.returncode}) before the request was sent"
             ) from None
+        if not sent:
+            if self._killed.is_set():
+                raise self._failure(op, "crash", "worker killed while the request was sent (cycle aborted)")
+            self.kill()
+            raise self._failure(
+                op, "timeout", f"the request was not taken within {timeout:g} s; worker process group killed"
+            )
         # An answer is at most what a tensor or a file could need: a file the auditor would read
         # ([files] max_size_mb), and a margin for a batch's outputs.
         most = self.file_limits.max_bytes + FRAME_MARGIN
@@ -461,6 +467,30 @@ class StackWorker:
                 traceback=str(err.get("traceback") or ""),
             )
         return Reply(frame.get("result") or {}, frame.get("log") or "", float(frame.get("seconds") or 0.0))
+
+    def _send(self, data: bytes, deadline: float) -> bool:
+        """Write a request, or give up at ``deadline`` (False): a worker that does not read
+        (stuck, or its host's connection stalled with a large request in flight) would block a
+        plain write for ever, before the answer's deadline ever starts."""
+        assert self.proc is not None and self.proc.stdin is not None
+        stdin = self.proc.stdin
+        stdin.flush()
+        fd = stdin.fileno()
+        os.set_blocking(fd, False)
+        view = memoryview(data)
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._killed.is_set():
+                    return False
+                if not selector.select(min(left, 0.5)):
+                    continue
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    continue
+        return True
 
     def _wait_quietly(self) -> bool:
         assert self.proc is not None

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from auditor.config.tables import StackConfig
@@ -19,7 +20,7 @@ from auditor.stacks.worker import StackWorker, WorkerError
 from auditor.worker import files
 
 LIAR = """
-import json, os, struct, subprocess, sys
+import json, os, struct, subprocess, sys, time
 sys.path[:0] = {paths!r}
 from auditor.worker import protocol
 out = os.fdopen(os.dup(1), "wb")
@@ -34,6 +35,9 @@ while True:
         header = json.dumps({{"body": {{"ok": True}}, "blobs": [4 * 1024 ** 3 - 1]}}).encode()
         out.write(b"AUDF" + struct.pack(">I", len(header)) + header)
         out.flush()
+    elif mode == "deaf":  # answers, then reads no more: stuck, or its host's connection stalled
+        protocol.write_frame(out, {{"ok": True, "result": {{"outputs": []}}}})
+        time.sleep(600)
     elif mode == "escape":
         child = subprocess.Popen(["sleep", "600"], start_new_session=True)
         with open("escaped.pid", "w") as f:
@@ -127,3 +131,17 @@ def test_the_protocols_own_limit_still_holds_for_the_worker_side():
 
     with pytest.raises(protocol.ProtocolError, match="over the"):
         protocol.read_frame(Stream())
+
+
+@pytest.mark.faults
+def test_a_worker_that_stops_reading_fails_the_request_at_its_deadline(tmp_path):
+    """A large request to a worker that no longer reads fills the pipe: the write itself must
+    end at the request's deadline, or the answer's deadline never starts."""
+    with liar(tmp_path, "deaf") as w:
+        w.start()
+        w.request("run", model="m", inputs=[], timeout=5)  # taken; it reads no more
+        big = [np.zeros(4 << 20, dtype=np.uint8)]  # far beyond a pipe's buffer
+        with pytest.raises(WorkerError) as caught:
+            w.request("run", model="m", inputs=big, timeout=1)
+        assert caught.value.kind == "timeout" and "not taken within 1 s" in caught.value.message
+        assert w.proc.poll() is not None  # killed
