@@ -236,9 +236,8 @@ class Cycle:
                 )
                 self.compat.check_exports(trained, train_plan)
                 self._exported.set()
-                self._parts[""] = self._serve_part(waves.held, planned, trained, Path(tmp))
-                part = self._parts[""]
-                part.samples = samples
+                self._parts[""] = self._serve(waves.held, planned, trained, Path(tmp))
+                self._parts[""].samples = samples
                 if window is not None:
                     window.join()
                     window = None
@@ -330,7 +329,7 @@ class Cycle:
             while not self._exported.wait(0.5):  # the held stacks are still exporting
                 self.state.check()
             self.state.check()
-            served = self._serve_part(stacks, planned, trained, tmp)
+            served = self._serve(stacks, planned, trained, tmp)
             served.samples = samples
             self._parts[host] = served
             self._release(stacks)
@@ -382,32 +381,20 @@ class Cycle:
         self.compat.check()
         return samples
 
-    def _serve_part(
-        self,
-        wave: Sequence[str],
-        planned: list[tuple[PairConfig, ProbeJob]],
-        trained: dict[str, dict[str, TrainOutcome]],
-        tmp: Path,
-    ) -> _Part:
-        """What ``wave`` (the held stacks, or one serving host's) serves: the probes, the
-        [models.NAME] (auditor.cycle.user_models) and [stacks.X.convert] served files."""
-        done, rolled, judged = self._serve(wave, planned, trained, tmp)
-        models = self.models.follow_up(self.state.sessions, wave)
-        served = self._served_conversions({n: self.state.sessions[n] for n in wave})
-        return _Part(done, rolled, judged, models, served)
-
     def _serve(
         self,
         wave: Sequence[str],
         planned: list[tuple[PairConfig, ProbeJob]],
         trained: dict[str, dict[str, TrainOutcome]],
         tmp: Path,
-    ) -> tuple[dict[tuple[str, str], ProbeResult], list[Any], list[Finding]]:
-        """The probes' serving side on the stacks of one wave: loads and runs, the train cells
-        scoring the drawn actions, the verdicts, the members' outputs against their peers',
-        then localization and rollouts (both workers of each pair alive) and each side's own
-        checks. The wave's outcomes end with it (a fleet's input-class and layer outputs
-        would otherwise be held for the whole cycle); a group's peers keep their outputs."""
+    ) -> _Part:
+        """What ``wave`` (the held stacks, or one serving host's) serves. The probes: loads and
+        runs, the train cells scoring the drawn actions, the verdicts, the members' outputs
+        against their peers', then localization and rollouts (both workers of each pair alive)
+        and each side's own checks; then the [models.NAME] (auditor.cycle.user_models) and the
+        [stacks.X.convert] served files. The wave's outcomes end with it (a fleet's input-class
+        and layer outputs would otherwise be held for the whole cycle); a group's peers keep
+        their outputs."""
         here = set(wave)
         mine = [(p, job) for p, job in planned if p.infer in here]
         infer_plan: dict[str, list[tuple[PairConfig, ProbeJob]]] = {}
@@ -432,7 +419,10 @@ class Cycle:
         with self.state.held:
             results, rollouts = self.suite.follow_up(mine, results, trained, inferred, tmp)
             judged = self.suite.side_findings(mine, trained, inferred)
-        return {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}, rollouts, judged
+        done = {(p.name, job.key): r for (p, job), r in zip(mine, results, strict=True)}
+        models = self.models.follow_up(sessions, wave)
+        served = self._served_conversions({n: sessions[n] for n in wave})
+        return _Part(done, rollouts, judged, models, served)
 
     def _peers(
         self,
