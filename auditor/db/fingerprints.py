@@ -85,19 +85,22 @@ def store(session: Any, digest: str, document: dict[str, Any], now: datetime) ->
     add_once(session, m.Fingerprint, digest=digest, created_at=now, template_digest=shared, own=own)
 
 
-def read(executor: Any, digests: Iterable[str]) -> dict[str, dict[str, Any]]:
+def read(executor: Any, digests: Iterable[str]) -> dict[str, dict[str, Any] | None]:
     """digest -> document of the stored fingerprints among ``digests`` (a Connection or a
-    Session: anything with ``execute``)."""
+    Session: anything with ``execute``); None where a damaged row cannot be read (the health
+    check names it)."""
     F, T = m.Fingerprint, m.FingerprintTemplate
     wanted = sorted({d for d in digests if d})
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, Any] | None] = {}
     for i in range(0, len(wanted), _CHUNK):
         q = (
             select(F.digest, T.document, F.own)
             .join(T, T.digest == F.template_digest)
             .where(F.digest.in_(wanted[i : i + _CHUNK]))
         )
-        out.update((digest, join(template, own)) for digest, template, own in executor.execute(q))
+        for digest, template, own in executor.execute(q):
+            readable = isinstance(template, dict) and (own is None or isinstance(own, dict))
+            out[digest] = join(template, own) if readable else None
     return out
 
 

@@ -672,7 +672,7 @@ class Store:
                 return run_id, digest, document
         return None
 
-    def fingerprints(self, digests: list[str]) -> dict[str, dict]:
+    def fingerprints(self, digests: list[str]) -> dict[str, dict | None]:
         with Session(self.engine) as s:
             return fingerprints.read(s, digests)
 

@@ -100,7 +100,7 @@ def bad_timestamp(path: Path) -> None:
 
 
 def bad_json(path: Path) -> None:
-    _sql(path, "UPDATE fingerprints SET document = '{broken' WHERE rowid = 1")
+    _sql(path, "UPDATE fingerprint_templates SET document = '{broken' WHERE rowid = 1")
 
 
 def _sql(path: Path, *statements: str) -> None:
