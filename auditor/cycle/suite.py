@@ -61,6 +61,7 @@ class ProbeSuite:
         self._references: dict[tuple[str, str], dict[str, np.ndarray] | None] = {}
         """The side checks' declared invariants, inputs and float64 references, by job (and
         input class): the same for every stack judged."""
+        self._golden_table: dict[Key, baseline.Golden] | None = None
         self._localizations: dict[tuple[str, str, str], localize.Localization | None] = {}
         """By train stack, probe variant and serving release: a fleet's hosts on one release
         share the localization of one export."""
@@ -416,7 +417,7 @@ class ProbeSuite:
         inferred: dict[str, dict[tuple[str, str], InferOutcome]],
         tmp: Path,
     ) -> tuple[list[ProbeResult], list[rollout.RolloutResult]]:
-        goldens = load_goldens(self.state.history.engine) if self.state.history is not None else None
+        goldens = self._goldens()
         out: list[ProbeResult] = []
         rollouts: list[rollout.RolloutResult] = []
         for (pair, job), r in zip(planned, results, strict=True):
@@ -455,6 +456,15 @@ class ProbeSuite:
             if rolls and r.status in (CONSISTENT, DRIFT):
                 rollouts.append(self._rollout(pair, job, infer))
         return out, rollouts
+
+    def _goldens(self) -> dict[Key, baseline.Golden] | None:
+        """The history's goldens, read once per cycle (every host's part asks; none change
+        while a cycle runs: ``golden record`` is a command of its own)."""
+        if self.state.history is None:
+            return None
+        if self._golden_table is None:
+            self._golden_table = load_goldens(self.state.history.engine)
+        return self._golden_table
 
     def _rollout_pair(self, pair: PairConfig) -> bool:
         selected = self.state.config.rollout.pairs
