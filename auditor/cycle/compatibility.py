@@ -9,8 +9,9 @@ A finding that blocks a probe variant is its result, reported once; the load is 
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from auditor.cycle import causes
@@ -68,17 +69,19 @@ class Compatibility:
         return self._checked + self._added
 
     def add(self, findings: Iterable[Finding]) -> None:
-        """Findings of the rules on other files (a model's): once per key, however many waves
-        ask for the same."""
+        """Findings of the rules on other files (a model's): once per key, however many parts
+        ask for the same; kept in the config's order of the stacks they name (hosts' parts
+        end in any order)."""
+        rank = {n: i for i, n in enumerate(self.state.config.stacks)}
+
+        def at(f: Finding) -> int:  # a stack, a pair "...->STACK", else first
+            return rank.get(f.subject, rank.get(f.subject.rpartition("->")[2], -1))
+
         keys = {f.key for f in self.findings}
         for f in findings:
             if f.key not in keys:
                 keys.add(f.key)
-                self._added.append(f)
-
-    def order_added(self, key: Callable[[Finding], int]) -> None:
-        """Sort the findings ``add`` kept (stable: a key's own order stays)."""
-        self._added.sort(key=key)
+                bisect.insort_right(self._added, f, key=at)
 
     # -- before any probe: fingerprints, drift, the rules on them --------------------------------
     def collect(self, sessions: dict[str, StackSession]) -> None:

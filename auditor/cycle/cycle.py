@@ -49,7 +49,7 @@ from auditor.cycle.jobs import (
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
 from auditor.cycle.telemetry import DeviceTelemetry
-from auditor.cycle.user_models import ModelSuite
+from auditor.cycle.user_models import ModelsServed, ModelSuite
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
 from auditor.fleet import leases, peers
@@ -85,7 +85,7 @@ class _Part:
     done: dict[tuple[str, str], ProbeResult]
     rolled: list[Any]
     judged: list[Finding]
-    models: list[ProbeResult]
+    models: ModelsServed
     served: list[ProbeResult]
     samples: list[Any] = field(default_factory=list)
 
@@ -241,16 +241,17 @@ class Cycle:
                 if window is not None:
                     window.join()
                     window = None
-                self._in_stack_order()
-                # the held stacks' part first, then each serving host's, in the order of their names
+                # the held stacks' part first, then each serving host's, in the order of their
+                # names (not in the order they ended)
                 parts = [self._parts[k] for k in ("", *waves.hosts) if k in self._parts]
                 by_job = {k: r for part in parts for k, r in part.done.items()}
                 results = [by_job[(p.name, job.key)] for p, job in planned if (p.name, job.key) in by_job]
-                results += self._in_config_order([r for part in parts for r in part.models])
+                results += self._in_config_order([r for part in parts for r in part.models.results])
                 results += [r for part in parts for r in part.served]
                 rollouts = [r for part in parts for r in part.rolled]
-                rollouts += self.models.rollouts  # [models.NAME.rollout]
+                rollouts += [r for part in parts for r in part.models.rollouts]  # [models.NAME.rollout]
                 side = [f for part in parts for f in part.judged]
+                model_findings = [f for part in parts for f in part.models.findings]
                 samples = [t for part in parts for t in part.samples]
             except BaseException:
                 failed = None
@@ -282,7 +283,7 @@ class Cycle:
             + self.suite.findings(results, rollouts)
             + side  # each stack and probe variant judged once (ProbeSuite.side_findings)
             + peers.digest_findings(self._digests, self._distinct, self._repeats)
-            + self.models.findings
+            + model_findings
             + self.telemetry.findings(samples)
             + self._unchecked(stacks, read)
             + (shares.findings() if shares is not None else [])
@@ -358,19 +359,6 @@ class Cycle:
         if self.shares is not None:
             shares, self.shares = self.shares, None
             shares.close(run_id, stored)
-
-    def _in_stack_order(self) -> None:
-        """What the hosts' parts added to the suites' shared lists, in the config's order of
-        their stacks (models first): hosts in flight side by side end in any order."""
-        rank = {n: i for i, n in enumerate(self.config.stacks)}
-        models = {n: i for i, n in enumerate(self.config.models)}
-
-        def at(subject: str) -> int:  # a stack, a pair "...->STACK", else first (a reference)
-            return rank.get(subject, rank.get(subject.rpartition("->")[2], -1))
-
-        self.models.findings.sort(key=lambda f: at(f.subject))
-        self.models.rollouts.sort(key=lambda r: (models.get(r.probe, -1), at(r.infer)))
-        self.compat.order_added(lambda f: at(f.subject))
 
     def _fingerprint(self, wave: Sequence[str]) -> list[Any]:
         """A part's fingerprints and NPU samples, then drift and the rules on every stack

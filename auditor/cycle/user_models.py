@@ -201,6 +201,17 @@ def pair_name(model: ModelConfig, target: str) -> str:
     return f"{model.name}:{model.reference_label}->{target}"
 
 
+@dataclass
+class ModelsServed:
+    """What the models served on some stacks (one part of a cycle, auditor.fleet.waves)."""
+
+    results: list[ProbeResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    """The ranges the models' graphs imply, broken on a side (each side alone)."""
+    rollouts: list[RolloutResult] = field(default_factory=list)
+    """``[models.NAME.rollout]``: each model's episodes, reference against each serving stack."""
+
+
 class ModelSuite:
     """The model probes of a cycle, a part the cycle composes: on its shared state (sessions,
     timing, the artifacts kept) and its compatibility checks (rules, learned limits)."""
@@ -209,12 +220,8 @@ class ModelSuite:
         self.state, self.compat = state, compat
         self.comparators = comparators
         """By name: ``importance_ratios`` judges a model that declares its ``policy``."""
-        self.findings: list[Finding] = []
-        """The ranges the models' graphs imply, broken on a side (each side alone)."""
         self._localizations: dict[tuple[str, ...], Localization] = {}
         """Localizations made this cycle (auditor.cycle.model_localize), by file and release."""
-        self.rollouts: list[RolloutResult] = []
-        """``[models.NAME.rollout]``: each model's episodes, reference against each serving stack."""
         self._plans: dict[str, _Plan] = {}
         """Each model's plan, made on its first wave of serving stacks."""
 
@@ -251,11 +258,11 @@ class ModelSuite:
         names = [spec.name for spec in plan.model.inputs]
         return names or [t.name for t in ((plan.info.inputs if plan.info else None) or ())]
 
-    def follow_up(self, sessions: dict[str, Any], serving: Iterable[str] | None = None) -> list[ProbeResult]:
-        """Every model on its serving stacks among ``serving`` (None: all of them); a cycle in
-        waves (auditor.fleet.waves) calls this once per wave, and each model's plan, rules and
-        reference side are made on its first."""
-        results: list[ProbeResult] = []
+    def follow_up(self, sessions: dict[str, Any], serving: Iterable[str] | None = None) -> ModelsServed:
+        """Every model on its serving stacks among ``serving`` (None: all of them); a cycle's
+        parts (auditor.fleet.waves) each call this, and each model's plan, rules and reference
+        side are made on the first."""
+        out = ModelsServed()
         wave = None if serving is None else set(serving)
         for model in self.state.config.models.values():
             targets = [t for t in model.stacks if wave is None or t in wave]
@@ -267,17 +274,17 @@ class ModelSuite:
                     self._plans[model.name] = self._plan_model(model)
                 plan = self._plans[model.name]
             try:
-                results += self._run_model(plan, sessions, targets)
+                out.results += self._run_model(plan, sessions, targets, out)
             except CycleAborted:
                 raise
             except Exception as exc:  # a case no check foresaw fails this model, not the cycle
                 said = f"the auditor failed on {model.path}: {type(exc).__name__}: {exc}"
                 log = traceback.format_exc()
-                results += [
+                out.results += [
                     ProbeResult(status=ERROR, message=said, log=log, **self._model_base(plan, t))
                     for t in targets
                 ]
-        return results
+        return out
 
     def _model_rules(self, plan: _Plan, targets: list[str]) -> list[Finding]:
         """The artifact rules on the file, each of ``targets`` (serving stacks) paired with
@@ -300,7 +307,10 @@ class ModelSuite:
 
         return PairConfig(f"{model.name}:{model.reference_label}", target, (model.name,))
 
-    def _run_model(self, plan: _Plan, sessions: dict[str, Any], targets: list[str]) -> list[ProbeResult]:
+    def _run_model(
+        self, plan: _Plan, sessions: dict[str, Any], targets: list[str], out: ModelsServed
+    ) -> list[ProbeResult]:
+        """The model's results on ``targets``; its side checks' findings and rollouts go to ``out``."""
         model = plan.model
         if plan.error is not None:  # nothing was run: the model is unchecked, and the result says why
             return [self._model_failed(model, t, plan, plan.error, UNCHECKED) for t in targets]
@@ -352,17 +362,16 @@ class ModelSuite:
         for t, rerun in (self.state.parallel(again) if again else {}).items():
             sides[t].rerun = rerun
         judged = {model.reference_label: reference, **sides} if first else sides  # the reference once
-        checked = self._side_checks(plan, judged)
+        out.findings += self._side_checks(plan, judged)
         results = [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in targets]
         with self.state.held:  # the reference's worker again: localization, episodes
-            self.findings += checked
             results = [  # where a drifting model first diverges (auditor.cycle.model_localize)
                 replace(r, localization=self._localized(plan, sessions, r)) if r.status == DRIFT else r
                 for r in results
             ]
             if model.rollout is not None:
                 rolled = [r.infer for r in results if r.status in (CONSISTENT, DRIFT)]
-                self.rollouts += self._roll_out(plan, sessions, model_id, reference, rolled)
+                out.rollouts += self._roll_out(plan, sessions, model_id, reference, rolled)
         return results
 
     def _reference(
