@@ -181,7 +181,7 @@ def generate_history(
                 digest = fingerprint_digest(doc)
                 digests[(name, upgraded)] = digest
                 if templates:
-                    fingerprints.store(Session(conn), digest, doc, start)
+                    fingerprints.store(Session(conn), {digest: doc}, start)
                 else:
                     old = OLD_FINGERPRINTS
                     if conn.scalar(select(old.c.digest).where(old.c.digest == digest)) is None:

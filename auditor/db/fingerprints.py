@@ -23,7 +23,7 @@ drift and the reports know (``auditor.results.fingerprint_digest``); only its st
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -76,13 +76,22 @@ def join(template: dict[str, Any], own: dict[str, Any] | None) -> dict[str, Any]
     return document
 
 
-def store(session: Any, digest: str, document: dict[str, Any], now: datetime) -> None:
-    """Store the document of ``digest`` (its whole digest) unless it is stored: its template
-    once for every document that shares it, its own part on its row."""
-    template, own = split(document)
-    shared = document_digest(template)
-    add_once(session, m.FingerprintTemplate, digest=shared, created_at=now, document=template)
-    add_once(session, m.Fingerprint, digest=digest, created_at=now, template_digest=shared, own=own)
+def store(session: Any, documents: Mapping[str, dict[str, Any]], now: datetime) -> None:
+    """Store each document by its whole digest (digest -> document) unless it is stored: its
+    template once for every document that shares it, its own part on its row. A cycle's
+    documents are mostly its last cycle's: those are found in one query and not split again."""
+    F = m.Fingerprint
+    wanted = sorted(documents)
+    stored: set[str] = set()
+    for i in range(0, len(wanted), _CHUNK):
+        stored.update(session.scalars(select(F.digest).where(F.digest.in_(wanted[i : i + _CHUNK]))))
+    for digest in wanted:
+        if digest in stored:
+            continue
+        template, own = split(documents[digest])
+        shared = document_digest(template)
+        add_once(session, m.FingerprintTemplate, digest=shared, created_at=now, document=template)
+        add_once(session, F, digest=digest, created_at=now, template_digest=shared, own=own)
 
 
 def read(executor: Any, digests: Iterable[str]) -> dict[str, dict[str, Any] | None]:

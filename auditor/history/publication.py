@@ -168,7 +168,7 @@ def write(session: Session, run_id: int, auditor_id: str, sets: list[Publication
         digest = None
         if pub.fingerprint is not None:
             digest = fingerprint_digest(pub.fingerprint)
-            fingerprints.store(session, digest, pub.fingerprint, now)
+            fingerprints.store(session, {digest: pub.fingerprint}, now)
         row = m.Publication(
             run_id=run_id,
             auditor_id=auditor_id,

@@ -41,7 +41,6 @@ from auditor.results import (
     LearnedMaximum,
     LearnedOperator,
     RolloutResult,
-    fingerprint_digest,
     open_loop_status,
 )
 
@@ -484,6 +483,11 @@ class Store:
             if selection is not None:
                 run.selection = selection
             stack_ids: dict[str, int] = {}
+            digests = {n: rep.fingerprint_digest for n, rep in result.stacks.items()}
+            documents = {
+                digests[n]: rep.fingerprint for n, rep in result.stacks.items() if rep.fingerprint is not None
+            }
+            fingerprints.store(s, documents, _now())
             for name, rep in result.stacks.items():
                 stack = stack_row(
                     s,
@@ -495,15 +499,11 @@ class Store:
                     device=rep.device,
                 )
                 stack_ids[name] = stack.id
-                digest = None
-                if rep.fingerprint is not None:
-                    digest = fingerprint_digest(rep.fingerprint)
-                    fingerprints.store(s, digest, rep.fingerprint, _now())
                 s.add(
                     m.RunStack(
                         run_id=run_id,
                         stack_id=stack.id,
-                        fingerprint_digest=digest,
+                        fingerprint_digest=digests[name],
                         error="\n".join(filter(None, [rep.error, *rep.problems])) or None,
                     )
                 )
