@@ -27,7 +27,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -145,10 +145,10 @@ def _some(hosts: Sequence[str], shown: int = 4) -> str:
     return ", ".join(hosts[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-class SharedHosts(Iterator[tuple[str, ...]]):
-    """The serving hosts this auditor claims, a few at a time (``claim``; each host marked
-    ``served`` as its part ends; iterated, the stacks of a chunk at a time); a heartbeat renews
-    its leases from ``start()`` to ``close()``."""
+class SharedHosts:
+    """The serving hosts this auditor claims, a few at a time as it has places for them
+    (``claim``), each marked ``served`` as its part ends; a heartbeat renews its leases from
+    ``start()`` to ``close()``."""
 
     def __init__(
         self,
@@ -172,7 +172,6 @@ class SharedHosts(Iterator[tuple[str, ...]]):
         self.hosts = [host for host, _ in waves.serving]
         self.size = self.chunk_size(config, waves)
         self.mine: list[str] = []
-        self._current: list[str] = []
         self._waiting_since: float | None = None
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -209,17 +208,6 @@ class SharedHosts(Iterator[tuple[str, ...]]):
             self.book.give_up(self.slot.label)
 
     # -- claiming ----------------------------------------------------------------------------
-    def __next__(self) -> tuple[str, ...]:
-        """The stacks of the next hosts claimed, the previous ones served (a chunk at a time)."""
-        if self._current:  # the previous chunk is served
-            self.served(self._current)
-            self._current = []
-        got = self.claim()
-        if not got:
-            raise StopIteration
-        self._current = got
-        return self.waves.stacks_of(got)
-
     def served(self, hosts: list[str]) -> None:
         """These hosts' part of the cycle is done (their leases end when the run is stored)."""
         self.book.served(self.slot.label, hosts, self.clock())
@@ -266,7 +254,7 @@ class SharedHosts(Iterator[tuple[str, ...]]):
         return self.slot.ends is not None and now >= self.slot.ends
 
     def shares(self) -> Shares:
-        """Who has which host now (after the last chunk)."""
+        """Who has which host now (after the last claim)."""
         now = self.clock()
         leases = self.book.leases(self.slot.label, self.hosts)
         out = Shares(self.slot.label, list(self.mine))

@@ -158,32 +158,19 @@ REPEATS = {
 }
 
 
-def output_findings(
-    groups: Mapping[tuple[str, str, str, str], Mapping[str, list[Any]]],
-    repeats: Mapping[tuple[str, str, str], str] | None = None,
-) -> list[Finding]:
-    """Members whose outputs differ bitwise from a strict majority of their peers' on the same
-    export and inputs: ``groups`` maps (train stack, grouped stack, probe, variant) to each
-    member's outputs. Same file, same inputs, same runtime release: expected bitwise equal, so
-    a difference is the host's (its CPU, its libraries, its memory), even within tolerance of
-    the reference. ``repeats``: (member, probe, variant) -> what the member's own rerun said
-    (``repeat_words``), where its wave could tell (the majority formed by then)."""
-    digests = {
-        key: {m: output_digest(list(outs)) for m, outs in members.items()} for key, members in groups.items()
-    }
-    distinct = {
-        key: {digests[key][m]: outs for m, outs in members.items()} for key, members in groups.items()
-    }
-    return digest_findings(digests, distinct, repeats)
-
-
 def digest_findings(
     digests: Mapping[tuple[str, str, str, str], Mapping[str, str]],
     distinct: Mapping[tuple[str, str, str, str], Mapping[str, list[Any]]],
     repeats: Mapping[tuple[str, str, str], str] | None = None,
 ) -> list[Finding]:
-    """``output_findings`` from each member's output digest and the outputs of each distinct
-    digest (a cycle keeps one copy of what its peers computed alike, not one per host)."""
+    """Members whose outputs differ bitwise from a strict majority of their peers' on the same
+    export and inputs: ``digests`` maps (train stack, grouped stack, probe, variant) to each
+    member's output digest, ``distinct`` to the outputs of each distinct digest (a cycle keeps
+    one copy of what its peers computed alike, not one per host). Same file, same inputs, same
+    runtime release: expected bitwise equal, so a difference is the host's (its CPU, its
+    libraries, its memory), even within tolerance of the reference. ``repeats``: (member, probe,
+    variant) -> what the member's own rerun said (``repeat_words``), where the peers seen by
+    then could tell."""
     found = []
     for (train, base, probe, variant), members in digests.items():
         if len(members) < MIN_MEMBERS:

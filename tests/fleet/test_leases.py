@@ -41,10 +41,28 @@ def book(store: Store, who: str) -> LeaseBook:
     return LeaseBook(store.engine, leases.holder_name(who), who)
 
 
-def shared(b: LeaseBook, clock: Clock, pause=None, **kw) -> leases.SharedHosts:  # noqa: ANN001
+class Chunks(leases.SharedHosts):
+    """An auditor that audits its claims a chunk at a time: iterated, the stacks of the next
+    hosts it claims, the hosts of the chunk before served."""
+
+    _current: list[str] = []
+
+    def __iter__(self) -> Chunks:
+        return self
+
+    def __next__(self) -> tuple[str, ...]:
+        if self._current:
+            self.served(self._current)
+        self._current = self.claim()
+        if not self._current:
+            raise StopIteration
+        return self.waves.stacks_of(self._current)
+
+
+def shared(b: LeaseBook, clock: Clock, pause=None, **kw) -> Chunks:  # noqa: ANN001
     cfg = LeasesConfig(enabled=True, claim=kw.pop("claim", 3), expire=kw.pop("expire", 10.0), **kw)
     more = {"pause": pause} if pause is not None else {}
-    return leases.SharedHosts(b, WAVES, cfg, leases.Slot("fleet:t", None), clock=clock, **more)
+    return Chunks(b, WAVES, cfg, leases.Slot("fleet:t", None), clock=clock, **more)
 
 
 def test_one_claim_per_host_and_slot_whoever_asks(store: Store) -> None:
