@@ -74,7 +74,7 @@ class Latency:
 @dataclass(frozen=True)
 class Throughput:
     """Samples per second the serving (infer) side runs at one batch size: batch / p50 of the
-    timed calls (auditor.cycle.latency)."""
+    timed calls (auditor.policy.latency)."""
 
     batch: int
     samples_per_s: float
@@ -172,14 +172,14 @@ class ProbeResult:
     log: str = ""
     checks: tuple[MetricCheck, ...] = ()
     """What the probe's comparators (and the fresh-process rerun) measured, beyond ``outputs``."""
-    # -- probe suite (auditor.cycle.latency, auditor.cycle.localize, auditor.cycle.baseline) --
+    # -- probe suite (auditor.policy.latency, auditor.policy.localize, auditor.policy.baseline) --
     train_latencies: tuple[Latency, ...] = ()
     """Latency at the other batch sizes of ``[latency] batches`` (the probe's own is train_latency)."""
     infer_latencies: tuple[Latency, ...] = ()
     localization: Any = None
-    """auditor.cycle.localize.Localization of a drifting variant: the first layer out of tolerance."""
+    """auditor.policy.localize.Localization of a drifting variant: the first layer out of tolerance."""
     baseline: tuple[Any, ...] = ()
-    """auditor.cycle.baseline.BaselineCheck per side: the outputs against their golden."""
+    """auditor.policy.baseline.BaselineCheck per side: the outputs against their golden."""
     samples: int = 0
     """How many samples (rows of the input batch) both sides ran and were compared on."""
     throughput: tuple[Throughput, ...] = ()
@@ -190,7 +190,7 @@ class ProbeResult:
     highest (None: fewer than two batches timed)."""
     conversion: Artifact | None = None
     """What the serving stack's MindSpore Lite converter made of ``artifact`` and ran in its
-    place (auditor.cycle.convert): digest, format, options, converter version, source."""
+    place (auditor.policy.convert): digest, format, options, converter version, source."""
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ class CycleResult:
     run_id: int | None = None
     learned_maxima: list[LearnedMaximum] = field(default_factory=list)
     rollouts: list[RolloutResult] = field(default_factory=list)
-    """Per rolled-out pair (closed and open loop; auditor.cycle.rollout)."""
+    """Per rolled-out pair (closed and open loop; auditor.policy.rollout)."""
     learned_operators: list[LearnedOperator] = field(default_factory=list)
     """Operators a load failed on (stored; auditor.rules.operator_support)."""
     publications: list[Any] = field(default_factory=list)

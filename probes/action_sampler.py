@@ -44,7 +44,7 @@ RERUN_IN_FRESH_PROCESS = ("seeded-normal", "seeded-uniform")
 NOISE = ("input", "normal", "uniform")
 
 
-# Checked on each stack's outputs alone (auditor.cycle.invariants).
+# Checked on each stack's outputs alone (auditor.policy.invariants).
 NAN_PROPAGATES = ("sample",)
 
 

@@ -43,7 +43,7 @@ ROW_CLASSES = ("ordinary", "huge", "denormal", "nan", "+inf", "-inf")
 NEAR_ZERO_VAR = 1e-12
 
 
-# Checked on each stack's outputs alone (auditor.cycle.invariants): the clip bounds every finite
+# Checked on each stack's outputs alone (auditor.policy.invariants): the clip bounds every finite
 # observation's output; a NaN/Inf observation that comes out finite is a hazard.
 NAN_PROPAGATES = ("normalized",)
 

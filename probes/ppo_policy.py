@@ -179,7 +179,7 @@ def make_inputs(params):
     return [obs.astype(dtype), actions.astype(dtype)]
 
 
-# Checked on each stack's outputs alone (auditor.cycle.invariants): what any correct runtime computes.
+# Checked on each stack's outputs alone (auditor.policy.invariants): what any correct runtime computes.
 NAN_PROPAGATES = ("mean", "logp", "action")
 ORDINARY = ("random", "sweep")
 

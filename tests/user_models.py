@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from auditor.cycle.preflight import seeded_inputs
+from auditor.policy.model_file import seeded_inputs
 from auditor.worker.mindir import read_info
 from tests.conftest import DEFAULT_CONFIG, REPO, stack_python
 

@@ -1,5 +1,5 @@
 """``auditor baseline show|reset``: the golden results later runs are compared with
-(auditor.cycle.baseline)."""
+(auditor.policy.baseline)."""
 
 from __future__ import annotations
 

@@ -17,15 +17,15 @@ from auditor.cli.exits import EXIT_USAGE
 from auditor.cli.selection import check_names, narrowed, selection_of, selector_options
 from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
-from auditor.cycle.preflight import (
+from auditor.gate.preflight import (
     OK,
     CheckReport,
-    ModelInputError,
     StackVerdict,
     loads_mindir,
     preflight_many,
 )
 from auditor.history.store import Store, StoreError
+from auditor.policy.model_file import ModelInputError
 from auditor.runtime import RuntimeSpec
 
 

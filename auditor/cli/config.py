@@ -39,7 +39,7 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
       1  valid, but something it asks for cannot work (listed)
       2  not valid (every problem with its key path)
     """
-    from auditor.cycle.readiness import check
+    from auditor.gate.readiness import check
 
     config = obj.config()
     url = obj.db_url(config)

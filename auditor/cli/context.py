@@ -104,7 +104,7 @@ class Context:
         """The config, or ConfigError listing every problem (the daemon's reload keeps the old
         config then, instead of exiting)."""
         from auditor.config.load import parse, plugin_dirs, read_document
-        from auditor.cycle.env_process import env_problem
+        from auditor.policy.env_process import env_problem
 
         path = self.find_config()
         assert path is not None

@@ -15,8 +15,7 @@ from auditor.compare.golden import GoldenError, read_golden, write_golden
 from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
 from auditor.config.user_models import ModelConfig
-from auditor.cycle.preflight import ModelInputError, other_formats, read_model
-from auditor.cycle.user_models import build_network, model_inputs
+from auditor.policy.model_file import ModelInputError, build_network, model_inputs, other_formats, read_model
 from auditor.stacks.worker import WorkerError
 
 

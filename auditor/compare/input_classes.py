@@ -306,7 +306,7 @@ def pair_checks(
     legitimately differs by far more than the ordinary tolerance, the count of values NaN/Inf
     on one side only and the largest finite difference are recorded (no limit). The metrics
     are named ``class_*`` so that they never mix with the outputs' own. What is wrong there is
-    judged on each side alone (auditor.cycle.invariants). ``swept_limit`` False: a sweep's
+    judged on each side alone (auditor.policy.invariants). ``swept_limit`` False: a sweep's
     elements beyond tolerance are counted, not judged (a model computing in float16, whose
     rounding grows with the sweep's magnitudes and which has no float64 reference to decide)."""
     checks = []

@@ -137,7 +137,7 @@ def parse(
     param_schemas maps a probe name to its parameters' declarations (``ProbeSpec.param_schema``);
     a probe not in it has its parameters' types inferred from the defaults in known_probes.
     env_problem says why a gymnasium environment id cannot be made (None: it can); without it
-    ``[rollout] env`` is not checked (auditor.cycle.env_process.env_problem asks a child).
+    ``[rollout] env`` is not checked (auditor.policy.env_process.env_problem asks a child).
     """
     p = _Parse(doc, source)
     folder = str(Path(source).resolve().parent) if source else "."

@@ -191,7 +191,7 @@ class ConvertTable:
     MindSpore Lite conversion the deployment runs before it serves a model. Each cycle converts
     the train side's export (or the model's file) with exactly these options in the serving
     stack, records the converted artifact (digest, format, options, the converter's version)
-    and audits the converted model (auditor.cycle.convert)."""
+    and audits the converted model (auditor.policy.convert)."""
 
     optimize: Choice("none", "general", "ascend_oriented") = "general"
     """The converter's graph optimization: none, general (CPU) or ascend_oriented (needs CANN on
@@ -417,7 +417,7 @@ class ModelPolicyTable:
 class ModelRolloutTable:
     """``[models.NAME.rollout]``: closed-loop episodes of the model on a gymnasium environment,
     the reference side (the training network or the reference stack) against each serving
-    stack, from the same seeds (auditor.cycle.model_rollout)."""
+    stack, from the same seeds (auditor.policy.model_rollout)."""
 
     env: Name
     """A registered gymnasium id ("Pendulum-v1"), "package.module:Name-v0" (the module
@@ -639,7 +639,7 @@ class LatencyConfig:
 @section
 class RolloutConfig:
     """``[rollout]``: closed-loop episodes of a probe's action, deterministic or sampled
-    (auditor.cycle.rollout)."""
+    (auditor.policy.rollout)."""
 
     enabled: Bool = True
     """Run the rollouts."""

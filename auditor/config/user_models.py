@@ -179,7 +179,7 @@ class ModelConfig:
     rollout: ModelRollout | None = None
     """``[models.NAME.rollout]``: closed-loop episodes (enabled), or None."""
     input_classes: tuple[str, ...] | None = None
-    """The input classes to run (None: all that apply; auditor.cycle.model_classes)."""
+    """The input classes to run (None: all that apply; auditor.policy.classes)."""
     class_input: str | None = None
     """The input they vary (None: the rollout's observation, else the first float input)."""
     nan_hazard: bool = True

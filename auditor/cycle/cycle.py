@@ -32,7 +32,6 @@ from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle import saved_outputs, unchecked
 from auditor.cycle.compatibility import Compatibility
-from auditor.cycle.convert import served_results
 from auditor.cycle.jobs import (
     CheckError,
     CycleAborted,
@@ -57,6 +56,7 @@ from auditor.fleet import waves as fleet_waves
 from auditor.history import publication
 from auditor.history.leases import LeaseBook
 from auditor.history.store import Store
+from auditor.policy.convert import served_results
 from auditor.results import (
     CONSISTENT,
     DRIFT,

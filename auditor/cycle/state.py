@@ -20,9 +20,9 @@ import numpy as np
 
 from auditor.compare.outputs import Tolerance
 from auditor.config.tables import Config, ConvertTable, StackConfig
-from auditor.cycle import convert
 from auditor.cycle.jobs import CycleAborted, ProbeJob
 from auditor.history.store import Store
+from auditor.policy import convert
 from auditor.results import Artifact, Latency
 from auditor.stacks.session import Reach, StackSession
 from auditor.stacks.worker import WorkerError
@@ -136,7 +136,7 @@ class CycleState:
     ) -> Loaded:
         """Load ``path`` in the stack's worker as the stack serves it: converted first with
         ``table`` (default: the stack's ``[stacks.X.convert]``), the conversion recorded and
-        returned (auditor.cycle.convert) with the load's log. Raises WorkerError, a failed
+        returned (auditor.policy.convert) with the load's log. Raises WorkerError, a failed
         conversion included."""
         table = table if table is not None else stack.convert
         if table is None:

@@ -1,13 +1,13 @@
 """The probe suite's part of an audit cycle, beyond "export, load, run, compare" (auditor.cycle.cycle):
 
-- latency at every batch of ``[latency] batches`` (auditor.cycle.latency): while a train stack has
+- latency at every batch of ``[latency] batches`` (auditor.policy.latency): while a train stack has
   a probe built it times it at each batch and exports a MindIR with that input shape; the
   infer stack loads and times each;
 - then, while *both* sides' workers of every pair are still alive (after the infer phase,
   before the cycle closes them), a follow-up phase that uses the train stack's built cell
   and the infer stack's loaded MindIR together:
-  - divergence localization of each drifting variant (auditor.cycle.localize);
-  - closed-loop and open-loop rollouts (auditor.cycle.rollout), step by step on batch-1 models;
+  - divergence localization of each drifting variant (auditor.policy.localize);
+  - closed-loop and open-loop rollouts (auditor.policy.rollout), step by step on batch-1 models;
 - importance ratios (auditor.compare.ratios): right after the infer side's own run, actions
   drawn from its policy are scored by its model, then (``behaviour``, once every infer side
   is done) by the train side's built cell: each side's in-graph log-probabilities of the
@@ -15,10 +15,10 @@
 - the probe's input classes (auditor.compare.input_classes): right after each side's own run, the
   same model runs one batch per class (sweeps through saturation, extreme magnitudes, fp16
   edges, NaN/Inf); the pair is compared per class (checks ``output@class``) and each side's
-  outputs are checked alone (auditor.cycle.invariants: invariants and NaN/Inf hazards), even when
+  outputs are checked alone (auditor.policy.invariants: invariants and NaN/Inf hazards), even when
   the other side could not run;
-- and, from the history database, golden baselines (auditor.cycle.baseline) and latency
-  regressions (auditor.cycle.latency).
+- and, from the history database, golden baselines (auditor.policy.baseline) and latency
+  regressions (auditor.policy.latency).
 
 A part of the cycle (auditor.cycle.cycle composes it), on the cycle's shared state
 (auditor.cycle.state).
@@ -36,11 +36,11 @@ import numpy as np
 from auditor.compare import input_classes, ratios
 from auditor.compare.outputs import MetricCheck
 from auditor.config.tables import PairConfig
-from auditor.cycle import baseline, invariants, latency, localize, rollout
-from auditor.cycle.env_process import EnvError, EnvProcess
 from auditor.cycle.jobs import Behaviour, InferOutcome, ProbeJob, TrainOutcome
 from auditor.cycle.state import CycleState
 from auditor.history.baselines import Key, inputs_digest, load_goldens
+from auditor.policy import baseline, invariants, latency, localize, rollout
+from auditor.policy.env_process import EnvError, EnvProcess
 from auditor.results import CONSISTENT, DRIFT, ERROR, Finding, ProbeResult
 from auditor.stacks.worker import StackWorker, WorkerError
 

@@ -13,7 +13,7 @@ naming the file and the problem.
 
 Each side's outputs are also checked alone, as a probe's are: an output the graph returns
 straight from a bounded operator (a tanh head, a softmax) must stay in its mathematical
-range on every side that ran the file (auditor.cycle.invariants.from_graph); a breach is a
+range on every side that ran the file (auditor.policy.invariants.from_graph); a breach is a
 finding of that model whatever the other side computed.
 """
 
@@ -33,21 +33,25 @@ from auditor.compare.outputs import Comparator, MetricCheck, compare_output
 from auditor.compare.verdicts import Tolerance
 from auditor.config.tables import PairConfig
 from auditor.config.thresholds import DTYPE_TOLERANCES
-from auditor.config.user_models import ModelConfig, TrainNetwork
-from auditor.cycle import (
-    invariants,
-    latency,
-    model_classes,
-    model_localize,
-    model_rollout,
-    saved_outputs,
-)
+from auditor.config.user_models import ModelConfig
+from auditor.cycle import saved_outputs
 from auditor.cycle.compatibility import Compatibility
-from auditor.cycle.env_process import EnvProcess
 from auditor.cycle.jobs import CycleAborted, judged, rerun_checks
-from auditor.cycle.localize import Localization
-from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.cycle.state import CycleState
+from auditor.policy import classes as model_classes
+from auditor.policy import invariants, latency, model_rollout
+from auditor.policy import taps as model_localize
+from auditor.policy.env_process import EnvProcess
+from auditor.policy.localize import Localization
+from auditor.policy.model_file import (
+    ModelInputError,
+    build_network,
+    check_golden_inputs,
+    computes_in,
+    model_inputs,
+    other_formats,
+    read_model,
+)
 from auditor.results import (
     CONSISTENT,
     DRIFT,
@@ -62,87 +66,9 @@ from auditor.results import (
 )
 from auditor.rules.engine import ExportedModel, blocked, run_rules, with_remedy
 from auditor.stacks.worker import WorkerError
-from auditor.worker import files
 from auditor.worker.mindir import MindIRInfo, output_dependencies
 
 VARIANT = "model"
-
-
-def model_inputs(
-    model: ModelConfig, info: MindIRInfo, limits: files.Limits = files.DEFAULT_LIMITS
-) -> tuple[list[np.ndarray], list[str]]:
-    """The inputs of one run and their names, from the model's specs (else from the file's own
-    signature; recorded ones read within ``limits``); ModelInputError says which input and
-    what is wrong."""
-    declared = list(info.inputs or ())
-    where = f"models.{model.name}"
-    if not model.inputs:
-        if not declared:
-            raise ModelInputError(f"{model.path}: declares no inputs; list them in [[{where}.inputs]]")
-        return seeded_inputs(declared, model.seed), [t.name for t in declared]
-    if declared and len(model.inputs) != len(declared):
-        raise ModelInputError(
-            f"{where}.inputs lists {len(model.inputs)} input(s), but {model.path} takes {len(declared)}: "
-            + ", ".join(f"{t.name}{list(t.shape)} {t.dtype}" for t in declared)
-        )
-    rng = np.random.RandomState(model.seed)
-    npz: dict[str, dict[str, np.ndarray]] = {}
-    out = []
-    for i, spec in enumerate(model.inputs):
-        label = f"{where}.inputs[{i}] ({spec.name})"
-        if declared:
-            d = declared[i]
-            fits = len(d.shape) == len(spec.shape) and all(
-                a < 0 or a == b for a, b in zip(d.shape, spec.shape, strict=False)
-            )
-            if not fits:
-                raise ModelInputError(
-                    f"{label}: shape {list(spec.shape)} does not fit {model.path}'s input "
-                    f"{d.name} {list(d.shape)}"
-                )
-            if d.dtype != spec.dtype:
-                raise ModelInputError(
-                    f"{label}: dtype {spec.dtype}, but {model.path}'s input {d.name} is {d.dtype}"
-                )
-        dtype = np.dtype(spec.dtype)
-        if spec.generator == "normal":
-            x = rng.normal(spec.mean, spec.std, size=spec.shape)
-        elif spec.generator == "uniform":
-            x = rng.uniform(spec.low, spec.high, size=spec.shape)
-        else:
-            x = _recorded(spec.npz, spec.key or spec.name, spec.shape, label, npz, limits)
-        out.append(np.ascontiguousarray(np.asarray(x).astype(dtype)))
-    return out, [s.name for s in model.inputs]
-
-
-def _recorded(
-    path: str,
-    key: str,
-    shape: tuple[int, ...],
-    label: str,
-    cache: dict[str, dict[str, np.ndarray]],
-    limits: files.Limits,
-) -> np.ndarray:
-    if path not in cache:
-        try:
-            cache[path] = files.read_npz(path, limits, numeric=False)
-        except files.FileProblem as exc:
-            raise ModelInputError(f"{label}: {exc}") from None
-    arrays = cache[path]
-    if key not in arrays:
-        raise ModelInputError(
-            f"{label}: {path} has no array {key!r} (it has: {', '.join(sorted(arrays)) or 'none'})"
-        )
-    x = arrays[key]
-    try:
-        files.check_array(path, key, x)
-    except files.FileProblem as exc:
-        raise ModelInputError(f"{label}: {exc}") from None
-    if tuple(x.shape) != tuple(shape):
-        raise ModelInputError(
-            f"{label}: {path}[{key!r}] has shape {list(x.shape)}, the spec says {list(shape)}"
-        )
-    return x
 
 
 @dataclass
@@ -156,7 +82,7 @@ class _Side:
     rerun: list[np.ndarray] | WorkerError | None = None
     """The same file and inputs in a fresh worker process of the stack (repeatability)."""
     classes: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    """Input class -> its outputs (auditor.cycle.model_classes)."""
+    """Input class -> its outputs (auditor.policy.classes)."""
     class_errors: dict[str, str] = field(default_factory=dict)
     """Input class -> why it did not run."""
 
@@ -170,7 +96,7 @@ class _Plan:
     golden: Golden | None = None
     error: str | None = None
     classes: list[input_classes.ClassBatch] = field(default_factory=list)
-    """The input classes' batches (auditor.cycle.model_classes)."""
+    """The input classes' batches (auditor.policy.classes)."""
     dependencies: tuple[tuple[str, ...], ...] | None = None
     """Per output, the file's inputs it is computed from (auditor.worker.mindir)."""
     tapped: model_localize.Tapped | str | None = None
@@ -179,22 +105,6 @@ class _Plan:
     """Whether the artifact rules ran on the file for a first wave of serving stacks."""
     reference: _Side | None = None
     """The reference side, run once for every wave of serving stacks (auditor.fleet.waves)."""
-
-
-def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
-    """Have the train stack's worker build the training network and load its checkpoint, kept
-    as ``model_id`` (auditor.worker.train_network); a remote worker is sent the checkpoint.
-    Raises WorkerError (the factory's or the checkpoint's failure), OSError (the checkpoint
-    cannot be read here)."""
-    checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
-    return worker.request(
-        "network",
-        model=model_id,
-        factory=network.factory,
-        kwargs=dict(network.kwargs),
-        checkpoint=checkpoint,
-        checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
-    ).result
 
 
 def pair_name(model: ModelConfig, target: str) -> str:
@@ -221,7 +131,7 @@ class ModelSuite:
         self.comparators = comparators
         """By name: ``importance_ratios`` judges a model that declares its ``policy``."""
         self._localizations: dict[tuple[str, ...], Localization] = {}
-        """Localizations made this cycle (auditor.cycle.model_localize), by file and release."""
+        """Localizations made this cycle (auditor.policy.taps), by file and release."""
         self._plans: dict[str, _Plan] = {}
         """Each model's plan, made on its first wave of serving stacks."""
 
@@ -365,7 +275,7 @@ class ModelSuite:
         out.findings += self._side_checks(plan, judged)
         results = [self._model_result(plan, t, reference, sides.get(t, _Side())) for t in targets]
         with self.state.held:  # the reference's worker again: localization, episodes
-            results = [  # where a drifting model first diverges (auditor.cycle.model_localize)
+            results = [  # where a drifting model first diverges (auditor.policy.taps)
                 replace(r, localization=self._localized(plan, sessions, r)) if r.status == DRIFT else r
                 for r in results
             ]
@@ -477,7 +387,7 @@ class ModelSuite:
         self, plan: _Plan, sessions: dict[str, Any], model_id: str, reference: _Side, targets: list[str]
     ) -> list[RolloutResult]:
         """``[models.NAME.rollout]``: the reference side against each serving stack that ran the
-        file, in one environment process (auditor.cycle.model_rollout)."""
+        file, in one environment process (auditor.policy.model_rollout)."""
         model = plan.model
         assert model.rollout is not None and plan.info is not None
         input_names = self._input_names(plan)
@@ -563,7 +473,7 @@ class ModelSuite:
     def _side_checks(self, plan: _Plan, sides: dict[str, _Side]) -> list[Finding]:
         """Each side's outputs alone, on the model's own inputs and every input class: the
         ranges the file's graph implies, and a NaN input row that comes out finite in an output
-        computed from that input (auditor.cycle.model_classes)."""
+        computed from that input (auditor.policy.classes)."""
         model, info = plan.model, plan.info
         if info is None:
             return []
@@ -822,12 +732,6 @@ def _given(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def computes_in(info: MindIRInfo | None) -> str | None:
-    """ "float16" when the file computes in fp16 inside (its layers' outputs are fp16, whatever
-    its inputs' and outputs' dtype), else None."""
-    return "float16" if info is not None and "float16" in (info.compute_dtypes or ()) else None
-
-
 def fp16_note(
     model: ModelConfig, info: MindIRInfo | None, comparisons: tuple[Any, ...], dtypes: list[str]
 ) -> str:
@@ -854,20 +758,3 @@ def fp16_note(
         for c, d in wide
     ]
     return text + "; judged " + "; ".join(judged) + ")"
-
-
-def check_golden_inputs(model: ModelConfig, info: MindIRInfo, golden: Golden) -> None:
-    """ModelInputError unless the golden's inputs are what the file takes (count, shape with
-    dynamic dimensions free, dtype): a golden of another model cannot be its reference."""
-    declared = list(info.inputs or ())
-    if declared and len(declared) != len(golden.inputs):
-        raise ModelInputError(
-            f"{model.golden}: holds {len(golden.inputs)} input(s), {model.path} takes {len(declared)}"
-        )
-    for i, (d, x) in enumerate(zip(declared, golden.inputs, strict=False)):
-        fits = len(d.shape) == x.ndim and all(a < 0 or a == b for a, b in zip(d.shape, x.shape, strict=False))
-        if not fits or str(x.dtype) != d.dtype:
-            raise ModelInputError(
-                f"{model.golden}: input_{i} is {list(x.shape)} {x.dtype}, {model.path}'s input {d.name} "
-                f"is {list(d.shape)} {d.dtype}"
-            )

@@ -1,7 +1,7 @@
 """Golden baselines in the database: each probe variant's first accepted outputs per stack
 (content-addressed, an artifact of kind "outputs") with their digest and summary, written in
 the run's transaction, read back by the next cycle, listed and reset by `auditor baseline`.
-The comparison against them is the cycle's (auditor.cycle.baseline). Also the canonical byte
+The comparison against them is the cycle's (auditor.policy.baseline). Also the canonical byte
 form of a list of tensors, shared with publications."""
 
 from __future__ import annotations

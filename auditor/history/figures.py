@@ -1,7 +1,7 @@
 """Figures the history derives from other stored rows instead of storing them.
 
 The serving side's throughput at a batch size is that batch over the p50 of its first
-latency row at that batch (auditor.cycle.latency.throughput, over the same rows the store
+latency row at that batch (auditor.policy.latency.throughput, over the same rows the store
 writes: the probe's own batch first, then ``[latency] batches`` and the sweep). It is read as
 the metric ``throughput`` with output ``b<batch>``, as it was when it was stored. Derived, it
 costs no row, and it keeps the metric sets content-addressed (auditor.db.content): a figure

@@ -2,7 +2,7 @@
 
 A train-side auditor publishes, per train stack and probe variant, three content-addressed
 artifacts: the exported MindIR, the inputs, and the train stack's outputs on those inputs
-(encoded like golden baselines, auditor.cycle.baseline.encode_outputs). They are written in the same
+(encoded like golden baselines, auditor.policy.baseline.encode_outputs). They are written in the same
 transaction as the run's results, the ``publications`` row first and its ``completed_at``
 last: a publication without ``completed_at`` (a publisher that died half-way, or one written
 by hand) is never consumed. The same MindIR published again adds no artifact row.

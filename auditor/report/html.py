@@ -212,7 +212,7 @@ SIDE_KINDS = ("invariant", "nan-hazard")
 
 
 def side_findings(conn: Connection, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """The per-side findings (auditor.cycle.invariants) as they stand: for each stack, probe
+    """The per-side findings (auditor.policy.invariants) as they stand: for each stack, probe
     and variant, those of the latest complete run in the window that audited it. A run narrowed
     to one model or pair (``audit --model``) speaks for what it ran only; the rest keeps the
     findings of the run before it that covered them."""

@@ -19,8 +19,8 @@ from typing import Any
 
 from auditor.compare.verdicts import MetricCheck, OutputComparison
 from auditor.config.tables import SEVERITIES
-from auditor.cycle import baseline
 from auditor.history.publication import summary_of
+from auditor.policy import baseline
 from auditor.report import fleet_view
 from auditor.results import (
     CONSISTENT,
@@ -400,7 +400,7 @@ def ppo_words(r: ProbeResult) -> str | None:
 
 
 def conversion_words(r: ProbeResult) -> list[str]:
-    """What the serving stack ran when it converts (auditor.cycle.convert): the converter's
+    """What the serving stack ran when it converts (auditor.policy.convert): the converter's
     output, options and version, and what the converter ignored without a word."""
     c = r.conversion
     if c is None:

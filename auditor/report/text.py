@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from auditor.compare.verdicts import MetricCheck
-from auditor.cycle import baseline, localize, rollout
 from auditor.history.publication import summary_of
+from auditor.policy import baseline, localize, rollout
 from auditor.report import fleet_view
 from auditor.report.summary import (
     MAX_CHECKS,
@@ -450,7 +450,7 @@ SIDE_KINDS = ("invariant", "nan-hazard")
 
 
 def _side_lines(result: CycleResult) -> list[str]:
-    """What each stack's outputs showed on their own (auditor.cycle.invariants)."""
+    """What each stack's outputs showed on their own (auditor.policy.invariants)."""
     found = [f for f in result.findings if f.kind in SIDE_KINDS]
     if not found:
         return []

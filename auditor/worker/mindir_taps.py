@@ -5,7 +5,7 @@ The copy keeps every node of the file and returns, after the file's own outputs,
 each computing node (a MatMul, a BiasAdd, a LayerNorm's output, an activation: up to a bound,
 in the file's node order, which is the order they compute in). Both sides load the copy and
 run the same inputs; the first inner value out of tolerance is where the stacks part
-(auditor.cycle.model_localize).
+(auditor.policy.taps).
 
 Each tapped value is named by the cell it belongs to: the parameters it reads (a Dense's
 MatMul reads ``trunk.weight``: cell ``trunk``), else the scope MindSpore wrote on the node

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from auditor.compare.golden import GoldenError, read_golden, write_golden
 from auditor.config.user_models import InputSpec, ModelConfig
-from auditor.cycle.preflight import ModelInputError
-from auditor.cycle.user_models import model_inputs
+from auditor.policy.model_file import ModelInputError, model_inputs
 from auditor.worker.mindir import MindIRInfo, TensorInfo
 from tests.cli import auditor
 from tests.conftest import DEFAULT_CONFIG

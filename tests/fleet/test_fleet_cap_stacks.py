@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
-from auditor.cycle import localize
 from auditor.cycle.cycle import Cycle
 from auditor.extend.manager import Plugins
+from auditor.policy import localize
 from auditor.results import DRIFT
 from tests.ascend_trees import build_tree
 from tests.configs import DAEMON_SECTIONS, build

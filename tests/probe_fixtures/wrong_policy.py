@@ -1,7 +1,7 @@
 """A policy head that computes the same wrong thing on every stack, for the per-side checks.
 
 Both stacks of a pair agree on its outputs, so pair comparison stays green; only the checks
-of each side alone (auditor.cycle.invariants) can catch it. Variants:
+of each side alone (auditor.policy.invariants) can catch it. Variants:
 
 - ``ok``: std = exp(log_std), action = max_action * tanh(mean): nothing fires;
 - ``negative-std``: std = -exp(log_std), an impossible standard deviation;

@@ -1,5 +1,5 @@
 """What is really served: real MindSpore Lite 2.0 conversions of real ms20 exports, audited end
-to end (auditor.cycle.convert): ``general`` to a .ms, ``weight_fp16`` on and off, a converter
+to end (auditor.policy.convert): ``general`` to a .ms, ``weight_fp16`` on and off, a converter
 config file, failing conversions with the converter's own words, a model converted before it is
 served, and a served converted file against a fresh conversion of its source."""
 

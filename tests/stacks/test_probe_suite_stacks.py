@@ -198,7 +198,7 @@ def test_latency_regressions_follow_the_two_runs_numbers(cycles):
     over = {k for k in after if after[k] > factor * before[k]}
     found = {f.key: f for f in tampered.findings if f.kind == "latency-regression"}
     # A series is flagged only above the factor of its one earlier run; one above it may still
-    # be left alone when the whole host moved as much (auditor.cycle.latency: the host's shift),
+    # be left alone when the whole host moved as much (auditor.policy.latency: the host's shift),
     # which a shared, loaded machine does between two runs.
     assert set(found) <= over
     for key, f in found.items():

@@ -15,8 +15,7 @@ from auditor.compare.outputs import Tolerance
 from auditor.config.load import parse
 from auditor.config.tables import ConfigError
 from auditor.config.user_models import InputSpec, ModelConfig, expand_patterns
-from auditor.cycle.preflight import ModelInputError
-from auditor.cycle.user_models import model_inputs
+from auditor.policy.model_file import ModelInputError, model_inputs
 from auditor.worker.mindir import MindIRInfo, TensorInfo
 
 

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from auditor.cli.baseline import BASELINE_COLUMNS
 from auditor.cli.main import cli
 from auditor.compare.outputs import Tolerance, compare_output
-from auditor.cycle import baseline
 from auditor.history.baselines import decode_outputs, load_goldens, reset, show
+from auditor.policy import baseline
 from auditor.results import CONSISTENT, DRIFT, CycleResult, ProbeResult, StackReport
 
 NAMES = ["mean", "std"]

@@ -1,4 +1,4 @@
-"""The converter's bookkeeping without a stack (auditor.cycle.convert,
+"""The converter's bookkeeping without a stack (auditor.policy.convert,
 auditor.plugins.runtimes.lite.converter, ``[stacks.X.convert]``): the converter's words in a
 failure, the converted artifact's fingerprint, a canonical digest of a converted MindIR, and
 the config checks."""
@@ -14,7 +14,7 @@ from auditor.plugins.runtimes.lite import converter as lite_convert
 
 from auditor.config.load import parse
 from auditor.config.tables import ConfigError, ConvertTable
-from auditor.cycle import convert
+from auditor.policy import convert
 from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import canonical_sha256
 

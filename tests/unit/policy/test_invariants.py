@@ -1,5 +1,5 @@
-"""Per-side checks (auditor.cycle.invariants) and input classes (auditor.compare.input_classes): the auditor's
-own logic on arrays written here. The same checks run on the real stacks in
+"""Per-side checks (auditor.policy.invariants) and input classes (auditor.compare.input_classes):
+the auditor's own logic on arrays written here. The same checks run on the real stacks in
 tests/stacks/test_side_checks_stacks.py."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from auditor.compare import input_classes
 from auditor.config.tables import Config, PairConfig
 from auditor.config.thresholds import ProbeConfig
-from auditor.cycle import invariants
-from auditor.cycle.invariants import Invariant, SideRun
 from auditor.cycle.state import CycleState
 from auditor.cycle.suite import ProbeSuite
 from auditor.extend.probe_spec import ProbeSpec
+from auditor.policy import invariants
+from auditor.policy.invariants import Invariant, SideRun
 from auditor.stacks.session import Reach
 
 PPO = ProbeSpec.from_module("probes.ppo_policy")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from auditor.config.tables import StackConfig
-from auditor.cycle.preflight import (
+from auditor.extend.manager import Plugins
+from auditor.gate.preflight import (
     ERROR,
     INCOMPATIBLE,
     OK,
@@ -27,7 +28,6 @@ from auditor.cycle.preflight import (
     _Worst,
     served_here,
 )
-from auditor.extend.manager import Plugins
 from auditor.history.queries import ServedResult, served_results
 from auditor.history.store import Store
 from auditor.results import Artifact, CycleResult, ProbeResult, StackReport

@@ -23,7 +23,7 @@ steps), the share of steps PPO would clip and their effective sample size
 (auditor.compare.ratios).
 
 The environments belong to neither stack: they run in a child of the auditor
-(``auditor.cycle.env_process``), so the daemon never imports gymnasium; the episode logic stays
+(``auditor.policy.env_process``), so the daemon never imports gymnasium; the episode logic stays
 here, and each step is one ``run`` request per side to the stack workers (batch 1) and one
 ``step`` per side to the environment process. A failing environment (unknown id, an error
 in reset or step, the child dying or hanging) becomes an ERROR result, like a failing
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare import metrics, ratios
-from auditor.cycle.env_process import EnvError, EnvProcess, RemoteEnv, Spaces, using
+from auditor.policy.env_process import EnvError, EnvProcess, RemoteEnv, Spaces, using
 from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult
 
 Policy = Callable[[np.ndarray], np.ndarray]

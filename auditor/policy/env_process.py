@@ -2,7 +2,7 @@
 
 A rollout needs an environment, but the daemon that runs it every cycle should not carry
 gymnasium (about 90 modules and 2-4 MB of resident memory that stay) between cycles. So the
-environments live in a short-lived child, ``sys.executable -m auditor.cycle.env_process``, that
+environments live in a short-lived child, ``sys.executable -m auditor.policy.env_process``, that
 imports only gymnasium, numpy and this module, and answers framed requests over its
 stdin/stdout (``auditor.worker.protocol``, the stack workers' framing: arrays travel bit
 for bit):
@@ -53,7 +53,7 @@ from auditor.common.child_process import (
 )
 from auditor.worker import protocol
 
-MODULE = "auditor.cycle.env_process"
+MODULE = "auditor.policy.env_process"
 START_TIMEOUT = 60.0
 """Seconds for the child to start and import gymnasium."""
 REQUEST_TIMEOUT = 60.0
@@ -529,7 +529,7 @@ _ENV_KNOWN: set[tuple[str, str]] = set()
 def env_problem(env_id: str, path: str = "") -> str | None:
     """Why gymnasium cannot make ``env_id`` (not registered, with close matches; its module not
     importable), asked of a short-lived child (once per process for a good id): the daemon never imports
-    gymnasium (auditor.cycle.env_process). None when it can, or when the child cannot tell (gymnasium
+    gymnasium (auditor.policy.env_process). None when it can, or when the child cannot tell (gymnasium
     missing, the child failing): the cycle's rollout then reports it."""
     if (env_id, path) in _ENV_KNOWN:
         return None

@@ -20,7 +20,7 @@ the runtime's table measured computing differently, a cross-release pair the run
 warns about, each keeps the verdict from ``ok``; causes of the same weight are all named.
 
 With ``convert`` a stack that declares its deployment's conversion (``[stacks.X.convert]``)
-first converts the file with it (``auditor.cycle.convert``): a conversion that fails is that
+first converts the file with it (``auditor.policy.convert``): a conversion that fails is that
 stack's error in the converter's words, what is loaded and run is what the conversion made, and
 only stored results of converted runs (and no operator table, which was measured on exported
 files) are named for a stack that cannot be reached.
@@ -42,10 +42,11 @@ import numpy as np
 
 from auditor.common import tempdirs
 from auditor.config.tables import Config, FilesConfig, PairConfig, SecretsConfig, StackConfig
-from auditor.cycle import convert as conversion
 from auditor.fingerprint import collect as fingerprint
 from auditor.history.queries import ServedResult, latest_fingerprints, served_results
 from auditor.history.store import Store
+from auditor.policy import convert as conversion
+from auditor.policy.model_file import other_formats, read_model, seeded_inputs
 from auditor.results import CONSISTENT, DRIFT, Finding, LearnedMaximum, LearnedOperator
 from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
 from auditor.rules.operator_support import (
@@ -56,12 +57,11 @@ from auditor.rules.operator_support import (
     operator_limits,
     target_of,
 )
-from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
+from auditor.runtime import MINDIR, RuntimeSpec
 from auditor.stacks.failures import Diagnosis, diagnose, runtime_warnings
 from auditor.stacks.session import Reach, reach
 from auditor.stacks.worker import StackWorker, WorkerError
-from auditor.worker import files
-from auditor.worker.mindir import MindIRInfo, TensorInfo, read_info
+from auditor.worker.mindir import MindIRInfo
 
 OK, WARNING, INCOMPATIBLE, UNSUPPORTED, ERROR = "ok", "warning", "incompatible", "unsupported", "error"
 UNCHECKED = "unchecked"
@@ -71,71 +71,6 @@ MODEL_PROBE = "model"
 """The probe name the file takes in the rules' view (ExportedModel.probe)."""
 VERBOSE_ENV = {"GLOG_v": "2"}
 """The log level at which MindSpore and MindSpore Lite name the operator a load failed on."""
-
-
-class ModelInputError(Exception):
-    """The model file cannot be audited: unreadable path, not a MindIR, truncated, encrypted."""
-
-
-def read_model(
-    path: str | os.PathLike[str],
-    limits: files.Limits = files.DEFAULT_LIMITS,
-    others: Sequence[ArtifactFormat] = (),
-) -> tuple[bytes, MindIRInfo]:
-    """The file's bytes and what it says about itself, read through auditor.worker.files (a
-    regular file within ``limits``, read with a deadline); ModelInputError names the file and
-    the problem. ``others``: the other formats the runtimes load; a file that is not a MindIR
-    but reads whole as one of them is named as that format, not as a damaged MindIR."""
-    try:
-        data = files.read_bytes(path, limits)
-    except files.FileProblem as exc:
-        raise ModelInputError(str(exc)) from None
-    info = read_info(data)
-    if not info.readable:
-        for fmt in others:
-            summary = fmt.read(data) if fmt.name != MINDIR.name else {}
-            if summary.get("readable"):
-                version = fmt.version(summary)
-                said = f", version {version}" if version is not None else ""
-                ops = len(set(summary.get("op_types") or ()))
-                raise ModelInputError(
-                    f"{Path(path)}: a whole {fmt.title} file ({ops} operator type(s){said}), not a MindIR; "
-                    f"this command reads MindIR files (the auditor audits {fmt.title} as a train stack "
-                    "exports it, in a cycle)"
-                )
-        raise ModelInputError(f"{Path(path)}: {info.reason}")
-    return data, info
-
-
-def other_formats(runtimes: Mapping[str, RuntimeSpec]) -> list[ArtifactFormat]:
-    """The formats other than MindIR that the runtimes load, each once."""
-    out: dict[str, ArtifactFormat] = {}
-    for spec in runtimes.values():
-        if spec.loads.name != MINDIR.name:
-            out.setdefault(spec.loads.name, spec.loads)
-    return list(out.values())
-
-
-def seeded_inputs(inputs: Sequence[TensorInfo], seed: int = 0, dynamic: int = 1) -> list[np.ndarray]:
-    """One batch for a model's declared inputs: standard normal floats, small integers,
-    False booleans, from ``seed``; a dynamic dimension (-1) becomes ``dynamic``."""
-    rng = np.random.RandomState(seed)
-    out = []
-    for t in inputs:
-        shape = tuple(dynamic if d < 0 else d for d in t.shape)
-        try:
-            dtype = np.dtype(t.dtype)
-        except TypeError:
-            raise ModelInputError(f"input {t.name!r} has dtype {t.dtype}, which numpy cannot make") from None
-        if dtype.kind == "f":
-            out.append(rng.standard_normal(shape).astype(dtype))
-        elif dtype.kind in "iu":
-            out.append(rng.randint(0, 10, size=shape).astype(dtype))
-        elif dtype.kind == "b":
-            out.append(np.zeros(shape, dtype))
-        else:
-            raise ModelInputError(f"input {t.name!r} has dtype {t.dtype}, which the auditor cannot generate")
-    return out
 
 
 @dataclass

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare.verdicts import Tolerance
-from auditor.cycle.localize import Localization, locate
+from auditor.policy.localize import Localization, locate
 from auditor.worker.mindir_taps import Tap, TapError, tap
 
 NOT_RUN = "localization not run: "

@@ -25,22 +25,20 @@ from typing import Any
 
 from auditor.compare.golden import GoldenError, read_golden
 from auditor.config.tables import Config, StackConfig
-from auditor.cycle.preflight import (
-    ERROR,
-    INCOMPATIBLE,
-    UNSUPPORTED,
-    ModelInputError,
-    other_formats,
-    preflight,
-    read_model,
-)
-from auditor.cycle.user_models import check_golden_inputs, model_inputs
 from auditor.db import health as db_health
 from auditor.db import url as db_url
 from auditor.extend.manager import Plugins, one_line
 from auditor.fingerprint.collect import collect as fingerprint
+from auditor.gate.preflight import ERROR, INCOMPATIBLE, UNSUPPORTED, preflight
 from auditor.history.store import Store, StoreError, sqlite_directory_problem
 from auditor.plugins.collectors import models as watched_models
+from auditor.policy.model_file import (
+    ModelInputError,
+    check_golden_inputs,
+    model_inputs,
+    other_formats,
+    read_model,
+)
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.session import reach
 from auditor.stacks.worker import WorkerError

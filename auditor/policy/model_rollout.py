@@ -1,5 +1,5 @@
 """Closed-loop episodes of a user's own model (``[models.NAME.rollout]``), the way the
-built-in probe's rollouts run (auditor.cycle.rollout): the model's reference side (its
+built-in probe's rollouts run (auditor.policy.rollout): the model's reference side (its
 training network, or a reference stack running the same file) and each serving stack drive
 two copies of the user's environment from the same seeds, step by step, each in its own
 worker; the result gives each side's returns, the largest action difference, the first step
@@ -29,8 +29,8 @@ from auditor.compare import metrics
 from auditor.compare import ratios as ratio_math
 from auditor.config.tables import RolloutConfig
 from auditor.config.user_models import ModelConfig, ModelRollout
-from auditor.cycle import rollout
-from auditor.cycle.env_process import EnvError, EnvProcess
+from auditor.policy import rollout
+from auditor.policy.env_process import EnvError, EnvProcess
 from auditor.results import ERROR, RolloutResult
 from auditor.stacks.worker import WorkerError
 

@@ -9,7 +9,7 @@ import pytest
 
 from auditor.compare import input_classes
 from auditor.config.user_models import MODEL_CLASSES, ModelConfig, ModelRollout
-from auditor.cycle import model_classes
+from auditor.policy import classes as model_classes
 from auditor.stacks.worker import WorkerError
 from auditor.worker.mindir import MindIRInfo
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.compare.verdicts import Tolerance
-from auditor.cycle import model_localize
+from auditor.policy import taps as model_localize
 from auditor.worker.mindir_taps import Tap
 
 

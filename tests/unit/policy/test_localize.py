@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from auditor.compare.outputs import Tolerance
-from auditor.cycle.localize import Localization, layer_names, localize, locate, report_lines
+from auditor.policy.localize import Localization, layer_names, localize, locate, report_lines
 
 OUTPUTS = ["mean", "std"]
 LAYERS = ["fc0", "fc1"]

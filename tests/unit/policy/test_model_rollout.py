@@ -17,8 +17,8 @@ from scipy import stats
 from auditor.config.load import parse
 from auditor.config.tables import ConfigError, RolloutConfig
 from auditor.config.user_models import ModelConfig, ModelRollout
-from auditor.cycle import model_rollout
-from auditor.cycle.env_process import EnvProcess, env_problem
+from auditor.policy import model_rollout
+from auditor.policy.env_process import EnvProcess, env_problem
 from auditor.results import CONSISTENT, DRIFT, ERROR
 
 

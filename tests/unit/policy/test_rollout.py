@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from auditor.config.tables import ConfigError, RolloutConfig
-from auditor.cycle import env_process
-from auditor.cycle.env_process import EnvError, EnvProcess
-from auditor.cycle.rollout import check_spaces, findings, rollout, run_episode, verdict
 from auditor.extend.manager import builtin_probes
+from auditor.policy import env_process
+from auditor.policy.env_process import EnvError, EnvProcess
+from auditor.policy.rollout import check_spaces, findings, rollout, run_episode, verdict
 from auditor.results import CONSISTENT, DRIFT, ERROR
 from tests.configs import build
 from tests.conftest import REPO
@@ -320,8 +320,8 @@ def test_a_rollout_does_not_import_gymnasium_into_the_auditor():
     script = """
 import sys
 import numpy as np
-from auditor.cycle.env_process import env_problem
-from auditor.cycle.rollout import rollout
+from auditor.policy.env_process import env_problem
+from auditor.policy.rollout import rollout
 assert env_problem("Pendulum-v1") is None and "did you mean" in env_problem("Pendulum-v9")
 r = rollout(pair="a->b", train="a", infer="b", probe="p", variant="v", env="Pendulum-v1",
             seeds=[0, 1], steps=20, action_atol=1e-3, return_atol=1.0,
@@ -408,7 +408,7 @@ def scorer(shift: float = 0.0, seen: list | None = None):
 
 
 def sampler(train_shift=0.0, infer_shift=0.0, kind="gaussian", seen=None, infer_score=None):
-    from auditor.cycle.rollout import Sampler
+    from auditor.policy.rollout import Sampler
 
     scale = 2.0 if kind == "tanh" else 1.0  # the tanh head is scaled to the action bounds
     return Sampler(kind, scale, scorer(train_shift, seen), infer_score or scorer(infer_shift), 0.2)
@@ -449,7 +449,7 @@ def test_a_shifted_policy_has_the_episode_weight_ppo_would_compute():
     w = np.exp(log_w)
     assert e.ppo_clip_share == pytest.approx(np.mean(np.abs(w - 1) > 0.2))
     assert e.ess == pytest.approx(w.sum() ** 2 / (len(w) * (w * w).sum()), rel=1e-9)
-    from auditor.cycle.rollout import SampledLimits
+    from auditor.policy.rollout import SampledLimits
 
     status, message = verdict([e], 1.0, 1e9, SampledLimits())
     assert status == DRIFT and "the stacks alone would clip" in message and "40-step episode" in message
@@ -472,7 +472,7 @@ def test_a_step_without_a_finite_weight_is_clipped_and_said():
 
     e = run_episode("Pendulum-v1", 0, 10, dist(), dist(), 1e-6, sampler=sampler(infer_score=broken))
     assert e.log_ratio_sum == float("inf") and e.ppo_clip_share == pytest.approx(0.1)
-    from auditor.cycle.rollout import SampledLimits
+    from auditor.policy.rollout import SampledLimits
 
     status, message = verdict([e], 1e-6, 1.0, SampledLimits())
     assert status == DRIFT and "not finite" in message

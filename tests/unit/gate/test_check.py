@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from auditor.cli.main import cli
 from auditor.config.load import load
 from auditor.config.tables import Config, PairConfig, StackConfig
-from auditor.cycle.preflight import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.extend.manager import Plugins
+from auditor.policy.model_file import ModelInputError, other_formats, read_model, seeded_inputs
 from auditor.results import LearnedOperator
 from auditor.rules.engine import ExportedModel, RuleContext, blocked
 from auditor.rules.operator_support import coverage, learn, learned_failures, operator_limits
@@ -278,7 +278,7 @@ def test_a_stack_that_cannot_start_is_its_own_error_verdict(tmp_path: Path) -> N
 
 
 def test_a_stack_that_loads_another_format_is_not_checked_against_a_mindir(tmp_path: Path) -> None:
-    from auditor.cycle.preflight import INCOMPATIBLE, preflight
+    from auditor.gate.preflight import INCOMPATIBLE, preflight
 
     plugins = Plugins(entry_points=False)
     doc = {

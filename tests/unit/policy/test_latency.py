@@ -9,8 +9,8 @@ import pytest
 
 from auditor.config.load import parse
 from auditor.config.tables import ConfigError, LatencyConfig
-from auditor.cycle import latency
 from auditor.history.store import Store
+from auditor.policy import latency
 from auditor.results import CONSISTENT, CycleResult, Latency, ProbeResult, StackReport
 
 CFG = LatencyConfig(
