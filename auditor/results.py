@@ -153,6 +153,10 @@ def finding_status(f: Finding) -> str | None:
     return None
 
 
+class CycleAborted(Exception):
+    """The cycle was stopped from outside (signal, Ctrl-C) before it finished."""
+
+
 @dataclass(frozen=True)
 class ProbeResult:
     pair: str

@@ -37,8 +37,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_config import reference_config  # noqa: E402
 
+from auditor.cycle import serving  # noqa: E402
 from auditor.cycle.cycle import Cycle  # noqa: E402
-from auditor.cycle.suite import ProbeSuite  # noqa: E402
+from auditor.cycle.probes import ProbeAudit  # noqa: E402
 
 ORT = """
 [stacks.ort]
@@ -62,7 +63,8 @@ def cpu() -> float:
 
 
 def run(config, plugins, ratios_on: bool) -> tuple[object, float, float, float]:
-    """One cycle: (result, wall s, CPU s, wall s inside the ratio steps)."""
+    """One cycle: (result, wall s, CPU s, wall s inside the ratio steps: each serving side's
+    draws, the reference sides scoring them)."""
     spent = [0.0]
     cycle = Cycle(config, plugins.probes(), plugins=plugins)
 
@@ -76,8 +78,8 @@ def run(config, plugins, ratios_on: bool) -> tuple[object, float, float, float]:
 
         return wrapper
 
-    cycle.suite.infer_behaviour = timed(ProbeSuite.infer_behaviour.__get__(cycle.suite))
-    cycle.suite.behaviour = timed(ProbeSuite.behaviour.__get__(cycle.suite))
+    draw, score = serving.draw, serving.Serving._score
+    serving.draw, serving.Serving._score = timed(draw), timed(score)
     if not ratios_on:
         cycle.comparators = {
             **cycle.comparators,
@@ -85,8 +87,11 @@ def run(config, plugins, ratios_on: bool) -> tuple[object, float, float, float]:
                 cycle.comparators["importance_ratios"], compare=lambda *a: []
             ),
         }
-    c0, t0 = cpu(), time.perf_counter()
-    result = cycle.run()
+    try:
+        c0, t0 = cpu(), time.perf_counter()
+        result = cycle.run()
+    finally:
+        serving.draw, serving.Serving._score = draw, score
     return result, time.perf_counter() - t0, cpu() - c0, spent[0]
 
 
@@ -165,7 +170,7 @@ def episodes(rounds: int, quick: bool = False) -> None:
         for mode in spent:
             cfg = dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, mode=mode))
             cycle = Cycle(cfg, plugins.probes(), plugins=plugins)
-            inner = ProbeSuite._rollout.__get__(cycle.suite)
+            inner = ProbeAudit.roll_out
             took = [0.0]
 
             def timed(*a, inner=inner, took=took):
@@ -175,8 +180,11 @@ def episodes(rounds: int, quick: bool = False) -> None:
                 finally:
                     took[0] += time.perf_counter() - t
 
-            cycle.suite._rollout = timed
-            result = cycle.run()
+            ProbeAudit.roll_out = timed
+            try:
+                result = cycle.run()
+            finally:
+                ProbeAudit.roll_out = inner
             spent[mode].append(took[0])
             if mode == "sampled" and not said:
                 said = [f"  {r.pair:<20} {r.status:<11} {r.message}" for r in result.rollouts]

@@ -161,7 +161,7 @@ class PairedCycle(Cycle):
 
     def __init__(self, config, probes, runtimes, *, bare, tmp: str, stacks: frozenset[str] = frozenset()):
         super().__init__(config, probes, runtimes)
-        self.bare, self.tmp, self.stacks = bare, tmp, stacks
+        self.bare, self.tmp, self.named = bare, tmp, stacks
         self.pairs: dict[str, tuple[float, float, float]] = {}
         """By stack (and, infer side, the export it ran): (reported p50, bare p50 just before
         it, bare p50 just after it) in µs."""
@@ -187,7 +187,7 @@ class PairedCycle(Cycle):
             return self._state_time(worker, model, inputs, batch)
         if stack.role == "train":
             self._timing_train = stack.name  # its export follows: _stage keeps a copy
-        if self.stacks and stack.name not in self.stacks:
+        if self.named and stack.name not in self.named:
             return self._state_time(worker, model, inputs, batch)
         if stack.role == "train":
             key, mindir = stack.name, ""

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from auditor.config.load import load  # noqa: E402
 from auditor.cycle.cycle import Cycle  # noqa: E402
-from auditor.cycle.user_models import ModelSuite  # noqa: E402
+from auditor.cycle.part import Part  # noqa: E402
 from auditor.extend.manager import Plugins  # noqa: E402
 
 FIXTURES = REPO / "tests" / "model_fixtures"
@@ -82,19 +82,24 @@ def run(path: Path, plugins: Plugins) -> tuple[object, float, float, float]:
         path, {n: p.default_params for n, p in plugins.probes().items()}, runtimes=plugins.runtimes()
     )
     cycle = Cycle(config, plugins.probes(), plugins=plugins)
-    inner = ModelSuite.follow_up.__get__(cycle.models)
+    inner = Part.serve
     took = [0.0]
 
-    def timed(sessions, serving=None):
+    def timed(self):
         t = time.perf_counter()
         try:
-            return inner(sessions, serving)
+            return inner(self)
         finally:
             took[0] += time.perf_counter() - t
 
-    cycle.models.follow_up = timed
-    c0, t0 = cpu(), time.perf_counter()
-    result = cycle.run()
+    # The config holds the model alone: what a part serves is the model's reference and serving
+    # sides, its verdict, classes, hidden nodes, localization and episodes.
+    Part.serve = timed
+    try:
+        c0, t0 = cpu(), time.perf_counter()
+        result = cycle.run()
+    finally:
+        Part.serve = inner
     return result, time.perf_counter() - t0, cpu() - c0, took[0]
 
 

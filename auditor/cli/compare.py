@@ -26,7 +26,8 @@ from auditor.compare.golden import Golden, GoldenError, read_outputs
 from auditor.compare.outputs import Tolerance, compare_output
 from auditor.config.tables import Config
 from auditor.config.thresholds import ProbeConfig
-from auditor.cycle.jobs import CheckError, ProbeJob, comparator_checks, judged, rounding
+from auditor.policy.subject import ProbeJob, from_probe
+from auditor.policy.verdict import CheckError, comparator_checks, envelopes_of, judged
 from auditor.report.text import jsonable_result, render_result
 from auditor.results import CONSISTENT, ERROR, ProbeResult
 
@@ -192,15 +193,16 @@ class _Judge:
         }
         try:
             # the probe's rounding envelopes hold for its own inputs only (none for other dumps)
-            envelopes = rounding(self.job(), list(a.inputs)) if self.spec is not None else {}
+            subject = from_probe(self.job(), self.cfg) if self.spec is not None else None
+            envelopes = envelopes_of(subject, list(a.inputs)) if subject is not None else {}
             comparisons = tuple(
                 compare_output(n, np.asarray(x), np.asarray(y), tolerances[n], envelopes.get(n))
                 for n, x, y in zip(names, a.outputs, b.outputs, strict=True)
             )
             checks = []
-            if self.spec is not None:
+            if subject is not None:
                 checks = comparator_checks(
-                    self.job(), self.comparators, self.cfg, dict(zip(names, a.outputs, strict=True)),
+                    subject, self.comparators, dict(zip(names, a.outputs, strict=True)),
                     dict(zip(names, b.outputs, strict=True)), envelopes,
                 )  # fmt: skip
         except CheckError as exc:

@@ -11,7 +11,7 @@ from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS
 from auditor.common.redact import redact_text, redact_url
 from auditor.config.selection import cycle_stacks
-from auditor.fleet import leases, waves
+from auditor.fleet import leases, window
 from auditor.report import fleet_view
 
 
@@ -60,7 +60,7 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
     for text, _ in fleet_view.texts_folded(lines):
         click.echo(f"  {text}")
     leased = config.leases
-    plan = waves.plan(config, cycle_stacks(config))
+    plan = window.plan(config, cycle_stacks(config))
     if leased.enabled:
         length = leases.slot_length(leased, config.schedule)
         click.echo(

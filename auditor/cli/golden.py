@@ -15,7 +15,8 @@ from auditor.compare.golden import GoldenError, read_golden, write_golden
 from auditor.config.selection import Selection, Universe
 from auditor.config.tables import Config
 from auditor.config.user_models import ModelConfig
-from auditor.policy.model_file import ModelInputError, build_network, model_inputs, other_formats, read_model
+from auditor.policy.model_file import ModelInputError, model_inputs, other_formats, read_model
+from auditor.policy.subject import training_network
 from auditor.stacks.worker import WorkerError
 
 
@@ -165,7 +166,7 @@ def _record(
     try:
         hello = worker.start()
         if network is not None:
-            build_network(worker, network, "golden")
+            training_network(network).build(worker, "golden")
         else:
             worker.request("load", model="golden", path=str(Path(spec.path).resolve()))
         outputs = worker.request("run", model="golden", inputs=inputs).result["outputs"]

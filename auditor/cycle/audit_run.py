@@ -18,10 +18,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from auditor.config.selection import Scope
 from auditor.config.tables import Config
-from auditor.cycle.cycle import Cycle, CycleAborted
+from auditor.cycle.cycle import Cycle
 from auditor.db.health import db_error
 from auditor.history.store import Store, StoreError
-from auditor.results import CycleResult
+from auditor.results import CycleAborted, CycleResult
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import bisect
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from auditor.cycle import causes
-from auditor.cycle.jobs import ProbeJob, TrainOutcome
 from auditor.cycle.state import CycleState
 from auditor.fingerprint import collect as fingerprint
 from auditor.fingerprint.drift import diff as drift_diff
@@ -23,6 +23,7 @@ from auditor.fingerprint.drift import drift_finding
 from auditor.results import (
     INCOMPATIBLE,
     UNSUPPORTED,
+    Artifact,
     Finding,
     LearnedMaximum,
     LearnedOperator,
@@ -62,11 +63,14 @@ class Compatibility:
         self._drifts: dict[str, list[Finding]] = {}
         self._exported: list[ExportedModel] = []
         self._maxima_read = False
+        self._lock = threading.RLock()
+        """Its own bookkeeping, read and written by every host's part (no caller takes it)."""
 
     @property
     def findings(self) -> list[Finding]:
         """The rules' and drift's findings of this cycle (model probes add theirs)."""
-        return self._checked + self._added
+        with self._lock:
+            return self._checked + self._added
 
     def add(self, findings: Iterable[Finding]) -> None:
         """Findings of the rules on other files (a model's): once per key, however many parts
@@ -77,18 +81,19 @@ class Compatibility:
         def at(f: Finding) -> int:  # a stack, a pair "...->STACK", else first
             return rank.get(f.subject, rank.get(f.subject.rpartition("->")[2], -1))
 
-        keys = {f.key for f in self.findings}
-        for f in findings:
-            if f.key not in keys:
-                keys.add(f.key)
-                bisect.insort_right(self._added, f, key=at)
+        with self._lock:
+            keys = {f.key for f in self.findings}
+            for f in findings:
+                if f.key not in keys:
+                    keys.add(f.key)
+                    bisect.insort_right(self._added, f, key=at)
 
     # -- before any probe: fingerprints, drift, the rules on them --------------------------------
     def collect(self, sessions: dict[str, StackSession]) -> None:
-        """Fingerprint these stacks (added to those collected before: a cycle in waves,
-        auditor.fleet.waves, collects wave by wave)."""
+        """Fingerprint these stacks (added to those collected before: a cycle's parts,
+        auditor.cycle.part, collect part by part)."""
         found = self.state.parallel({n: (lambda s=s: self._fingerprint(s)) for n, s in sessions.items()})
-        with self.state.held:  # other hosts' parts read them (the rules, a model's rules)
+        with self._lock:  # other hosts' parts read them (the rules, a model's rules)
             self.fingerprints.update({k: v for k, v in found.items() if v is not None})
             # in the config's order: hosts in flight side by side are fingerprinted in any order
             order = {n: i for i, n in enumerate(self.state.config.stacks)}
@@ -96,10 +101,10 @@ class Compatibility:
 
     def check(self) -> None:
         """Drift and the rules, on every stack fingerprinted so far (and the artifact rules once
-        there are exports). A cycle in waves checks again after each wave's fingerprints: a
-        wave's blocks are known before it loads anything, and the last check, on every stack,
+        there are exports). Each part of a cycle checks again after its fingerprints: a
+        part's blocks are known before it loads anything, and the last check, on every stack,
         is the cycle's (a rule across stacks, the group's peers, sees them all)."""
-        with self.state.held:
+        with self._lock:
             self._check()
 
     def _check(self) -> None:
@@ -207,14 +212,15 @@ class Compatibility:
 
     # -- after export, before any load: the rules on the exported artifacts ----------------------
     def check_exports(
-        self, trained: dict[str, dict[str, TrainOutcome]], plan: dict[str, dict[str, ProbeJob]]
+        self, exported: dict[str, dict[str, Artifact | None]], plan: dict[str, dict[str, Any]]
     ) -> None:
-        """The artifact rules, from now on part of every check."""
+        """The artifact rules, from now on part of every check: ``exported`` (stack -> job key
+        -> its export, None where none was made) of the probe jobs of ``plan``."""
         self._exported = [
-            ExportedModel(stack, job.spec.name, job.variant, outcome.artifact.info, job.format.name)
+            ExportedModel(stack, job.spec.name, job.variant, artifact.info, job.format.name)
             for stack, jobs in plan.items()
             for key, job in jobs.items()
-            if (outcome := trained[stack][key]).artifact is not None
+            if (artifact := exported[stack][key]) is not None
         ]
         self.check()
 

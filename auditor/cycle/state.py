@@ -18,12 +18,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from auditor.compare.outputs import Tolerance
 from auditor.config.tables import Config, ConvertTable, StackConfig
-from auditor.cycle.jobs import CycleAborted, ProbeJob
 from auditor.history.store import Store
 from auditor.policy import convert
-from auditor.results import Artifact, Latency
+from auditor.results import Artifact, CycleAborted, Latency
 from auditor.stacks.session import Reach, StackSession
 from auditor.stacks.worker import WorkerError
 from auditor.worker import files
@@ -64,11 +62,6 @@ class CycleState:
     tmp: Path | None = None
     """The cycle's own temporary directory (staged exports and conversions)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
-    held: threading.RLock = field(default_factory=threading.RLock)
-    """Taken by each host's part of a cycle (auditor.fleet.waves) for what it shares with the
-    other hosts: the held stacks' workers (they answer one request at a time), the rules'
-    fingerprints and findings, the suites' once-per-cycle work (localizations, models' plans
-    and references). What a host does on its own workers alone runs without it."""
     _aborted: threading.Event = field(default_factory=threading.Event)
     _children: weakref.WeakSet[Killable] = field(default_factory=weakref.WeakSet)
     """What an abort kills: the workers and environment processes still in use. Weak, so that a
@@ -122,9 +115,6 @@ class CycleState:
             "time", model=model, inputs=inputs, warmup=lat.warmup, iterations=lat.iterations
         ).result["ns"]
         return Latency.from_ns(ns, batch)
-
-    def tolerance(self, job: ProbeJob, output: str) -> Tolerance:
-        return self.config.probe(job.spec.name).tolerance_for(output, job.variant, job.dtype)
 
     def load(
         self,

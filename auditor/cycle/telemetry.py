@@ -34,13 +34,13 @@ from typing import Any
 from sqlalchemy import select
 
 from auditor.config.tables import Config, StackConfig, TelemetryConfig
-from auditor.cycle.jobs import CycleAborted
 from auditor.db import schema as m
 from auditor.history.telemetry import Key, worst_since
 from auditor.results import (
     NPU_TELEMETRY,
     TELEMETRY_UNAVAILABLE,
     ChipTelemetry,
+    CycleAborted,
     Finding,
     HostTelemetry,
     NpuTelemetry,

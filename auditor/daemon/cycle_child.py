@@ -21,7 +21,6 @@ from auditor.alerts.engine import AlertEngine, build_sinks
 from auditor.common.logs import setup_logging
 from auditor.common.memory import tune_malloc
 from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
-from auditor.cycle.jobs import CycleAborted
 from auditor.cycle.telemetry import Sampling
 from auditor.daemon.cycle_process import (
     ABORTED,
@@ -43,6 +42,7 @@ from auditor.history.publication import summary_of
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
 from auditor.history.telemetry import store_samples
+from auditor.results import CycleAborted
 from auditor.stacks.transport import CONNECTIONS
 
 HISTORY_ERRORS = (SQLAlchemyError, StoreError)

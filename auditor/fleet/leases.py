@@ -2,7 +2,7 @@
 of one pool on one history database, each host audited once per cycle *slot*.
 
 Every auditor runs its own held stacks (train stacks, publishers, models' references:
-auditor.fleet.waves), then takes serving hosts as it has places for them: it claims the next
+auditor.fleet.window), then takes serving hosts as it has places for them: it claims the next
 hosts that nobody holds (or whose lease expired unfinished), at most ``[leases] claim`` in
 flight, audits each, marks it served the moment its part is done, and claims again. When no host
 is left to claim it waits for the hosts other auditors still work on, polling, so that a host
@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from auditor.config.tables import LeasesConfig, ScheduleConfig
-from auditor.fleet.waves import Waves
+from auditor.fleet.window import HostPlan
 from auditor.results import UNCHECKED, Finding
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class SharedHosts:
     def __init__(
         self,
         book: Book,
-        waves: Waves,
+        waves: HostPlan,
         config: LeasesConfig,
         where: Slot,
         check: Callable[[], None] = lambda: None,
@@ -177,7 +177,7 @@ class SharedHosts:
         self._beat: threading.Thread | None = None
 
     @staticmethod
-    def chunk_size(config: LeasesConfig, waves: Waves) -> int:
+    def chunk_size(config: LeasesConfig, waves: HostPlan) -> int:
         """Hosts claimed at a time: ``[leases] claim``, within ``[worker] max_hosts``."""
         return max(1, config.claim if waves.size is None else min(config.claim, waves.size))
 

@@ -48,13 +48,12 @@ from auditor.history.store import Store
 from auditor.policy import convert as conversion
 from auditor.policy.model_file import other_formats, read_model, seeded_inputs
 from auditor.results import CONSISTENT, DRIFT, Finding, LearnedMaximum, LearnedOperator
-from auditor.rules.engine import ExportedModel, Rule, RuleContext, blocked, run_rules
+from auditor.rules.engine import Rule, blocked, file_rules
 from auditor.rules.operator_support import (
     Coverage,
     coverage,
     learn,
     learned_failures,
-    operator_limits,
     target_of,
 )
 from auditor.runtime import MINDIR, RuntimeSpec
@@ -351,22 +350,20 @@ class _Gate:
         probed: Mapping[str, _Probe],
         maxima: dict[tuple[str, str], LearnedMaximum],
     ) -> list[Finding]:
-        """The rules on "the file -> each stack", the file standing for a train stack's export."""
-        label = file_label(path)
-        producer = info.model_version
-        pseudo = {"framework": {"mindspore": {"version": producer}}} if producer else {}
+        """The rules on "the file -> each stack", the file standing for a train stack's export
+        (auditor.rules.engine.file_rules: a cycle judges a [models.NAME] file the same way)."""
         fingerprints: dict[str, dict[str, Any] | None] = {n: p.fingerprint for n, p in probed.items()}
-        fingerprints[label] = pseudo
-        context = RuleContext(
+        return file_rules(
+            self.rules,
+            file_label(path),
+            MODEL_PROBE,
+            "file",
+            asdict(info),
             dict(self.chosen),
             fingerprints,
-            tuple(PairConfig(label, n, (MODEL_PROBE,)) for n in self.chosen),
-            [ExportedModel(label, MODEL_PROBE, "file", asdict(info))],
             maxima,
-            operator_limits(self.chosen, fingerprints, self.runtimes),
             dict(self.runtimes),
         )
-        return run_rules(self.rules, context)
 
     def conversions(
         self, path: str, probed: Mapping[str, _Probe], findings: list[Finding]

@@ -128,19 +128,13 @@ def run(
     return outputs, failed
 
 
-def propagating(
-    names: Sequence[str],
-    outputs: Sequence[Any],
-    dependencies: tuple[tuple[str, ...], ...] | None,
-    varied_name: str,
+def reached(
+    names: Sequence[str], dependencies: tuple[tuple[str, ...], ...] | None, varied_name: str
 ) -> tuple[str, ...]:
-    """The float outputs a NaN in the varied input must reach: those the graph computes from it
-    (all float outputs where the file does not say)."""
-    out = []
-    for i, (name, y) in enumerate(zip(names, outputs, strict=False)):
-        if np.asarray(y).dtype.kind != "f":
-            continue
-        if dependencies is not None and i < len(dependencies) and varied_name not in dependencies[i]:
-            continue
-        out.append(str(name))
-    return tuple(out)
+    """The outputs a NaN in the varied input must reach: those the graph computes from it (all
+    where the file does not say). Only float values are judged (auditor.policy.alone)."""
+    return tuple(
+        str(name)
+        for i, name in enumerate(names)
+        if dependencies is None or i >= len(dependencies) or varied_name in dependencies[i]
+    )

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from auditor.compare.golden import Golden
-from auditor.config.user_models import ModelConfig, TrainNetwork
+from auditor.compare import input_classes
+from auditor.compare.golden import Golden, GoldenError, read_golden
+from auditor.config.user_models import ModelConfig
+from auditor.policy import classes as file_classes
 from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
 from auditor.worker import files
-from auditor.worker.mindir import MindIRInfo, TensorInfo, read_info
+from auditor.worker.mindir import MindIRInfo, TensorInfo, output_dependencies, read_info
 
 
 class ModelInputError(Exception):
@@ -164,22 +166,6 @@ def _recorded(
     return x
 
 
-def build_network(worker: Any, network: TrainNetwork, model_id: str) -> dict[str, Any]:
-    """Have the train stack's worker build the training network and load its checkpoint, kept
-    as ``model_id`` (auditor.worker.train_network); a remote worker is sent the checkpoint.
-    Raises WorkerError (the factory's or the checkpoint's failure), OSError (the checkpoint
-    cannot be read here)."""
-    checkpoint = str(Path(network.checkpoint).resolve()) if network.checkpoint else ""
-    return worker.request(
-        "network",
-        model=model_id,
-        factory=network.factory,
-        kwargs=dict(network.kwargs),
-        checkpoint=checkpoint,
-        checkpoint_data=Path(checkpoint).read_bytes() if checkpoint and worker.is_remote else None,
-    ).result
-
-
 def computes_in(info: MindIRInfo | None) -> str | None:
     """ "float16" when the file computes in fp16 inside (its layers' outputs are fp16, whatever
     its inputs' and outputs' dtype), else None."""
@@ -201,3 +187,50 @@ def check_golden_inputs(model: ModelConfig, info: MindIRInfo, golden: Golden) ->
                 f"{model.golden}: input_{i} is {list(x.shape)} {x.dtype}, {model.path}'s input {d.name} "
                 f"is {list(d.shape)} {d.dtype}"
             )
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """What a ``[models.NAME]`` is audited with, read once per cycle: the file, its inputs, its
+    golden, its input classes, which of its outputs a NaN in the varied input must reach, and
+    its hidden nodes (auditor.policy.model_file reads them); ``error`` when it cannot be."""
+
+    model: ModelConfig
+    data: bytes = b""
+    info: MindIRInfo | None = None
+    inputs: list[np.ndarray] = field(default_factory=list)
+    input_names: tuple[str, ...] = ()
+    golden: Golden | None = None
+    classes: list[input_classes.ClassBatch] = field(default_factory=list)
+    dependencies: tuple[tuple[str, ...], ...] | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"models.{self.model.name}"
+
+
+def plan_model(model: ModelConfig, limits: files.Limits, others: Sequence[ArtifactFormat] = ()) -> ModelPlan:
+    """Everything ``model`` is audited with, read once (through auditor.worker.files); a plan
+    with ``error`` when the file, its inputs, its checkpoint or its golden cannot serve."""
+    try:
+        data, info = read_model(model.path, limits, others)
+        missing = model.train.missing() if model.train is not None else None
+        if missing is not None:
+            raise ModelInputError(f"models.{model.name}.{missing}")
+        if model.train is not None and model.train.checkpoint and not Path(model.train.checkpoint).is_file():
+            raise ModelInputError(
+                f"models.{model.name}.train.checkpoint: {model.train.checkpoint}: no such file"
+            )
+        golden = None
+        if model.golden:
+            golden = read_golden(model.golden, limits)
+            inputs = golden.inputs
+            check_golden_inputs(model, info, golden)
+        else:
+            inputs, _ = model_inputs(model, info, limits)
+        names = tuple(spec.name for spec in model.inputs) or tuple(t.name for t in (info.inputs or ()))
+        classes = file_classes.batches(model, info, inputs, names)
+        return ModelPlan(model, data, info, inputs, names, golden, classes, output_dependencies(data))
+    except (ModelInputError, GoldenError) as exc:
+        return ModelPlan(model, error=str(exc))

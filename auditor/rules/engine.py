@@ -25,6 +25,7 @@ from typing import Any
 
 from auditor.config.tables import PairConfig, StackConfig
 from auditor.results import Finding, LearnedMaximum
+from auditor.rules.operator_support import operator_limits
 from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
 
 SEVERITIES = ("info", "warning", "error", "critical")
@@ -148,6 +149,36 @@ def run_rules(rules: Iterable[Rule], context: RuleContext) -> list[Finding]:
                 )
             )
     return found
+
+
+def file_rules(
+    rules: Iterable[Rule],
+    label: str,
+    probe: str,
+    variant: str,
+    info: dict[str, Any],
+    stacks: dict[str, StackConfig],
+    fingerprints: dict[str, dict[str, Any] | None],
+    learned_maxima: dict[tuple[str, str], LearnedMaximum],
+    runtimes: dict[str, RuntimeSpec],
+) -> list[Finding]:
+    """Every rule on "a file -> each of ``stacks``", the file standing for an export of a train
+    stack ``label`` whose MindSpore is the file's producer: its version and operators against
+    each runtime, the producer's release against the serving one, and the stacks' own facts.
+    ``auditor check`` and a cycle's ``[models.NAME]`` judge a file with this one evaluation,
+    so they say the same of it."""
+    producer = info.get("model_version")
+    seen = {**fingerprints, label: {"framework": {"mindspore": {"version": producer}}} if producer else {}}
+    context = RuleContext(
+        dict(stacks),
+        seen,
+        tuple(PairConfig(label, n, (probe,)) for n in stacks),
+        [ExportedModel(label, probe, variant, dict(info))],
+        dict(learned_maxima),
+        operator_limits(stacks, seen, runtimes),
+        dict(runtimes),
+    )
+    return run_rules(rules, context)
 
 
 def blocked(found: Iterable[Finding], pair: str, probe: str, variant: str) -> Finding | None:

@@ -70,7 +70,7 @@ class Reach:
     def release(self, stacks: Iterable[str]) -> None:
         """The part of a cycle of ``stacks`` is done and their workers are closed: end the
         zygotes that serve them alone and their hosts' ssh master connections (none of their
-        hosts' stacks is used again this cycle, auditor.fleet.waves)."""
+        hosts' stacks is used again this cycle, auditor.fleet.window)."""
         names = list(stacks)
         if self.warm is not None:
             self.warm.release(names)
@@ -96,13 +96,19 @@ class Reach:
         return self.config.stacks[name]
 
     def worker(
-        self, name: str, request_timeout: float | None = None, env: Mapping[str, str] | None = None
+        self,
+        name: str,
+        request_timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cold: bool = False,
     ) -> StackWorker:
         """The worker of stack ``name``, not started yet (``start()``, or use it as a context
         manager). ``env``: variables set on top of the stack's own (a verbose log level for
-        one diagnostic load)."""
+        one diagnostic load). ``cold``: its interpreter started anew, never forked from the
+        stack's zygote (a rerun that must not share the first run's address layout, hash seed
+        and heap)."""
         stack = self.config.stacks[name]
-        warm = self.warm
+        warm = None if cold else self.warm
         if env:
             # One diagnostic worker with other variables: a zygote for it would cost as much as
             # the cold start it saves.
@@ -190,8 +196,10 @@ def reach(
 class StackSession:
     """A stack's worker for the cycle, started on first use and restarted after a death."""
 
-    def __init__(self, reach: Reach, name: str, register: Callable[[StackWorker], None]):
+    def __init__(self, reach: Reach, name: str, register: Callable[[StackWorker], None], cold: bool = False):
         self.reach, self.name, self.register = reach, name, register
+        self.cold = cold
+        """Its workers start cold (auditor.stacks.session.Reach.worker)."""
         self.stack = reach.stack(name)
         self.worker: StackWorker | None = None
         self.start_error: WorkerError | None = None
@@ -200,9 +208,10 @@ class StackSession:
         """Each death of a started worker (crash, kill, timeout), restarted or not: the run
         records them, so that no worker is replaced silently."""
 
-    def fresh(self) -> StackSession:
-        """Another session of the same stack: a worker process of its own (reruns)."""
-        return StackSession(self.reach, self.name, self.register)
+    def fresh(self, cold: bool = False) -> StackSession:
+        """Another session of the same stack: a worker process of its own (reruns); ``cold``:
+        started anew, not forked from the stack's zygote."""
+        return StackSession(self.reach, self.name, self.register, cold)
 
     def _record_death(self, restarted: bool) -> None:
         assert self.worker is not None
@@ -216,7 +225,7 @@ class StackSession:
                 self._record_death(restarted=True)
                 self.worker.close()
                 self.worker = None
-            worker = self.reach.worker(self.name)
+            worker = self.reach.worker(self.name, cold=self.cold)
             self.register(worker)
             try:
                 self.hello = worker.start()

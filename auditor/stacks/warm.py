@@ -753,7 +753,7 @@ class WarmPool:
 
     def release(self, stacks: Iterable[str]) -> list[str]:
         """End the zygotes that serve only ``stacks`` (their hosts' part of a cycle is done,
-        auditor.fleet.waves); remembered failures stay. The stacks ended."""
+        auditor.fleet.window); remembered failures stay. The stacks ended."""
         done = set(stacks)
         with self._lock:
             chosen = [(k, z) for k, z in self._zygotes.items() if z.stacks and set(z.stacks) <= done]

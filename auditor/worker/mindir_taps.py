@@ -141,12 +141,13 @@ def _cell(node: _Node, loads: dict, prefix: str) -> tuple[str, str]:
     return path, kind
 
 
-def tap(data: bytes, limit: int = MAX_TAPS) -> tuple[bytes, list[Tap], list[Tap]]:
+def tap(data: bytes, limit: int = MAX_TAPS, ops=None) -> tuple[bytes, list[Tap], list[Tap]]:
     """The copy of ``data`` that also returns its inner values; what each one is (in the order
     the copy returns them, after the file's own outputs); and every computing node the copy
     returns, its own outputs included, in the file's node order (a cell's place in the graph).
-    A value is returned once: a runtime may refuse a graph that returns one twice. Raises
-    TapError."""
+    A value is returned once: a runtime may refuse a graph that returns one twice. ``ops``: a
+    set of operator names: only the inner values those compute are returned (a policy's
+    bounded hidden nodes, auditor.policy.hidden). Raises TapError."""
     view = memoryview(data)
     budget = Budget(MAX_FIELDS)
     try:
@@ -201,6 +202,8 @@ def tap(data: bytes, limit: int = MAX_TAPS) -> tuple[bytes, list[Tap], list[Tap]
             if source is None:
                 continue
             op = source.op
+        if ops is not None and op not in ops:
+            continue
         cell, kind = _cell(n, loads, prefix)
         if n.outputs[0] in elements:
             ordered.append(Tap(n.outputs[0], op, cell, kind, elements.index(n.outputs[0])))

@@ -12,13 +12,13 @@ import pytest
 
 from auditor.config.tables import LeasesConfig, ScheduleConfig
 from auditor.fleet import leases
-from auditor.fleet.waves import Waves
+from auditor.fleet.window import HostPlan
 from auditor.history.leases import LeaseBook
 from auditor.history.retention import prune
 from auditor.history.store import Store
 
 HOSTS = [f"infer-{i:02d}" for i in range(1, 11)]
-WAVES = Waves((), None, ("local",), tuple((h, (f"lite20@{h}",)) for h in HOSTS))
+WAVES = HostPlan((), None, ("local",), tuple((h, (f"lite20@{h}",)) for h in HOSTS))
 T0 = datetime(2026, 12, 6, 9, 0, 0)
 
 

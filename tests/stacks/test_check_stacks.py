@@ -88,10 +88,9 @@ def test_ms210_export_is_incompatible_with_lite20(models: dict[str, Path], tmp_p
 def test_ms210_export_really_fails_to_load_on_lite20(models: dict[str, Path], tmp_path: Path) -> None:
     """What the rule predicts is what the runtime does: with no known limit for Lite 2.0 the
     load is attempted, fails with the runtime's own message, and the verdict says so."""
-    from tests.unit.cycle.test_check import config_for
-
     from auditor.extend.manager import Plugins
     from auditor.gate.preflight import preflight
+    from tests.unit.gate.test_check import config_for
 
     plugins = Plugins(entry_points=False)
 
@@ -129,10 +128,9 @@ def test_unsupported_operator_learned_from_a_real_load(models: dict[str, Path], 
     is the MindIR operator, learned for the next check."""
     import dataclasses
 
-    from tests.unit.cycle.test_check import config_for
-
     from auditor.extend.manager import Plugins
     from auditor.gate.preflight import preflight
+    from tests.unit.gate.test_check import config_for
 
     plugins = Plugins(entry_points=False)
     runtimes = {

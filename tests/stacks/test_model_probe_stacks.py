@@ -216,10 +216,18 @@ def test_a_declared_policy_is_judged_in_ppo_terms(setup: dict) -> None:
     assert r["b1_ref:ms210-graph->lite20"]["status"] == "consistent"
 
 
-def test_each_serving_side_repeats_itself_in_a_fresh_process(setup: dict) -> None:
-    """As the probes' reruns: every served model that ran is run again in a fresh worker of its
-    stack, and each output must come out bitwise the same (Lite 2.0's LayerNorm error on rows
-    4-7 included: it is wrong the same way every time)."""
+LAYERNORM_ON_LITE = {"b8_ref:ms210-graph->lite20", "b8_golden:golden->lite20"}
+"""The user policy with a LayerNorm served by Lite 2.0: wrong on rows 4-7 (its drift), and, run
+again in a process started cold, not always wrong the same way (seen: 1e22 where the first run
+had 0.97): the kernel reads memory the process did not set. A rerun forked from the zygote that
+ran it first shared its heap and hid that; a cold one shows it."""
+
+
+def test_each_serving_side_repeats_itself_in_a_process_started_cold(setup: dict) -> None:
+    """As the probes' reruns: every served model that ran is run again in a worker of its stack
+    started cold (its interpreter anew, not a fork of the zygote that ran it first), and each
+    output must come out bitwise the same, but where Lite 2.0's LayerNorm reads memory it did
+    not set."""
     r = results(setup)
     ran = [p for p, x in r.items() if x["status"] in ("consistent", "drift")]
     assert "b8_ref:ms210-graph->lite20" in ran and "net_ok:ms20->lite20" in ran
@@ -227,6 +235,9 @@ def test_each_serving_side_repeats_itself_in_a_fresh_process(setup: dict) -> Non
         reruns = [c for c in r[pair]["checks"] if c["metric"] == "infer_rerun_max_abs"]
         outputs = {o["output"] for o in r[pair]["outputs"]}
         assert {c["output"] for c in reruns} == outputs and outputs, pair
+        if pair in LAYERNORM_ON_LITE and not all(c["passed"] for c in reruns):
+            assert r[pair]["status"] == "drift" and "in a cold process" in r[pair]["message"], pair
+            continue
         assert all(c["passed"] and c["value"] == 0 for c in reruns), (pair, reruns)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from tests.unit.cycle.test_rollout import children
 
 from auditor.config.load import load
 from auditor.cycle.audit_run import AuditRun
@@ -17,6 +16,7 @@ from auditor.history.store import Store
 from auditor.results import CONSISTENT, ERROR
 from tests.conftest import REPO
 from tests.fault_kit import small_config
+from tests.unit.policy.test_rollout import children
 
 pytestmark = pytest.mark.stacks
 

@@ -38,7 +38,10 @@ def _starts(monkeypatch) -> list[tuple[str, int, bool]]:
     return started
 
 
-def test_a_repeatability_rerun_runs_in_a_fresh_forked_process(stacks, doc, monkeypatch, own_zygotes):
+def test_a_repeatability_rerun_runs_in_a_process_started_cold(stacks, doc, monkeypatch, own_zygotes):
+    """The rerun that decides "repeats" starts its interpreter anew: a fork of the zygote that
+    computed the first result would share its address layout, hash seed and heap, and claim
+    more than was measured."""
     config = build(
         doc,
         builtin_probes(),
@@ -53,8 +56,9 @@ def test_a_repeatability_rerun_runs_in_a_fresh_forked_process(stacks, doc, monke
     assert "train_rerun_max_abs" in checks, sorted(checks)
     assert checks["train_rerun_max_abs"].passed and checks["train_rerun_max_abs"].value == 0
     ms20 = [(pid, forked) for stack, pid, forked in started if stack == "ms20"]
-    assert len(ms20) == 2 and all(forked for _, forked in ms20), started
+    assert [forked for _, forked in ms20] == [True, False], started  # the first forked, the rerun cold
     assert ms20[0][0] != ms20[1][0]  # the rerun's worker is another process
+    assert "cold" in checks["train_rerun_max_abs"].message or checks["train_rerun_max_abs"].passed
 
 
 def test_each_framework_forks_with_the_threads_it_is_documented_to_have(stacks, doc, own_zygotes):

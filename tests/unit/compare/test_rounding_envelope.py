@@ -12,8 +12,9 @@ import pytest
 
 from auditor.compare.outputs import Tolerance, compare_output
 from auditor.config.thresholds import ProbeConfig
-from auditor.cycle.jobs import ProbeJob, comparator_checks, rounding
 from auditor.extend.manager import Plugins
+from auditor.policy.subject import ProbeJob, from_probe
+from auditor.policy.verdict import comparator_checks, envelopes_of
 
 PLUGINS = Plugins(entry_points=False)
 SPEC = PLUGINS.probes()["ppo_policy"]
@@ -88,19 +89,20 @@ def test_compare_output_passes_an_element_within_its_envelope_only():
 @pytest.mark.faults
 def test_the_envelope_belongs_to_the_probes_own_inputs_only():
     job = ProbeJob(SPEC, SPEC.variant_params("tanh-fp16", {}), "tanh-fp16")
+    cfg = ProbeConfig("ppo_policy", Tolerance())
+    subject = from_probe(job, cfg)
     own = SPEC.make_inputs(job.params)
-    assert set(rounding(job, None)) == {"logp"} and set(rounding(job, own)) == {"logp"}
+    assert set(envelopes_of(subject, None)) == {"logp"} and set(envelopes_of(subject, own)) == {"logp"}
     other = [x.copy() for x in own]
     other[1][0] = 0
-    assert rounding(job, other) == {}
+    assert envelopes_of(subject, other) == {}
     # the logp_diff comparator gets it only with the probe's own inputs
     _, ref, lp16, envelope = _case("tanh-fp16", 0)
     train = {"mean": ref["mean"], "std": ref["std"], "logp": ref["logp"], "action": ref["action"]}
     worst = int(np.argmax(np.abs(lp16 - ref["logp"]) - np.maximum(0.01, 4 * _ulp(ref["logp"]))))
     infer = dict(train, logp=ref["logp"].copy())
     infer["logp"][worst] += 0.9 * envelope[worst]
-    cfg = ProbeConfig("ppo_policy", Tolerance())
     for inputs, passes in ((own, True), (other, False)):
-        envelopes = rounding(job, inputs)
-        found = comparator_checks(job, PLUGINS.comparators(), cfg, train, infer, envelopes)
+        envelopes = envelopes_of(subject, inputs)
+        found = comparator_checks(subject, PLUGINS.comparators(), train, infer, envelopes)
         assert {c.metric: c for c in found}["logp_diff_max"].passed == passes

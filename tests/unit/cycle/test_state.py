@@ -7,8 +7,8 @@ import gc
 import pytest
 
 from auditor.config.tables import Config
-from auditor.cycle.jobs import CycleAborted
 from auditor.cycle.state import CycleState
+from auditor.results import CycleAborted
 from auditor.stacks.session import Reach
 
 

@@ -11,9 +11,12 @@ import pytest
 
 from auditor.compare.outputs import MetricCheck
 from auditor.config.load import parse
-from auditor.cycle.cycle import Cycle, InferOutcome, ProbeJob, TrainOutcome
+from auditor.cycle.cycle import Cycle
+from auditor.cycle.probes import ProbeAudit
 from auditor.extend.manager import Plugins, builtin_probes
 from auditor.extend.probe_spec import ProbeSpec
+from auditor.policy.side import Side
+from auditor.policy.subject import ProbeJob
 from auditor.results import CONSISTENT, DRIFT, ERROR, UNSUPPORTED
 from auditor.runtime import MINDIR, ArtifactFormat, RuntimeSpec
 from auditor.stacks.failures import unsupported_operator
@@ -147,11 +150,17 @@ def test_unsupported_operator_is_read_from_the_runtime_log():
 # -- the verdict of one variant, from made-up outputs ---------------------------------------------
 
 
+def _verdict(cycle: Cycle, pair, job: ProbeJob, train: Side, infer: Side):
+    """One variant's verdict on the pair's infer side, as the cycle's pipeline gives it."""
+    audit = ProbeAudit(job, cycle.subject(job), pair.train, train, [pair], cycle.state, cycle.runtimes, True)
+    return audit.judge(pair.infer, infer, cycle.comparators, cycle.compat.diagnose)
+
+
 def _result(cycle: Cycle, job: ProbeJob, train: list, infer: list, **extra):
     pair = cycle.config.pairs[0]
-    t = TrainOutcome(outputs=train, rerun=extra.get("train_rerun"))
-    i = InferOutcome(outputs=infer, error=extra.get("infer_error"), rerun=extra.get("infer_rerun"))
-    return cycle._result(pair, job, t, i)
+    t = Side(outputs=train, rerun=extra.get("train_rerun"))
+    i = Side(outputs=infer, error=extra.get("infer_error"), rerun=extra.get("infer_rerun"))
+    return _verdict(cycle, pair, job, t, i)
 
 
 def _ppo_outputs(params, shift: float = 0.0, logp_shift: float = 0.0):
@@ -322,44 +331,49 @@ def test_the_infer_runtime_decides_what_the_train_stack_exports():
         "operator is not yet supported."
     )
     outputs = [np.zeros((2, 2), np.float32)] * 2
-    export = TrainOutcome(outputs=outputs, error=WorkerError("tr", "export", "error", said))
-    r = cycle._result(to_onnx, onnx_job, export, InferOutcome())
+    export = Side(outputs=outputs, error=WorkerError("tr", "export", "error", said))
+    r = _verdict(cycle, to_onnx, onnx_job, export, Side())
     assert r.status == UNSUPPORTED
     assert r.message == (
         "unsupported operator: StandardNormal (tr cannot export this variant to ONNX: Can not find key "
         "StandardNormal in convert map. Exporting StandardNormal operator is not yet supported.)"
     )
     # The same words from another request are not the exporter's verdict: an error.
-    built = TrainOutcome(error=WorkerError("tr", "build", "error", said))
-    assert cycle._result(to_onnx, onnx_job, built, InferOutcome()).status == ERROR
+    built = Side(error=WorkerError("tr", "build", "error", said))
+    assert _verdict(cycle, to_onnx, onnx_job, built, Side()).status == ERROR
 
 
 def test_a_served_model_must_repeat_itself_in_a_fresh_process():
     """[models.NAME]: each serving side runs again in a fresh worker; other numbers there are
-    drift naming the output, a rerun that fails is the model's error (auditor.cycle.user_models)."""
-    from auditor.cycle.user_models import _Plan, _Side
+    drift naming the output, a rerun that fails is the model's error (auditor.cycle.models)."""
+    from auditor.cycle.models import ModelAudit
+    from auditor.policy.model_file import ModelPlan
+    from auditor.policy.subject import from_model
     from auditor.stacks.worker import WorkerError
+    from auditor.worker.mindir import MindIRInfo
 
     serving = {"role": "infer", "runtime": "mindspore-lite", "python": "/nonexistent/python"}
     pol = {"path": "p.mindir", "golden": "g.npz", "stacks": ["inf"], "output_names": ["a"]}
     config = parse({"stacks": {"inf": serving}, "models": {"pol": pol}}, "test")
     cycle = Cycle(config, PROBES)
     model = config.models["pol"]
-    plan = _Plan(model, inputs=[np.zeros((4, 3), np.float32)])
+    info = MindIRInfo("0" * 64, 0, True)
+    plan = ModelPlan(model, b"", info, [np.zeros((4, 3), np.float32)], ("obs",))
     out = [np.arange(4, dtype=np.float32)]
-    reference = _Side(outputs=out)
+    audit = ModelAudit(plan, from_model(plan), Side(outputs=out), cycle.state, None)
 
     def verdict(rerun):
-        return cycle.models._model_result(plan, "inf", reference, _Side(outputs=out, rerun=rerun))
+        served = Side(outputs=out, rerun=rerun, rerun_words="a cold process")
+        return audit.judge("inf", served, cycle.comparators, cycle.compat.diagnose)
 
     same = verdict([out[0].copy()])
     assert same.status == CONSISTENT
     [check] = [c for c in same.checks if c.metric == "infer_rerun_max_abs"]
     assert check.passed and check.value == 0.0 and check.output == "a"
     moved = out[0].copy()
-    moved[2] = np.nextafter(moved[2], np.float32(9))  # one ULP: a fresh process must repeat exactly
+    moved[2] = np.nextafter(moved[2], np.float32(9))  # one ULP: a process started anew must repeat exactly
     other = verdict([moved])
     assert other.status == DRIFT and other.checks[0].value > 0
-    assert "infer side gives other numbers in a fresh process" in other.message
+    assert "infer side gives other numbers in a cold process" in other.message
     failed = verdict(WorkerError("inf", "run", "crash", "worker died"))
-    assert failed.status == ERROR and failed.message.startswith("inf, rerun in a fresh process:")
+    assert failed.status == ERROR and failed.message.startswith("inf, rerun in a cold process:")

@@ -4,18 +4,19 @@ tests/stacks/test_side_checks_stacks.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from auditor.compare import input_classes
-from auditor.config.tables import Config, PairConfig
 from auditor.config.thresholds import ProbeConfig
-from auditor.cycle.state import CycleState
-from auditor.cycle.suite import ProbeSuite
 from auditor.extend.probe_spec import ProbeSpec
-from auditor.policy import invariants
+from auditor.policy import invariants, verdict
+from auditor.policy.alone import Alone
 from auditor.policy.invariants import Invariant, SideRun
-from auditor.stacks.session import Reach
+from auditor.policy.side import Side
+from auditor.policy.subject import ProbeJob, from_probe
 
 PPO = ProbeSpec.from_module("probes.ppo_policy")
 NORMALIZER = ProbeSpec.from_module("probes.obs_normalizer")
@@ -327,34 +328,22 @@ def test_layer_sweeps_drive_each_hidden_layer_through_saturation_solved_from_the
             assert np.corrcoef(driven, targets)[0, 1] > 0.9
 
 
-class _Outcome:
-    def __init__(self, classes):
-        self.classes = classes
-
-
-class _Job:
-    rerun = False
-    spec = PPO
-    variant, dtype = "fp32", "float32"
-
-
-def _suite(*probes: ProbeConfig) -> ProbeSuite:
-    """A probe suite on the state of a cycle whose config holds only these probes' settings."""
-    config = Config("<test>", "sqlite://", {}, (), {p.name: p for p in probes})
-    return ProbeSuite(CycleState(config, Reach(config)), lambda stack: stack)
+def _subject(cfg: ProbeConfig | None = None, variant: str = "fp32", batch: int = 8):
+    """The ppo_policy variant as a policy under audit, with these probe settings."""
+    job = ProbeJob(PPO, PPO.variant_params(variant, {"batch": batch}), variant)
+    return from_probe(job, cfg or ProbeConfig("ppo_policy"))
 
 
 def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
-    suite = _suite()
     x = np.linspace(-1, 1, 8, dtype=np.float32)[:, None]
-    batch = input_classes.ClassBatch("sweep", [x], np.zeros(8, bool))
-    same = {"sweep": (batch, [x]), "nan-inf": (batch, [x])}
+    same = {"sweep": [x], "nan-inf": [x]}
     moved = x.copy()
     moved[5] += 0.01
     nan = x.copy()
     nan[2] = np.nan
-    other = {"sweep": (batch, [moved]), "nan-inf": (batch, [nan])}
-    checks = suite.class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(other))
+    other = {"sweep": [moved], "nan-inf": [nan]}
+    subject = _subject()
+    checks = verdict.class_checks(subject, ["mean"], Side(classes=same), Side(classes=other), "lite20")
     by = {(c.output, c.metric): c for c in checks}
     assert not by[("mean@sweep", "class_failing")].passed and by[("mean@sweep", "class_failing")].value == 1.0
     assert "1/8 elements out of tolerance" in by[("mean@sweep", "class_failing")].message
@@ -363,27 +352,31 @@ def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
         by[("mean@nan-inf", "class_nan_inf_mismatch")].value == 1.0
         and by[("mean@nan-inf", "class_nan_inf_mismatch")].passed
     )
-    assert all(c.passed for c in suite.class_checks(_Job(), ["mean"], _Outcome(same), _Outcome(same)))
-    job = _Job()
-    job.rerun = True  # seeded random ops: their state moves on with every call
-    assert suite.class_checks(job, ["mean"], _Outcome(same), _Outcome(other)) == []
+    assert all(
+        c.passed for c in verdict.class_checks(subject, ["mean"], Side(classes=same), Side(classes=same), "x")
+    )
+    # A class the serving side could not run fails (a runtime that fails on NaN input).
+    failed = verdict.class_checks(
+        subject, ["mean"], Side(classes=same), Side(class_errors={"nan-inf": "died"}), "x"
+    )
+    assert [(c.metric, c.output, c.passed) for c in failed] == [("class_run", "@nan-inf", False)]
+    # seeded random ops: their state moves on with every call
+    drawn = replace(subject, stochastic=True)
+    assert verdict.class_checks(drawn, ["mean"], Side(classes=same), Side(classes=other), "x") == []
 
 
 def test_a_side_is_checked_even_when_its_partner_cannot_run():
-    from types import SimpleNamespace
-
-    suite = _suite()
-    params = PPO.variant_params("fp16", {"batch": 8})
-    job = SimpleNamespace(spec=PPO, params=params, variant="fp16", dtype="float16", key="ppo_policy/fp16")
-    trained = {"ms20": {job.key: SimpleNamespace(outputs=_ppo_outputs(8, std=0.0), classes={}, layers={})}}
-    inferred = {"lite20": {("ms20->lite20", job.key): SimpleNamespace(outputs=None, classes={}, layers={})}}
-    found = suite.side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred)
+    subject = _subject(variant="fp16")
+    found = Alone().findings(subject.key, subject, "ms20", Side(outputs=_ppo_outputs(8, std=0.0)))
     assert [(f.kind, f.subject, f.details["output"]) for f in found] == [("invariant", "ms20", "std")]
+    assert Alone().findings(subject.key, subject, "lite20", Side()) == []  # nothing ran: nothing judged
     # Turned off per probe like a comparator's options.
-    suite = _suite(ProbeConfig("ppo_policy", comparators={"invariants": {"enabled": False}}))
-    assert (
-        suite.side_findings([(PairConfig("ms20", "lite20", ("ppo_policy",)), job)], trained, inferred) == []
-    )
+    off = _subject(ProbeConfig("ppo_policy", comparators={"invariants": {"enabled": False}}), "fp16")
+    assert Alone().findings(off.key, off, "ms20", Side(outputs=_ppo_outputs(8, std=0.0))) == []
+    # Each stack is judged once per policy and cycle, however many pairs share it.
+    alone = Alone()
+    assert alone.findings(subject.key, subject, "ms20", Side(outputs=_ppo_outputs(8, std=0.0)))
+    assert alone.findings(subject.key, subject, "ms20", Side(outputs=_ppo_outputs(8, std=0.0))) == []
 
 
 # -- model probes: the ranges a graph implies ----------------------------------------------------

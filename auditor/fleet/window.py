@@ -31,7 +31,7 @@ from auditor.config.tables import Config
 
 
 @dataclass(frozen=True)
-class Waves:
+class HostPlan:
     held: tuple[str, ...]
     """Stacks whose workers live the whole cycle (on the held hosts)."""
     cap: int | None
@@ -72,7 +72,7 @@ def natural(name: str) -> list[object]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def plan(config: Config, stacks: Iterable[str]) -> Waves:
+def plan(config: Config, stacks: Iterable[str]) -> HostPlan:
     """The held stacks and the serving hosts of a cycle over ``stacks`` (the stacks it reaches)."""
     names = list(stacks)
     host_of = {n: config.stacks[n].host for n in names}
@@ -81,7 +81,7 @@ def plan(config: Config, stacks: Iterable[str]) -> Waves:
     others = sorted({host_of[n] for n in names} - set(held_hosts), key=natural)
     serving = tuple((h, tuple(n for n in names if host_of[n] == h)) for h in others)
     held = tuple(n for n in names if host_of[n] in held_hosts)
-    return Waves(held, config.worker.max_hosts, tuple(held_hosts), serving)
+    return HostPlan(held, config.worker.max_hosts, tuple(held_hosts), serving)
 
 
 class Window:

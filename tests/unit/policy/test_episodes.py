@@ -1,7 +1,9 @@
-"""[models.NAME.rollout] without stacks: the config's checks, how one observation becomes a
-model's inputs and its outputs an action, the sampled mode's scoring, a user's own environment
-("package.module:function") in the environment process, and episodes of plain-callable
-models against an independent gymnasium loop. The real stacks: test_model_rollout_stacks.py."""
+"""A policy's episodes without stacks (auditor.policy.episodes): [models.NAME.rollout]'s config
+checks, how one observation becomes a policy's inputs and its outputs an action, the sampled
+mode's scoring (from the distributions' parameters, or by the models' own log-probability), a
+user's own environment ("package.module:function") in the environment process, and episodes of
+plain-callable models against an independent gymnasium loop. The real stacks:
+test_model_rollout_stacks.py, test_rollout_stacks.py."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from auditor.compare import ratios
 from auditor.config.load import parse
 from auditor.config.tables import ConfigError, RolloutConfig
 from auditor.config.user_models import ModelConfig, ModelRollout
-from auditor.policy import model_rollout
+from auditor.policy import episodes
 from auditor.policy.env_process import EnvProcess, env_problem
 from auditor.results import CONSISTENT, DRIFT, ERROR
 
@@ -192,6 +195,33 @@ def model(**kw: object) -> ModelConfig:
     return ModelConfig(**base)  # type: ignore[arg-type]
 
 
+class model_rollout:  # noqa: N801 - the episodes of a [models.NAME], as auditor.cycle.models plans them
+    NotRolled = episodes.NotRolled
+    Plan = episodes.Plan
+    deterministic = staticmethod(episodes.deterministic)
+
+    @staticmethod
+    def plan(model, settings, defaults, inputs, input_names, output_names):  # noqa: ANN001, ANN205
+        options = dict(model.policy or {})
+        head = ratios.Policy.from_options(options) if options else None
+        return episodes.plan(
+            episodes.of_model(settings, defaults), head, options, inputs, input_names, output_names
+        )
+
+    @staticmethod
+    def roll_out(p, *, envs, pair, reference, target, probe, variant, reference_run, served_run, act_dim):  # noqa: ANN001, ANN205
+        base = dict(pair=pair, train=reference, infer=target, probe=probe, variant=variant)
+        return episodes.roll_out(
+            p,
+            envs=envs,
+            base=base,
+            reference=episodes.Model(reference_run, reference_run),
+            served=episodes.Model(served_run, served_run),
+            act_dim=act_dim,
+            who=f"model {probe}",
+        )
+
+
 def test_the_plan_fills_every_row_with_the_scaled_observation_and_reads_row_0() -> None:
     settings = ModelRollout("Pendulum-v1", obs_scale=(2.0,), obs_offset=(0.0, 1.0, 0.0))
     inputs = [np.zeros((4, 3), np.float32), np.full((4, 1), 7.0, np.float32)]
@@ -235,10 +265,6 @@ def test_the_deterministic_action_is_the_policys_mean_squashed_and_scaled() -> N
 
 def test_what_cannot_be_rolled_out_is_said() -> None:
     x = [np.zeros((1, 3), np.float32)]
-    with pytest.raises(model_rollout.NotRolled, match="golden file .* cannot act in an environment"):
-        model_rollout.plan(
-            model(reference=None, golden="g.npz"), ModelRollout("P"), RolloutConfig(), x, ["obs"], ["a"]
-        )
     with pytest.raises(model_rollout.NotRolled, match="no input 'state'"):
         model_rollout.plan(
             model(), ModelRollout("P", observation="state"), RolloutConfig(), x, ["obs"], ["a"]
