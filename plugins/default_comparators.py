@@ -286,7 +286,7 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
     draws = ratios.draw(i, k, seed)
     sampled = f"{policy.logp}{ratios.BEHAVIOUR}"
     if policy.in_graph() and sampled in train and sampled in infer:
-        log_w = ratios.log_weights_in_graph(train[sampled], infer[sampled], draws)
+        log_w = ratios.log_weights_in_graph(train[sampled], infer[sampled], draws, t.valid)
         basis = "from the models' own log-probabilities"
     else:
         log_w = ratios.log_weights_from_params(t, i, draws)

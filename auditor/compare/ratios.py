@@ -98,7 +98,13 @@ class Distribution:
 
 
 def distribution(policy: Policy, outputs: dict[str, np.ndarray]) -> Distribution:
-    """One side's distribution from its outputs (by name); ValueError names a missing output."""
+    """One side's distribution from its outputs (by name); ValueError names a missing output or
+    a spread that fits no mean. A categorical policy's ``-inf`` logit is an action of
+    probability 0 (a masked action), not an invalid distribution; a NaN or ``+inf`` logit, or
+    every logit ``-inf``, is. A Gaussian's std (or log_std) may be per state ``[batch,
+    act_dim]`` or ``[batch, 1]``, one value for every state and action (a scalar), or one per
+    action dimension ``[act_dim]`` / ``[1, act_dim]`` (the exported PPO actor's
+    state-independent log_std, a parameter vector)."""
     missing = [n for n in policy.outputs() if n not in outputs]
     if missing:
         raise ValueError(
@@ -109,21 +115,31 @@ def distribution(policy: Policy, outputs: dict[str, np.ndarray]) -> Distribution
     if policy.kind == "categorical":
         logits = np.asarray(outputs[policy.logits], dtype=np.float64)
         logits = logits.reshape(logits.shape[0], -1) if logits.ndim > 1 else logits.reshape(1, -1)
-        bad = ~np.isfinite(logits).all(axis=1)
-        for i in np.flatnonzero(bad):
-            problems[int(i)] = "a logit is not finite"
+        nan, up = np.isnan(logits).any(axis=1), (logits == np.inf).any(axis=1)
+        masked = (logits == -np.inf).all(axis=1)
+        for i in np.flatnonzero(nan | up | masked):
+            problems[int(i)] = (
+                "a logit is NaN"
+                if nan[i]
+                else "a logit is +inf"
+                if up[i]
+                else "every action is masked (-inf)"
+            )
+        bad = nan | up | masked
         with np.errstate(invalid="ignore", over="ignore"):
             safe = np.where(bad[:, None], 0.0, logits)
             log_probs = safe - np.logaddexp.reduce(safe, axis=1, keepdims=True)
         return Distribution(policy.kind, None, None, log_probs, ~bad, problems)
     mean = np.asarray(outputs[policy.mean], dtype=np.float64)
     if policy.std is not None:
-        std = np.asarray(outputs[policy.std], dtype=np.float64)
+        spread = np.asarray(outputs[policy.std], dtype=np.float64)
+        std = spread
     else:
+        spread = np.asarray(outputs[str(policy.log_std)], dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            std = np.exp(np.asarray(outputs[str(policy.log_std)], dtype=np.float64))
+            std = np.exp(spread)
     mean = mean.reshape(mean.shape[0], -1) if mean.ndim > 1 else mean.reshape(-1, 1)
-    std = np.broadcast_to(std.reshape(std.shape[0], -1) if std.ndim > 1 else std.reshape(-1, 1), mean.shape)
+    std = _spread_like(std, mean, policy.std or str(policy.log_std))
     rows = mean.shape[0]
     for i in range(rows):
         if not np.isfinite(mean[i]).all():
@@ -133,6 +149,26 @@ def distribution(policy: Policy, outputs: dict[str, np.ndarray]) -> Distribution
     valid = np.ones(rows, dtype=bool)
     valid[list(problems)] = False
     return Distribution(policy.kind, mean, np.array(std), None, valid, problems)
+
+
+def _spread_like(std: np.ndarray, mean: np.ndarray, name: str) -> np.ndarray:
+    """The std shaped like the mean ``[batch, act_dim]``: per state, one value, or one per action
+    dimension (a 1-D vector of act_dim values is per action, even where act_dim equals the
+    batch: that is how a state-independent log_std is exported)."""
+    rows, dims = mean.shape
+    if std.size == 1:
+        return np.broadcast_to(std.reshape(1, 1), mean.shape)
+    if std.ndim == 1 and std.size == dims:
+        return np.broadcast_to(std.reshape(1, dims), mean.shape)
+    if std.ndim == 1 and dims == 1 and std.size == rows:
+        return std.reshape(rows, 1)
+    flat = std.reshape(std.shape[0], -1) if std.ndim > 1 else std.reshape(1, -1)
+    if flat.shape in ((rows, dims), (rows, 1), (1, dims)):
+        return np.broadcast_to(flat, mean.shape)
+    raise ValueError(
+        f"output {name!r} has shape {list(std.shape)}, which fits no mean of shape {list(mean.shape)}: "
+        "a std is per state ([batch, act_dim] or [batch, 1]), one value, or one per action ([act_dim])"
+    )
 
 
 def _show(x: np.ndarray) -> str:
@@ -196,14 +232,18 @@ def log_weights_from_params(train: Distribution, infer: Distribution, draws: Dra
     return np.where(both[None, :], lw, np.nan)
 
 
-def log_weights_in_graph(train_logp: np.ndarray, infer_logp: np.ndarray, draws: Draws) -> np.ndarray:
+def log_weights_in_graph(
+    train_logp: np.ndarray, infer_logp: np.ndarray, draws: Draws, train_valid: np.ndarray | None = None
+) -> np.ndarray:
     """log w from the two models' own log-probabilities of the drawn actions, (k, states):
     what a trainer computes. NaN where the infer distribution of the state was invalid (its
-    placeholder actions were not drawn from it)."""
+    placeholder actions were not drawn from it) and, given ``train_valid``, where the train
+    side's was: a row invalid on either side counts the same on both weight paths."""
     shape = (draws.actions.shape[0], draws.valid.shape[0])
     a = np.asarray(train_logp, dtype=np.float64).reshape(shape)
     b = np.asarray(infer_logp, dtype=np.float64).reshape(shape)
-    return np.where(draws.valid[None, :], metrics.logp_delta(a, b), np.nan)
+    both = draws.valid if train_valid is None else draws.valid & np.asarray(train_valid, bool)
+    return np.where(both[None, :], metrics.logp_delta(a, b), np.nan)
 
 
 @dataclass(frozen=True)
@@ -231,29 +271,34 @@ class RatioStats:
 def ratio_stats(
     log_w: np.ndarray, clip_epsilon: float = CLIP_EPSILON, tis_cap: float = TIS_CAP
 ) -> RatioStats:
-    """The statistics of w = exp(log_w) over every sample; a non-finite log-weight is an
-    invalid sample: clipped, truncated, left out of the mean and weighing 0 in the ESS (which
-    is scaled by the valid share), and it makes ratio_max and a p99 that reaches it inf."""
+    """The statistics of w = exp(log_w) over every sample. A log-weight of -inf is a weight of
+    0 (the train side gives the drawn action probability 0: a masked action): valid, clipped,
+    not truncated, weighing 0 in the ESS. Any other non-finite log-weight (NaN, +inf: a state
+    without a valid distribution on a side) is an invalid sample: clipped, truncated, left out
+    of the mean and weighing 0 in the ESS (which is scaled by the valid share), and it makes
+    ratio_max and a p99 that reaches it inf."""
     lw = np.asarray(log_w, dtype=np.float64).ravel()
     n = lw.size
     if n == 0:
         return RatioStats(0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0, 0.0)
-    ok = np.isfinite(lw)
+    ok = np.isfinite(lw) | (lw == -np.inf)
     good = lw[ok]
     invalid = n - good.size
     with np.errstate(over="ignore"):
         w = np.exp(good)
     # ESS without overflow: the weights scaled by their largest (exactly 1 for equal weights).
-    if good.size:
-        scaled = np.exp(good - good.max())
+    top = good.max() if good.size else -np.inf
+    if good.size and np.isfinite(top):
+        scaled = np.exp(good - top)
         ess_valid = float(scaled.sum() ** 2 / (good.size * np.sum(scaled * scaled)))
         ratio_mean = float(np.mean(w))
-    else:
-        ess_valid, ratio_mean = 0.0, math.inf
+    else:  # no sample, or every weight 0
+        ess_valid, ratio_mean = 0.0, (0.0 if good.size else math.inf)
     all_w = np.full(n, np.inf)
     all_w[ok] = w
     clipped = int(np.count_nonzero(np.abs(w - 1.0) > clip_epsilon)) + invalid
     truncated = int(np.count_nonzero(w > tis_cap)) + invalid
+    finite = good[np.isfinite(good)]
     return RatioStats(
         n=n,
         ratio_mean=ratio_mean,
@@ -263,7 +308,7 @@ def ratio_stats(
         tis_share=truncated / n,
         ess=min(1.0, ess_valid) * good.size / n,
         invalid=invalid,
-        log_weight_sum=float(good.sum()),
+        log_weight_sum=float(finite.sum()) if finite.size == good.size else -math.inf,
     )
 
 
