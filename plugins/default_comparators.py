@@ -305,6 +305,11 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
     clip_limit = _option(options, "max_ppo_clip_share", 0.0)
     return [
         MetricCheck("ratio_mean", stats.ratio_mean, True, None, None, f"{stats.n} samples, {basis}"),
+        # what the shares are of and at: the answer in PPO terms reads again from the figures
+        MetricCheck("samples", float(stats.n), True, None, None),
+        MetricCheck("invalid_samples", float(stats.invalid), True, None, None),
+        MetricCheck("clip_epsilon", float(eps), True, None, None),
+        MetricCheck("tis_cap", float(cap), True, None, None),
         MetricCheck("ratio_p99", stats.ratio_p99, True, None, None),
         MetricCheck("ratio_max", stats.ratio_max, True, None, None),
         # said whether it passes: the report's line in PPO terms quotes it

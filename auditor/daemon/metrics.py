@@ -15,7 +15,19 @@ from typing import Any
 
 from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry, StackReport
 
-PPO_METRICS = ("ratio_mean", "ratio_p99", "ratio_max", "ppo_clip_share", "tis_share", "ess", "kl_behaviour")
+PPO_METRICS = (
+    "ratio_mean",
+    "ratio_p99",
+    "ratio_max",
+    "ppo_clip_share",
+    "tis_share",
+    "ess",
+    "kl_behaviour",
+    "samples",
+    "invalid_samples",
+    "clip_epsilon",
+    "tis_cap",
+)
 """The importance_ratios comparator's checks (auditor.compare.ratios), named here so the daemon
 needs no numpy."""
 

@@ -166,6 +166,8 @@ class ProbeResultRow(Base):
     converted_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"), index=True)
     """The model the serving stack's converter made of the artifact and ran instead (the
     artifact's info holds the options and the converter's version)."""
+    localization: Mapped[str | None] = mapped_column(Text, nullable=True)
+    """Where a drifting result first diverges, as the live report said it (None: not localized)."""
 
     run: Mapped[Run] = relationship(back_populates="results")
     latencies: Mapped[list[LatencyRow]] = relationship(back_populates="result", cascade="all, delete-orphan")

@@ -377,6 +377,7 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
                 "message": row["message"],
                 "artifact_sha256": row["artifact_sha256"],
                 "converted_sha256": row.get("converted_sha256"),
+                "localization": row.get("localization"),
                 "thresholds": row["thresholds"] or {},
                 "latency": {},
                 "latencies": [],
@@ -704,6 +705,20 @@ def result_statuses(conn: Connection, f: Filters) -> StatusPoints:
     for pair, probe, variant, run_id, at, status in conn.execute(stmt):
         out.setdefault((pair, probe, variant), []).append((run_id, at, status))
     return out
+
+
+def latest_localizations(conn: Connection, f: Filters) -> dict[tuple[str, str, str], str]:
+    """(pair, probe, variant) -> where its latest localized drift in the filters' window first
+    diverged, as the live report said it (the HTML report's column)."""
+    stmt = where_results(
+        select(P.pair, P.probe, P.variant, P.localization)
+        .select_from(P)
+        .join(R, R.id == P.run_id)
+        .where(P.localization.is_not(None))
+        .order_by(R.started_at, R.id),
+        Filters(**{**f.__dict__, "limit": None}),
+    )
+    return {(pair, probe, variant): said for pair, probe, variant, said in conn.execute(stmt)}
 
 
 def latest_fingerprints(conn: Connection) -> list[dict[str, Any]]:

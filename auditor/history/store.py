@@ -534,6 +534,7 @@ class Store:
                     message=r.message,
                     artifact_sha256=r.artifact.sha256 if r.artifact else None,
                     converted_sha256=r.conversion.sha256 if r.conversion else None,
+                    localization=r.localization.message if r.localization is not None else None,
                 )
                 rows.append(row)
                 found.append(

@@ -38,12 +38,14 @@ from auditor.history.queries import (
     fingerprint_changes,
     known_values,
     latest_fingerprints,
+    latest_localizations,
     result_statuses,
     time_span,
     trend,
 )
 from auditor.history.telemetry import TelemetryFilters, TelemetrySeries, between
 from auditor.report import fleet_view
+from auditor.report.summary import ppo_sentence
 from auditor.report.text import format_number as num
 from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
 
@@ -112,6 +114,7 @@ def render_report(
         raise ReportError(str(exc)) from None
     statuses = result_statuses(conn, f)
     ppo = _ppo_terms(conn, f, known_values(conn, "metric"))
+    localized = latest_localizations(conn, f)
     stacks_of = _stacks_of(divergence + latency)
     # A group's members' pairs are one plot and one row: the worst member's divergence, the
     # members' median latency, each run's worst status (auditor.report.fleet_view).
@@ -124,6 +127,8 @@ def render_report(
             stacks_of.setdefault(fam, set()).update(stacks_of.pop(key, set()))
             if key in ppo:
                 ppo.setdefault(fam, ppo.pop(key))
+            if key in localized:
+                localized.setdefault(fam, localized.pop(key))
     groups = sorted(statuses)
     changes = fingerprint_changes(conn, None, since, until)
     alerts, alert_note = _open_alerts(conn)
@@ -187,25 +192,44 @@ def render_report(
         npu_figures=npu_figures,
         served_figures=served_figures,
         ppo=ppo,
+        localized=localized,
     )
     return page, summary
 
 
+PPO_FIGURES = (
+    "ppo_clip_share",
+    "ess",
+    "tis_share",
+    "samples",
+    "invalid_samples",
+    "clip_epsilon",
+    "tis_cap",
+    "ratio_p99",
+    "ratio_max",
+)
+"""What the answer in PPO terms is said from (auditor.report.summary.ppo_sentence)."""
+
+
 def _ppo_terms(conn: Connection, f: Filters, known: Iterable[str]) -> dict[tuple[str, str, str], str]:
     """Per (pair, probe, variant), the latest importance-ratio figures (auditor.compare.ratios)
-    in words: what the stacks' difference alone does to a PPO update."""
-    if not {"ppo_clip_share", "ess"} <= set(known):
+    in the live report's words: what the stacks' difference alone does to a PPO update."""
+    names = set(known)
+    if not {"ppo_clip_share", "ess"} <= names:
         return {}
-    latest: dict[tuple[str, str, str], dict[str, float]] = {}
-    for metric in ("ppo_clip_share", "ess"):
+    latest: dict[tuple[str, str, str], dict[str, tuple[int, float]]] = {}
+    for metric in (name for name in PPO_FIGURES if name in names):
         for s in trend(conn, metric, f):
-            if s.points:
-                latest.setdefault(s.key[:3], {})[metric] = s.points[-1][2]
-    return {
-        key: f"clips {100 * v['ppo_clip_share']:.2f}% at ε, ESS {v['ess']:.4f}"
-        for key, v in latest.items()
-        if len(v) == 2
-    }
+            if s.points and s.output in ("*", None):
+                run, _, value, _ = s.points[-1]
+                latest.setdefault(s.key[:3], {})[metric] = (run, value)
+    out = {}
+    for key, figures in latest.items():
+        run = figures.get("ppo_clip_share", (None, 0))[0]  # the figures of one run: the latest
+        said = ppo_sentence({name: v for name, (r, v) in figures.items() if r == run})
+        if said:
+            out[key] = said.removeprefix("in PPO terms, ")
+    return out
 
 
 SIDE_KINDS = ("invariant", "nan-hazard")
@@ -489,6 +513,7 @@ def _page(
     npu_figures: list[tuple[str, bytes, list[TelemetrySeries]]] | None = None,
     served_figures: list[tuple[tuple[str, str, str], bytes, list[Series], Series | None]] | None = None,
     ppo: dict[tuple[str, str, str], str] | None = None,
+    localized: dict[tuple[str, str, str], str] | None = None,
 ) -> str:
     first, last, n_runs = history
     parts = [
@@ -527,6 +552,7 @@ def _page(
                     f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("train")))}</td>',
                     f'<td class="num">{_e(_us(lat_latest.get(key, {}).get("infer")))}</td>',
                     f"<td>{_e((ppo or {}).get(key, ''))}</td>",
+                    f"<td>{_e((localized or {}).get(key, ''))}</td>",
                 ]
             )
         parts.append(
@@ -541,6 +567,7 @@ def _page(
                     "train p50",
                     "infer p50",
                     "in PPO terms (latest)",
+                    "first divergent (latest drift)",
                 ],
                 rows,
             )

@@ -117,7 +117,9 @@ class Line:
     outputs: list[FailingOutput] = field(default_factory=list)
     checks: list[FailingCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    """Localization of a drift, a golden baseline that moved."""
+    """Localization of a drift, a golden baseline that moved (each a line, cut to fit)."""
+    ppo: str | None = None
+    """The drift in PPO terms: said whole, never cut (auditor.report.summary.ppo_sentence)."""
     same_as: str | None = None
     """The line above it in its block that failed the same way ("ppo_policy [fp16]"), if any."""
 
@@ -377,9 +379,7 @@ def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Fi
         line.text += f" · {_samples(r)} compared with {reference_label(r)}"
     if r.localization is not None:
         line.notes.append(f"localized: {r.localization.message}")
-    ppo = ppo_words(r) if r.status == DRIFT else None
-    if ppo is not None:  # does the drift matter to training?
-        line.notes.append(ppo)
+    line.ppo = ppo_words(r, compact=True) if r.status == DRIFT else None  # does it matter to training?
     moved = baseline.report_lines(r.baseline)
     if moved and not moved[0].startswith("    baseline: "):
         line.notes += [m.strip() for m in moved]
@@ -387,15 +387,37 @@ def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Fi
     return line
 
 
-def ppo_words(r: ProbeResult) -> str | None:
-    """The importance-ratio checks (auditor.compare.ratios) in one line a trainer reads: what
+def ppo_words(r: ProbeResult, compact: bool = False) -> str | None:
+    """The importance-ratio checks (auditor.compare.ratios) in one sentence a trainer reads: what
     the stacks' difference alone does to a PPO update. None without them."""
-    by = {k.metric: k for k in r.checks if k.output is None}
-    if "ppo_clip_share" not in by or "ess" not in by:
+    return ppo_sentence({k.metric: k.value for k in r.checks if k.output is None}, compact)
+
+
+def ppo_sentence(figures: Mapping[str, float | None], compact: bool = False) -> str | None:
+    """The answer in PPO terms from a result's figures (its checks in a cycle, its stored metrics
+    in ``auditor show``, the HTML report): the share PPO would clip, the share truncated
+    importance sampling truncates and the effective sample size, always; ``compact`` (the
+    compact report's one line): nothing more; else the samples without a valid weight and the
+    ratio's tail too. None without the importance ratios."""
+    clip, ess = figures.get("ppo_clip_share"), figures.get("ess")
+    if clip is None or ess is None:
         return None
-    words = f"in PPO terms, {by['ppo_clip_share'].message}; ESS {by['ess'].value:.4f}"
-    if "ratio_max" in by and "ratio_p99" in by:
-        words += f"; ratio p99 {by['ratio_p99'].value:.4g}, max {by['ratio_max'].value:.4g}"
+    eps, cap = figures.get("clip_epsilon") or 0.2, figures.get("tis_cap") or 2.0
+    n, bad, tis = figures.get("samples"), figures.get("invalid_samples"), figures.get("tis_share")
+    truncate = f", truncate {100 * tis:.2f}% at w > {cap:g}" if tis is not None else ""
+    if compact:  # one line: the shares and the ESS of how many samples
+        of = f" of {int(n):,}" if n else ""
+        return (
+            f"in PPO terms, the stacks alone clip {100 * clip:.2f}% at ε {eps:g}{truncate}; ESS {ess:.4f}{of}"
+        )
+    of = f" of {int(n):,} samples" if n else ""
+    words = f"in PPO terms, the stacks alone would clip {100 * clip:.2f}%{of} at epsilon {eps:g} (0 expected)"
+    words += f"{truncate}; ESS {ess:.4f}"
+    if bad:
+        words += f"; {int(bad):,} without a valid weight"
+    p99, top = figures.get("ratio_p99"), figures.get("ratio_max")
+    if p99 is not None and top is not None:
+        words += f"; ratio p99 {p99:.4g}, max {top:.4g}"
     return words
 
 

@@ -17,6 +17,7 @@ from auditor.history.queries import (
     RunDetail,
     Series,
 )
+from auditor.report.summary import ppo_sentence
 from auditor.report.text import format_number as num
 
 
@@ -168,6 +169,11 @@ def render_run(d: RunDetail) -> str:
         )
         if res["status"] != "consistent":
             lines.append(f"    {res['message']}")
+        if res.get("localization"):
+            lines.append(f"    localized: {res['localization']}")
+        ppo = ppo_sentence(res["metrics"].get("*", {})) if res["status"] == "drift" else None
+        if ppo:  # the live report's answer in PPO terms, from the stored figures
+            lines.append(f"    {ppo}")
         if res["metrics"]:
             # one row per metric, one column per output: outputs are few, metrics many
             names: list[str] = []

@@ -339,11 +339,19 @@ def _summary_line(ln: Line, width: int) -> list[str]:
     if ln.same_as is not None:
         failed = ", ".join(o.output for o in ln.outputs) or ", ".join(k.metric for k in ln.checks)
         return [f"{_label(ln):<{width}}  {status:<12} the same outputs as {ln.same_as}: {failed}"]
-    lines = [f"{_label(ln):<{width}}  {status:<12} {said}".rstrip()]
+    head = f"{_label(ln):<{width}}  {status:<12} "
+    lines = _wrapped(said, head, " " * min(len(head), 30), LINE_LINES) if said else [head.rstrip()]
     lines += _output_lines(ln.outputs)
     if ln.checks and not ln.outputs:
         lines.append(_checks_line(ln.checks))
-    return lines + [x for note in ln.notes for x in _wrapped(note, "      ", "        ", 1)]
+    lines += [x for note in ln.notes for x in _wrapped(note, "      ", "        ", 1)]
+    if ln.ppo:  # the answer a trainer needs is never cut: clip share, TIS share and ESS
+        lines += textwrap.wrap(ln.ppo, WIDTH, initial_indent="      ", subsequent_indent="        ")
+    return lines
+
+
+LINE_LINES = 2
+"""A variant's or rollout's own line, wrapped, at most (the rest is in --verbose and show)."""
 
 
 def _output_lines(outputs: list[FailingOutput]) -> list[str]:

@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0014"  # the newest migration in migrations/versions
+HEAD = "0015"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",

@@ -193,8 +193,8 @@ def test_report_tables(page, db):
     _, info = db
     p = parse(out.read_text(encoding="utf-8"))
     # pair, probe, variant, latest, then a count per status (consistent, unchecked, drift,
-    # unsupported, incompatible, error), latest max_abs, p50 x 2, in PPO terms
-    summary = {r[0]: r for r in p.rows if r and r[0] in PAIRS and len(r) == 14}
+    # unsupported, incompatible, error), latest max_abs, p50 x 2, in PPO terms, first divergent
+    summary = {r[0]: r for r in p.rows if r and r[0] in PAIRS and len(r) == 15}
     assert set(summary) == set(PAIRS)
     assert summary[DRIFTING_PAIR][3].startswith("drift") and int(summary[DRIFTING_PAIR][6]) > 50
     incompatible = summary["ms210->lite20"]
@@ -203,6 +203,7 @@ def test_report_tables(page, db):
     assert incompatible[10] == "-" and incompatible[11].endswith("ms") and incompatible[12] == "-"
     assert summary["ms210->ms210-graph"][10] == "0"  # bitwise-equal pair: latest max_abs 0
     assert all(r[13] == "" for r in summary.values())  # no importance ratios in this history
+    assert all(r[14] == "" for r in summary.values())  # and no localized drift
     with sqlite3.connect(db[0]) as c:
         q = "SELECT count(*) FROM probe_results WHERE pair = 'ms20->ms210-graph'"
         stored = c.execute(q).fetchone()[0]
@@ -531,7 +532,8 @@ def test_per_side_findings_stand_per_stack_probe_and_variant(tmp_path, history_t
 
 def test_summary_says_the_latest_importance_ratios_in_ppo_terms(tmp_path, history_template):
     """A stored cycle with importance-ratio checks: the summary row of each policy variant says
-    what the stacks' difference does to a PPO update (the latest run's clip share and ESS)."""
+    what the stacks' difference does to a PPO update in the live report's words (the latest
+    run's clip share and ESS, from its stored figures: auditor.report.summary.ppo_sentence)."""
     path = tmp_path / "h.db"
     shutil.copyfile(history_template, path)
     store = Store.open(f"sqlite:///{path}")
@@ -541,7 +543,9 @@ def test_summary_says_the_latest_importance_ratios_in_ppo_terms(tmp_path, histor
     out = tmp_path / "report.html"
     code, _, stderr = report(path, out, "--since", "2000-01-01")
     assert code == 0, stderr
-    rows = [r for r in parse(out.read_text(encoding="utf-8")).rows if len(r) == 14]
+    rows = [r for r in parse(out.read_text(encoding="utf-8")).rows if len(r) == 15]
     ppo = {(r[0], r[1], r[2]): r[13] for r in rows}
-    assert ppo[("ms20->lite20", "ppo_policy", "fp16")] == "clips 100.00% at ε, ESS 0.0000"
+    said = ppo[("ms20->lite20", "ppo_policy", "fp16")]
+    assert said.startswith("the stacks alone would clip 100.00% at epsilon 0.2 (0 expected)")
+    assert "ESS 0.0000" in said
     assert ppo[("ms20->lite20", "ppo_policy", "fp32")] == ""
