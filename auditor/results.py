@@ -195,6 +195,9 @@ class ProbeResult:
     conversion: Artifact | None = None
     """What the serving stack's MindSpore Lite converter made of ``artifact`` and ran in its
     place (auditor.policy.convert): digest, format, options, converter version, source."""
+    coverage: dict[str, str] = field(default_factory=dict)
+    """Each check of auditor.policy.checks: "ran", "on a drift" (armed), or why it did not run
+    (in ``--json``; an all-clear rests on what ran)."""
 
 
 @dataclass(frozen=True)

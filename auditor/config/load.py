@@ -442,6 +442,19 @@ def _policy(p: _Parse, path: str, table: ModelTable) -> dict[str, Any] | None:
         extra = ["logits"] if policy.logits is not None else []
     for key in extra:
         p.error(f"{path}.{key}", f"a {policy.kind} policy has no {key} (kind = {policy.kind!r})")
+    if (policy.logp is None) != (policy.actions is None):
+        p.error(
+            f"{path}.{'actions' if policy.actions is None else 'logp'}",
+            "the model's own log-probability names both its output (logp) and the input of the "
+            "actions it scores (actions)",
+        )
+    if policy.logp is not None:
+        needed["logp"] = policy.logp
+    names = [spec.name for spec in table.inputs]
+    if policy.actions is not None and names and policy.actions not in names:
+        p.error(
+            f"{path}.actions", f"{policy.actions!r} is not an input of the model (inputs: {', '.join(names)})"
+        )
     for key, output in needed.items():
         if output is None:
             p.error(f"{path}.{key}", f"a {policy.kind} policy names its {key} output: set {key}")

@@ -399,6 +399,12 @@ class ModelPolicyTable:
     """The output holding its log standard deviation (or set std)."""
     logits: Name | None = None
     """The output holding the logits (categorical)."""
+    logp: Name | None = None
+    """The output holding the model's own log-probability of the actions in ``actions`` (set
+    both): the importance ratios are then scored by the models themselves on actions drawn from
+    the serving side, what a trainer computes, and not from the distributions' parameters."""
+    actions: Name | None = None
+    """The input holding the actions ``logp`` scores (set with logp)."""
     samples_per_state: Int(1, 1024) = 4
     """Actions drawn from the serving side's policy per state (input row)."""
     clip_epsilon: Float(0.0, 1.0, lo_open=True) = 0.2

@@ -161,6 +161,9 @@ class ModelAudit(Audit):
         return self.subject.inputs, "model's own"
 
     # -- episodes: the reference side and each serving stack drive the environment -------------
+    def no_rollout(self) -> str:
+        return f"no [models.{self.model.name}.rollout]"
+
     def roll_out(self, run: Serving, targets: Sequence[str]) -> list[RolloutResult]:
         """``[models.NAME.rollout]``: the reference side against each serving stack that ran the
         file, in one environment process."""

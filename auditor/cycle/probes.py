@@ -270,6 +270,14 @@ class ProbeAudit(Audit):
             return localize.Localization(None, f"localization not run: {exc.describe()}", error=exc.message)
 
     # -- episodes: the cell and the batch-1 export step by step ------------------------------
+    def no_rollout(self) -> str:
+        cfg = self.state.config.rollout
+        if not cfg.enabled:
+            return "[rollout] enabled = false"
+        if self.reference_stack is None:
+            return "the train side is read from a publication: it cannot act"
+        return f"[rollout] drives {cfg.probe} [{cfg.variant}] (and its pairs: [rollout] pairs)"
+
     def roll_out(self, run: Serving, targets: Sequence[str]) -> list[RolloutResult]:
         cfg = self.state.config.rollout
         if self.reference_stack is None or not rollout_job(self.state, self.job):

@@ -37,14 +37,14 @@ from auditor.cycle.held import Stacks
 from auditor.cycle.state import CycleState
 from auditor.fleet import peers
 from auditor.history.baselines import Key, inputs_digest, load_goldens
-from auditor.policy import baseline, latency
+from auditor.policy import baseline, checks, latency
 from auditor.policy import classes as file_classes
 from auditor.policy.alone import Alone
 from auditor.policy.localize import Localization
 from auditor.policy.side import Behaviour, Side
 from auditor.policy.subject import REFERENCE, SERVED, Subject, same_inputs
 from auditor.policy.verdict import Sides, judge
-from auditor.results import CONSISTENT, DRIFT, CycleAborted, Finding, ProbeResult, RolloutResult
+from auditor.results import CONSISTENT, DRIFT, ERROR, CycleAborted, Finding, ProbeResult, RolloutResult
 from auditor.rules.engine import blocked
 from auditor.stacks.failures import Diagnosis
 from auditor.stacks.worker import StackWorker, WorkerError
@@ -137,6 +137,10 @@ class Audit:
 
     def roll_out(self, run: Serving, targets: Sequence[str]) -> list[RolloutResult]:
         return []
+
+    def no_rollout(self) -> str:
+        """Why ``roll_out`` gives no episodes for this policy, where it gives none."""
+        return "no environment"
 
     def judge(
         self,
@@ -407,12 +411,35 @@ class Serving:
             self.state.check()
             results[t] = self._completed(audit, t, sides[t], results[t], goldens)
         rolled = [t for t in targets if results[t].status in (CONSISTENT, DRIFT)]
-        if rolled:
-            out.rollouts += audit.roll_out(self, rolled)
+        episodes = audit.roll_out(self, rolled) if rolled else []
+        out.rollouts += episodes
+        for t in targets:
+            mine = [e for e in episodes if e.infer == t]
+            done: bool | str = bool(mine) or audit.no_rollout()
+            if t not in rolled:
+                done = "the policy did not run on this stack"
+            elif mine and mine[0].status == ERROR:
+                done = mine[0].message
+            results[t] = replace(results[t], coverage=self._coverage(audit, t, sides[t], results[t], done))
         out.findings += self.alone.findings(subject.key, subject, audit.reference_name, audit.reference)
         for t in targets:
             out.findings += self.alone.findings(subject.key, subject, t, sides[t])
         return {(audit.key, t): r for t, r in results.items()}
+
+    def _coverage(
+        self, audit: Audit, target: str, side: Side, r: ProbeResult, rolled: bool | str
+    ) -> dict[str, str]:
+        """Which checks ran on this result, and why the others did not (auditor.policy.checks)."""
+        return checks.covered(
+            audit.subject,
+            audit.reference,
+            side,
+            r,
+            reference_runs=audit.reference_stack is not None,
+            converts=self._converts(target, audit),
+            history=self.state.history is not None,
+            rolled=rolled,
+        )
 
     def _save(self, audit: Audit, target: str, served: Side) -> None:
         """Each side's outputs of one result, for ``auditor compare`` (``audit --save-outputs``)."""

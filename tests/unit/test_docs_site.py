@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+from auditor.policy import checks
 from tests.conftest import REPO
 from tests.docs import PAGES
 
@@ -50,3 +51,9 @@ def test_the_configuration_reference_is_generated_from_the_schema():
     reference = (REPO / "docs" / "reference.md").read_text()
     for key in ("## `[worker]`", 'warm = "cycle"', "## `[[pairs]]`", "## `[probes.ppo_policy.params]`"):
         assert key in reference, key
+
+
+def test_the_checks_page_holds_the_checks_table() -> None:
+    """docs/checks.md says every check of auditor.policy.checks, in the table's own words."""
+    page = (REPO / "docs" / "checks.md").read_text()
+    assert "\n".join(checks.table()) in page

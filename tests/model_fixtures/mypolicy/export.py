@@ -29,11 +29,13 @@ def main():
     ms.set_context(mode=ms.PYNATIVE_MODE)
     kinds = [k for k in args.kinds.split(",") if k] or list(nets.KINDS)
     for kind in kinds:
-        example = ms.Tensor(np.zeros((args.batch, nets.OBS_OF.get(kind, nets.OBS)), np.float32))
+        example = [ms.Tensor(np.zeros((args.batch, nets.OBS_OF.get(kind, nets.OBS)), np.float32))]
+        if kind in nets.ACTIONS_OF:
+            example.append(ms.Tensor(np.zeros((args.batch, nets.ACTIONS_OF[kind]), np.float32)))
         cell = nets.train(nets.build_actor(kind), args.seed)
         base = os.path.join(args.out, kind)
         ms.save_checkpoint(cell, base + ".ckpt")
-        ms.export(cell, example, file_name=base, file_format="MINDIR")
+        ms.export(cell, *example, file_name=base, file_format="MINDIR")
         os.chmod(base + ".mindir", 0o644)
 
 

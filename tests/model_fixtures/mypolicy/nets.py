@@ -170,6 +170,33 @@ class CartPoleLogits(nn.Cell):
         return self.logits(self.act(self.l1(obs)))
 
 
+class PpoActor(nn.Cell):
+    """PPO's actor as trainers export it for Pendulum-v1: obs [batch, 3] and actions [batch, 1] in;
+    a tanh trunk of two layers, the Gaussian's mean (a tanh), its std (the exp of a
+    state-independent log-std) and the log-probability of the given actions out, computed in
+    the graph as the trainer's importance ratio needs it."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Dense(3, HIDDEN)
+        self.l2 = nn.Dense(HIDDEN, HIDDEN)
+        self.mu = nn.Dense(HIDDEN, 1)
+        self.tanh = nn.Tanh()
+        self.log_std = ms.Parameter(ms.Tensor(np.full((1,), -0.5, np.float32)), name="log_std")
+        self.exp = ops.Exp()
+        self.sum = ops.ReduceSum(keep_dims=False)
+        self.half_log_2pi = ms.Tensor(np.float32(0.5 * np.log(2.0 * np.pi)))
+
+    def construct(self, obs, actions):
+        h = self.tanh(self.l2(self.tanh(self.l1(obs))))
+        mean = self.tanh(self.mu(h))
+        log_std = ops.clip_by_value(self.log_std, -5.0, 2.0) + 0.0 * mean
+        std = self.exp(log_std)
+        z = (actions - mean) / std
+        logp = self.sum(-0.5 * z * z - log_std - self.half_log_2pi, -1)
+        return mean, std, logp
+
+
 CELLS = {
     "elu_gauss": EluGauss,
     "silu_value": SiluValue,
@@ -180,9 +207,12 @@ CELLS = {
     "leaky_entropy": LeakyEntropy,
     "pendulum_gauss": PendulumGauss,
     "cartpole_logits": CartPoleLogits,
+    "ppo_actor": PpoActor,
 }
-OBS_OF = {"pendulum_gauss": 3, "cartpole_logits": 4}
+OBS_OF = {"pendulum_gauss": 3, "cartpole_logits": 4, "ppo_actor": 3}
 """Policies whose observation is not OBS values (exported only when named: not in KINDS)."""
+ACTIONS_OF = {"ppo_actor": 1}
+"""Policies that also take the actions to score (their log-probability is an output)."""
 
 
 def build_actor(kind="elu_gauss"):
