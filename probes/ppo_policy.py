@@ -227,8 +227,17 @@ def hidden_layers(params, weights):
 
 
 def _dense(h, weight, bias):
-    # Element by element (no BLAS): ±Inf times a weight is ±Inf, and Inf - Inf is NaN, as in IEEE.
-    return np.einsum("bi,oi->bo", h, weight.astype(np.float64)) + bias.astype(np.float64)
+    """h @ weight.T + bias in float64. Rows whose values are all finite go through BLAS (a
+    batch of 32,768 rows in milliseconds); the others element by element, where ±Inf times a
+    weight is ±Inf and Inf - Inf is NaN, as in IEEE (BLAS kernels need not keep that)."""
+    w = weight.astype(np.float64)
+    finite = np.isfinite(h).all(axis=1)
+    if finite.all():
+        return h @ w.T + bias.astype(np.float64)
+    out = np.empty((h.shape[0], w.shape[0]))
+    out[finite] = h[finite] @ w.T
+    out[~finite] = np.einsum("bi,oi->bo", h[~finite], w)
+    return out + bias.astype(np.float64)
 
 
 def _softplus(x):

@@ -45,6 +45,11 @@ LAYER_SWEEP = "layer-sweep"
 SOLVER_STEPS = 40
 POOL = 4096
 """Seeded candidate inputs a layer sweep starts from (directions at scales 0.1 to SOLVER_LIMIT)."""
+SOLVED = 1024
+"""Rows of a layer sweep solved at most; a larger batch repeats them (solve_layer): each unit of
+a 64-unit layer is still swept through [-12, 12] in 16 steps."""
+DIRECT = 1 << 22
+"""Pool x rows distances made at once at most (32 MB); beyond, a sorted search per unit."""
 SOLVER_LIMIT = 1e3
 """The largest magnitude a solved input may take (well inside fp16)."""
 SWEEP = 12.0  # tanh is saturated (to fp32) beyond ~9, sigmoid/softplus transition within ±12
@@ -190,7 +195,14 @@ def solve_layer(layers: list[Layer], depth: int, rows: int, seed: int) -> np.nda
     starts from the best of the chain's minimum-norm solution linearised at 0 and a seeded
     pool of inputs at every scale (saturated layers before it have no gradient to follow), then
     takes bounded Gauss-Newton steps through the activations, keeping its best, with the input
-    within SOLVER_LIMIT. A target the layers before it cannot reach gets the nearest found."""
+    within SOLVER_LIMIT. A target the layers before it cannot reach gets the nearest found.
+
+    Beyond ``SOLVED`` rows (a vectorized environment's batch of 32,768, say) the first SOLVED
+    rows' sweep is solved and repeated: every unit still goes through the whole range, in
+    ``SOLVED / width`` steps, and the cost stops growing with the batch."""
+    if rows > SOLVED:
+        solved = solve_layer(layers, depth, SOLVED, seed)
+        return solved[np.arange(rows) % SOLVED]
     chain = layers[: depth + 1]
     width = chain[0].weight.shape[1]
     units = np.arange(rows) % chain[-1].weight.shape[0]
@@ -207,12 +219,11 @@ def solve_layer(layers: list[Layer], depth: int, rows: int, seed: int) -> np.nda
     directions = rng.standard_normal((POOL, width))
     directions /= np.sqrt((directions * directions).sum(axis=1, keepdims=True))
     pool = directions * np.exp(rng.uniform(np.log(0.1), np.log(SOLVER_LIMIT), POOL))[:, None]
-    pool_pre = _forward(chain, pool)[0][-1][:, units]  # (POOL, rows)
+    best_pool, pool_miss = _nearest(_forward(chain, pool)[0][-1], units, targets)
     miss = np.abs(_forward(chain, x)[0][-1][pick, units] - targets)
-    best_pool = np.abs(pool_pre - targets[None, :]).argmin(axis=0)
-    better = np.abs(pool_pre[best_pool, pick] - targets) < miss
+    better = pool_miss < miss
     x[better] = pool[best_pool[better]]
-    best, best_miss = x.copy(), np.minimum(miss, np.abs(pool_pre[best_pool, pick] - targets))
+    best, best_miss = x.copy(), np.minimum(miss, pool_miss)
     for _ in range(SOLVER_STEPS):
         pre, slopes = _forward(chain, x)
         off = targets - pre[-1][pick, units]
@@ -229,6 +240,44 @@ def solve_layer(layers: list[Layer], depth: int, rows: int, seed: int) -> np.nda
         step *= np.minimum(1.0, bound / np.maximum(size, 1e-300))[:, None]
         x = np.clip(x + np.where(np.isfinite(step), step, 0.0), -SOLVER_LIMIT, SOLVER_LIMIT)
     return best
+
+
+def _nearest(pre: np.ndarray, units: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row, the pool candidate whose pre-activation of the row's unit is nearest the
+    row's target (the first such candidate, as an argmin over the pool would choose), and how
+    far it is: per unit a sorted search, so memory grows with the pool and the width, not with
+    pool x rows. NaN pre-activations are never chosen."""
+    if pre.shape[0] * len(units) <= DIRECT:  # small: the pool x rows matrix is cheaper to make
+        distance = np.abs(pre[:, units] - targets[None, :])
+        index = distance.argmin(axis=0)
+        return index, distance[index, np.arange(len(units))]
+    index = np.zeros(len(units), dtype=np.int64)
+    miss = np.full(len(units), np.inf)
+    for unit in np.unique(units):
+        rows = np.flatnonzero(units == unit)
+        values = pre[:, unit]
+        order = np.argsort(values, kind="stable")  # equal values keep the pool's order
+        ranked = values[order]
+        finite = int(np.count_nonzero(~np.isnan(ranked)))  # NaN sorts last
+        ranked, order = ranked[:finite], order[:finite]
+        if not finite:
+            continue
+        at = np.searchsorted(ranked, targets[rows])
+        lo, hi = np.clip(at - 1, 0, finite - 1), np.clip(at, 0, finite - 1)
+        d_lo, d_hi = np.abs(ranked[lo] - targets[rows]), np.abs(ranked[hi] - targets[rows])
+        # the nearer; at a tie of distance, the candidate first in the pool (argmin's choice)
+        low = (d_lo < d_hi) | ((d_lo == d_hi) & (_first(order, ranked, lo) <= _first(order, ranked, hi)))
+        pos = np.where(low, lo, hi)
+        index[rows] = _first(order, ranked, pos)
+        miss[rows] = np.where(low, d_lo, d_hi)
+    return index, miss
+
+
+def _first(order: np.ndarray, ranked: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The pool index of the first candidate (in pool order) whose value equals ranked[pos]:
+    with a stable sort, the leftmost position holding that value."""
+    left = np.searchsorted(ranked, ranked[pos], side="left")
+    return order[left]
 
 
 def layer_batches(

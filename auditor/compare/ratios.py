@@ -140,15 +140,18 @@ def distribution(policy: Policy, outputs: dict[str, np.ndarray]) -> Distribution
             std = np.exp(spread)
     mean = mean.reshape(mean.shape[0], -1) if mean.ndim > 1 else mean.reshape(-1, 1)
     std = _spread_like(std, mean, policy.std or str(policy.log_std))
-    rows = mean.shape[0]
-    for i in range(rows):
-        if not np.isfinite(mean[i]).all():
-            problems[i] = "the mean is not finite"
-        elif not (np.isfinite(std[i]).all() and (std[i] > 0).all()):
-            problems[i] = f"the std is not positive and finite ({_show(std[i])})"
-    valid = np.ones(rows, dtype=bool)
-    valid[list(problems)] = False
-    return Distribution(policy.kind, mean, np.array(std), None, valid, problems)
+    bad_mean = ~np.isfinite(mean).all(axis=1)
+    with np.errstate(invalid="ignore"):
+        bad_std = ~bad_mean & ~(np.isfinite(std).all(axis=1) & (std > 0).all(axis=1))
+    for i in np.flatnonzero(bad_mean):
+        problems[int(i)] = "the mean is not finite"
+    rows = np.flatnonzero(bad_std)
+    if rows.size:  # each distinct std said once (a state-independent one: once for every row)
+        found, which = np.unique(np.ascontiguousarray(std[rows]), axis=0, return_inverse=True)
+        words = [f"the std is not positive and finite ({_show(v)})" for v in found]
+        for i, w in zip(rows, np.asarray(which).reshape(-1), strict=True):
+            problems[int(i)] = words[w]
+    return Distribution(policy.kind, mean, np.array(std), None, ~(bad_mean | bad_std), problems)
 
 
 def _spread_like(std: np.ndarray, mean: np.ndarray, name: str) -> np.ndarray:

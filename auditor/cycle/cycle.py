@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from auditor.common import tempdirs
+from auditor.common import blas, tempdirs
 from auditor.compare.outputs import Comparator
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
@@ -154,6 +154,10 @@ class Cycle:
         return self._subjects[job.key]
 
     def run(self) -> CycleResult:
+        with blas.one_thread():  # the auditor's own numpy work gains nothing from more (auditor.common.blas)
+            return self._run()
+
+    def _run(self) -> CycleResult:
         started = time.time()
         pairs = self.config.pairs
         by_format = {

@@ -49,6 +49,11 @@ from auditor.rules.engine import blocked
 from auditor.stacks.failures import Diagnosis
 from auditor.stacks.worker import StackWorker, WorkerError
 
+HIDDEN_ROWS = 4096
+"""A class's rows whose hidden nodes are judged at most (its outputs are judged on every row): a
+vectorized environment's batch of 32,768 would hold 134 MB of a 2 x 64-unit network's hidden
+values per side, and beyond a few thousand rows the classes repeat (the layer sweeps their
+solved rows, the generic classes their pools of values)."""
 COLD = "a cold process"
 """How a repeatability rerun's process starts: the interpreter anew, not a fork of the zygote
 that computed the first result (same address layout, hash seed and heap)."""
@@ -421,9 +426,9 @@ class Serving:
             elif mine and mine[0].status == ERROR:
                 done = mine[0].message
             results[t] = replace(results[t], coverage=self._coverage(audit, t, sides[t], results[t], done))
-        out.findings += self.alone.findings(subject.key, subject, audit.reference_name, audit.reference)
-        for t in targets:
-            out.findings += self.alone.findings(subject.key, subject, t, sides[t])
+        out.findings += self.alone.findings(
+            subject.key, subject, {audit.reference_name: audit.reference, **{t: sides[t] for t in targets}}
+        )
         return {(audit.key, t): r for t, r in results.items()}
 
     def _coverage(
@@ -647,11 +652,17 @@ def run_hidden(
         runs += [(b.name, b.inputs) for b in subject.classes if b.name in side.classes]
         for name, x in runs:
             check()
-            out = run_chunks(worker, model, x, subject.chunk)
+            if subject.chunk is None:  # the whole class in one call: only the hidden rows judged come back
+                got = worker.request(
+                    "run", model=model, inputs=x, skip=len(subject.output_names), rows=HIDDEN_ROWS
+                )
+                out = list(got.result["outputs"])
+            else:
+                out = run_chunks(worker, model, x, subject.chunk)
             if len(out) < count:
                 side.notes.append(f"hidden nodes: {len(out)} outputs, expected at least {count} hidden nodes")
                 return
-            side.hidden[name] = [np.asarray(v) for v in out[len(out) - count :]]
+            side.hidden[name] = [np.asarray(v)[:HIDDEN_ROWS] for v in out[len(out) - count :]]
     except (WorkerError, ValueError) as exc:
         said = exc.describe() if isinstance(exc, WorkerError) else str(exc)
         side.notes.append(f"hidden nodes: {said}")

@@ -114,7 +114,7 @@ class Invariant:
         """Element-wise: where the invariant does not hold (NaN never holds). A softmax row
         that does not sum to 1 breaks in every element."""
         raw = np.asarray(values)
-        v = raw.astype(np.float64)
+        v = raw if raw.dtype == np.float64 else raw.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
             if self.check == "finite":
                 return ~np.isfinite(v)
@@ -187,6 +187,9 @@ class SideRun:
     inputs: list[np.ndarray]
     outputs: list[np.ndarray]
     reference: dict[str, np.ndarray] | None = None
+    first_row: int = 0
+    """The batch's rows from this one on (a class judged in two runs: the rows whose hidden
+    nodes came back, and the rest): a finding names the row in the whole batch."""
 
 
 def _num(x: Any) -> str:
@@ -297,6 +300,70 @@ class _Side:
     totals: dict[str, int] = field(default_factory=dict)
 
 
+class SideJudge:
+    """One stack's outputs of one policy judged run by run (``add``, a class at a time: its
+    float64 reference need not outlive it), then said as findings."""
+
+    def __init__(
+        self,
+        declared: Declared,
+        names: Sequence[str],
+        input_names: Sequence[str],
+        varied: int,
+        max_share: float = 0.0,
+        invariants: bool = True,
+        hazards: bool = True,
+        infinities: bool = True,
+    ):
+        self.declared, self.names, self.input_names, self.varied = declared, names, input_names, varied
+        self.max_share, self.invariants, self.hazards, self.infinities = (
+            max_share,
+            invariants,
+            hazards,
+            infinities,
+        )
+        self.side = _Side()
+
+    def add(self, run: SideRun) -> None:
+        _check_run(
+            self.side,
+            self.declared,
+            self.names,
+            self.input_names,
+            self.varied,
+            run,
+            self.invariants,
+            self.hazards,
+            self.infinities,
+        )
+
+    def findings(self, stack: str, probe: str, variant: str) -> list[Finding]:
+        """A broken invariant per output and check, a NaN/Inf hazard per output and kind, each
+        its cause's first place."""
+        side, declared = self.side, self.declared
+        found: list[Finding] = []
+        by_check: dict[tuple[str, str], Invariant] = {}
+        for i in declared.invariants:
+            by_check.setdefault((i.output, i.check), i)
+        reported = sum(t.count for (_, kind), t in side.tallies.items() if kind in HAZARD_KINDS)
+        share = reported / side.hazards if side.hazards else 0.0
+        for (name, kind), tally in side.tallies.items():
+            if tally.first is None:
+                continue
+            if kind in HAZARD_KINDS:
+                if share > self.max_share:
+                    found.append(
+                        _hazard_finding(
+                            stack, probe, variant, declared, name, kind, tally, side, share, self.max_share
+                        )
+                    )
+                continue
+            found.append(
+                _invariant_finding(stack, probe, variant, declared, by_check[(name, kind)], tally, side)
+            )
+        return found
+
+
 def check_side(
     stack: str,
     probe: str,
@@ -316,28 +383,10 @@ def check_side(
     ``infinities`` False: without a float64 reference, ±Inf turned finite is not judged (a model
     probe: tanh(Inf) = 1 is arithmetic, and nothing evaluates the user's graph in float64);
     a NaN turned finite always is."""
-    side = _Side()
+    judge = SideJudge(declared, names, input_names, varied, max_share, invariants, hazards, infinities)
     for run in runs:
-        _check_run(side, declared, names, input_names, varied, run, invariants, hazards, infinities)
-    found: list[Finding] = []
-    by_check: dict[tuple[str, str], Invariant] = {}
-    for i in declared.invariants:
-        by_check.setdefault((i.output, i.check), i)
-    reported = sum(t.count for (_, kind), t in side.tallies.items() if kind in HAZARD_KINDS)
-    share = reported / side.hazards if side.hazards else 0.0
-    for (name, kind), tally in side.tallies.items():
-        if tally.first is None:
-            continue
-        if kind in HAZARD_KINDS:
-            if share > max_share:
-                found.append(
-                    _hazard_finding(
-                        stack, probe, variant, declared, name, kind, tally, side, share, max_share
-                    )
-                )
-            continue
-        found.append(_invariant_finding(stack, probe, variant, declared, by_check[(name, kind)], tally, side))
-    return found
+        judge.add(run)
+    return judge.findings(stack, probe, variant)
 
 
 def _check_run(
@@ -495,7 +544,7 @@ def _tally(
         inputs = run.inputs
     tally.first = {
         "input_class": run.input_class,
-        "index": row,
+        "index": row + run.first_row,
         "element": element if per_row else None,
         "value": _json_float(value),
         "input": _input_row(inputs, names, row, batch) if per_row else {},

@@ -112,7 +112,17 @@ class Worker(object):
                 raise RuntimeFailure("the %s runtime does not list a model's inputs" % self.spec["runtime"])
             return {"inputs": signature(request["model"])}
         if op == "run":
-            return {"outputs": self.runtime.run(request["model"], request["inputs"])}
+            outputs = self.runtime.run(request["model"], request["inputs"])
+            skip, keep = request.get("skip"), request.get("rows")
+            if skip is not None or keep is not None:
+                # only some outputs' first rows travel back (a policy's hidden nodes at a large
+                # batch): the rest stays here, where it is dropped
+                skip = int(skip or 0)
+                outputs = list(outputs[:skip]) + [
+                    o[: int(keep)] if keep is not None and getattr(o, "ndim", 0) else o
+                    for o in outputs[skip:]
+                ]
+            return {"outputs": outputs}
         if op == "time":
             return {
                 "ns": self.runtime.time(

@@ -19,6 +19,7 @@ BENCHES = {
     "check_vs_cycle.py": ("of cycle", "auditor audit (full cycle)"),
     "importance_ratios.py": ("ppo_clip_share", "ratio steps / cycle wall", "sampled / deterministic"),
     "model_probe.py": ("suite / plain", "classes: magnitude, nan-inf, sweep", "rollout: ", "localization: "),
+    "policy_batch.py": ("auditor RSS MB", "auditor CPU s", "linear at most"),
     "fleet.py": ("auditor CPU s/host", "report lines", "history KB/host", "HTML s"),
     "gate_matrix.py": ("runtime did", "OK given by `check` to a file the runtime cannot run:"),
     "remote_hosts.py": ("Remote overhead", "over loopback ssh", "Fleet scaling"),

@@ -367,16 +367,16 @@ def test_the_pair_is_compared_per_class_and_a_failure_names_the_class():
 
 def test_a_side_is_checked_even_when_its_partner_cannot_run():
     subject = _subject(variant="fp16")
-    found = Alone().findings(subject.key, subject, "ms20", Side(outputs=_ppo_outputs(8, std=0.0)))
+    found = Alone().findings(subject.key, subject, {"ms20": Side(outputs=_ppo_outputs(8, std=0.0))})
     assert [(f.kind, f.subject, f.details["output"]) for f in found] == [("invariant", "ms20", "std")]
-    assert Alone().findings(subject.key, subject, "lite20", Side()) == []  # nothing ran: nothing judged
+    assert Alone().findings(subject.key, subject, {"lite20": Side()}) == []  # nothing ran: nothing judged
     # Turned off per probe like a comparator's options.
     off = _subject(ProbeConfig("ppo_policy", comparators={"invariants": {"enabled": False}}), "fp16")
-    assert Alone().findings(off.key, off, "ms20", Side(outputs=_ppo_outputs(8, std=0.0))) == []
+    assert Alone().findings(off.key, off, {"ms20": Side(outputs=_ppo_outputs(8, std=0.0))}) == []
     # Each stack is judged once per policy and cycle, however many pairs share it.
     alone = Alone()
-    assert alone.findings(subject.key, subject, "ms20", Side(outputs=_ppo_outputs(8, std=0.0)))
-    assert alone.findings(subject.key, subject, "ms20", Side(outputs=_ppo_outputs(8, std=0.0))) == []
+    assert alone.findings(subject.key, subject, {"ms20": Side(outputs=_ppo_outputs(8, std=0.0))})
+    assert alone.findings(subject.key, subject, {"ms20": Side(outputs=_ppo_outputs(8, std=0.0))}) == []
 
 
 # -- model probes: the ranges a graph implies ----------------------------------------------------
