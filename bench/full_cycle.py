@@ -23,7 +23,12 @@ cold, with the interpreter starts of each stack: warm, each framework is importe
 
 Measured side by side in one run; the machine is shared, so CPU seconds are the steadier figure.
 
+With ``--against REV`` it measures a change instead: the same cycle run by this checkout and by
+REV in turn (bench/revision.py), the medians of each side's CPU and wall seconds, their paired
+ratio, and every side's saved outputs that repeated on REV compared bitwise.
+
 usage: .venv/bin/python bench/full_cycle.py [--quick] [--config auditor.toml] [--keep DIR]
+       .venv/bin/python bench/full_cycle.py --against REV [--pairs N] [--quick]
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ REPO = Path(__file__).resolve().parent.parent
 AUDITOR = str(Path(sys.executable).with_name("auditor"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+import revision  # noqa: E402
 
 from auditor.stacks.worker import StackWorker, WorkerError  # noqa: E402
 
@@ -366,8 +373,19 @@ def main() -> None:
     ap.add_argument(
         "--quick", action="store_true", help="one pair, one probe variant: checks that the bench works"
     )
+    ap.add_argument(
+        "--against",
+        metavar="REV",
+        help="instead: the cycle by this checkout and by REV (a git revision) side by side, in turn: "
+        "CPU and wall medians, their paired ratio, and the outputs bitwise",
+    )
+    ap.add_argument("--pairs", type=int, default=3, help="with --against: runs of each, in turn")
     args = ap.parse_args()
     os.environ.pop("AUDITOR_ZYGOTES", None)  # this process's own zygotes: their CPU is counted here
+    if args.against:
+        narrow = ["--pair", "ms20->lite20", "--probe", "ppo_policy"] if args.quick else []
+        print("\n".join(revision.audits_side_by_side(args.against, args.config, args.pairs, narrow)))
+        return
 
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="auditor-bench-"))
     folder.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,12 @@ the wall seconds inside the model suite, and the ratios to ``plain``. The served
 the sweep class (lite20's tanh), so ``classes`` and ``episodes`` also localize it (the file's
 copy returning its inner values on lite20, the training network's cells by hooks on ms20).
 
+With ``--against REV``: the episodes way's cycle run by this checkout and by REV in turn
+(bench/revision.py): each side's CPU and wall medians, their paired ratio, and the outputs
+bitwise.
+
 usage: .venv/bin/python bench/model_probe.py [--rounds N] [--quick]
+       .venv/bin/python bench/model_probe.py --against REV [--pairs N]
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import revision  # noqa: E402
 
 from auditor.config.load import load  # noqa: E402
 from auditor.cycle.cycle import Cycle  # noqa: E402
@@ -107,6 +115,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="cycles of each way, interleaved")
     ap.add_argument("--quick", action="store_true", help="one round, 20-step episodes: that it runs")
+    ap.add_argument(
+        "--against",
+        metavar="REV",
+        help="instead: the episodes way's cycle by this checkout and by REV (a git revision) side by "
+        "side, in turn: CPU and wall medians, their paired ratio, and the outputs bitwise",
+    )
+    ap.add_argument("--pairs", type=int, default=3, help="with --against: runs of each, in turn")
     args = ap.parse_args()
     rounds, steps = (1, 20) if args.quick else (args.rounds, 200)
     stacks = Path.home() / ".cache" / "auditor" / "stacks"
@@ -123,6 +138,14 @@ def main() -> int:
         for way in WAYS:
             paths[way] = d / f"{way}.toml"
             paths[way].write_text(config_text(d, way, steps))
+        if args.against:
+            title = "one cycle of [models.policy] with its classes and episodes"
+            print(
+                "\n".join(
+                    revision.audits_side_by_side(args.against, str(paths["episodes"]), args.pairs, (), title)
+                )
+            )
+            return 0
         figures: dict[str, list[tuple[float, float, float]]] = {w: [] for w in WAYS}
         for i in range(rounds):
             for way in WAYS:

@@ -33,6 +33,7 @@ BENCHES = {
 NOT_QUICK = {
     "bench_config.py": "helpers of the benches, not a bench",
     "bench_stats.py": "how the benches sum up their rounds' ratios, not a bench",
+    "revision.py": "another revision of the auditor beside this checkout, for --against: a helper",
     "phase_timeline.py": "a helper of the benches (where a cycle's time goes), not a bench",
     "soak.py": "the fault suite at any size; its CI size runs in tests/faults/test_faults_stacks.py",
 }
