@@ -151,9 +151,9 @@ def repeat_words(rerun: Any, first: str) -> str:
 
 
 REPEATS = {
-    "repeats": "its own rerun in a fresh process gives the same bits: the difference is the host's, "
+    "repeats": "its own rerun in a process started cold gives the same bits: the difference is the host's, "
     "beyond its own repeatability",
-    "differs": "its own rerun in a fresh process differs from its first run: this host does not even "
+    "differs": "its own rerun in a process started cold differs from its first run: this host does not even "
     "repeat itself",
 }
 

@@ -62,6 +62,7 @@ action_scale = [2.0]
 action_atol = 1e-3
 """
         + _model("newer", d / "ms210", "ms210", "ms210-graph")
+        + _model("crossed", d / "ms20", "ms20", "ms210-graph")
     )
 
 
@@ -94,7 +95,11 @@ def audited(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     config.write_text(_config(d))
     proc = auditor("--config", str(config), "--db", str(d / "h.db"), "audit", "--json", timeout=900)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    doc = json.loads(proc.stdout)
+    gate = auditor("--config", str(config), "--db", str(d / "h.db"), "check", "--model", "crossed", "--json")
+    assert gate.returncode in (0, 1), gate.stderr[-3000:]
+    doc["gate"] = json.loads(gate.stdout)
+    return doc
 
 
 def _result(doc: dict, pair: str, probe: str) -> dict:
@@ -133,3 +138,14 @@ def test_a_hidden_tanh_that_leaves_its_range_is_found_in_a_users_policy_too(audi
     assert probe, found
     assert user, (found, subjects)
     assert "ms210-graph" in user[0]["message"] and "(Tanh)" in user[0]["message"]
+
+
+def test_the_gate_and_the_audit_say_the_same_of_a_file(audited: dict) -> None:
+    """One rule evaluation for a file (auditor.rules.engine.file_rules): an ms20 export served by
+    MindSpore 2.10 GraphCell is a cross-release pair for `check --model` and for the cycle's
+    [models.NAME] alike (the cycle ran the artifact rules only, and said nothing of it)."""
+    words = "exported by MindSpore 2.0.0, served by mindspore 2.10.0"
+    gate = [f for v in audited["gate"]["verdicts"] for f in v["findings"] if words in f["message"]]
+    audit = [f for f in audited["findings"] if words in f["message"] and "crossed" in f["subject"]]
+    assert gate and audit, (audited["gate"]["verdicts"], [f["message"] for f in audited["findings"]])
+    assert audit[0]["severity"] == gate[0]["severity"] and audit[0]["kind"] == gate[0]["kind"]
