@@ -275,16 +275,8 @@ def from_probe(job: ProbeJob, cfg: ProbeConfig) -> Subject:
         exposes_layers=bool(declared.layers),
     )
     return Subject(
-        kind="probe",
-        key=job.key,
-        name=spec.name,
-        version=spec.version,
-        variant=job.variant,
-        input_names=tuple(spec.inputs),
-        output_names=tuple(spec.outputs),
+        **_probe_identity(job, cfg),
         inputs=inputs,
-        own_class=input_classes.RANDOM,
-        dtype=job.dtype,
         classes=classes,
         class_problem=class_problem,
         varied=input_classes.varied_index(spec),
@@ -295,7 +287,6 @@ def from_probe(job: ProbeJob, cfg: ProbeConfig) -> Subject:
         head_options=head_options,
         comparators=tuple(spec.comparators),
         options=options,
-        tolerances=lambda output, dtype: cfg.tolerance_for(output, job.variant, job.dtype),
         envelopes=lambda given: _envelopes(job, inputs, given),
         inputs_at=(lambda b: spec.make_inputs({**params, "batch": int(b)})) if "batch" in params else None,
         repeat=frozenset({REFERENCE, SERVED}) if job.rerun else frozenset(),
@@ -307,18 +298,16 @@ def from_probe(job: ProbeJob, cfg: ProbeConfig) -> Subject:
         ),
         options_source=f"probes.{spec.name}.comparators.{{comparator}}",
         network=network,
-        module=spec.module,
         invariants_on=bool(inv.get("enabled", True)),
         nan_hazard=bool(haz.get("enabled", True)),
         max_hazard_share=float(haz.get("max_share", 0.0)),
     )
 
 
-def broken_probe(job: ProbeJob, cfg: ProbeConfig, exc: BaseException) -> Subject:
-    """A probe variant whose own code raised while it was declared: its names and tolerances,
-    and the exception, which fails its results only."""
+def _probe_identity(job: ProbeJob, cfg: ProbeConfig) -> dict[str, Any]:
+    """What a probe variant is called and judged by, whatever else it declares."""
     spec = job.spec
-    return Subject(
+    return dict(
         kind="probe",
         key=job.key,
         name=spec.name,
@@ -326,13 +315,17 @@ def broken_probe(job: ProbeJob, cfg: ProbeConfig, exc: BaseException) -> Subject
         variant=job.variant,
         input_names=tuple(spec.inputs),
         output_names=tuple(spec.outputs),
-        inputs=[],
         own_class=input_classes.RANDOM,
         dtype=job.dtype,
         tolerances=lambda output, dtype: cfg.tolerance_for(output, job.variant, job.dtype),
         module=spec.module,
-        problem=exc,
     )
+
+
+def broken_probe(job: ProbeJob, cfg: ProbeConfig, exc: BaseException) -> Subject:
+    """A probe variant whose own code raised while it was declared: its names and tolerances,
+    and the exception, which fails its results only."""
+    return Subject(**_probe_identity(job, cfg), inputs=[], problem=exc)
 
 
 def _envelopes(job: ProbeJob, own: list[np.ndarray], given: list[np.ndarray] | None) -> dict[str, np.ndarray]:
