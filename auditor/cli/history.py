@@ -46,6 +46,7 @@ from auditor.report.tables import (
     plain,
     render_run,
     render_trend,
+    with_words,
 )
 from auditor.results import STATUS_ORDER
 
@@ -283,7 +284,7 @@ def show_command(obj: Context, run: str, auditors: tuple[str, ...], fmt: str) ->
     store = obj.store(read=True)
     with store.engine.connect() as conn:
         try:
-            detail = run_detail(conn, resolve_run(conn, run, auditors))
+            detail = with_words(run_detail(conn, resolve_run(conn, run, auditors)))
         except HistoryError as exc:
             fail(str(exc), EXIT_FINDINGS if "no run" in str(exc) else EXIT_USAGE)
     if fmt == "json":

@@ -120,6 +120,16 @@ def jsonable(value: Any) -> Any:
     return plain(value)
 
 
+def with_words(d: RunDetail) -> RunDetail:
+    """A run's results with what the live report said in words beside their figures: the answer
+    in PPO terms (``in_ppo_terms``, auditor.report.summary.ppo_sentence), for text and JSON alike."""
+    for res in d.results:
+        said = ppo_sentence(res["metrics"].get("*", {}))
+        if said is not None:
+            res["in_ppo_terms"] = said
+    return d
+
+
 def render_run(d: RunDetail) -> str:
     r = d.run
     lines = [
@@ -171,7 +181,7 @@ def render_run(d: RunDetail) -> str:
             lines.append(f"    {res['message']}")
         if res.get("localization"):
             lines.append(f"    localized: {res['localization']}")
-        ppo = ppo_sentence(res["metrics"].get("*", {})) if res["status"] == "drift" else None
+        ppo = res.get("in_ppo_terms") if res["status"] == "drift" else None
         if ppo:  # the live report's answer in PPO terms, from the stored figures
             lines.append(f"    {ppo}")
         if res["metrics"]:

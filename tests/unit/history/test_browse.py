@@ -185,3 +185,32 @@ def test_the_commands_that_used_to_raise_say_one_line(db, tmp_path):
 def test_every_read_command_takes_json_as_format_json(db, args):
     short = json.loads(run(db, *args, "--json"))
     assert short and short == json.loads(run(db, *args, "--format", "json"))
+
+
+def test_show_says_what_the_live_report_said_of_a_drift(tmp_path, history_template):
+    """A stored drift keeps its first divergent layer and its answer in PPO terms: `show RUN`
+    (text and JSON) says both, as the live report did (#48: both were lost once stored)."""
+    from dataclasses import replace
+
+    from auditor.policy.localize import Localization
+    from auditor.report.summary import ppo_words
+    from tests.report_fixtures import failing_cycle
+
+    path = tmp_path / "h.db"
+    shutil.copyfile(history_template, path)
+    cycle = failing_cycle()
+    where = "first divergent: output std (after the last exposed layer fc1), 256/256 elements out"
+    drift = next(i for i, r in enumerate(cycle.results) if r.status == "drift" and r.variant == "fp16")
+    cycle.results[drift] = replace(cycle.results[drift], localization=Localization("std", where))
+    store = Store.open(f"sqlite:///{path}")
+    store.finish_run(store.begin_run("test"), cycle, {})
+    store.close()
+    said = ppo_words(cycle.results[drift])
+    assert said is not None
+    text = run(path, "show", "latest")
+    assert f"localized: {where}" in text and said in text
+    doc = json.loads(run(path, "show", "latest", "--format", "json"))
+    stored = next(
+        r for r in doc["results"] if r["pair"] == cycle.results[drift].pair and r["variant"] == "fp16"
+    )
+    assert stored["localization"] == where and stored["in_ppo_terms"] == said
