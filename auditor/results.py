@@ -281,10 +281,11 @@ class CycleResult:
     read_publications: list[Any] = field(default_factory=list)
     """auditor.history.publication.PublicationSummary of each publication read this run for a
     ``source = "db"`` stack (split mode: which export its pairs were compared with)."""
-    leases: dict[str, Any] | None = None
-    """With ``[leases]``: the slot, the serving hosts this auditor audited (``mine``), those
-    other auditors took (``others``), those nobody audited (``unaudited``) and the stacks the
-    run covers (auditor.fleet.leases.Shares)."""
+    shared: dict[str, Any] | None = None
+    """With ``[queue]``: the pool and cycle, the serving hosts this auditor audited (``mine``),
+    those other auditors took (``others``), those nobody audited (``unaudited``), those it took
+    over from a stalled auditor (``taken_over``) and the stacks the run covers
+    (auditor.queue.shared.Shares)."""
 
     def _own_findings(self) -> set[str]:
         """Keys of the findings that restate a result's or a rollout's status, or a stack's
@@ -371,7 +372,7 @@ class CycleResult:
             ],
             "findings": [asdict(f) for f in self.findings],
             "telemetry": [asdict(t) for t in self.telemetry],
-            "leases": self.leases,
+            "shared": self.shared,
         }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +43,11 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     "(.npz files that `auditor compare` reads).",
 )
 @click.option(
-    "--slot",
+    "--cycle",
+    "cycle_label",
     metavar="LABEL",
-    help="With [leases]: the slot whose hosts this run shares with the other auditors, by name "
-    "(a pipeline's run id, say); default: the period of [leases] slot that now falls in.",
+    help="With [queue]: join the cycle of this name, whose serving hosts every auditor given the "
+    "same LABEL shares (a deployment pipeline's run id, say); default: a cycle of this run's own.",
 )
 @click.option(
     "--json-file",
@@ -61,7 +64,7 @@ def audit(
     verbose: bool,
     save_outputs: Path | None,
     json_file: Path | None,
-    slot: str | None,
+    cycle_label: str | None,
     **kw: Any,
 ) -> None:
     """Run one audit cycle over every configured pair and model, or the part the selectors name.
@@ -79,8 +82,10 @@ def audit(
          severity error or critical (see the report)
       2  usage or config error
     """
-    from auditor.cycle.audit_run import AuditRun, HistoryFailed, RunAborted, RunNotStored
+    from auditor.cycle.audit_run import AuditRun, Interrupted
     from auditor.history.store import Store, StoreError
+    from auditor.queue import cycles
+    from auditor.queue.jobs import QueueError
     from auditor.report.text import render_json, render_text
 
     narrowing = narrowed(obj.config(), selection_of(kw))
@@ -94,26 +99,84 @@ def audit(
             fail(f"cannot write outputs to {save_outputs}: {exc}")
     if json_file is not None and not json_file.resolve().parent.is_dir():
         fail(f"--json-file {json_file}: no such directory {json_file.resolve().parent}")
-    if config.leases.enabled and no_store:
+    if config.queue.enabled and no_store:
         click.echo(
-            "auditor: --no-store: no [leases] without the history; every serving host is audited", err=True
+            "auditor: --no-store: no [queue] without the history; every serving host is audited", err=True
         )
-    elif slot is not None and not config.leases.enabled:
-        fail("--slot: [leases] is not enabled in the config (a slot is where auditors sharing hosts meet)")
+    elif cycle_label is not None and not config.queue.enabled:
+        fail("--cycle: [queue] is not enabled in the config (a cycle is where auditors sharing hosts meet)")
     store = None
     if not no_store:
         try:
             store = Store.open(obj.db_url(config), config.auditor_id)
         except StoreError as exc:
             fail(str(exc))
-    run = AuditRun(config, obj.plugins(), store, narrowing.scope, save_outputs, slot)
+    shared = None
+    if config.queue.enabled and store is not None:
+        pool = config.queue.pool
+        if cycle_label is not None:
+            shared = cycles.named(pool, cycle_label)
+        else:
+            shared = cycles.manual(pool, store.auditor_id, datetime.now(UTC))
+    run = AuditRun(config, obj.plugins(), store, narrowing.scope, save_outputs, shared)
     try:
         run.begin()
-    except StoreError as exc:
+    except (StoreError, QueueError) as exc:
         fail(str(exc))
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        result = run.run()
+        results = [_complete(run)]
+        # [queue]: once stored, wait for the hosts other auditors hold; those that come back
+        # to the queue (their auditor stalled or died) are this one's in a follow-up run
+        while True:
+            try:
+                nxt = run.follow_up()
+            except (KeyboardInterrupt, Interrupted) as exc:
+                click.echo(
+                    f"auditor: stopped waiting for the other auditors' hosts ({exc or 'SIGINT'}); "
+                    f"run {run.run_id} is stored",
+                    err=True,
+                )
+                break
+            except (StoreError, QueueError) as exc:
+                click.echo(f"auditor: cannot wait for the other auditors' hosts: {exc}", err=True)
+                break
+            if nxt is None:
+                break
+            run = nxt
+            try:
+                run.begin()
+            except (StoreError, QueueError) as exc:
+                fail(str(exc))
+            results.append(_complete(run))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    result = results[0]
+    text = "".join(
+        (f"\nFollow-up run {r.run_id} of cycle {r.shared['cycle']}:\n" if i else "") + render_text(r, verbose)
+        for i, r in enumerate(results)
+    )
+    document = render_json(result)
+    if len(results) > 1:
+        doc = json.loads(document)
+        doc["follow_ups"] = [json.loads(render_json(r)) for r in results[1:]]
+        document = json.dumps(doc, indent=2) + "\n"
+    click.echo(document if as_json else text, nl=False)
+    if json_file is not None:
+        try:
+            json_file.write_text(document, encoding="utf-8")
+        except OSError as exc:  # the run is stored: say so, and fail the command
+            stored = f"run {result.run_id} is stored" if result.run_id is not None else "nothing stored"
+            fail(f"cannot write --json-file {json_file}: {exc.strerror or exc}; {stored}", EXIT_USAGE)
+    sys.exit(max(r.exit_code for r in results))
+
+
+def _complete(run: Any) -> Any:
+    """``run.run()`` (an AuditRun), or the command fails saying why and what was stored."""
+    from auditor.cycle.audit_run import HistoryFailed, RunAborted, RunNotStored
+
+    try:
+        return run.run()
     except RunAborted as exc:
         if not exc.run_id:
             stored = "nothing stored"
@@ -127,16 +190,6 @@ def audit(
         fail(f"cycle interrupted ({exc.reason}); {stored}", code)
     except RunNotStored as exc:
         fail(str(exc), EXIT_FINDINGS)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    click.echo(render_json(result) if as_json else render_text(result, verbose), nl=False)
-    if json_file is not None:
-        try:
-            json_file.write_text(render_json(result), encoding="utf-8")
-        except OSError as exc:  # the run is stored: say so, and fail the command
-            stored = f"run {result.run_id} is stored" if result.run_id is not None else "nothing stored"
-            fail(f"cannot write --json-file {json_file}: {exc.strerror or exc}; {stored}", EXIT_USAGE)
-    sys.exit(result.exit_code)
 
 
 RUN_COLUMNS = (

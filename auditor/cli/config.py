@@ -11,7 +11,8 @@ from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS
 from auditor.common.redact import redact_text, redact_url
 from auditor.config.selection import cycle_stacks
-from auditor.fleet import leases, window
+from auditor.fleet import window
+from auditor.queue.shared import SharedCycle
 from auditor.report import fleet_view
 
 
@@ -59,17 +60,17 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
     # a group's members said once when they say the same (auditor.report.fleet_view)
     for text, _ in fleet_view.texts_folded(lines):
         click.echo(f"  {text}")
-    leased = config.leases
+    shared = config.queue
     plan = window.plan(config, cycle_stacks(config))
-    if leased.enabled:
-        length = leases.slot_length(leased, config.schedule)
+    if shared.enabled:
         click.echo(
-            f"  leases: {len(plan.serving)} serving hosts shared with the auditors of pool {leased.pool!r} "
-            f"on the history database, {leases.SharedHosts.chunk_size(leased, plan)} claimed at a time, "
-            f"each audited once per {length:g} s slot; {', '.join(plan.held_hosts) or 'no host'} "
-            "by every auditor"
+            f"  queue: {len(plan.serving)} serving hosts shared with the auditors of pool {shared.pool!r} "
+            f"through the job queue in the history database, {SharedCycle.chunk_size(shared, plan)} taken "
+            f"at a time, each audited once per cycle (a stalled auditor's hosts retaken after "
+            f"{shared.timeout:g} s without a heartbeat); {', '.join(plan.held_hosts) or 'no host'} by every "
+            "auditor"
         )
-    if plan.capped and not leased.enabled:
+    if plan.capped and not shared.enabled:
         click.echo(
             f"  hosts in flight: at most {plan.cap} ([worker] max_hosts): {', '.join(plan.held_hosts)} held "
             f"for the cycle, {plan.size} of the other {len(plan.serving)} hosts at a time (the next one "

@@ -573,11 +573,22 @@ def db_upgrade(obj: Context) -> None:
         )
     if not pending:
         click.echo(f"already up to date at {', '.join(before)}")
-        return
-    click.echo(
-        f"upgraded {_redacted(store.url)} from {', '.join(before) or '(empty)'} "
-        f"to {', '.join(after)} (applied {', '.join(pending)})"
-    )
+    else:
+        click.echo(
+            f"upgraded {_redacted(store.url)} from {', '.join(before) or '(empty)'} "
+            f"to {', '.join(after)} (applied {', '.join(pending)})"
+        )
+    config = obj.config() if obj.find_config(required=False) is not None else None
+    if config is not None and config.queue.enabled:  # the job queue's tables: here, or by the first cycle
+        from auditor.queue.jobs import JobQueue, QueueError
+
+        try:
+            queue = JobQueue(store.url, config.queue.heartbeat).open(register=False)
+        except QueueError as exc:
+            fail(str(exc), EXIT_FINDINGS)
+        queue.close()
+        said = "created" if queue.created_schema else "present"
+        click.echo(f"job queue ([queue] pool {config.queue.pool!r}): procrastinate's tables {said}")
 
 
 @db_group.command("prune")

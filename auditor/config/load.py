@@ -143,6 +143,9 @@ def parse(
     folder = str(Path(source).resolve().parent) if source else "."
     doc = p.doc = groups.expand(doc, p.error, folder)  # [groups.NAME]: ordinary hosts, stacks, pairs
     for unknown in sorted(set(doc) - set(SECTIONS)):
+        if unknown == "leases":
+            p.error(unknown, RETIRED_LEASES)
+            continue
         p.error(unknown, f"unknown section (expected {', '.join(SECTIONS)})")
 
     simple = {}
@@ -155,6 +158,12 @@ def parse(
             db_url.parse(storage.url)
         except ValueError as exc:
             p.error("storage.url", f"{exc}; an SQLite file is written sqlite:////absolute/path/history.db")
+    if simple["queue"].enabled and storage.url and not _is_postgres(storage.url):
+        p.error(
+            "queue.enabled",
+            "the job queue lives in a PostgreSQL history; [storage] url is not PostgreSQL "
+            "(one auditor on SQLite needs no queue: set enabled = false)",
+        )
     plugins = p.check(PluginsTable, p.table(doc, "plugins", "plugins"), "plugins") or PluginsTable()
 
     stacks = _stacks(p, runtimes)
@@ -186,6 +195,20 @@ def parse(
         fleet=fleet,
         **simple,
     )
+
+
+RETIRED_LEASES = (
+    "[leases] was replaced by [queue] (a job queue in the PostgreSQL history): rename the table; "
+    "enabled, pool and claim mean what they meant; slot is gone (every cycle is its own: a "
+    "scheduled one, or auditor audit --cycle LABEL), expire is [queue] timeout"
+)
+
+
+def _is_postgres(url: str) -> bool:
+    try:
+        return db_url.is_postgres(db_url.parse(url))
+    except ValueError:
+        return True  # said at storage.url already
 
 
 def _stacks(p: _Parse, known_runtimes: Mapping[str, RuntimeSpec] | None) -> dict[str, StackConfig]:

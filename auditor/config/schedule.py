@@ -3,7 +3,9 @@ jitter), and in words. The config checks a cron line with it; the daemon runs on
 
 from __future__ import annotations
 
+import math
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from auditor.config.tables import ScheduleConfig
@@ -33,14 +35,49 @@ def cron_trigger(expr: str, timezone: Any = None, jitter: float | None = None) -
     )
 
 
-def make_trigger(schedule: ScheduleConfig) -> Any:
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def make_trigger(schedule: ScheduleConfig, shared: bool = False) -> Any:
+    """The schedule's trigger. ``shared`` (auditors on one job queue): an interval's cycles
+    fall on multiples of it since the epoch, so every auditor's daemon reaches the same cycle
+    (a cron line is the same for all as it is)."""
     from apscheduler.triggers.interval import IntervalTrigger
 
     tz = schedule_timezone(schedule)
     jitter = int(schedule.jitter) if schedule.jitter else None
     if schedule.cron:
         return cron_trigger(schedule.cron, tz, jitter)
-    return IntervalTrigger(seconds=schedule.interval or 3600.0, jitter=jitter, timezone=tz)
+    start = EPOCH if shared else None
+    return IntervalTrigger(seconds=schedule.interval or 3600.0, jitter=jitter, timezone=tz, start_date=start)
+
+
+def cycle_tick(schedule: ScheduleConfig, now: datetime) -> tuple[datetime, datetime | None]:
+    """When the cycle due at ``now`` (aware) was scheduled, without jitter, and when the next
+    one is: the latest time at or before ``now`` that the schedule names (an interval's
+    multiples since the epoch). Every auditor on one schedule finds the same time for the
+    same cycle, however late its daemon fires (jitter, misfire grace, a run at start)."""
+    if not schedule.cron:
+        step = schedule.interval or 3600.0
+        since = (now - EPOCH).total_seconds()
+        tick = EPOCH + timedelta(seconds=math.floor(since / step) * step)
+        return tick, tick + timedelta(seconds=step)
+    trigger = cron_trigger(schedule.cron, schedule_timezone(schedule))
+    back = timedelta(minutes=1)
+    first = None
+    while back <= timedelta(days=800):  # a cron line fires at least every year (leap days: four)
+        first = trigger.get_next_fire_time(None, now - back)
+        if first is not None and first <= now:
+            break
+        back *= 2
+    else:
+        return now, trigger.get_next_fire_time(None, now)  # a line that never fires: this moment
+    tick = first
+    while True:
+        following = trigger.get_next_fire_time(tick, tick + timedelta(seconds=1))
+        if following is None or following > now:
+            return tick, following
+        tick = following
 
 
 def schedule_timezone(schedule: ScheduleConfig) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
 from auditor.config import fleet as fleet_config
@@ -753,30 +753,41 @@ class ScheduleConfig:
 
 
 @section
-class LeasesConfig:
-    """``[leases]``: auditors on one shared history database split the serving hosts of each
-    cycle (auditor.fleet.leases): every auditor runs its own train stacks, then claims serving
-    hosts a few at a time until none is left; each host is audited once per slot."""
+class QueueConfig:
+    """``[queue]``: auditors on one PostgreSQL history share each cycle's serving hosts through
+    a job queue (procrastinate; auditor.queue): a cycle is deferred once for all of them, each
+    serving host is a job any of them takes, and a job whose auditor stopped beating is taken
+    by another. Every auditor runs its own train stacks."""
 
     enabled: Bool = False
     """Share the serving hosts (a group's members; not the train stacks' hosts) with the other
-    auditors of the same ``pool`` on this database."""
+    auditors of the same ``pool`` on this database (PostgreSQL only)."""
     pool: Name = "fleet"
     """Auditors with the same pool split the same hosts; another pool on the same database
-    (another team's fleet) is another split."""
+    (another team's fleet) is another queue."""
     claim: Int(1, 4096) = 4
-    """Serving hosts this auditor has claimed and not done at any time (with ``[worker]
-    max_hosts``, at most max_hosts minus the held hosts)."""
-    slot: Seconds(60.0, 366 * DAY) | None = None
-    """The length of a cycle's slot: each host is audited once per slot, by whichever auditor
-    claims it first (slots are periods of wall-clock time, UTC). Unset: the schedule's
-    interval (an hour with a cron line). ``auditor audit --slot LABEL`` names one instead."""
-    expire: Seconds(10.0, DAY) = 120.0
-    """How long a lease holds without a renewal; its holder renews it every third of this
-    while it works, and an auditor that died loses its hosts to the others this long after."""
+    """Serving hosts this auditor works on at any time (with ``[worker] max_hosts``, at most
+    max_hosts minus the held hosts)."""
+    heartbeat: Seconds(1.0, 3600.0) = 10.0
+    """How often this auditor tells the database it is alive while it works (in the database's
+    own time)."""
+    timeout: Seconds(3.0, DAY) = 60.0
+    """An auditor whose last heartbeat is older than this (by the database's clock) has
+    stalled: the hosts it holds go to the auditors still in the cycle. At least three
+    heartbeats."""
     wait: Seconds(0.0, 366 * DAY) | None = None
-    """Once no host is left to claim, how long to wait for the hosts other auditors still
-    hold (to take over those whose holder dies); unset: until the slot ends."""
+    """Once no host is left to take, how long to wait for the hosts other auditors still work
+    on (to take over those whose auditor stalls); unset: until the schedule's next cycle is
+    due (an hour for a manual or named cycle)."""
+
+    @model_validator(mode="after")
+    def _beats(self) -> QueueConfig:
+        if self.timeout < 3 * self.heartbeat:
+            raise ValueError(
+                f"timeout ({self.timeout:g} s) must be at least three heartbeats "
+                f"(3 x {self.heartbeat:g} s): one late beat must not lose a live auditor's hosts"
+            )
+        return self
 
 
 @section
@@ -956,8 +967,8 @@ class Document(BaseModel):
     """The daemon's metrics endpoint."""
     daemon: DaemonConfig = DaemonConfig()
     """The daemon's state."""
-    leases: LeasesConfig = LeasesConfig()
-    """Auditors sharing a fleet's hosts through the history database."""
+    queue: QueueConfig = QueueConfig()
+    """Auditors sharing a fleet's hosts through a job queue in the history database."""
 
 
 SECTIONS = tuple(Document.model_fields)
@@ -973,7 +984,7 @@ SIMPLE_SECTIONS = (
     "schedule",
     "prometheus",
     "daemon",
-    "leases",
+    "queue",
 )
 """Sections whose table is the Config attribute of the same name as it is."""
 
@@ -994,7 +1005,7 @@ class Config:
     alerts: AlertsConfig = AlertsConfig()
     prometheus: PrometheusConfig = PrometheusConfig()
     daemon: DaemonConfig = DaemonConfig()
-    leases: LeasesConfig = LeasesConfig()
+    queue: QueueConfig = QueueConfig()
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     secrets: SecretsConfig = SecretsConfig()

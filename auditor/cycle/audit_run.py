@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,10 @@ from auditor.config.tables import Config
 from auditor.cycle.cycle import Cycle
 from auditor.db.health import db_error
 from auditor.history.store import Store, StoreError
+from auditor.queue.cycles import CycleId
+from auditor.queue.fence import HostsLost
+from auditor.queue.jobs import QueueError, check_usable
+from auditor.queue.watch import AGAIN, GAVE_UP, Watched, watch
 from auditor.results import CycleAborted, CycleResult
 
 log = logging.getLogger(__name__)
@@ -78,14 +83,20 @@ class AuditRun:
         store: Store | None,
         scope: Scope | None = None,
         save_outputs: Path | None = None,
-        slot: str | None = None,
+        shared: CycleId | None = None,
+        handover: Watched | None = None,
     ):
         """``config``: narrowed already when ``scope`` says what the run covers (stored with
         the run; auditor.config.selection). ``save_outputs``: a folder for each side's outputs.
-        ``slot``: the ``[leases]`` slot by name (None: the period the run starts in)."""
+        ``shared``: with ``[queue]``, the cycle whose serving hosts the run shares with the
+        other auditors (auditor.queue.cycles: the schedule's, a manual or a named one).
+        ``handover``: a follow-up run's hosts, taken by its watch (``follow_up``)."""
         self.config = config
+        self.plugins = plugins
         self.store = store
         self.scope = scope
+        self.save_outputs = save_outputs
+        self._watch_started: float | None = None
         self.cycle = Cycle(
             config,
             plugins.probes(),
@@ -94,7 +105,8 @@ class AuditRun:
             plugins=plugins,
             history=store,
             save_outputs=save_outputs,
-            lease_slot=slot,
+            shared=shared if store is not None else None,
+            handover=handover,
         )
         self.run_id: int | None = None
         self.unrecorded: str | None = None
@@ -118,6 +130,8 @@ class AuditRun:
         database that cannot be opened fails before any worker starts)."""
         if self.store is not None and self.run_id is None:
             self.store.check_usable()
+            if self.cycle.shared is not None:
+                check_usable(self.store.url)  # before any worker starts, as the database is
             selection = self.scope.to_json() if self.scope is not None else None
             self.run_id = self.store.begin_run(self.config.source, selection)
         return self.run_id
@@ -127,13 +141,13 @@ class AuditRun:
         try:
             return self._run()
         finally:
-            self._hand_back()  # [leases] not done: another auditor takes them now
+            self._hand_back()  # [queue] jobs not stored: another auditor takes them now
 
     def _hand_back(self) -> None:
         try:
-            self.cycle.close_leases()
-        except Exception as exc:  # the database away: the leases expire instead
-            log.warning("could not hand back this cycle's leases: %s", exc)
+            self.cycle.close_queue(give_back=True)
+        except Exception as exc:  # the database away: the jobs stall and are taken after the timeout
+            log.warning("could not give this cycle's hosts back to the queue: %s", exc)
 
     def _run(self) -> CycleResult:
         try:
@@ -148,7 +162,7 @@ class AuditRun:
                 reason = self._abort_reason or str(exc) or "abort"
             self._mark_aborted(f"interrupted by {reason}")
             raise RunAborted(self.run_id, reason) from exc
-        except (SQLAlchemyError, StoreError) as exc:
+        except (SQLAlchemyError, StoreError, QueueError) as exc:
             self.cycle.abort()
             failed = HistoryFailed(self.run_id, db_error(exc))  # a StoreError says it in one line too
             self._mark_aborted(failed.reason)
@@ -160,27 +174,67 @@ class AuditRun:
             raise
         if self.store is not None and self.run_id is not None:
             try:
-                self.store.finish_run(self.run_id, result, self.cycle.artifacts, self._covered(result))
+                self.store.finish_run(
+                    self.run_id, result, self.cycle.artifacts, self._covered(result), self.cycle.fence()
+                )
+            except HostsLost as exc:
+                self._mark_aborted(str(exc))
+                raise RunNotStored(self.run_id, result, exc) from exc
             except Exception as exc:
                 self._mark_aborted(f"could not store results: {exc}")
                 raise RunNotStored(self.run_id, result, exc) from exc
             result.run_id = self.run_id
             try:
-                self.cycle.close_leases(self.run_id, stored=True)
-            except Exception as exc:  # stored: the leases expire, another auditor audits again
-                log.warning("run %s is stored, but its leases could not be marked done: %s", self.run_id, exc)
+                self.cycle.close_queue()
+            except Exception as exc:  # stored: the hosts' jobs are done already
+                log.warning("run %s is stored; leaving the job queue failed: %s", self.run_id, exc)
         return result
 
+    def follow_up(self) -> AuditRun | None:
+        """After this run of a shared cycle is stored: wait for the hosts the other auditors
+        hold (auditor.queue.watch); a follow-up run of the same cycle for those that came back
+        to the queue and this auditor took, or None once every host is stored (or the wait is
+        over: what is still open was said in this run's report)."""
+        shared = self.cycle.shared
+        if shared is None or self.store is None or self.run_id is None or self.aborted:
+            return None
+        started = self._watch_started if self._watch_started is not None else time.monotonic()
+
+        def check() -> None:
+            if self.aborted:
+                raise CycleAborted(self._abort_reason or "abort")
+
+        watched = watch(self.store.url, shared, self.config.queue, started, check=check)
+        if watched.outcome == GAVE_UP:
+            log.warning(
+                "cycle %s: stopped waiting for %d host(s) other auditors still hold: %s",
+                shared.label,
+                len(watched.open),
+                ", ".join(watched.open),
+            )
+        if watched.outcome != AGAIN:
+            return None
+        log.info(
+            "cycle %s: a follow-up run takes %s, back in the queue",
+            shared.label,
+            ", ".join(j.host for j in watched.taken),
+        )
+        nxt = AuditRun(
+            self.config, self.plugins, self.store, self.scope, self.save_outputs, shared, handover=watched
+        )
+        nxt._watch_started = started
+        return nxt
+
     def _covered(self, result: CycleResult) -> dict | None:
-        """What a run under ``[leases]`` covered (its held stacks and the hosts it claimed):
-        stored as a narrowed run, so it resolves no alert about another auditor's hosts."""
-        if result.leases is None:
+        """What a run under ``[queue]`` covered (its held stacks and the hosts it took): stored
+        as a narrowed run, so it resolves no alert about another auditor's hosts."""
+        if result.shared is None:
             return None
         selectors = {
             **(self.scope.selectors if self.scope is not None else {}),
-            "slot": [result.leases["slot"]],
+            "cycle": [result.shared["cycle"]],
         }
-        return Scope.within(self.config, result.leases["stacks"], selectors).to_json()
+        return Scope.within(self.config, result.shared["stacks"], selectors).to_json()
 
     def _mark_aborted(self, note: str) -> bool:
         """Write the run's abort; False when the database is away (``unrecorded`` keeps the

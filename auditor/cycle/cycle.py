@@ -34,14 +34,18 @@ from auditor.cycle.state import CycleState
 from auditor.cycle.telemetry import DeviceTelemetry
 from auditor.extend.manager import Plugins
 from auditor.extend.probe_spec import ProbeSpec
-from auditor.fleet import leases, peers
+from auditor.fleet import peers
 from auditor.fleet import window as fleet_window
 from auditor.history import publication
-from auditor.history.leases import LeaseBook
 from auditor.history.store import Store
 from auditor.policy import baseline, latency, rollout
 from auditor.policy.side import Side
 from auditor.policy.subject import ProbeJob, Subject, broken_probe, from_probe
+from auditor.queue.cycles import CycleId
+from auditor.queue.fence import Fence
+from auditor.queue.jobs import JobQueue
+from auditor.queue.shared import SharedCycle
+from auditor.queue.watch import Watched
 from auditor.results import (
     CONSISTENT,
     DRIFT,
@@ -80,7 +84,8 @@ class Cycle:
         history: Store | None = None,
         tamper: Callable[[bytes], bytes] | None = None,
         save_outputs: Path | None = None,
-        lease_slot: str | None = None,
+        shared: CycleId | None = None,
+        handover: Watched | None = None,
     ):
         """``runtimes`` and ``comparators``: by name, as the plugins provide them; None: the
         built-in ones. ``collectors`` and ``rules``: default to those of ``plugins`` (else the built-ins);
@@ -88,8 +93,10 @@ class Cycle:
         golden baselines, latency regressions). ``tamper``: rewrites every MindIR before the
         infer side loads it (tests: a perturbed artifact must be caught and localized).
         ``save_outputs``: a folder for each side's outputs (auditor.cycle.saved_outputs).
-        ``lease_slot``: the ``[leases]`` slot by name (None: the period now falls in); whoever
-        runs the cycle ends its leases with ``close_leases`` (auditor.cycle.audit_run does)."""
+        ``shared``: with ``[queue]``, the cycle whose serving hosts this one shares with the
+        other auditors (auditor.queue); whoever runs the cycle stores its hosts with ``fence``
+        and ends its part of the queue with ``close_queue`` (auditor.cycle.audit_run does);
+        ``handover``: a follow-up run's worker on the queue with the hosts it took."""
         self.config = config
         self.probes = probes
         defaults = (runtimes, comparators, collectors, rules)
@@ -112,10 +119,13 @@ class Cycle:
         )
         self.compat = Compatibility(self.state, collectors, rules, self.runtimes)
         self.telemetry = DeviceTelemetry(self.state)
-        self.lease_slot = lease_slot
+        self.shared = shared
+        self.handover = handover
         self._subjects: dict[str, Subject] = {}
-        self.shares: leases.SharedHosts | None = None
-        """The serving hosts this cycle claimed ([leases] on a history database)."""
+        self.shares: SharedCycle | None = None
+        """The serving hosts this cycle took ([queue] on a PostgreSQL history)."""
+        self.covered_hosts: list[str] = []
+        """The serving hosts whose results this cycle holds ([queue]: those it took)."""
 
     def abort(self) -> None:
         """Stop now: kill every worker; the running jobs fail fast and the cycle raises CycleAborted."""
@@ -170,7 +180,7 @@ class Cycle:
         sessions = self.state.sessions = {
             n: self.state.reach.session(n, self.state.register) for n in cycle_stacks(self.config)
         }
-        leasing = self.config.leases.enabled and self.state.history is not None
+        sharing = self.shared is not None and self.state.history is not None
         hosts = fleet_window.plan(self.config, sessions)
         self.stacks = Stacks(sessions, set(hosts.held))
         compat = self.compat
@@ -197,7 +207,7 @@ class Cycle:
                     # Each serving host on its own, as many at once as [worker] max_hosts leaves
                     # (auditor.fleet.window): its fingerprints and the rules now, beside the held
                     # stacks'; its loads once the exports are made; its workers ended when done.
-                    window = self._window(hosts, leasing).start()
+                    window = self._window(hosts, sharing).start()
                 # The held stacks: fingerprints, one NPU sample per host, drift and the rules,
                 # before anything is exported or loaded.
                 held = self._part(hosts.held).fingerprint()
@@ -230,6 +240,8 @@ class Cycle:
                 if window is not None:
                     window.join()
                     window = None
+                if self.shares is not None:
+                    self.shares.release_foreign()
                 # the held stacks' part first, then each serving host's, in the order of their
                 # names (not in the order they ended)
                 parts = [self._parts[k] for k in ("", *hosts.hosts) if k in self._parts]
@@ -253,7 +265,7 @@ class Cycle:
                     with contextlib.suppress(BaseException):
                         window.join()
                     failed = window.error
-                self.close_leases()  # handed back at once: another auditor takes them now
+                self.close_queue(give_back=True)  # another auditor takes its hosts now
                 if failed is not None and not isinstance(failed, CycleAborted):
                     raise failed from None  # a host's part failed first: the abort here followed
                 raise
@@ -264,10 +276,11 @@ class Cycle:
             self.state.check()
         shares = self.shares.shares() if self.shares is not None else None
         covered = set(hosts.held) | set(hosts.stacks_of(shares.mine)) if shares is not None else set(sessions)
+        self.covered_hosts = sorted(shares.mine) if shares is not None else []
         stacks = {
             n: stack_report(self.config.stacks[n], s, self.compat.fingerprints.get(n))
             for n, s in sessions.items()
-            if n in covered  # not the hosts other auditors took ([leases])
+            if n in covered  # not the hosts other auditors took ([queue])
         }
         stacks.update({n: self._remote_report(n) for n in self._publications})
         read = {n: p.summary() if p is not None else None for n, p in self._publications.items()}
@@ -294,7 +307,7 @@ class Cycle:
             publications=[self._publish(n, train_plan.get(n, {}), trained, stacks) for n in fleet.publish],
             telemetry=samples,
             read_publications=[summary for summary in read.values() if summary is not None],
-            leases=None if shares is None else {**shares.to_json(), "stacks": sorted(covered)},
+            shared=None if shares is None else {**shares.to_json(), "stacks": sorted(covered)},
         )
 
     def _probe_audits(
@@ -340,10 +353,10 @@ class Cycle:
             host,
         )
 
-    def _window(self, hosts: fleet_window.HostPlan, leasing: bool) -> fleet_window.Window:
-        """The serving hosts in flight (auditor.fleet.window): every one, or with [leases] those
-        this auditor claims (auditor.fleet.leases) as places free up."""
-        shares = self._shared(hosts) if leasing else None
+    def _window(self, hosts: fleet_window.HostPlan, sharing: bool) -> fleet_window.Window:
+        """The serving hosts in flight (auditor.fleet.window): every one, or with [queue] those
+        this auditor takes from the cycle's queue (auditor.queue.shared) as places free up."""
+        shares = self._shared(hosts) if sharing else None
         given: list[str] | None = hosts.hosts
 
         def claim(places: int) -> list[str] | None:
@@ -355,31 +368,50 @@ class Cycle:
 
         def part(host: str) -> None:
             self._parts[host] = self._part(hosts.stacks_of([host]), host).run(self._exported)
-            if shares is not None:
-                shares.served([host])
 
-        # with [leases], [leases] claim hosts in flight at most: the others' to take meanwhile
+        # with [queue], [queue] claim hosts in flight at most: the others' to take meanwhile
         size = hosts.size if hosts.size is not None else len(hosts.serving)
         if shares is not None:
             size = shares.size
         return fleet_window.Window(size, part, claim, self.state.abort)
 
-    def _shared(self, hosts: fleet_window.HostPlan) -> leases.SharedHosts:
-        """The serving hosts this auditor claims ([leases], auditor.fleet.leases)."""
-        history = self.state.history
-        assert history is not None
-        book = LeaseBook(history.engine, leases.holder_name(history.auditor_id), history.auditor_id)
-        cfg = self.config.leases
-        where = leases.slot(cfg, self.config.schedule, leases.utcnow(), self.lease_slot)
-        shares = leases.SharedHosts(book, hosts, cfg, where, self.state.check, pause=self.state.pause)
-        self.shares = shares.start()
+    def _shared(self, hosts: fleet_window.HostPlan) -> SharedCycle:
+        """This auditor's share of the cycle's serving hosts ([queue], auditor.queue.shared)."""
+        history, cycle = self.state.history, self.shared
+        assert history is not None and cycle is not None
+        cfg = self.config.queue
+        given = self.handover
+        if given is not None and given.queue is not None:
+            queue, taken = given.queue, given.taken
+            given.queue = None  # the shares' now: closed with them
+        else:
+            queue, taken = JobQueue(history.url, cfg.heartbeat).open(), []
+        self.shares = SharedCycle(
+            queue, cycle, hosts, cfg, history.auditor_id, history.engine, self.state.check, taken
+        )
+        self.shares.join()
         return self.shares
 
-    def close_leases(self, run_id: int | None = None, stored: bool = False) -> None:
-        """End this cycle's leases: done with its stored run, else handed back (idempotent)."""
+    def fence(self) -> Fence | None:
+        """What the store checks in its transaction before it writes this run ([queue])."""
+        return self.shares.fence(self.covered_hosts) if self.shares is not None else None
+
+    def close_queue(self, give_back: bool = False) -> None:
+        """Leave the cycle's queue (idempotent): ``give_back`` puts the jobs still held back
+        first (the run was not stored: another auditor takes them now)."""
         if self.shares is not None:
             shares, self.shares = self.shares, None
-            shares.close(run_id, stored)
+            try:
+                if give_back:
+                    shares.give_back()
+            finally:
+                shares.queue.close()
+        elif self.handover is not None and self.handover.queue is not None:  # never served: no window
+            queue, self.handover.queue = self.handover.queue, None
+            try:
+                queue.retry([j.id for j in self.handover.taken], queue.worker_id)
+            finally:
+                queue.close()
 
     def _in_config_order(self, results: list[ProbeResult]) -> list[ProbeResult]:
         """The models' results by model, then serving stack, as the config lists them."""

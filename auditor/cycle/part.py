@@ -9,7 +9,8 @@ host), run drift and the rules on every stack fingerprinted so far (its blocks a
 it loads anything), serve every policy they serve through the one pipeline
 (auditor.cycle.serving), and check the converted files they serve. A serving host's part also
 waits for the held part's exports before it serves, and then releases its host: its workers,
-its warm zygote and its ssh connection end, and its leased host is marked served.
+its warm zygote and its ssh connection end (with [queue], its job stays the auditor's until
+the run is stored).
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ from auditor.history.publication import summary_of
 from auditor.history.retention import apply_retention
 from auditor.history.store import Store, StoreError
 from auditor.history.telemetry import store_samples
-from auditor.results import CycleAborted
+from auditor.queue.jobs import QueueError
+from auditor.results import CycleAborted, CycleResult
 from auditor.stacks.transport import CONNECTIONS
 
 HISTORY_ERRORS = (SQLAlchemyError, StoreError)
@@ -63,7 +64,7 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
         log.error("cannot open the history, cycle skipped: %s", exc)
         return CycleReply(SKIPPED, message="history database unavailable", started=started)
     plugins = Plugins(request.plugin_dirs)
-    run = AuditRun(config, plugins, store)
+    run = AuditRun(config, plugins, store, shared=request.shared)
     on_run(run)
     try:
         try:
@@ -71,7 +72,7 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
                 store.abort_run(earlier, note)
                 log.info("run %s marked aborted now that the history database is back", earlier)
             run_id = run.begin()
-        except StoreError as exc:
+        except (StoreError, QueueError) as exc:
             log.error("cannot record a new run, cycle skipped: %s", exc)
             return CycleReply(SKIPPED, message="history database unavailable", started=started)
         log.info("cycle started: run %s", run_id)
@@ -103,6 +104,7 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
             log.info("compared with %s", read.describe())
         for line in result.unchecked:
             log.warning("not checked: %s", line.splitlines()[0])
+        stored = [result.run_id, *(r.run_id for r in _follow_ups(run, on_run))]
         open_alerts = None
         try:
             alerts = AlertEngine(
@@ -112,8 +114,9 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
                 auditor_id=store.auditor_id,
                 builtin_probes=plugins.builtin_probes(),
             )
-            if result.run_id is not None:
-                alerts.evaluate(result.run_id)
+            for each in stored:
+                if each is not None:
+                    alerts.evaluate(each)
             alerts.deliver(should_stop=lambda: run.aborted)
             open_alerts = alerts.open_counts()
         except HISTORY_ERRORS as exc:  # the database went away after the run was stored
@@ -145,6 +148,35 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
         )
     finally:
         store.close()
+
+
+def _follow_ups(run: AuditRun, on_run: Callable[[Any], None]) -> list[CycleResult]:
+    """[queue]: once the run is stored, wait for the hosts the other auditors hold; a host
+    that comes back to the queue (its auditor stalled or died) is audited by a follow-up run
+    of the same cycle. The follow-ups' results (stored; logged here)."""
+    out = []
+    while True:
+        try:
+            nxt = run.follow_up()
+        except CycleAborted as exc:  # stopping: what is stored stays; the others take the rest
+            log.info("stopped waiting for the other auditors' hosts (%s)", exc)
+            break
+        except (StoreError, QueueError, *HISTORY_ERRORS) as exc:
+            log.warning("cannot wait for the other auditors' hosts: %s", exc)
+            break
+        if nxt is None:
+            break
+        run = nxt
+        on_run(run)
+        try:
+            run.begin()
+            result = run.run()
+        except (StoreError, QueueError, RunAborted, RunNotStored) as exc:
+            log.warning("follow-up run %s of the shared cycle did not complete: %s", run.run_id, exc)
+            break
+        log.info("follow-up run %s done: %s (%s)", run.run_id, result.outcome.upper(), counts_text(result))
+        out.append(result)
+    return out
 
 
 def run_telemetry(request: CycleRequest, on_run: Callable[[Any], None] = lambda run: None) -> CycleReply:

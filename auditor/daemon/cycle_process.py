@@ -37,6 +37,7 @@ from auditor.common.child_process import close_pipes, describe_status, kill_grou
 if TYPE_CHECKING:
     from auditor.config.tables import Config
     from auditor.daemon.metrics import CycleSummary
+    from auditor.queue.cycles import CycleId
     from auditor.results import HostTelemetry
 
 log = logging.getLogger("auditor.daemon")
@@ -60,6 +61,9 @@ class CycleRequest:
     unrecorded: dict[int, str] = field(default_factory=dict)
     """Aborts of earlier cycles that could not be written (the database was away), run id to
     note: the child writes them before it begins its own run."""
+    shared: CycleId | None = None
+    """With ``[queue]``: the schedule's cycle this one is (every auditor's daemon on the
+    schedule finds the same; auditor.queue.cycles)."""
 
 
 @dataclass

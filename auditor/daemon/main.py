@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.common.paths import state_dir as default_state_dir
-from auditor.config.schedule import describe_schedule, make_trigger, schedule_timezone
+from auditor.config.schedule import cycle_tick, describe_schedule, make_trigger, schedule_timezone
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config
 from auditor.daemon.cycle_process import (
@@ -67,6 +67,7 @@ from auditor.daemon.cycle_process import (
 from auditor.daemon.prometheus import MetricsExporter
 from auditor.daemon.sd_notify import Notifier
 from auditor.daemon.setup import DaemonSetup, SetupError
+from auditor.queue import cycles
 from auditor.results import HostTelemetry
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.launch import local_worker_env, worker_packages
@@ -227,7 +228,8 @@ class Daemon:
         kwargs: dict[str, Any] = {}
         if schedule.run_on_start:
             kwargs["next_run_time"] = datetime.now(schedule_timezone(schedule))
-        scheduler.add_job(self._job, make_trigger(schedule), id=JOB_ID, name="audit cycle", **kwargs)
+        trigger = make_trigger(schedule, shared=self._config.queue.enabled)
+        scheduler.add_job(self._job, trigger, id=JOB_ID, name="audit cycle", **kwargs)
         self._schedule_telemetry(scheduler, self._config)
         scheduler.start()
         self._scheduler = scheduler
@@ -320,8 +322,9 @@ class Daemon:
             self._setup = setup
             self._config = config
             self._warm_stale = True  # a running cycle keeps forking from the ones it has
-        if config.schedule != old.schedule and self._scheduler is not None:
-            self._scheduler.reschedule_job(JOB_ID, trigger=make_trigger(config.schedule))
+        shared = config.queue.enabled
+        if (config.schedule, shared) != (old.schedule, old.queue.enabled) and self._scheduler is not None:
+            self._scheduler.reschedule_job(JOB_ID, trigger=make_trigger(config.schedule, shared=shared))
             log.info("schedule is now %s; %s", describe_schedule(config.schedule), self._next_text())
         if config.telemetry != old.telemetry and self._scheduler is not None:
             self._schedule_telemetry(self._scheduler, config)
@@ -444,6 +447,7 @@ class Daemon:
                         logging.getLogger().getEffectiveLevel(),
                         kind,
                         unrecorded if kind == CYCLE else {},
+                        self._shared_cycle(setup.config) if kind == CYCLE else None,
                     ),
                     env=env,
                 )
@@ -459,6 +463,15 @@ class Daemon:
             with self._state:
                 self._current = None
                 self._idle.set()
+
+    @staticmethod
+    def _shared_cycle(config: Config) -> cycles.CycleId | None:
+        """With [queue]: the schedule's cycle due now, the same one every auditor's daemon on
+        the schedule finds (auditor.config.schedule.cycle_tick), however late this one fires."""
+        if not config.queue.enabled:
+            return None
+        tick, following = cycle_tick(config.schedule, datetime.now(schedule_timezone(config.schedule)))
+        return cycles.scheduled(config.queue.pool, tick, following)
 
     def _cycle(self, run: ChildCycle) -> None:
         """Run the cycle in a child process (auditor.daemon.cycle_process: it logs the cycle, its

@@ -428,24 +428,19 @@ class OperatorLimit(Base):
     message: Mapped[str] = mapped_column(Text)
 
 
-class HostLease(Base):
-    """One serving host of one cycle slot, claimed by one auditor (auditor.history.leases):
-    auditors on one database split a fleet's hosts per slot. A lease whose ``expires_at``
-    passed without ``done_at`` (its holder died, or stopped renewing) is taken over by the
-    next auditor that asks; ``served_at``: the holder's part on the host is done (its
-    results are stored with its run, ``run_id``, at ``done_at``)."""
+class CycleHost(Base):
+    """A serving host of one shared cycle, stored once (auditor.queue): the run that holds its
+    results and its auditor. Written in the run's own transaction, after the auditor proved it
+    still holds the host's job; the key refuses a second store of the same host in the same
+    cycle, whatever happened to the job."""
 
-    __tablename__ = "host_leases"
-    slot: Mapped[str] = mapped_column(String(128), primary_key=True)
+    __tablename__ = "cycle_hosts"
+    pool: Mapped[str] = mapped_column(String(128), primary_key=True)
+    cycle: Mapped[str] = mapped_column(String(255), primary_key=True)
     host: Mapped[str] = mapped_column(String(255), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(255))
-    """This cycle of this auditor: its auditor_id, machine, pid and a random part."""
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     auditor_id: Mapped[str] = mapped_column(String(255))
-    claimed_at: Mapped[datetime] = mapped_column(DateTime, index=True)
-    expires_at: Mapped[datetime] = mapped_column(DateTime)
-    served_at: Mapped[datetime | None] = mapped_column(DateTime)
-    done_at: Mapped[datetime | None] = mapped_column(DateTime)
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    stored_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class Publication(Base):

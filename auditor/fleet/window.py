@@ -9,8 +9,8 @@ follow-ups and conversions. Each serving host's part runs on its own (``Window``
 moment a host's part is done, its workers, warm zygote and ssh connection end and the next
 host starts. A host that cannot be reached, or is slow, holds its own place only. Without
 ``max_hosts``, or where every host fits, every serving host is in flight at once. With
-``[leases]`` (auditor.fleet.leases) the hosts are those this auditor claims, a few at a time
-as places free up.
+``[queue]`` (auditor.queue.shared) the hosts are those this auditor takes from the cycle's
+job queue, a few at a time as places free up.
 
 What the hosts' parts share (the held workers, which answer one request at a time, and the
 cycle's bookkeeping) each part takes under one lock (``CycleState.held``), as a cycle without
@@ -87,8 +87,8 @@ def plan(config: Config, stacks: Iterable[str]) -> HostPlan:
 class Window:
     """Each host's ``part`` in a thread of its own, at most ``size`` at once. ``claim(n)`` gives
     the next hosts (a list, at most ``n`` where that matters; empty or None: no more), asked
-    only when ``n`` places are free and no host claimed before waits (leases are taken as they
-    are used, never ahead). The first part that raises
+    only when ``n`` places are free and no host claimed before waits (queued hosts are taken
+    as they are used, never ahead). The first part that raises
     calls ``stop`` (the cycle's abort: the other parts fail fast) and is raised by ``join``
     once every part in flight has ended."""
 

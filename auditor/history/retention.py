@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, Table, and_, delete, exists, func, select, update
 
 from auditor.db import schema as m
-from auditor.history import leases, series, telemetry
+from auditor.history import series, telemetry
 from auditor.history.filters import utcnow
 from auditor.history.queries import refresh_statistics
 
@@ -172,7 +172,6 @@ def _prune(conn: Connection, result: PruneResult) -> None:
         result.deleted["series"] = series.prune(conn)
     # NPU telemetry belongs to no run (the daemon samples between cycles too): pruned by age.
     result.deleted.update(telemetry.prune(conn, result.cutoff, result.auditor_id))
-    result.deleted.update(leases.prune(conn, result.cutoff))  # a slot that long past is over
 
 
 def _dependents(table: Table) -> Iterator[tuple[Table, Column, str]]:

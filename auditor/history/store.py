@@ -15,12 +15,12 @@ import os
 import re
 import socket
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -460,12 +460,15 @@ class Store:
         result: CycleResult,
         artifacts: dict[str, bytes],
         selection: dict[str, Any] | None = None,
+        fence: Callable[[Connection, int], None] | None = None,
     ) -> None:
         """Write everything the cycle found, and mark the run complete, in one transaction.
-        ``selection``: what the run turned out to cover (a run under ``[leases]``), replacing
-        what it was started with."""
+        ``selection``: what the run turned out to cover (a run under ``[queue]``), replacing
+        what it was started with. ``fence``: called first in the transaction with its
+        connection and the run id; what it raises (a host no longer this auditor's,
+        auditor.queue.fence) rolls everything back and is raised as it is."""
         try:
-            self._write_results(run_id, result, artifacts, selection)
+            self._write_results(run_id, result, artifacts, selection, fence)
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"could not store run {run_id} in {self.display_url}: {db_health.db_error(exc)}"
@@ -473,13 +476,20 @@ class Store:
         _OPEN_RUNS.discard((self.url, run_id))
 
     def _write_results(
-        self, run_id: int, result: CycleResult, artifacts: dict[str, bytes], selection: dict[str, Any] | None
+        self,
+        run_id: int,
+        result: CycleResult,
+        artifacts: dict[str, bytes],
+        selection: dict[str, Any] | None,
+        fence: Callable[[Connection, int], None] | None = None,
     ) -> None:
         with Session(self.engine) as s, s.begin():
             _write_lock(s)
             run = s.get(m.Run, run_id)
             if run is None:
                 raise StoreError(f"run {run_id} is not in the database")
+            if fence is not None:
+                fence(s.connection(), run_id)
             if selection is not None:
                 run.selection = selection
             stack_ids: dict[str, int] = {}

@@ -109,7 +109,7 @@ def test_the_next_host_starts_as_soon_as_one_ends_and_a_stuck_host_holds_its_own
 
 
 def test_hosts_are_claimed_only_when_a_place_is_free() -> None:
-    """With leases, claiming ahead would take hosts another auditor could audit now."""
+    """With [queue], taking hosts ahead would take hosts another auditor could audit now."""
     unfinished: list[int] = []  # hosts claimed before and not ended, at each claim
     asked: list[int] = []  # those and the places the claim asked for
     claimed = ended = 0

@@ -553,3 +553,24 @@ def test_a_policy_that_cannot_be_one_is_a_config_error_naming_the_key(policy, mo
     by_path = dict(e.split(": ", 1) for e in info.value.errors)
     assert path in by_path, info.value.errors
     assert words in by_path[path]
+
+
+# -- [queue] ---------------------------------------------------------------------------------
+
+
+def test_retired_leases_table_says_what_replaced_it():
+    with pytest.raises(ConfigError) as info:
+        parse(minimal(leases={"enabled": True, "slot": 900}), "x.toml")
+    (said,) = [e for e in info.value.errors if e.startswith("leases:")]
+    assert "replaced by [queue]" in said and "--cycle" in said and "timeout" in said
+
+
+def test_queue_needs_a_postgresql_history_and_three_heartbeats_per_timeout():
+    with pytest.raises(ConfigError) as info:
+        parse(minimal(queue={"enabled": True}, storage={"url": "sqlite:////tmp/h.db"}), "x.toml")
+    assert "queue.enabled" in paths_of(info.value)
+    with pytest.raises(ConfigError) as info:
+        parse(minimal(queue={"enabled": True, "heartbeat": 30, "timeout": 60}), "x.toml")
+    assert any("three heartbeats" in e for e in info.value.errors), info.value.errors
+    cfg = parse(minimal(queue={"enabled": True}, storage={"url": "postgresql://a@db/x"}), "x.toml")
+    assert cfg.queue.enabled and cfg.queue.timeout >= 3 * cfg.queue.heartbeat

@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0015"  # the newest migration in migrations/versions
+HEAD = "0016"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -45,7 +45,7 @@ TABLES = {
     "fingerprints",
     "fingerprint_templates",
     "findings",
-    "host_leases",
+    "cycle_hosts",
     "latencies",
     "metric_sets",
     "metrics",
