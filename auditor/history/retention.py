@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Table, and_, delete, exists, func, select, update
 
+from auditor.db import queue_tables
 from auditor.db import schema as m
 from auditor.history import series, telemetry
 from auditor.history.filters import utcnow
@@ -172,6 +173,8 @@ def _prune(conn: Connection, result: PruneResult) -> None:
         result.deleted["series"] = series.prune(conn)
     # NPU telemetry belongs to no run (the daemon samples between cycles too): pruned by age.
     result.deleted.update(telemetry.prune(conn, result.cutoff, result.auditor_id))
+    # the job queue's rows of cycles long over ([queue], PostgreSQL): every auditor's
+    result.deleted.update(queue_tables.prune(conn, result.cutoff))
 
 
 def _dependents(table: Table) -> Iterator[tuple[Table, Column, str]]:

@@ -15,7 +15,8 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-QUEUE_PREFIX = "auditor/"
+from auditor.db.queue_tables import QUEUE_PREFIX
+
 QUEUE_DIGEST = 30
 """Hex digits of a queue's name: procrastinate notifies ``procrastinate_queue_v1#<queue>``, and
 PostgreSQL's channel names end at 63 bytes."""

@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 
 from auditor.db import schema as m
+from auditor.db.queue_tables import FINISH, HELD
 from auditor.queue.cycles import CycleId
 
 
@@ -48,10 +49,7 @@ class Fence:
     def __call__(self, conn: Connection, run_id: int) -> None:
         if not self.jobs:
             return
-        rows = conn.execute(
-            text("SELECT id, status, worker_id FROM procrastinate_jobs WHERE id = ANY(:ids) FOR UPDATE"),
-            {"ids": list(self.jobs.values())},
-        ).all()
+        rows = conn.execute(HELD, {"ids": list(self.jobs.values())}).all()
         held = {r[0]: (str(r[1]), r[2]) for r in rows}
         lost = {}
         for host, job in self.jobs.items():
@@ -78,4 +76,4 @@ class Fence:
         except IntegrityError as exc:
             raise HostsLost(self.cycle, {h: "already stored in this cycle" for h in self.jobs}) from exc
         for job in self.jobs.values():
-            conn.execute(text("SELECT procrastinate_finish_job_v1(:id, 'succeeded', false)"), {"id": job})
+            conn.execute(FINISH, {"id": job})

@@ -23,6 +23,7 @@ from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from auditor.db.queue_tables import RETRY_HELD
 from auditor.db.url import INSTALL_HINT, parse, redact
 
 log = logging.getLogger(__name__)
@@ -253,17 +254,6 @@ class JobQueue:
         async with self._connector.pool.connection() as conn:
             cur = await conn.execute(RETRY_HELD, (ids, holder))
             return [r[0] for r in await cur.fetchall()]
-
-
-RETRY_HELD = """
-WITH held AS (
-    SELECT id FROM procrastinate_jobs
-     WHERE id = ANY(%s) AND status = 'doing' AND worker_id IS NOT DISTINCT FROM %s
-       FOR UPDATE
-)
-SELECT id, procrastinate_retry_job_v2(id, NULL, NULL, NULL, NULL) FROM held
-"""
-"""procrastinate's retry (``doing`` -> ``todo``) of the jobs still held by one worker."""
 
 
 def _host_job(job: Any) -> HostJob:

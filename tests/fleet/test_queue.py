@@ -66,6 +66,14 @@ class Auditor:
         out.shared = SharedCycle(out.queue, cycle, PLAN, config, who, store.engine, taken=watched.taken)
         return out
 
+    @staticmethod
+    def jobs_of(url: str, cycle: cycles.CycleId) -> list:
+        queue = JobQueue(url, 1.0).open(register=False)
+        try:
+            return queue.jobs(cycle.queue)
+        finally:
+            queue.close()
+
     def take_all(self) -> list[str]:
         out: list[str] = []
         while got := self.shared.claim():
@@ -298,3 +306,27 @@ def test_the_queue_needs_postgresql(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(QueueError, match="needs a PostgreSQL history"):
         conninfo(f"sqlite:///{tmp_path}/h.db")
     assert conninfo("postgresql://u:pw@127.0.0.1:5432/db").startswith("postgresql://u:pw@127.0.0.1")
+
+
+def test_a_beating_auditor_is_never_stalled_and_retention_clears_cycles_long_over(url: str, store) -> None:  # noqa: ANN001
+    from auditor.history.retention import prune
+
+    a = Auditor(url, store, "a", cycle(), beat=0.3)
+    b = Auditor(url, store, "b", cycle())
+    try:
+        held = a.shared.claim(2)
+        time.sleep(2.0)  # past b's 1.5 s timeout below; a beats every 0.3 s
+        assert b.queue.stalled(cycle().queue, 1.5) == []
+        assert b.shared.retake_stalled() == [] and sorted(a.shared.mine) == sorted(held)
+        b.take_all()
+        a.store_run(store)
+        b.store_run(store)
+    finally:
+        a.close()
+        b.close()
+    assert len(Auditor.jobs_of(url, cycle())) == len(HOSTS)
+    kept = prune(store.engine, 30)  # nothing is 30 days old
+    assert kept.deleted.get("queue jobs", 0) == 0 and len(Auditor.jobs_of(url, cycle())) == len(HOSTS)
+    done = prune(store.engine, 1, now=datetime.now(UTC).replace(tzinfo=None) + timedelta(days=3))
+    assert done.deleted["queue jobs"] == len(HOSTS) and Auditor.jobs_of(url, cycle()) == []
+    assert done.deleted["queue keys"] == len(HOSTS)  # the once-only keys go with their jobs
