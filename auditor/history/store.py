@@ -178,6 +178,25 @@ def _sqlite_directory(path: Path) -> None:
         raise StoreError(f"cannot create the directory for {path}: {exc}") from None
 
 
+SQLITE_NEEDED = (3, 35, 0)
+"""The oldest SQLite the history works on: every write of fingerprints and content rows uses
+``INSERT ... RETURNING`` (SQLite 3.35, March 2021)."""
+
+
+def sqlite_usable(version: tuple[int, int, int] | None = None) -> None:
+    """Raise StoreError where Python's SQLite library is older than the history needs, naming
+    both versions and how to get a newer one (before anything is opened or written)."""
+    found = version or sqlite3.sqlite_version_info
+    if tuple(found) < SQLITE_NEEDED:
+        have, need = ".".join(map(str, found)), ".".join(map(str, SQLITE_NEEDED))
+        raise StoreError(
+            f"this Python's SQLite library is {have}; the history database needs SQLite {need} or "
+            "newer (INSERT ... RETURNING). Use a Python built with a newer SQLite (python.org and "
+            "distribution builds of 3.11 have one), or a PostgreSQL history ([storage] url)",
+            reached=False,
+        )
+
+
 class Store:
     def __init__(self, url: str, auditor_id: str = "", create: bool = True):
         """``create``: an SQLite file that does not exist yet is made (with its directory) on
@@ -193,6 +212,8 @@ class Store:
         except ValueError as exc:
             raise StoreError(str(exc), reached=False) from None
         options: dict = {}
+        if parsed.get_backend_name() == "sqlite":
+            sqlite_usable()
         uri = str(parsed.query.get("uri", "")).lower() in ("true", "1")  # file:...?mode=ro
         if (
             parsed.get_backend_name() == "sqlite"

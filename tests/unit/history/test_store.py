@@ -657,3 +657,16 @@ def test_open_of_an_up_to_date_database_does_not_import_alembic(url, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_sqlite_older_than_3_35_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    from auditor.history import store as store_module
+
+    monkeypatch.setattr(store_module.sqlite3, "sqlite_version_info", (3, 31, 1))
+    path = tmp_path / "sub" / "history.db"
+    with pytest.raises(StoreError) as info:
+        Store.open(f"sqlite:///{path}")
+    said = str(info.value)
+    assert "SQLite library is 3.31.1" in said and "3.35.0 or newer" in said and "PostgreSQL" in said
+    assert not path.parent.exists()  # nothing made
+    store_module.sqlite_usable((3, 35, 0))  # the oldest that works: no error
