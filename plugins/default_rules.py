@@ -754,7 +754,23 @@ def group_peers(ctx: RuleContext) -> Iterable[Finding]:
     """A group's member out of line with its peers (auditor.fleet.peers): one finding per
     member, every fact it differs in, with the majority's value and how many agree."""
     for base, names in peers.groups(list(ctx.stacks)).items():
-        odd = peers.out_of_line({n: fp for n in names if (fp := ctx.fingerprints.get(n))})
+        known = {n: fp for n in names if (fp := ctx.fingerprints.get(n))}
+        if 0 < len(known) < peers.MIN_MEMBERS:
+            yield _finding(
+                "group-peers",
+                "info",
+                base,
+                f"{base}/peers-not-compared",
+                f"{base}: peers not compared ({len(known)} member{'s' if len(known) != 1 else ''} "
+                f"fingerprinted in this run of {len(names)}; a majority to compare with needs "
+                f"{peers.MIN_MEMBERS})",
+                {"group_stack": base, "members": len(known), "configured": len(names)},
+                "nothing to do where the group is this small; with [queue], each auditor compares "
+                "the members it audited",
+                kind="not-compared",
+            )
+            continue
+        odd = peers.out_of_line(known)
         for member in sorted({o.member for o in odd}):
             mine = [o for o in odd if o.member == member]
             host = ctx.stacks[member].host if member in ctx.stacks else member

@@ -68,6 +68,7 @@ NAMED: tuple[tuple[str, str], ...] = (
     ("driver.package_version", "driver package"),
     ("runtime.python", "Python"),
     ("host.python.version", "Python"),
+    ("host.cpu_numerics", "CPU numerics features"),
     ("runtime.numpy", "numpy"),
     ("runtime.runtime_package", "runtime package"),
     ("runtime.runtime", "runtime"),

@@ -4,7 +4,8 @@ auditor.config.groups) compared fact by fact with their peers.
 Members of a group are meant to be identical. Change over time singles out a host that changed;
 a host that differs from its peers from its first audit only shows against them. So each fact
 of a member's fingerprint that should be the same across the fleet (the OS and kernel, the
-framework and runtime packages, CANN, the NPU driver and firmware, npu-smi, the runtime's
+framework and runtime packages, the CPU model and its numerics features (FMA, AVX-512, AMX:
+the kernels a runtime picks), CANN, the NPU driver and firmware, npu-smi, the runtime's
 release, the numerics environment, the deployed model files' digests) is compared with the
 value most members have. A member whose value differs from a strict majority's is out of line,
 with the value, the majority's, and how many agree. Without a strict majority (a fleet half
@@ -31,6 +32,8 @@ MIN_MEMBERS = 3
 FACTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("OS", ("host", "os_release", "PRETTY_NAME")),
     ("kernel", ("host", "kernel")),
+    ("CPU", ("host", "cpu_model")),
+    ("CPU numerics features", ("host", "cpu_numerics")),
     ("CANN", ("cann", "version")),
     ("NPU driver", ("driver", "version")),
     ("NPU firmware", ("firmware", "version")),

@@ -1,4 +1,5 @@
-"""The host a stack runs on: name, OS release, kernel, architecture, CPU model, Python.
+"""The host a stack runs on: name, OS release, kernel, architecture, CPU model and the CPU
+features that change numerics, Python.
 
 The OS release is read from ``<system_root>/etc/os-release``; the kernel, architecture and
 CPU come from the running system (``uname``, ``/proc/cpuinfo``), which ``system_root``
@@ -15,6 +16,17 @@ NAME = "host"
 OS_RELEASE_KEYS = ("ID", "VERSION_ID", "PRETTY_NAME")
 CPUINFO = "/proc/cpuinfo"
 
+# The CPU features a runtime's kernels choose between, so that two hosts with the same model
+# name and different features (a VM that hides AVX-512, a BIOS that turns AMX off) may give
+# other bits: fused multiply-add, vector widths, reduced-precision and dot-product units.
+NUMERICS_FLAGS = (
+    # x86 (/proc/cpuinfo "flags")
+    "sse4_2", "avx", "f16c", "fma", "avx2", "avx_vnni", "avx512f", "avx512dq", "avx512bw", "avx512vl",
+    "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+    # aarch64 (/proc/cpuinfo "Features")
+    "fp", "asimd", "fphp", "asimdhp", "asimddp", "asimdfhm", "sve", "sve2", "bf16", "i8mm", "sme",
+)  # fmt: skip
+
 # aarch64 /proc/cpuinfo names no model, only implementer and part codes.
 ARM_IMPLEMENTERS = {"0x41": "ARM", "0x48": "HiSilicon", "0x70": "Phytium", "0xc0": "Ampere"}
 ARM_PARTS = {("0x48", "0xd01"): "Kunpeng-920", ("0x48", "0xd02"): "Kunpeng-930"}
@@ -29,6 +41,7 @@ def collect(context):
         "kernel": platform.release(),
         "arch": platform.machine(),
         "cpu_model": _cpu_model(context.get("cpuinfo", CPUINFO), unknown),
+        "cpu_numerics": _cpu_numerics(context.get("cpuinfo", CPUINFO), unknown),
         "python": {
             "version": "%d.%d.%d" % sys.version_info[:3],
             "executable": sys.executable,
@@ -103,3 +116,27 @@ def parse_cpu_model(text):
         return ARM_PARTS[(implementer, part)]
     vendor = ARM_IMPLEMENTERS.get(implementer, "implementer " + implementer)
     return "%s part %s" % (vendor, part or "?")
+
+
+def _cpu_numerics(path, unknown):
+    try:
+        text = read_text(path, truncate=True)
+    except Unreadable as exc:
+        unknown["cpu_numerics"] = str(exc)
+        return None
+    found = parse_cpu_numerics(text)
+    if found is None:
+        unknown["cpu_numerics"] = "%s: no flags or Features line" % path
+    return found
+
+
+def parse_cpu_numerics(text):
+    """The numerics-changing CPU features /proc/cpuinfo text lists (its first ``flags`` or
+    ``Features`` line), in NUMERICS_FLAGS order, space-separated ("" where it lists none of
+    them); None without such a line."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("flags", "features"):
+            have = set(value.split())
+            return " ".join(f for f in NUMERICS_FLAGS if f in have)
+    return None

@@ -120,3 +120,46 @@ def test_a_nan_against_a_number_or_other_nan_bits_say_what_differs() -> None:
         found["s@h2"].details["max_abs"] == 0
         and "other NaN payloads or signed zeros" in found["s@h2"].message
     )
+
+
+def test_a_member_whose_cpu_lacks_a_numerics_feature_is_named(doc: dict) -> None:
+    """Same CPU model, one host without AVX-512 (a VM that hides it): its kernels differ."""
+    from auditor.plugins.collectors.host import parse_cpu_numerics
+
+    from auditor.config.load import parse
+
+    full = (
+        "processor\t: 0\nmodel name\t: Xeon\nflags\t\t: fpu sse4_2 avx fma avx2 avx512f avx512bw amx_tile x\n"
+    )
+    hidden = full.replace(" avx512f avx512bw", "")
+    assert parse_cpu_numerics(full) == "sse4_2 avx fma avx2 avx512f avx512bw amx_tile"
+    assert parse_cpu_numerics("Features\t: fp asimd evtstrm sve i8mm\n") == "fp asimd sve i8mm"
+    assert parse_cpu_numerics("model name\t: x\n") is None
+    d = copy.deepcopy(doc)
+    d["groups"] = {"infer": {"hosts": ["infer-[01:04]"], "command": ["sh", "-c", 'exec "$@"', "sh"]}}
+    d["stacks"]["lite20"]["group"] = "infer"
+    cfg = parse(d, "/etc/auditor/auditor.toml")
+    prints = {}
+    for n in cfg.stacks:
+        fp = fingerprint()
+        fp["host"]["cpu_model"] = "Xeon"
+        fp["host"]["cpu_numerics"] = parse_cpu_numerics(hidden if n == "lite20@infer-03" else full)
+        prints[n] = fp
+    (f,) = list(group_peers(RuleContext(stacks=dict(cfg.stacks), fingerprints=prints, pairs=cfg.pairs)))
+    assert (
+        f.subject == "lite20@infer-03"
+        and "CPU numerics features sse4_2 avx fma avx2 amx_tile where" in f.message
+    )
+
+
+def test_a_group_too_small_to_compare_says_so(doc: dict) -> None:
+    from auditor.config.load import parse
+
+    d = copy.deepcopy(doc)
+    d["groups"] = {"infer": {"hosts": ["infer-[01:04]"], "command": ["sh", "-c", 'exec "$@"', "sh"]}}
+    d["stacks"]["lite20"]["group"] = "infer"
+    cfg = parse(d, "/etc/auditor/auditor.toml")
+    prints = {n: fingerprint() for n in cfg.stacks if not n.startswith("lite20@") or n.endswith(("01", "02"))}
+    (f,) = list(group_peers(RuleContext(stacks=dict(cfg.stacks), fingerprints=prints, pairs=cfg.pairs)))
+    assert f.kind == "not-compared" and f.severity == "info" and f.subject == "lite20"
+    assert "peers not compared (2 members fingerprinted in this run of 4" in f.message
