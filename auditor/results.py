@@ -306,6 +306,12 @@ class CycleResult:
         }
         broken = [n for n, s in self.stacks.items() if s.error or s.problems]
         keys |= {f"{n}/{kind}" for n in broken for kind in ("stack-unavailable", "worker-failure")}
+        keys |= {  # one finding for the members of a group that failed alike (auditor.cycle.causes)
+            f.key
+            for f in self.findings
+            if f.kind in ("stack-unavailable", "worker-failure")
+            and all(w.get("subject") in broken for w in f.details.get("where") or [{"subject": f.subject}])
+        }
         return keys
 
     def status_counts(self) -> dict[str, int]:

@@ -26,6 +26,7 @@ from auditor.gate.preflight import (
 )
 from auditor.history.store import Store, StoreError
 from auditor.policy.model_file import ModelInputError
+from auditor.report import fleet_view
 from auditor.runtime import RuntimeSpec
 
 
@@ -56,8 +57,16 @@ from auditor.runtime import RuntimeSpec
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the batch that is run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+@click.option(
+    "--members",
+    is_flag=True,
+    help="Show every member of a host group on its own (default: members with the same verdict, "
+    "host names aside, are one block naming their hosts).",
+)
 @click.pass_obj
-def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: bool, **kw: Any) -> None:
+def check_command(
+    obj: Context, load: bool, convert: bool, seed: int, as_json: bool, members: bool, **kw: Any
+) -> None:
     """Will these stacks load and run this MindIR? A deployment pipeline's gate.
 
     Reads the file without any framework, fingerprints the stacks, runs every compatibility
@@ -136,7 +145,7 @@ def check_command(obj: Context, load: bool, convert: bool, seed: int, as_json: b
         docs = [r.to_json() for r in reports]
         click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, default=str))
     else:
-        click.echo("\n".join(render(r) for r in reports), nl=False)
+        click.echo("\n".join(render(r, members) for r in reports), nl=False)
     sys.exit(code)
 
 
@@ -179,18 +188,26 @@ def _history(obj: Context, config: Config) -> Store | None:
         return None
 
 
-def render(report: CheckReport) -> str:
+def render(report: CheckReport, members: bool = False) -> str:
+    """The verdicts in words; a group's members alike as one block (``members``: each)."""
     info = report.info
     ins = ", ".join(f"{t.name}{list(t.shape)} {t.dtype}" for t in info.inputs or ())
     lines = [f"{report.path}: {info.describe()}", f"  inputs: {ins or 'none declared'}", ""]
     width = max(len(v.stack) for v in report.verdicts) if report.verdicts else 0
-    for v in report.verdicts:
-        lines += _verdict_lines(v, width)
+    blocks = {v.stack: "\n".join(_verdict_lines(v, width)) for v in report.verdicts}
+    lines += blocks.values() if members else fleet_view.blocks_folded(blocks)
     bad = [v for v in report.verdicts if v.status != OK]
+    by_status: dict[str, list[str]] = {}
+    for v in bad:
+        by_status.setdefault(v.status, []).append(v.stack)
+    not_ok = "; ".join(
+        f"{fleet_view.members_in_words(', '.join(names), {})} ({status})"
+        for status, names in by_status.items()
+    )
     lines.append("")
     lines.append(
         f"{len(report.verdicts) - len(bad)} of {len(report.verdicts)} stack(s) ok"
-        + (f"; not ok: {', '.join(f'{v.stack} ({v.status})' for v in bad)}" if bad else "")
+        + (f"; not ok: {not_ok}" if bad else "")
         + ("" if report.loaded else "; --no-load: nothing was loaded, so nothing is ok")
         + f" ({report.seconds:.1f} s)"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -14,6 +15,7 @@ from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from auditor.cli.selection import narrowed, selection_of, selector_options
 from auditor.config.tables import StackConfig
 from auditor.fingerprint import collect as fp
+from auditor.report import fleet_view
 from auditor.rules import cann_choice
 from auditor.stacks.worker import WorkerError
 
@@ -24,9 +26,17 @@ VALUE_WIDTH = 70
 @click.command("fingerprint")
 @click.argument("named", nargs=-1, metavar="[STACK]...")
 @click.option("--json", "as_json", is_flag=True, help="Print the full fingerprint documents as JSON.")
+@click.option(
+    "--members",
+    is_flag=True,
+    help="Show every member of a host group on its own (default: members alike, host names aside, "
+    "are one block naming their hosts).",
+)
 @selector_options()
 @click.pass_obj
-def fingerprint_command(obj: Context, named: tuple[str, ...], as_json: bool, **kw: Any) -> None:
+def fingerprint_command(
+    obj: Context, named: tuple[str, ...], as_json: bool, members: bool, **kw: Any
+) -> None:
     """Fingerprint stacks now (default: every configured stack, or those the selectors
     --stack, --pair, --probe, --model, --host reach) and show what was found.
 
@@ -73,9 +83,15 @@ def fingerprint_command(obj: Context, named: tuple[str, ...], as_json: bool, **k
         out = {name: r if isinstance(r, dict) else {"error": r} for name, r in results.items()}
         click.echo(json.dumps(out, indent=2, sort_keys=False))
     else:
-        blocks = [render(config.stacks[name], result) for name, result in results.items()]
-        click.echo("\n".join(blocks), nl=False)
+        blocks = {name: render(config.stacks[name], result) for name, result in results.items()}
+        said = blocks.values() if members else fleet_view.blocks_folded(blocks, _without_machine)
+        click.echo("\n".join(said), nl=False)
     sys.exit(EXIT_OK if complete else EXIT_INCOMPLETE)
+
+
+def _without_machine(text: str, host: str) -> str:
+    """A member's block without the machine's own name and id (they differ on every machine)."""
+    return re.sub(r"^(  host {9})\S+  (.*?)(?:  machine-id \S+)?$", r"\1\2", text, flags=re.M)
 
 
 def render(stack: StackConfig, result: dict[str, Any] | str) -> str:

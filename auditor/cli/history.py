@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -40,6 +41,7 @@ from auditor.history.queries import (
     unknown_where,
 )
 from auditor.history.size import measure
+from auditor.report import fleet_view
 from auditor.report.tables import (
     WRITERS,
     jsonable,
@@ -346,10 +348,18 @@ def show_command(obj: Context, run: str, auditors: tuple[str, ...], fmt: str) ->
     type=click.IntRange(1, 1000),
     help="Width of the sparkline in characters.",
 )
+@click.option(
+    "--members",
+    is_flag=True,
+    help="Chart every member of a host group on its own (default: one chart per group stack, each "
+    "run's worst member; --format json and csv always give every member).",
+)
 @text_or_json
 @json_short
 @click.pass_obj
-def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int, fmt: str, **kw: Any) -> None:
+def trend_command(
+    obj: Context, metric: str, limit: int, scale: str, width: int, members: bool, fmt: str, **kw: Any
+) -> None:
     """One metric over time, per pair, probe, variant and output, in the terminal.
 
     A sparkline and one line per run, oldest first; a run in which the fingerprint of the
@@ -420,8 +430,14 @@ def trend_command(obj: Context, metric: str, limit: int, scale: str, width: int,
     if not series:
         click.echo(f"no values of {metric} match", err=True)
         return
+    if not members:  # a group's members as one chart: per run the worst (cosine: the lowest is worst too)
+        how = "min" if metric in LOWER_IS_WORSE else "max"
+        series = fleet_view.fold_series(series, fleet_view.family_keys(s.key[:3] for s in series), how)
     click.echo(render_trend(series, changes, scale, width), nl=False)
 
+
+LOWER_IS_WORSE = ("cosine", "rel_lt_1e-3", "bitwise_equal")
+"""Metrics where a member's lowest value is its worst (the folded chart shows the worst)."""
 
 TREND_COLUMNS = ("metric", "pair", "probe", "variant", "output", "run", "auditor", "at", "value", "status")
 
@@ -578,7 +594,7 @@ def db_upgrade(obj: Context) -> None:
             f"upgraded {_redacted(store.url)} from {', '.join(before) or '(empty)'} "
             f"to {', '.join(after)} (applied {', '.join(pending)})"
         )
-    config = obj.config() if obj.find_config(required=False) is not None else None
+    config = _config_if_any(obj)
     if config is not None and config.queue.enabled:  # the job queue's tables: here, or by the first cycle
         from auditor.queue.jobs import JobQueue, QueueError
 
@@ -589,6 +605,19 @@ def db_upgrade(obj: Context) -> None:
         queue.close()
         said = "created" if queue.created_schema else "present"
         click.echo(f"job queue ([queue] pool {config.queue.pool!r}): procrastinate's tables {said}")
+
+
+def _config_if_any(obj: Context) -> Config | None:
+    """The config where there is a usable one (commands that work on the database alone)."""
+    from auditor.config.tables import ConfigError
+
+    path = obj.find_config(required=False)
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        return obj.load_config()
+    except (ConfigError, OSError):
+        return None
 
 
 @db_group.command("prune")

@@ -29,7 +29,7 @@ import copy
 import os
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -47,6 +47,80 @@ def member(name: str) -> tuple[str, str] | None:
     """(grouped stack, host) of a member's stack name (``lite20@infer-07``), else None."""
     base, sep, host = name.partition(SEP)
     return (base, host) if sep and base and host else None
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
+
+
+def ranges(hosts: Sequence[str]) -> str:
+    """Host names said in the ranges they were written in: ``infer-[01:12]``,
+    ``infer-[01:03,05,07:12]``; names that share no numbered pattern are listed as they are.
+    The inverse of ``[groups.NAME] hosts`` patterns, for reports (a list never grows with the
+    fleet where the hosts are a range)."""
+    found = {h: _NUMBERED.match(h) for h in dict.fromkeys(hosts)}
+    padded: dict[tuple[str, str], int] = {}  # a zero-padded family's width ("09" and "10": 2)
+    for m in found.values():
+        if m is not None and m.group(2).startswith("0") and len(m.group(2)) > 1:
+            padded.setdefault((m.group(1), m.group(3)), len(m.group(2)))
+    families: dict[tuple[str, str, int], list[int]] = {}
+    order: list[tuple[str, str, int] | str] = []
+    for host, m in found.items():
+        if m is None:
+            order.append(host)
+            continue
+        head, digits, tail = m.groups()
+        width = padded.get((head, tail), 0)
+        width = width if len(digits) == width else 0
+        key = (head, tail, width)
+        if key not in families:
+            families[key] = []
+            order.append(key)
+        families[key].append(int(digits))
+    out = []
+    for item in order:
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        head, tail, width = item
+        numbers = sorted(set(families[item]))
+        if len(numbers) == 1:
+            out.append(f"{head}{str(numbers[0]).zfill(width)}{tail}")
+            continue
+        runs: list[list[int]] = []
+        for n in numbers:
+            if runs and n == runs[-1][-1] + 1:
+                runs[-1].append(n)
+            else:
+                runs.append([n])
+        spec = ",".join(
+            str(r[0]).zfill(width) if len(r) == 1 else f"{str(r[0]).zfill(width)}:{str(r[-1]).zfill(width)}"
+            for r in runs
+        )
+        out.append(f"{head}[{spec}]{tail}")
+    return ", ".join(out)
+
+
+MEMBER_IN_TEXT = r"[A-Za-z0-9_.:-]+@[A-Za-z0-9_.-]+"
+"""A member's stack name (``lite20@infer-07``) inside a text."""
+_HOST_WORDS = re.compile(r"^host ([A-Za-z0-9_.-]+)\b")
+
+
+def generalized(text: str) -> tuple[str, str, str] | None:
+    """(who, host, the text with the host's name as ``{host}``) when ``text`` is about one
+    host: it names exactly one group member (who: its group stack), or it starts with
+    ``host NAME`` (who: ``host``). Else None. Texts that say the same of several hosts are
+    one cause (the cycle's findings, the reports' lines)."""
+    found = {m for name in re.findall(MEMBER_IN_TEXT, text) if (m := member(name)) is not None}
+    start = _HOST_WORDS.match(text)
+    if start is not None and {h for _, h in found} <= {start.group(1)}:  # "host X: ... lite20@X ..."
+        base, host = "host", start.group(1)
+        text = "host {host}" + text[start.end() :]
+    elif len(found) == 1:
+        base, host = found.pop()
+        text = text.replace(f"{base}{SEP}{host}", f"{base}{SEP}{{host}}")
+    else:
+        return None
+    return base, host, re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", text)
 
 
 Error = Callable[[str, str], None]

@@ -162,6 +162,9 @@ def _from_key(description: str) -> Any:
     return Field(description=description, json_schema_extra={"x-not-a-key": True})
 
 
+COMMAND_SHOWN = 48
+"""A host's command prefix is said up to this many characters in messages (all of it in the config)."""
+
 # Reusable field types.
 Tol = Float(0.0, 1e6)
 """A tolerance: beyond 1e6 a comparison can no longer fail, which is a typo, not a setting."""
@@ -333,7 +336,10 @@ class HostConfig:
         if self.ssh:
             port = f" port {self.port}" if self.port else ""
             return f"host {self.name} (ssh {self.ssh}{port})"
-        return f"host {self.name} (command {' '.join(self.command)})"
+        said = " ".join(self.command)
+        if len(said) > COMMAND_SHOWN:  # a wrapper script inline: its first words name it
+            said = said[:COMMAND_SHOWN].rsplit(" ", 1)[0] + " …"
+        return f"host {self.name} (command {said})"
 
 
 @section
@@ -829,12 +835,13 @@ class AlertsConfig:
         "compatibility",
         "version-drift",
         "stacks",
-        "latency",
         "devices",
     )
     """The findings that open alerts, by what they are about: models, compatibility,
     version-drift, stacks, latency, probes (the built-in probes), devices (NPU telemetry). Every
-    finding is recorded with its run either way (`auditor show RUN`)."""
+    finding is recorded with its run either way (`auditor show RUN`). Latency is not on by
+    default: timings move with the machine's load, and a regression is a finding in every
+    report; add "latency" once a few weeks of history show its noise on your hosts."""
     min_severity: Choice(*SEVERITIES) = "warning"
     """Findings below this severity open no alert."""
     open_after: Int(1, 1000) = 2

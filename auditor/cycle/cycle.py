@@ -12,6 +12,7 @@ the rest of the cycle completes.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 
 from auditor.common import blas, tempdirs
 from auditor.compare.outputs import Comparator
+from auditor.config.groups import generalized, member
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
 from auditor.cycle import probes, unchecked
@@ -49,6 +51,7 @@ from auditor.queue.watch import Watched
 from auditor.results import (
     CONSISTENT,
     DRIFT,
+    ERROR,
     STATUS_SEVERITY,
     Artifact,
     CycleAborted,
@@ -294,6 +297,11 @@ class Cycle:
             + self._unchecked(stacks, read)
             + (shares.findings() if shares is not None else [])
         )
+        served: dict[tuple[str, str, str], set[str]] = {}
+        for r in results:  # which members served each policy: whose peers keep its properties
+            if (m := member(r.infer)) is not None and r.status != ERROR:
+                served.setdefault((m[0], r.probe, r.variant), set()).add(r.infer)
+        findings = peers.host_not_runtime(findings, served)
         return CycleResult(
             started,
             time.time(),
@@ -505,7 +513,14 @@ class Cycle:
     def _findings(self, results: list[ProbeResult], stacks: dict[str, StackReport]) -> Iterable[Finding]:
         for s in stacks.values():
             if s.error:
-                yield Finding("stack-unavailable", "error", s.name, f"{s.name}/stack-unavailable", s.error)
+                yield Finding(
+                    "stack-unavailable",
+                    "error",
+                    s.name,
+                    f"{s.name}/stack-unavailable",
+                    s.error,
+                    **_host_cause("stack-unavailable", s.name, s.error.splitlines()[0]),
+                )
             if s.problems:
                 yield Finding(
                     "worker-failure",
@@ -527,6 +542,21 @@ class Cycle:
                 {"probe": r.probe, "variant": r.variant},
                 **(drift_cause(r) if r.status == DRIFT else {}),
             )
+
+
+def _host_cause(kind: str, stack: str, text: str) -> dict[str, Any]:
+    """A group member's failure as a cause its peers can share (one finding, with ``{host}``,
+    however many members it hits: auditor.cycle.causes); nothing for another stack."""
+    said = generalized(text) if member(stack) is not None else None
+    if said is None:
+        return {}
+    summary = re.sub(r"^stack \S+(?: on host \S+)?: ", "", said[2], count=1)  # the place says it
+    return {
+        "details": {"where_first": True},
+        "cause": f"{kind}/{said[0]}/{said[2]}",
+        "summary": summary,
+        "place": (stack, ""),
+    }
 
 
 def drift_cause(r: ProbeResult) -> dict[str, Any]:

@@ -214,19 +214,26 @@ def findings(
                     )
                 )
             continue
-        for n in s.npus:
-            if n.errors:
-                out.append(
-                    Finding(
-                        UNAVAILABLE,
-                        "warning",
-                        s.host,
-                        f"{s.host}/npu{n.npu}/{UNAVAILABLE}",
-                        f"host {s.host} NPU {n.npu}: {len(n.errors)} telemetry view(s) failed, their "
-                        f"thresholds were not checked: {n.errors[0]}",
-                        {"host": s.host, "npu": n.npu, "errors": list(n.errors)},
-                    )
+        failing = [n for n in s.npus if n.errors]
+        if failing:  # one finding per host: its NPUs' views fail alike (one npu-smi, one driver)
+            npus = ", ".join(str(n.npu) for n in failing)
+            views = sum(len(n.errors) for n in failing)
+            out.append(
+                Finding(
+                    UNAVAILABLE,
+                    "warning",
+                    s.host,
+                    f"{s.host}/npu/{UNAVAILABLE}",
+                    f"host {s.host}: {views} telemetry view(s) failed on NPU {npus}, their thresholds "
+                    f"were not checked: {failing[0].errors[0]}",
+                    {
+                        "host": s.host,
+                        "npus": [n.npu for n in failing],
+                        "errors": {n.npu: list(n.errors) for n in failing},
+                    },
                 )
+            )
+        for n in s.npus:
             for c in n.chips:
                 for metric, value in sorted(c.values.items()):
                     limit = limits.get(metric)

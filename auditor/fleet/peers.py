@@ -18,12 +18,12 @@ import hashlib
 import os
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from auditor.config.groups import member
+from auditor.config.groups import member, ranges
 from auditor.results import Finding
 
 MIN_MEMBERS = 3
@@ -230,3 +230,51 @@ def _how_far(diff: float) -> str:
     if np.isinf(diff):
         return "NaN, Inf or shapes where the peer has numbers"
     return f"max abs {diff:.3g}"
+
+
+def host_not_runtime(
+    findings: list[Finding], served: Mapping[tuple[str, str, str], set[str]]
+) -> list[Finding]:
+    """A property of the runtime (an invariant it breaks) broken by some members of a group
+    while a strict majority of the members that served the same policy keep it is the hosts'
+    own, not the runtime's: its remedy names those hosts instead of the runtime's maintainers.
+    ``served``: (group stack, probe, variant) -> the members whose results of it came back."""
+
+    def places_of(f: Finding) -> list[tuple[str, str]]:
+        said = [(w.get("subject", ""), w.get("variant", "")) for w in f.details.get("where") or ()]
+        return said or [(f.subject, str(f.details.get("variant", "")))]
+
+    def invariant(f: Finding) -> tuple[Any, ...]:
+        return (f.details.get("probe"), f.details.get("output"), f.details.get("check"))
+
+    breakers: dict[tuple[Any, ...], set[str]] = {}  # whoever breaks the same invariant, merged or not
+    for f in findings:
+        if f.kind == "invariant":
+            breakers.setdefault(invariant(f), set()).update(s for s, _ in places_of(f))
+    out = []
+    for f in findings:
+        if f.kind != "invariant":
+            out.append(f)
+            continue
+        places = places_of(f)
+        bases = {m[0] for s, _ in places if (m := member(s)) is not None}
+        probe = str(f.details.get("probe", ""))
+        if len(bases) != 1 or any(member(s) is None for s, _ in places):
+            out.append(f)
+            continue
+        base = bases.pop()
+        breaking = {s for s in breakers[invariant(f)] if (m := member(s)) is not None and m[0] == base}
+        peers_ = set().union(*(served.get((base, probe, v), set()) for _, v in places))
+        keep = peers_ - breaking
+        if len(keep) * 2 <= len(peers_):  # no majority keeps it: the runtime's, as said
+            out.append(f)
+            continue
+        hosts = ranges(sorted(m[1] for s in {s for s, _ in places} if (m := member(s)) is not None))
+        action = (
+            f"{hosts} break{'s' if len(breaking) == 1 else ''} it where {len(keep)} of {len(peers_)} "
+            f"{base} hosts keep it on the same file: the host's own, not the runtime's (its CPU features, "
+            "libraries or memory): compare its fingerprint with its peers' (auditor hosts list --failing), "
+            "and take it out of serving until it is in line"
+        )
+        out.append(replace(f, details={**f.details, "action": action, "peers_keep": len(keep)}))
+    return out

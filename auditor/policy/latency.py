@@ -38,6 +38,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, aliased
 
+from auditor.config.groups import member
 from auditor.config.tables import LatencyConfig
 from auditor.db import schema as m
 from auditor.results import Finding, Latency, Throughput
@@ -204,6 +205,38 @@ def judge(
     return median if excess > cfg.regression_spread * max(own, host.spread) else None
 
 
+def _cohort(series: Series) -> tuple[str, ...]:
+    """A group member's series as its peers' series are keyed (() for another stack)."""
+    grouped = member(series.stack)
+    if grouped is None:
+        return ()
+    return (grouped[0], series.probe, series.variant, str(series.batch), series.side, series.source)
+
+
+MIN_PEERS = 2
+"""A member is judged against its peers this cycle where at least this many others were timed
+alike (three members: a majority that can single one out)."""
+
+
+def against_peers(p50: float, peers: Sequence[float], cfg: LatencyConfig, host: HostNoise) -> bool | None:
+    """Whether ``p50`` is also a regression against its peers' this cycle (the same policy,
+    batch and side on the group's other members): above ``regression_factor`` times their
+    median *and* ``regression_spread`` times their spread (or the host's, whichever is wider)
+    above it, the noise margin. None: too few peers to say. So members that all slowed
+    together (one machine running every member, a fleet-wide load) page nobody."""
+    if len(peers) < MIN_PEERS or p50 <= 0:
+        return None
+    logs = [math.log(p) for p in peers if p > 0]
+    if len(logs) < MIN_PEERS:
+        return None
+    centre = statistics.median(logs)
+    spread_ = 1.4826 * statistics.median(abs(x - centre) for x in logs)
+    excess = math.log(p50) - centre
+    return excess > math.log(cfg.regression_factor) and excess > cfg.regression_spread * max(
+        spread_, host.spread
+    )
+
+
 def regressions(
     results: Iterable[Any], engine: Engine, cfg: LatencyConfig, host_of: dict[str, str]
 ) -> list[Finding]:
@@ -225,12 +258,25 @@ def regressions(
         if median > 0:
             ratios.setdefault(series.host, []).append(math.log(lat.p50_us / median))
     noise = {host: HostNoise.of(values) for host, values in ratios.items()}
+    cohorts: dict[tuple[str, ...], dict[str, float]] = {}  # a group's members timed alike, this cycle
+    for r in results:
+        for series, lat in series_of(r, host_of):
+            if (cohort := _cohort(series)) and lat.p50_us > 0:
+                cohorts.setdefault(cohort, {})[series.stack] = lat.p50_us
     found: list[Finding] = []
     for series, lat, previous in judged:
         host = noise.get(series.host, HostNoise())
         median = judge(lat.p50_us, previous, cfg, host)
         if median is None:
             continue
+        m = member(series.stack)
+        cohort = (
+            (m[0], series.probe, series.variant, str(series.batch), series.side, series.source) if m else ()
+        )
+        peers = [p for stack, p in cohorts.get(cohort, {}).items() if stack != series.stack]
+        against = against_peers(lat.p50_us, peers, cfg, host)
+        if against is False:
+            continue  # its peers are as slow this cycle: the box, not this member
         key = f"{series.stack}/{series.probe}/{series.variant}/b{series.batch}/{series.side}"
         key += (f"/{series.source}" if series.source else "") + "/latency-regression"
         message = (
@@ -254,6 +300,13 @@ def regressions(
             "host_shift": host.shift,
             "host_spread": host.spread,
         }
+        if against is not None:
+            peer_median = statistics.median(peers)
+            message += (
+                f"; {lat.p50_us / peer_median:.2f}× the median {peer_median:.0f} µs of its {len(peers)} "
+                "peers this cycle"
+            )
+            details |= {"peers": len(peers), "peer_median_us": peer_median}
         if series.side == "infer":  # the serving side: the same figure as samples per second
             now, before = lat.batch / (lat.p50_us / 1e6), lat.batch / (median / 1e6)
             message += f"; throughput {now:,.0f} samples/s, down from {before:,.0f}"

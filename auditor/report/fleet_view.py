@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from auditor.config.groups import SEP, member
+from auditor.config.groups import MEMBER_IN_TEXT, SEP, generalized, member, ranges
 from auditor.history.queries import Series
 from auditor.results import worst
 
@@ -39,6 +39,17 @@ def some(hosts: Sequence[str], most: int = SHOWN) -> str:
     if len(hosts) <= most + 1:
         return ", ".join(hosts[:-1]) + (" and " if len(hosts) > 1 else "") + hosts[-1] if hosts else ""
     return f"{', '.join(hosts[:most])} and {len(hosts) - most} more"
+
+
+def named(hosts: Sequence[str]) -> str:
+    """Hosts in as few words as they allow: their ranges (``infer-[01:03,05:12]``) where those
+    are short, else the first few and how many more."""
+    said = ranges(hosts)
+    return said if len(said) <= RANGES_WIDTH else some(hosts)
+
+
+RANGES_WIDTH = 60
+"""Ranges longer than this (hosts with no pattern) are said as the first few and a count."""
 
 
 def plural(n: int, word: str) -> str:
@@ -86,14 +97,14 @@ def hosts_of(names: Iterable[str]) -> dict[str, list[str]]:
     return out
 
 
-_NAME = r"[A-Za-z0-9_.:-]+@[A-Za-z0-9_.-]+"
-_RUN = re.compile(rf"{_NAME}(?:(?:, | and |, and ){_NAME}){{2,}}")
+_NAME = MEMBER_IN_TEXT
+_RUN = re.compile(rf"{_NAME}(?:(?:, | and |, and ){_NAME})+")
 
 
 def members_in_words(text: str, groups: Mapping[str, Sequence[str]]) -> str:
-    """A run of three or more member names in ``text`` ("lite20@infer-01, lite20@infer-02,
+    """A run of two or more member names in ``text`` ("lite20@infer-01, lite20@infer-02,
     ...") said as the group stack and its hosts: "every lite20 host (32)", "31 of 32 lite20
-    hosts (all but infer-07)", or "3 lite20 hosts (infer-01, infer-02 and infer-05)"."""
+    hosts (all but infer-07)", or "3 lite20 hosts (infer-[01:02,05])"."""
 
     def said(match: re.Match[str]) -> str:
         names = re.findall(_NAME, match.group(0))
@@ -110,57 +121,51 @@ def members_in_words(text: str, groups: Mapping[str, Sequence[str]]) -> str:
             if every and not left:
                 parts.append(f"every {base} host ({len(every)})")
             elif every and len(left) <= SHOWN and len(hosts) > len(left):
-                parts.append(f"{len(hosts)} of {len(every)} {base} hosts (all but {some(left)})")
+                parts.append(f"{len(hosts)} of {len(every)} {base} hosts (all but {named(left)})")
             else:
-                parts.append(f"{len(hosts)} {base} hosts ({some(hosts)})")
+                parts.append(f"{len(hosts)} {base} hosts ({named(hosts)})")
         return "; ".join(parts)
 
     return _RUN.sub(said, text)
 
 
 def stacks_folded(stacks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The run's stacks with each group stack's members that are fine as one entry
-    (``name`` "lite20", ``host`` "31 hosts"); a member with a problem stays on its own."""
-    items = fold(
-        list(stacks),
-        lambda s: (m[0], m[1]) if (m := member(s["name"])) is not None and s["state"] == "ok" else None,
-        lambda s: (s["version"], s["runtime"]),
-    )
+    """The run's stacks with each group stack's members that are fine as one entry (``name``
+    "lite20", ``host`` "31 hosts"), and those with one problem (host names aside) as one entry
+    (``host`` "infer-[04,09]", the problem with ``{host}``)."""
+
+    def family(s: Mapping[str, Any]) -> tuple[Hashable, str] | None:
+        m = member(s["name"])
+        return (m[0], m[1]) if m is not None else None
+
+    def problem(s: Mapping[str, Any]) -> str:
+        """The member's problem with its own host's name as ``{host}``."""
+        m = member(s["name"])
+        text = s["problem"] or ""
+        return re.sub(rf"(?<![\w.-]){re.escape(m[1])}(?![\w-])", "{host}", text) if m else text
+
+    def signature(s: Mapping[str, Any]) -> Hashable:
+        return ("ok", s["version"], s["runtime"]) if s["state"] == "ok" else (s["state"], problem(s))
+
     out = []
-    for s, hosts in items:
+    for s, hosts in fold(list(stacks), family, signature):
         if len(hosts) > 1:
             base = member(s["name"])
             assert base is not None
-            s = {**s, "name": base[0], "host": plural(len(hosts), "host")}
+            if s["state"] == "ok":
+                s = {**s, "name": base[0], "host": plural(len(hosts), "host")}
+            else:
+                s = {**s, "name": base[0], "host": named(hosts), "problem": problem(s)}
         out.append(dict(s))
     return out
 
 
-_HOST_WORDS = re.compile(r"^host ([A-Za-z0-9_.-]+)\b")
-
-
-def _generalized(text: str) -> tuple[str, str, str] | None:
-    """(who, host, the text with the host's name as ``{host}``) when ``text`` is about one
-    host: it names exactly one group member (who: its group stack), or it starts with
-    ``host NAME`` (who: ``host``). Else None."""
-    found = {m for name in re.findall(_NAME, text) if (m := member(name)) is not None}
-    if len(found) == 1:
-        base, host = found.pop()
-        text = text.replace(f"{base}{SEP}{host}", f"{base}{SEP}{{host}}")
-    elif not found and (start := _HOST_WORDS.match(text)) is not None:
-        base, host = "host", start.group(1)
-        text = "host {host}" + text[start.end() :]
-    else:
-        return None
-    return base, host, re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", text)
-
-
-def texts_folded(texts: Sequence[str], least: int = 3) -> list[tuple[str, list[int]]]:
+def texts_folded(texts: Sequence[str], least: int = 2) -> list[tuple[str, list[int]]]:
     """Texts that say the same of ``least`` or more hosts, host names aside, as one: "lite20 on
-    32 hosts (infer-01, ... and 28 more): ... {host}/policy.mindir ...", "32 hosts (infer-01,
-    ...): NPU telemetry not read ...". Each resulting text with the indices of the texts it
-    stands for (order kept)."""
-    keys = [_generalized(t) for t in texts]
+    infer-[01:32]: ... {host}/policy.mindir ...", "32 hosts (infer-[01:32]): NPU telemetry
+    not read ...". Each resulting text with the indices of the texts it stands for (order
+    kept)."""
+    keys = [generalized(t) for t in texts]
     counts: dict[tuple[str, str], list[int]] = {}
     for i, k in enumerate(keys):
         if k is not None:
@@ -173,11 +178,56 @@ def texts_folded(texts: Sequence[str], least: int = 3) -> list[tuple[str, list[i
         elif same[0] == i:
             hosts = [keys[j][1] for j in same]  # type: ignore[index]
             if k[0] == "host":
-                out.append((k[2].replace("host {host}", f"{len(hosts)} hosts ({some(hosts)})", 1), same))
+                out.append((k[2].replace("host {host}", f"{len(hosts)} hosts ({named(hosts)})", 1), same))
             else:
-                words = f"{k[0]} on {len(hosts)} hosts ({some(hosts)})"
+                words = f"{k[0]} on {named(hosts)}"
                 out.append((k[2].replace(f"{k[0]}{SEP}{{host}}", words), same))
     return out
+
+
+def blocks_folded(
+    blocks: Mapping[str, str], same: Callable[[str, str], str] = lambda text, host: text
+) -> list[str]:
+    """Per stack (by name) its block of text, a group's members whose blocks say the same as
+    one block: the first member's, its name and host as ``BASE on RANGES`` / ``{host}``, with
+    how many members it stands for (``--members`` shows each). What must be equal is the block
+    with the member's host as ``{host}`` and timings left out, as ``same(text, host)`` further
+    reduces it (a fingerprint drops the machine's own name and id). A member that differs in
+    anything else, and every other stack, is shown as it is."""
+    alike: dict[tuple[str, str], list[str]] = {}
+    order: list[tuple[str, str] | str] = []
+    for name, text in blocks.items():
+        m = member(name)
+        if m is None:
+            order.append(name)
+            continue
+        key = (m[0], _TIMING.sub("{t} s", same(_host_as_token(text, m[1]), m[1])))
+        if key not in alike:
+            alike[key] = []
+            order.append(key)
+        alike[key].append(m[1])
+    out = []
+    for item in order:
+        if isinstance(item, str):
+            out.append(blocks[item])
+            continue
+        base, _ = item
+        hosts = alike[item]
+        first = blocks[f"{base}{SEP}{hosts[0]}"]
+        if len(hosts) == 1:
+            out.append(first)
+            continue
+        title, nl, rest = same(_host_as_token(first, hosts[0]), hosts[0]).partition("\n")
+        title = title.replace(f"{base}{SEP}{{host}}", f"{base} on {ranges(hosts)}", 1)
+        out.append(f"{title}  [{len(hosts)} members alike; --members shows each]{nl}{rest}")
+    return out
+
+
+_TIMING = re.compile(r"\b\d+(?:\.\d+)? s\b")
+
+
+def _host_as_token(text: str, host: str) -> str:
+    return re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{host}", text)
 
 
 # -- the HTML report: a group's members' series as one ------------------------------------------
@@ -189,7 +239,7 @@ def family_keys(keys: Iterable[Key]) -> dict[Key, Key]:
     """Each member pair's key -> its group's key (``ms20->lite20@* (32 hosts)``, probe,
     variant), for the groups of two members or more; other keys are left out."""
     families: dict[Key, list[Key]] = {}
-    for key in keys:
+    for key in dict.fromkeys(keys):  # a key once, however many outputs came with it
         train, _, infer = key[0].rpartition("->")
         m = member(infer)
         if m is not None and train:
@@ -218,9 +268,9 @@ def fold_statuses(
 
 
 def fold_series(series: Iterable[Series], families: Mapping[Key, Key], how: str) -> list[Series]:
-    """A group's members' series of one output as one: per run, the ``max`` (the worst member:
-    NaN counts as the worst) or the ``median`` of the members' values; other series as they
-    are."""
+    """A group's members' series of one output as one: per run, the ``max`` or ``min`` (the
+    worst member, as the metric goes: NaN counts as the worst) or the ``median`` of the members'
+    values; other series as they are."""
     kept: list[Series] = []
     merged: dict[tuple[Key, str], dict[int, list[tuple[Any, float, str]]]] = {}
     first: dict[tuple[Key, str], Series] = {}
@@ -238,8 +288,8 @@ def fold_series(series: Iterable[Series], families: Mapping[Key, Key], how: str)
         points = []
         for run, values in sorted(runs.items()):
             nums = [v for _, v, _ in values]
-            if how == "max":
-                value = math.nan if any(math.isnan(v) for v in nums) else max(nums)
+            if how in ("max", "min"):  # the worst member: NaN counts as the worst
+                value = math.nan if any(math.isnan(v) for v in nums) else (max if how == "max" else min)(nums)
             else:
                 value = statistics.median(nums)
             points.append((run, values[0][0], value, worst(st for _, _, st in values) or ""))

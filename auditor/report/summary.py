@@ -12,6 +12,7 @@ so (``same_as``) instead of repeating its outputs. ``--verbose`` prints the full
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -230,14 +231,22 @@ def summarize(result: CycleResult) -> Summary:
             _same_as(block)
     return Summary(
         _header(result),
-        fleet_view.stacks_folded([_stack(s) for s in result.stacks.values()]),
+        fleet_view.stacks_folded([_stack(s, by_message) for s in result.stacks.values()]),
         _members_folded(list(blocks.values())),
         list({c.ref: c for _, c in causes}.values()),
         Outcome(result.outcome, status_counts(result), result.exit_code),
-        [text for text, _ in fleet_view.texts_folded([host_telemetry_line(t) for t in result.telemetry])],
+        [text for text, _ in fleet_view.texts_folded([host_telemetry_line(t) for t in _read(result)])],
         [text for text, _ in fleet_view.texts_folded(result.unchecked)],
         publication_lines(result),
     )
+
+
+def _read(result: CycleResult) -> list[HostTelemetry]:
+    """The hosts' telemetry a person reads: a host none of whose stacks started is left out
+    (its stacks' failure is said, once; its telemetry's failure is the same cause)."""
+    down = {s.host for s in result.stacks.values() if s.error}
+    down -= {s.host for s in result.stacks.values() if not s.error}
+    return [t for t in result.telemetry if t.host not in down or t.available]
 
 
 def _family(block: Block) -> tuple[tuple[str, str], str] | None:
@@ -254,8 +263,8 @@ def _signature(block: Block) -> tuple[Any, ...]:
 
 def _members_folded(blocks: list[Block]) -> list[Block]:
     """A group's members that say the same as one block (auditor.report.fleet_view): a
-    consistent one titled with its count of hosts, a failing one for its first host with the
-    others in ``also``."""
+    consistent one titled with its count of hosts; a failing one shown for its first host,
+    titled with every host where they are a few ranges, else with the others in ``also``."""
     out = []
     for block, hosts in fleet_view.fold(blocks, _family, _signature):
         if len(hosts) > 1:
@@ -265,6 +274,8 @@ def _members_folded(blocks: list[Block]) -> list[Block]:
             if all(ln.status == CONSISTENT for ln in block.lines):
                 title = block.title.replace(f"{base}@{hosts[0]}", f"{base} on {len(hosts)} hosts")
                 block = replace(block, title=title)
+            elif len(ranged := fleet_view.ranges(hosts)) <= fleet_view.RANGES_WIDTH:
+                block = replace(block, title=block.title.replace(f"{base}@{hosts[0]}", f"{base} on {ranged}"))
             else:
                 block = replace(block, also=hosts[1:])
         out.append(block)
@@ -309,12 +320,14 @@ def _header(result: CycleResult) -> str:
     return f"auditor audit · {result.config} · {run} · {when} · {took:.1f} s"
 
 
-def _stack(s: Any) -> dict[str, Any]:
+def _stack(s: Any, causes: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """A stack's entry: its state, its problem, and the finding that says the problem (``cause``,
+    its reference in the report: the line then points at it instead of saying it again)."""
     fp = s.fingerprint or {}
     rt = fp.get("runtime") if isinstance(fp.get("runtime"), dict) else fp  # the worker's hello
     version = f"{rt.get('runtime_package', s.runtime)} {rt.get('runtime_version', '?')}" if fp else None
-    if s.error:
-        state, problem = "unavailable", s.error.splitlines()[0]
+    if s.error:  # "stack X on host H: " is the line's own name already
+        state, problem = "unavailable", _OWN_NAME.sub("", s.error.splitlines()[0], 1)
     elif s.problems:
         state, problem = "worker failed", s.problems[0].splitlines()[0]
     else:
@@ -328,7 +341,14 @@ def _stack(s: Any) -> dict[str, Any]:
         "host": s.host,
         "state": state,
         "problem": problem,
+        "cause": (causes or {}).get(problem_line) if (problem_line := _first_line(s)) else None,
     }
+
+
+def _first_line(s: Any) -> str:
+    """The first line of a stack's error, else of its first worker problem ("" for neither)."""
+    said = s.error or (s.problems[0] if s.problems else "")
+    return said.splitlines()[0] if said else ""
 
 
 def is_model(r: ProbeResult) -> bool:
@@ -371,7 +391,9 @@ def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Fi
         line.outputs = [FailingOutput.of(c, r.thresholds.get(c.output, {})) for c in failed]
         line.checks = [FailingCheck.of(k) for k in failed_checks]
     else:
-        line.cause = causes.get(r.message) or causes.get(r.message.splitlines()[0] if r.message else "")
+        first = r.message.splitlines()[0] if r.message else ""
+        # a side that failed for a cause said once (a stack that did not start): "infer side: <it>"
+        line.cause = causes.get(r.message) or causes.get(first) or causes.get(_SIDE.sub("", first, 1))
         if line.cause is None:
             line.cause = next((ref for f, ref in blockers if blocked_by(f, r)), None)
         line.text = "" if line.cause is not None else (r.message.splitlines() or [""])[0]
@@ -499,15 +521,16 @@ def _fold(block: Block) -> str | None:
     one cause."""
     statuses = {ln.status for ln in block.lines}
     probes = [ln for ln in block.lines if ln.kind != "rollout"]
-    if len(probes) < 2 or len(statuses) != 1:
+    if not probes or len(statuses) != 1:
         return None
     status = statuses.pop()
     if status == CONSISTENT:
-        return "consistent: " + _counted(block.lines)
+        return "consistent: " + _counted(block.lines) if len(probes) > 1 else None
     causes = {ln.cause for ln in block.lines}
-    if len(causes) == 1 and None not in causes:
+    if len(causes) == 1 and None not in causes:  # all stopped by one cause said below
         rollout = " and the rollout" if len(probes) < len(block.lines) else ""
-        return f"{status.upper()}: {len(probes)} probe variants{rollout} [{causes.pop()}]"
+        what = f"{len(probes)} probe variants" if len(probes) > 1 else f"{probes[0].label}"
+        return f"{status.upper()}: {what}{rollout} [{causes.pop()}]"
     return None
 
 
@@ -566,6 +589,10 @@ def _causes(
         cause = Cause(ref, f.kind, f.severity, f.subject, words, f.details.get("action"))
         out += [(listed[i], cause) for i in same]
     return out
+
+
+_SIDE = re.compile(r"^(train|infer) side: ")
+_OWN_NAME = re.compile(r"^stack \S+(?: on host \S+)?: ")
 
 
 def _cause_text(f: Finding) -> str:

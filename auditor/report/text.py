@@ -295,9 +295,9 @@ def render_summary(summary: Summary) -> str:
             if len(block.also) > fleet_view.SHOWN + 1:
                 out.append(f"  (every one: {fleet_view.LIST_ALL})")
     if len(summary.devices) == 1:
-        out += ["", f"NPU telemetry: {summary.devices[0]}"]
-    elif summary.devices:
-        out += ["", "NPU telemetry"] + [f"  {line}" for line in summary.devices]
+        out += ["", *_wrapped(summary.devices[0], "NPU telemetry: ", "  ", 1)]
+    elif summary.devices:  # a line per kind of reading, hosts folded, each cut to one line
+        out += ["", "NPU telemetry"] + [x for line in summary.devices for x in _wrapped(line, "  ", "  ", 1)]
     if summary.causes:
         out += ["", "Findings"]
         actions: dict[str, int] = {}
@@ -320,10 +320,17 @@ def _stack_lines(stacks: list[dict]) -> list[str]:
     if all(s["state"] == "ok" for s in stacks):
         return [f"Stacks (all ok): {', '.join(name(s) for s in stacks)}", ""] if stacks else []
     out = ["Stacks"]
+    fine = [s for s in stacks if s["state"] == "ok"]
+    if fine:  # those that are fine in one line, each problem (one per cause) in its own
+        out += _wrapped(", ".join(name(s) for s in fine), "  ok: ", "      ", 1)
     for s in stacks:
-        out.append(f"  {name(s)}  {s['state'].upper() if s['state'] != 'ok' else 'ok'}")
-        if s["problem"]:
-            out.append(f"      {s['problem']}")
+        if s["state"] == "ok":
+            continue
+        head = f"  {name(s)}  {s['state'].upper()}"
+        if s.get("cause") is not None:  # said in full by a finding below
+            out.append(f"{head} [{s['cause']}]")
+        else:
+            out += _wrapped(s["problem"], head + ": ", "      ", 2) if s["problem"] else [head]
     return out + [""]
 
 

@@ -157,7 +157,8 @@ def explain(
             )
         return f"{where}: ssh failed (exit status 255){tail}"
     if not host.ssh and status not in (0, 1) and stderr.strip() and "Traceback" not in stderr:
-        return f"{where}: the command prefix failed (exit status {status}){tail}"
+        said = [line.strip() for line in stderr.strip().splitlines() if line.strip()][-1]
+        return f"{where}: the command prefix failed (exit status {status}: {said}){tail}"
     return None
 
 

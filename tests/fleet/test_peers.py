@@ -163,3 +163,28 @@ def test_a_group_too_small_to_compare_says_so(doc: dict) -> None:
     (f,) = list(group_peers(RuleContext(stacks=dict(cfg.stacks), fingerprints=prints, pairs=cfg.pairs)))
     assert f.kind == "not-compared" and f.severity == "info" and f.subject == "lite20"
     assert "peers not compared (2 members fingerprinted in this run of 4" in f.message
+
+
+def test_a_range_broken_on_one_host_its_peers_keep_is_the_hosts_not_the_runtimes() -> None:
+    from auditor.results import Finding
+
+    def broke(stack: str) -> Finding:
+        return Finding(
+            "invariant",
+            "error",
+            stack,
+            f"{stack}/ppo_policy/fp32/invariant/std/range",
+            f"{stack} computed std = -1 ...",
+            {"probe": "ppo_policy", "variant": "fp32", "action": "report it to the runtime's maintainers"},
+        )
+
+    served = {("lite20", "ppo_policy", "fp32"): {f"lite20@infer-{i:02d}" for i in range(1, 13)}}
+    (one,) = peers.host_not_runtime([broke("lite20@infer-07")], served)
+    assert one.details["action"].startswith("infer-07 breaks it where 11 of 12 lite20 hosts keep it")
+    assert "maintainers" not in one.details["action"]
+    # every member breaks it: the runtime's, as said; a stack of no group: as said
+    every = [broke(f"lite20@infer-{i:02d}") for i in range(1, 13)]
+    assert [f.details["action"] for f in peers.host_not_runtime(every, served)] == [
+        every[0].details["action"]
+    ] * 12
+    assert peers.host_not_runtime([broke("lite20")], served)[0].details["action"].endswith("maintainers")

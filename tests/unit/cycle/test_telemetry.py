@@ -61,8 +61,8 @@ def test_failed_views_and_failed_hosts_are_findings_hosts_without_npus_are_not()
     (f,) = findings(
         [host(errors=("`npu-smi info -t power -i 4`: exit status 187: ret is -8005",))], TelemetryConfig()
     )
-    assert f.kind == UNAVAILABLE and f.key == "box/npu4/telemetry-unavailable"
-    assert "NPU 4: 1 telemetry view(s) failed" in f.message and "-8005" in f.message
+    assert f.kind == UNAVAILABLE and f.key == "box/npu/telemetry-unavailable"  # one per host, its NPUs named
+    assert "1 telemetry view(s) failed on NPU 4" in f.message and "-8005" in f.message
     none = HostTelemetry("cpu-box", "ms20", 0.0, False, "npu-smi: not found on PATH")
     broken = HostTelemetry("sick", "ms20", 0.0, False, "`npu-smi info -l`: exit status 187", failed=True)
     (f,) = findings([none, broken], TelemetryConfig())

@@ -278,3 +278,29 @@ def test_sweep_config(default_doc):
     assert exc.value.errors == [
         "latency.saturation: must be a finite number greater than 0 and at most 1, not 1.5"
     ]
+
+
+def test_a_member_is_judged_against_its_peers_this_cycle_too(store):
+    """Four members of one group on one machine: each slower than its history. All slower
+    together is the box (no finding); one far slower than its peers is that member."""
+    members = [f"inf@h{i}" for i in range(1, 5)]
+    hosts = {m: m.split("@")[1] for m in members} | {"tr": "local"}
+    for p in (100.0, 102.0, 98.0):
+        run_id = store.begin_run("t.toml")
+        stacks = {
+            n: StackReport(n, "infer", "mindspore-lite", "/py", "cpu", hosts[n], {"runtime": "x"})
+            for n in members
+        }
+        stacks["tr"] = StackReport("tr", "train", "mindspore", "/py", "cpu", "local", {"runtime": "x"})
+        results = [_result(p, p, infer=m) for m in members]
+        store.finish_run(run_id, CycleResult(1.0, 2.0, "t.toml", stacks, results, []), {})
+    together = [_result(100.0, 240.0 + i, infer=m) for i, m in enumerate(members)]  # all 2.4x: the box
+    assert latency.regressions(together, store.engine, LatencyConfig(), hosts) == []
+    alone = [_result(100.0, 100.0 + i, infer=m) for i, m in enumerate(members[:3])]
+    alone.append(_result(100.0, 400.0, infer=members[3]))  # one member 4x its history and its peers
+    found = latency.regressions(alone, store.engine, LatencyConfig(), hosts)
+    assert {f.subject for f in found} == {members[3]}
+    (b1,) = [f for f in found if f.details["batch"] == 1]
+    assert b1.details["peers"] == 3 and "the median 101 µs of its 3 peers this cycle" in b1.message
+    # too few peers: its own history alone decides, as for any stack
+    assert latency.against_peers(400.0, [100.0], LatencyConfig(), latency.HostNoise()) is None

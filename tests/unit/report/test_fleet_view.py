@@ -5,6 +5,8 @@ differ and counts the rest."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from auditor.history.filters import Filters
@@ -64,15 +66,12 @@ def test_a_fleet_of_64_fits_one_screen() -> None:
     lines = text.splitlines()
     assert len(lines) <= 40, text
     assert "lite20 on 60 hosts  consistent" in text  # the consistent members, counted
-    # the drifting ones: the first in full, the others named
-    assert "ms20 → lite20@infer-07" in text
-    assert "the same on 3 more hosts: infer-19, infer-33 and infer-60" in text
-    assert "ms20 → lite20@infer-19" not in text
+    # the drifting ones: the first in full, every one named in its title, as a range
+    assert "ms20 → lite20 on infer-[07,19,33,60]" in text
+    assert "ms20 → lite20@infer-19" not in text and "the same on" not in text
     # one finding said of every member is one cause with the host in its place
     flat = " ".join(text.split())
-    assert (
-        "lite20 on 64 hosts (infer-01, infer-02, infer-03, infer-04 and 60 more): model /srv/{host}" in flat
-    )
+    assert "lite20 on infer-[01:64]: model /srv/{host}" in flat
     # a list of all members but one names the one left out
     assert "63 of 64 lite20 hosts (all but infer-42)" in text
     assert "lite20@infer-42 is out of line" in text
@@ -106,13 +105,44 @@ def test_texts_fold_only_when_they_say_the_same() -> None:
     texts.append("lite20@infer-09: model /srv/infer-09/p.mindir unread because it moved")
     texts.append("ms20: nothing to do with a group")
     folded = fleet_view.texts_folded(texts)
-    assert folded[0] == (
-        "lite20 on 3 hosts (infer-01, infer-02 and infer-03): model /srv/{host}/p.mindir unread",
-        [0, 1, 2],
-    )
+    assert folded[0] == ("lite20 on infer-[01:03]: model /srv/{host}/p.mindir unread", [0, 1, 2])
     assert [t for t, _ in folded[1:]] == texts[3:]
-    # two alike are not folded (folding starts at three)
-    assert [t for t, _ in fleet_view.texts_folded(texts[:2])] == texts[:2]
+    # two alike are one already (a cause adds one line however many hosts it hits)
+    assert fleet_view.texts_folded(texts[:2]) == [
+        ("lite20 on infer-[01:02]: model /srv/{host}/p.mindir unread", [0, 1])
+    ]
+    # a text that starts with its host is folded by that host, whatever member it names
+    said = [f"host {h}: NOT READ: stack lite20@{h} did not start" for h in ("infer-04", "infer-09")]
+    assert fleet_view.texts_folded(said) == [
+        ("2 hosts (infer-[04,09]): NOT READ: stack lite20@{host} did not start", [0, 1])
+    ]
+
+
+def test_hosts_are_said_as_ranges_where_they_are_short() -> None:
+    from auditor.config.groups import expand_pattern, ranges
+
+    assert ranges([f"infer-{i:02d}" for i in range(1, 13)]) == "infer-[01:12]"
+    assert (
+        ranges(["local", "infer-01", "infer-02", "infer-05", "infer-09", "infer-10"])
+        == "local, infer-[01:02,05,09:10]"
+    )
+    assert ranges(["infer-9", "infer-10", "b.example.com"]) == "infer-[9:10], b.example.com"
+    for pattern in ("infer-[01:12]", "10.0.0.[5:7]", "gpu[1:3]-rack"):  # the config's patterns, back
+        assert ranges(expand_pattern(pattern)) == pattern
+    words = [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliett",
+        "kilo",
+    ]
+    assert fleet_view.named(words) == "alpha, bravo, charlie, delta and 7 more"  # too long as a list
 
 
 def test_hosts_are_named_then_counted() -> None:
@@ -178,3 +208,23 @@ def test_a_groups_series_is_its_worst_member_or_its_median() -> None:
     assert merged.points[1][2:] == (3.0, "drift")
     (median,) = fleet_view.fold_series(series[:2], families, "median")
     assert median.points[1][2] == 2.5
+
+
+def test_members_blocks_alike_host_names_and_timings_aside_are_one_block() -> None:
+    blocks = {
+        f"lite20@{h}": f"  lite20@{h}  OK  mindspore-lite 2.0.0\n      load: ok, 0.1{i} s\n"
+        f"      evidence: lite20@{h} ran"
+        for i, h in enumerate(HOSTS[:5])
+    }
+    blocks["lite20@infer-03"] = "  lite20@infer-03  ERROR  ?\n      reason: start failed on infer-03"
+    blocks["ms20"] = "  ms20  OK  mindspore 2.0.0"
+    folded = fleet_view.blocks_folded(blocks)
+    assert folded[0].splitlines()[0] == (
+        "  lite20 on infer-[01:02,04:05]  OK  mindspore-lite 2.0.0  [4 members alike; --members shows each]"
+    )
+    assert "evidence: lite20@{host} ran" in folded[0]
+    assert folded[1:] == [blocks["lite20@infer-03"], blocks["ms20"]]  # the one that differs, in full
+    # what else must be equal is the caller's: a fingerprint drops the machine's own name
+    machine = {f"s@{h}": f"s@{h}\n  host         box{i}  Debian" for i, h in enumerate(HOSTS[:3])}
+    same = fleet_view.blocks_folded(machine, lambda text, host: re.sub(r"box\d ", "", text))
+    assert len(fleet_view.blocks_folded(machine)) == 3 and len(same) == 1
