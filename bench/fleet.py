@@ -21,8 +21,15 @@ cycle's (the first creates and migrates the history). Prints per N:
 - the history's growth in the second cycle per host (goal <= 30 KB);
 - the HTML report's seconds and size (goal <= 5 s).
 
+With ``--auditors 1,3``: that many auditor processes share the hosts through the job queue
+([queue]) on one throw-away PostgreSQL server, each count a fresh database: a first cycle they
+all join, then the measured one, every auditor started at once. Prints per count: wall
+seconds and hosts per minute, the auditors' own CPU per host (all of them together; goal
+<= 0.05 s), their workers' CPU per host, the peak RSS, the history's and the queue's growth per
+host and cycle (PostgreSQL's own sizes; goal <= 3 KB), the report's lines.
+
 usage: .venv/bin/python bench/fleet.py [--hosts 1,8,32,64] [--max-hosts 8] [--keep DIR] [--quick]
-                                    [--all-variants]
+                                    [--all-variants] [--auditors 1,3]
 """
 
 from __future__ import annotations
@@ -192,6 +199,124 @@ def one(
     }
 
 
+QUEUE = """
+[queue]
+enabled = true
+claim = 4
+heartbeat = 5
+timeout = 30
+"""
+
+
+def pg_bytes(url: str) -> dict[str, int]:
+    """The bytes of the history's tables and of the job queue's (procrastinate_*), indexes and
+    TOAST included, from PostgreSQL's own accounting."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE c.relkind = 'r' AND n.nspname = 'public'"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    queue = sum(size for name, size in rows if name.startswith("procrastinate_"))
+    return {"history": sum(size for _, size in rows) - queue, "queue": queue}
+
+
+def shared(hosts: int, auditors: int, max_hosts: int, d: Path, served: tuple[bytes, bytes], url: str) -> dict:
+    """``auditors`` auditor processes on one PostgreSQL history sharing the hosts through the job
+    queue ([queue]): a first cycle they all join (it creates the history and the queue), then
+    the measured one, each auditor a process of its own started at once."""
+    base_text = config_text(d, hosts, max_hosts, served) + QUEUE
+    configs = []
+    for i in range(auditors):
+        config = d / f"auditor-{i}.toml"
+        config.write_text(base_text.replace("[storage]\n", f'[storage]\nauditor_id = "auditor-{i}"\n'))
+        configs.append(config)
+
+    def cycle(label: str) -> list[dict]:
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--step",
+                    json.dumps(["--config", str(c), "--db", url, "audit", "--cycle", label]),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for c in configs
+        ]
+        out = []
+        for p in procs:
+            stdout, stderr = p.communicate()
+            if p.returncode != 0:
+                sys.exit(f"an auditor failed:\n{stderr[-3000:]}")
+            out.append(json.loads(stdout.strip().splitlines()[-1]))
+        return out
+
+    start = time.perf_counter()
+    cycle("warm-up")
+    size = pg_bytes(url)
+    start = time.perf_counter()
+    steps = cycle("measured")
+    wall = time.perf_counter() - start
+    after = pg_bytes(url)
+    (d / "report.txt").write_text(str(steps[0]["text"]))
+    return {
+        "wall": wall,
+        "hosts_per_min": hosts / wall * 60,
+        "own_cpu_per_host": sum(float(s["own"]) for s in steps) / hosts,
+        "worker_cpu_per_host": sum(float(s["kids"]) for s in steps) / hosts,
+        "rss_mb": max(float(s["rss"]) for s in steps),
+        "history_kb_per_host": (after["history"] - size["history"]) / 1024 / hosts,
+        "queue_kb_per_host": (after["queue"] - size["queue"]) / 1024 / hosts,
+        "report_lines": max(len(str(s["text"]).splitlines()) for s in steps),
+    }
+
+
+def auditors_table(hosts: int, counts: list[int], max_hosts: int, keep: Path | None) -> None:
+    """The shared fleet: one row per number of auditors on one PostgreSQL (the test server)."""
+    sys.path.insert(0, str(REPO))
+    from tests import postgres_server  # noqa: PLC0415 - the checkout's own throw-away server
+
+    server = postgres_server.start()
+    rows = []
+    try:
+        for n in counts:
+            with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:
+                d = (keep / f"auditors-{n}") if keep else Path(tmp) / f"auditors-{n}"
+                d.mkdir(parents=True, exist_ok=True)
+                url = server.create_database(f"bench_fleet_{n}_{os.getpid()}")
+                rows.append((n, shared(hosts, n, max_hosts, d, policies(d.parent), url)))
+                print(f"{n} auditor(s) done", file=sys.stderr)
+    finally:
+        server.stop()
+    print(
+        f"{hosts} hosts shared through the job queue ([queue] claim 4) on one PostgreSQL; load average "
+        f"{os.getloadavg()[0]:.2f}; [worker] max_hosts = {max_hosts}"
+    )
+    print(
+        "| auditors | wall s | hosts/min | auditor CPU s/host (all) | workers CPU s/host | peak RSS MB "
+        "| history KB/host | queue KB/host | report lines |"
+    )
+    print("|---" * 9 + "|")
+    for n, f in rows:
+        print(
+            f"| {n} | {f['wall']:.1f} | {f['hosts_per_min']:.0f} | {f['own_cpu_per_host']:.3f} "
+            f"| {f['worker_cpu_per_host']:.2f} | {f['rss_mb']:.0f} | {f['history_kb_per_host']:.2f} "
+            f"| {f['queue_kb_per_host']:.2f} | {f['report_lines']} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="1,8,32,64")
@@ -200,6 +325,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 and 4 hosts, max_hosts 3 (a smoke test)")
     ap.add_argument(
         "--all-variants", action="store_true", help="every variant of both probes (default: fp32)"
+    )
+    ap.add_argument(
+        "--auditors",
+        metavar="1,3",
+        help="auditors sharing the hosts through the job queue on one PostgreSQL (the test server), "
+        "one row per count, at the last --hosts (default 64)",
     )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
@@ -219,6 +350,10 @@ def main() -> None:
         return
     if args.quick:
         args.hosts, args.max_hosts = "1,4", 3
+    if args.auditors:
+        hosts = int(args.hosts.split(",")[-1])
+        auditors_table(hosts, [int(x) for x in args.auditors.split(",")], args.max_hosts, args.keep)
+        return
     rows = []
     for n in [int(x) for x in args.hosts.split(",")]:
         with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:

@@ -34,14 +34,19 @@ ARM_PARTS = {("0x48", "0xd01"): "Kunpeng-920", ("0x48", "0xd02"): "Kunpeng-930"}
 
 def collect(context):
     unknown = {}
+    cpuinfo = _cpuinfo(context.get("cpuinfo", CPUINFO), unknown)
     return {
         "hostname": socket.gethostname(),
         "machine_id": _machine_id(context, unknown),
         "os_release": _os_release(context, unknown),
         "kernel": platform.release(),
         "arch": platform.machine(),
-        "cpu_model": _cpu_model(context.get("cpuinfo", CPUINFO), unknown),
-        "cpu_numerics": _cpu_numerics(context.get("cpuinfo", CPUINFO), unknown),
+        "cpu_model": _from_cpuinfo(
+            cpuinfo, parse_cpu_model, "cpu_model", "model name, CPU implementer or CPU part", unknown
+        ),
+        "cpu_numerics": _from_cpuinfo(
+            cpuinfo, parse_cpu_numerics, "cpu_numerics", "flags or Features", unknown
+        ),
         "python": {
             "version": "%d.%d.%d" % sys.version_info[:3],
             "executable": sys.executable,
@@ -85,17 +90,24 @@ def _os_release(context, unknown):
     return None
 
 
-def _cpu_model(path, unknown):
+def _cpuinfo(path, unknown):
+    """(path, its text) or (path, None) with why in ``unknown`` (the CPU facts' shared reason)."""
     try:
-        # /proc/cpuinfo grows with the number of cores; the model is in the first block.
-        text = read_text(path, truncate=True)
+        # /proc/cpuinfo grows with the number of cores; what is read is in the first block.
+        return path, read_text(path, truncate=True)
     except Unreadable as exc:
-        unknown["cpu_model"] = str(exc)
+        unknown["cpu_model"] = unknown["cpu_numerics"] = str(exc)
+        return path, None
+
+
+def _from_cpuinfo(cpuinfo, parse, key, lines, unknown):
+    path, text = cpuinfo
+    if text is None:
         return None
-    model = parse_cpu_model(text)
-    if model is None:
-        unknown["cpu_model"] = "%s: no model name, CPU implementer or CPU part line" % path
-    return model
+    found = parse(text)
+    if found is None:
+        unknown[key] = "%s: no %s line" % (path, lines)
+    return found
 
 
 def parse_cpu_model(text):
@@ -116,18 +128,6 @@ def parse_cpu_model(text):
         return ARM_PARTS[(implementer, part)]
     vendor = ARM_IMPLEMENTERS.get(implementer, "implementer " + implementer)
     return "%s part %s" % (vendor, part or "?")
-
-
-def _cpu_numerics(path, unknown):
-    try:
-        text = read_text(path, truncate=True)
-    except Unreadable as exc:
-        unknown["cpu_numerics"] = str(exc)
-        return None
-    found = parse_cpu_numerics(text)
-    if found is None:
-        unknown["cpu_numerics"] = "%s: no flags or Features line" % path
-    return found
 
 
 def parse_cpu_numerics(text):

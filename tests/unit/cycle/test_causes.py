@@ -100,3 +100,39 @@ def test_a_rule_cause_of_several_pairs_blocks_every_pairs_results():
 
     (merged,) = causes.group([rule("ms210->lite20"), rule("ms20->lite20"), rule("ms20->lite20")])
     assert [b["pair"] for b in merged.details["blocks"]] == ["ms210->lite20", "ms20->lite20"]
+
+
+def test_findings_about_one_host_each_that_say_the_same_are_one_cause():
+    from auditor.results import Finding
+
+    tree = "/usr/local/Ascend/ascend-toolkit/latest"
+    cann = [
+        Finding(
+            "runtime-cann",
+            "warning",
+            f"lite20@infer-{i:02d}",
+            f"lite20@infer-{i:02d}/runtime-cann",
+            f"lite20@infer-{i:02d}: CANN 8.0.RC2 under {tree} is not the one lite20@infer-{i:02d} loads",
+        )
+        for i in range(1, 13)
+    ]
+    npu = [
+        Finding(
+            "telemetry-unavailable",
+            "warning",
+            h,
+            f"{h}/npu/x",
+            f"host {h}: 8 view(s) failed on NPU 0: ret -8005",
+        )
+        for h in ("infer-01", "infer-02")
+    ]
+    other = Finding("runtime-cann", "warning", "lite20@infer-05", "k", "lite20@infer-05: something else")
+    merged = causes.group([*cann, *npu, other])
+    assert len(merged) == 3, [f.message for f in merged]
+    first, second, third = merged
+    assert (
+        first.message.startswith("lite20 on infer-[01:12]: CANN 8.0.RC2 under") and "{host}" in first.message
+    )
+    assert len(first.details["where"]) == 12 and first.severity == "warning"
+    assert second.message == "infer-[01:02]: 8 view(s) failed on NPU 0: ret -8005"
+    assert third is other  # said of one host only: as it was
