@@ -16,8 +16,9 @@ daemon sampled since the previous run ended:
 - ``npu-telemetry``: a value at or above a limit, at the highest level it reaches; one per
   series (``HOST/npuN/chipC/METRIC/npu-telemetry``), so an alert opens once and resolves
   when a later cycle no longer sees it;
-- ``telemetry-unavailable``: a host whose npu-smi cannot list its NPUs, or an NPU whose
-  views failed: its thresholds were not checked (recorded for that NPU only).
+- ``telemetry-unavailable``: a host whose npu-smi cannot list its NPUs, or whose NPUs'
+  views failed: their thresholds were not checked (one finding per host, naming the NPUs,
+  since one npu-smi and one driver fail them alike).
 
 A host without npu-smi or without NPU cards has nothing to watch: no finding, nothing
 stored, one line in the report.

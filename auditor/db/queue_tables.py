@@ -10,8 +10,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, text
 
-QUEUE_PREFIX = "auditor/"
-"""Every queue (one per shared cycle) and every once-only key the auditor defers starts so."""
+from auditor.db.queue_names import QUEUE_PREFIX
 
 HELD = text("SELECT id, status, worker_id FROM procrastinate_jobs WHERE id = ANY(:ids) FOR UPDATE")
 """The run's host jobs, locked for the rest of the store's transaction."""

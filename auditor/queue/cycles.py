@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from auditor.db.queue_tables import QUEUE_PREFIX
+from auditor.db.queue_names import QUEUE_PREFIX
 
 QUEUE_DIGEST = 30
 """Hex digits of a queue's name: procrastinate notifies ``procrastinate_queue_v1#<queue>``, and

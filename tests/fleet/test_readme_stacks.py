@@ -375,7 +375,7 @@ def test_group_as_written(stacks, home):
     check = said["config check"]
     assert check.returncode == 0, check.stdout + check.stderr
     assert (
-        "stack lite20 on 6 hosts (infer-1," in check.stdout and "hosts in flight: at most 4" in check.stdout
+        "stack lite20 on infer-[1:6]: infer " in check.stdout and "hosts in flight: at most 4" in check.stdout
     )
     audit = said["audit"]
     assert audit.returncode in (0, 1), audit.stdout[-3000:] + audit.stderr[-3000:]
