@@ -147,12 +147,16 @@ def test_three_auditors_ten_cycles_each_host_stored_once(
         os.killpg(doomed.pid, signal.SIGKILL)  # c dies holding its hosts; nothing given back
         killed = time.monotonic()
         doomed.communicate()
-        # taken by the others within the heartbeat timeout, their poll and a host's time: a
-        # deadline, not a duration (a job still c's when it passes fails the test)
+        # taken by the others within the heartbeat timeout and their poll once they are done
+        # with the other hosts (an auditor looks for stalled hosts when the queue has none left
+        # for it): a deadline, not a duration (a job still c's when it passes fails the test)
         deadline = killed + TIMEOUT + 8.0
         retaken: set[int] = set()
         while len(retaken) < len(c_jobs) and time.monotonic() < deadline:
-            retaken |= {j[0] for j in jobs(url) if j[0] in c_jobs and j[4] not in (c_worker, None)}
+            now = jobs(url)
+            retaken |= {j[0] for j in now if j[0] in c_jobs and j[4] not in (c_worker, None)}
+            if any(j[1] == "kill" and j[3] in ("todo", "doing") and j[0] not in c_jobs for j in now):
+                deadline = max(deadline, time.monotonic() + TIMEOUT + 8.0)  # the others still busy
             time.sleep(0.2)
         for w, p in survivors.items():
             out, err = p.communicate(timeout=600)

@@ -1,6 +1,8 @@
 """The benches still run: each bench/*.py with --quick on the real reference stacks exits 0 and
 prints its figures (no timing is asserted: the machine is shared and noisy; `make bench`
-prints the real figures with their goals)."""
+prints the real figures with their goals). The runs carry the ``benches`` marker: `make
+bench-quick` runs them and CI (.ci/run) runs it after `make test`, which leaves them out to
+stay within its 15 minutes."""
 
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ def test_every_bench_is_smoke_tested():
 
 
 @pytest.mark.stacks
+@pytest.mark.benches
 @pytest.mark.parametrize("bench", sorted(BENCHES))
 def test_bench_runs_quick(stacks, bench):
     out = subprocess.run(
@@ -60,6 +63,7 @@ def test_bench_runs_quick(stacks, bench):
 
 
 @pytest.mark.stacks
+@pytest.mark.benches
 def test_latency_bench_times_only_the_named_stacks(stacks):
     # --stack gives a noisy stack many cheap rounds: only the named stacks' rows. lite20 loads
     # only ms20's export (the version rules refuse ms210's), which the bench must find itself.
