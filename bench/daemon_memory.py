@@ -23,7 +23,7 @@ That figure was mostly what the daemon loaded to read its config and open its da
 plugins (the probes and comparators bring numpy, 16 MB), SQLAlchemy (33 MB) and every command
 of the command line. Since then the daemon reads its config and checks its database in a child
 (auditor/daemon/setup.py), each command is imported when it runs, and a cycle child answers
-with a summary of plain data (auditor/daemon/metrics.py) instead of its result: neither numpy
+with a summary of plain data (auditor/exposition/families.py) instead of its result: neither numpy
 nor SQLAlchemy is ever mapped in the daemon, which idles at 40 MB on either database.
 
 usage: .venv/bin/python bench/daemon_memory.py [--quick] [--cycles N] [--interval S]

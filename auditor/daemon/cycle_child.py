@@ -34,8 +34,8 @@ from auditor.daemon.cycle_process import (
     read_frame,
     write_frame,
 )
-from auditor.daemon.metrics import counts_text, summarize
 from auditor.db.health import db_error
+from auditor.exposition.families import counts_text, summarize
 from auditor.extend.manager import Plugins
 from auditor.fingerprint.drift import KIND as DRIFT_KIND
 from auditor.history.publication import summary_of

@@ -36,7 +36,7 @@ from auditor.common.child_process import close_pipes, describe_status, kill_grou
 
 if TYPE_CHECKING:
     from auditor.config.tables import Config
-    from auditor.daemon.metrics import CycleSummary
+    from auditor.exposition.families import CycleSummary
     from auditor.queue.cycles import CycleId
     from auditor.results import HostTelemetry
 
@@ -75,7 +75,7 @@ class CycleReply:
     run_id: int | None = None
     message: str = ""
     summary: CycleSummary | None = None
-    """What the daemon keeps of the cycle (auditor.daemon.metrics): its result stays in the child."""
+    """What the daemon keeps of the cycle (auditor.exposition.families): its result stays in the child."""
     open_alerts: dict[str, int] | None = None
     """Open alerts by severity after this cycle's alerts; None when they could not be read."""
     started: float = 0.0

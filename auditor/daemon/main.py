@@ -10,7 +10,7 @@
 - **Each cycle runs in a child process** (``auditor.daemon.cycle_process``) that exits with it, so the
   daemon between cycles holds what it held at start: the cycle's imports, caches and native
   pages go with the child. The daemon hands it the config it loaded (or reloaded), reads
-  back a summary of the result (auditor.daemon.metrics), and keeps status, Prometheus figures
+  back a summary of the result (auditor.exposition.families), and keeps status, Prometheus figures
   and the stop/abort decisions.
 - **The config and the database are read by a child too** (auditor.daemon.setup), at start
   and at each SIGHUP: the plugins (numpy with them) and SQLAlchemy never load in the daemon,
@@ -64,9 +64,9 @@ from auditor.daemon.cycle_process import (
     ChildCycle,
     CycleRequest,
 )
-from auditor.daemon.prometheus import MetricsExporter
 from auditor.daemon.sd_notify import Notifier
 from auditor.daemon.setup import DaemonSetup, SetupError
+from auditor.exposition.prometheus import MetricsExporter
 from auditor.queue import cycles
 from auditor.results import HostTelemetry
 from auditor.stacks.hosts import LOCAL

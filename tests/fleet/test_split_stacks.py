@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from auditor.config.tables import Config
 from auditor.cycle.audit_run import AuditRun
-from auditor.daemon.metrics import PPO_METRICS
 from auditor.db import schema as m
+from auditor.exposition.families import PPO_METRICS
 from auditor.extend.manager import Plugins
 from auditor.history import publication
 from auditor.history.store import Store

@@ -19,8 +19,8 @@ from auditor.cycle.audit_run import AuditRun
 from auditor.daemon.cycle_child import run_telemetry
 from auditor.daemon.cycle_process import DONE, TELEMETRY, CycleRequest
 from auditor.daemon.main import Daemon
-from auditor.daemon.metrics import summarize
-from auditor.daemon.prometheus import MetricsExporter
+from auditor.exposition.families import summarize
+from auditor.exposition.prometheus import MetricsExporter
 from auditor.extend.manager import Plugins
 from auditor.history import telemetry as th
 from auditor.history.filters import Filters

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from auditor.cycle.audit_run import AuditRun
-from auditor.daemon.metrics import summarize
-from auditor.daemon.prometheus import MetricsExporter
+from auditor.exposition.families import summarize
+from auditor.exposition.prometheus import MetricsExporter
 from auditor.extend.manager import Plugins
 from auditor.history.filters import Filters
 from auditor.history.queries import trend

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from auditor.cli.main import cli
 from auditor.config.load import parse
 from auditor.cycle import unchecked
-from auditor.daemon.prometheus import RUN_OUTCOMES
+from auditor.exposition.prometheus import RUN_OUTCOMES
 from auditor.history.publication import PublicationSummary
 from auditor.history.store import Store
 from auditor.report.html import STATUS_COLORS

@@ -10,8 +10,8 @@ from dataclasses import replace
 from auditor.config.load import parse
 from auditor.config.tables import TelemetryConfig
 from auditor.daemon.main import TELEMETRY_JOB_ID, Daemon
-from auditor.daemon.metrics import summarize
-from auditor.daemon.prometheus import MetricsExporter
+from auditor.exposition.families import summarize
+from auditor.exposition.prometheus import MetricsExporter
 from auditor.results import (
     CONSISTENT,
     ChipTelemetry,

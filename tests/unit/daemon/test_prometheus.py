@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import auditor
 from auditor.compare.outputs import Tolerance, compare_output
-from auditor.daemon.metrics import PPO_METRICS, stack_versions, summarize
-from auditor.daemon.prometheus import MetricsExporter
+from auditor.exposition.families import PPO_METRICS, stack_versions, summarize
+from auditor.exposition.prometheus import MetricsExporter
 from auditor.results import STATUS_ORDER, CycleResult, Latency, ProbeResult, StackReport
 
 

@@ -11,7 +11,7 @@ from auditor.plugins.runtimes.ort.spec import ONNX
 
 from auditor.config.load import parse
 from auditor.config.tables import ConfigError, PairConfig, StackConfig
-from auditor.daemon.metrics import stack_versions
+from auditor.exposition.families import stack_versions
 from auditor.extend.manager import Plugins
 from auditor.fingerprint.drift import diff
 from auditor.results import INCOMPATIBLE, UNSUPPORTED, StackReport

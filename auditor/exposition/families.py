@@ -5,7 +5,7 @@ statuses, latency, throughput, the stacks' versions).
 The cycle child (auditor.daemon.cycle_child) builds a ``CycleSummary`` from the ``CycleResult``
 and sends it instead of the result: the daemon then never unpickles the result's types (its
 publications are rows of the history, its values numpy's), so it stays as light as it started,
-and the exporter (auditor.daemon.prometheus) only turns families into Prometheus' own at scrape.
+and the exporter (auditor.exposition.prometheus) only turns families into Prometheus' own at scrape.
 """
 
 from __future__ import annotations

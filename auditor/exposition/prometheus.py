@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.config.tables import SEVERITIES
-from auditor.daemon.metrics import GAUGE, INFO, STATESET, CycleSummary, Family, cycle_families
+from auditor.exposition.families import GAUGE, INFO, STATESET, CycleSummary, Family, cycle_families
 from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry
 from auditor.stacks.warm import ZygoteInfo
 from auditor.worker.npu_metrics import HEALTH_LEGEND, METRICS
@@ -119,7 +119,7 @@ class MetricsExporter:
         self._replace(telemetry=latest)
 
     def record_cycle(self, summary: CycleSummary) -> None:
-        """A complete, stored cycle (as the cycle child summarized it: auditor.daemon.metrics):
+        """A complete, stored cycle (as the cycle child summarized it: auditor.exposition.families):
         its measurements replace the previous cycle's."""
         runs = dict(self._snapshot.runs_total)
         runs["complete"] = runs.get("complete", 0) + 1
