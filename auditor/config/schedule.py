@@ -80,6 +80,15 @@ def cycle_tick(schedule: ScheduleConfig, now: datetime) -> tuple[datetime, datet
         tick = following
 
 
+def schedule_period(schedule: ScheduleConfig, now: datetime) -> float:
+    """Seconds from the cycle due at ``now`` to the next, jitter included: an interval, or a
+    cron line's current gap (a weekday cron's is longer over the weekend). A cycle that has not
+    completed for twice this was missed (contrib/prometheus: AuditorNoRecentCycle)."""
+    tick, following = cycle_tick(schedule, now)
+    gap = (following - tick).total_seconds() if following is not None else (schedule.interval or 3600.0)
+    return gap + schedule.jitter
+
+
 def schedule_timezone(schedule: ScheduleConfig) -> Any:
     if schedule.timezone:
         import zoneinfo

@@ -52,7 +52,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.common.paths import state_dir as default_state_dir
-from auditor.config.schedule import cycle_tick, describe_schedule, make_trigger, schedule_timezone
+from auditor.config.schedule import (
+    cycle_tick,
+    describe_schedule,
+    make_trigger,
+    schedule_period,
+    schedule_timezone,
+)
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config
 from auditor.daemon.cycle_process import (
@@ -170,6 +176,7 @@ class Daemon:
             for line in self._setup.warnings:
                 log.warning("%s", line)
             self.exporter.record_alerts(self._setup.open_alerts)
+            self._record_schedule()
             prom = self._config.prometheus
             if prom.enabled:
                 try:
@@ -325,6 +332,7 @@ class Daemon:
         shared = config.queue.enabled
         if (config.schedule, shared) != (old.schedule, old.queue.enabled) and self._scheduler is not None:
             self._scheduler.reschedule_job(JOB_ID, trigger=make_trigger(config.schedule, shared=shared))
+            self._record_schedule()
             log.info("schedule is now %s; %s", describe_schedule(config.schedule), self._next_text())
         if config.telemetry != old.telemetry and self._scheduler is not None:
             self._schedule_telemetry(self._scheduler, config)
@@ -473,6 +481,10 @@ class Daemon:
         tick, following = cycle_tick(config.schedule, datetime.now(schedule_timezone(config.schedule)))
         return cycles.scheduled(config.queue.pool, tick, following)
 
+    def _record_schedule(self) -> None:
+        schedule = self._config.schedule
+        self.exporter.record_schedule(schedule_period(schedule, datetime.now(schedule_timezone(schedule))))
+
     def _cycle(self, run: ChildCycle) -> None:
         """Run the cycle in a child process (auditor.daemon.cycle_process: it logs the cycle, its
         alerts and retention itself) and turn its reply into status and metrics here."""
@@ -485,6 +497,7 @@ class Daemon:
             elif reply.kind == FAILED:
                 log.error("the NPU telemetry sample failed: %s", reply.message)
             return  # the status line is about cycles
+        self._record_schedule()  # a cron line's gap changes from cycle to cycle
         url = run.request.db_url
         if reply.kind in (DONE, ABORTED) and reply.run_id is not None:  # begun: earlier aborts written
             for run_id in run.request.unrecorded:

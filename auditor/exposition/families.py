@@ -10,6 +10,7 @@ and the exporter (auditor.exposition.prometheus) only turns families into Promet
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +92,7 @@ def cycle_families(cycle: CycleResult) -> tuple[Family, ...]:
     served: list[tuple[tuple[str, ...], Any]] = []
     saturation: list[tuple[tuple[str, ...], Any]] = []
     ppo: list[tuple[tuple[str, ...], Any]] = []
+    limits: list[tuple[tuple[str, ...], Any]] = []
     for r in cycle.results:
         key = (r.pair, r.probe, r.variant)
         status.append((key, {s: s == r.status for s in STATUS_ORDER}))
@@ -112,6 +114,12 @@ def cycle_families(cycle: CycleResult) -> tuple[Family, ...]:
             for c in r.checks
             if c.metric in PPO_METRICS and c.output is None
         ]
+        limits += [
+            ((*key, c.metric), float(c.limit))
+            for c in r.checks
+            if c.metric in PPO_METRICS and c.output is None and c.limit is not None
+        ]
+    found = Counter((f.kind, f.severity, f.subject) for f in cycle.findings)
     stacks = [((name, s.role, s.runtime, s.host), stack_versions(s)) for name, s in cycle.stacks.items()]
     families = [
         Family(
@@ -155,6 +163,27 @@ def cycle_families(cycle: CycleResult) -> tuple[Family, ...]:
                 tuple(ppo),
             )
         )
+    if limits:
+        families.append(
+            Family(
+                GAUGE,
+                "auditor_ppo_limit",
+                "The limit each auditor_ppo_ratio figure is held to ([ppo]; at most, ess: at least) "
+                "in the last complete cycle.",
+                (*labels, "metric"),
+                tuple(limits),
+            )
+        )
+    families.append(
+        Family(
+            GAUGE,
+            "auditor_findings",
+            "Findings of the last complete cycle by kind, severity and subject (a pair, a stack, a "
+            "host): a cause is one finding however many places it holds.",
+            ("kind", "severity", "subject"),
+            tuple(((k, sev, sub), float(n)) for (k, sev, sub), n in sorted(found.items())),
+        )
+    )
     if saturation:
         families.append(
             Family(

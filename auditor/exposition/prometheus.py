@@ -15,10 +15,15 @@ Metrics (all gauges unless said otherwise):
 - ``auditor_throughput_samples_per_second{stack,pair,probe,variant,batch}``: the serving
   (infer) stack's samples/s at each batch it was timed at, and
   ``auditor_saturation_batch{stack,pair,probe,variant}`` where a ``[latency] sweep`` found one;
+- ``auditor_ppo_ratio{pair,probe,variant,metric}``: importance-ratio figures (clip share, TIS
+  share, ESS, ...) and ``auditor_ppo_limit{pair,probe,variant,metric}``: the limit each is held to;
+- ``auditor_findings{kind,severity,subject}``: the last complete cycle's findings (a cause once);
 - ``auditor_open_alerts{severity}``: open alerts by severity;
 - ``auditor_last_run_timestamp_seconds``, ``auditor_last_run_duration_seconds``,
   ``auditor_last_run_id``, ``auditor_last_run_outcome{auditor_last_run_outcome}`` (state set
-  over the outcomes and ``aborted``), ``auditor_runs_total{status}`` (counter, this process);
+  over the outcomes and ``aborted``), ``auditor_last_complete_run_timestamp_seconds``,
+  ``auditor_schedule_interval_seconds`` (the schedule's current period); a daemon's only:
+  ``auditor_runs_total{status}`` (counter, this process), ``auditor_start_timestamp_seconds``;
 - ``auditor_stack_info{stack,role,runtime,host,runtime_package,runtime_version,mindspore,
   mindspore_lite,cann,driver}``: the stack's runtime as its worker reported it, and the
   versions found in each stack's fingerprint (empty when unknown);
@@ -41,8 +46,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
@@ -77,14 +84,23 @@ class Snapshot:
     runs_total: dict[str, int] = field(default_factory=dict)
     telemetry: dict[str, HostTelemetry] = field(default_factory=dict)
     """The latest NPU telemetry sample of each host."""
+    last_complete_finished: float | None = None
+    schedule_period: float | None = None
+    """Seconds from one scheduled cycle to the next (auditor.config.schedule.schedule_period)."""
 
 
 class MetricsExporter:
     """Holds the latest snapshot and renders it; ``serve`` exposes it over HTTP."""
 
-    def __init__(self, warm_workers: Callable[[], Iterable[ZygoteInfo]] = lambda: ()) -> None:
-        """``warm_workers``: the daemon's zygotes as they are now (read at each scrape)."""
+    def __init__(
+        self, warm_workers: Callable[[], Iterable[ZygoteInfo]] = lambda: (), daemon: bool = True
+    ) -> None:
+        """``warm_workers``: the daemon's zygotes as they are now (read at each scrape).
+        ``daemon``: a long-lived process, whose start time and run counters mean something
+        (not for one ``audit --textfile``)."""
         self.warm_workers = warm_workers
+        self.daemon = daemon
+        self.started_at = time.time()
         self._registry: CollectorRegistry | None = None
         self._snapshot = Snapshot()
         self._lock = threading.Lock()
@@ -127,6 +143,7 @@ class MetricsExporter:
         self._replace(
             cycle=summary,
             last_run_id=summary.run_id,
+            last_complete_finished=summary.finished_at,
             last_run_finished=summary.finished_at,
             last_run_duration=summary.finished_at - summary.started_at,
             last_run_outcome=summary.outcome,
@@ -149,10 +166,22 @@ class MetricsExporter:
     def record_alerts(self, open_by_severity: dict[str, int]) -> None:
         self._replace(open_alerts=dict(open_by_severity))
 
+    def record_schedule(self, period: float) -> None:
+        """The schedule's current period, against which a missed cycle is told (the shipped
+        rule AuditorNoRecentCycle: none complete for twice it)."""
+        self._replace(schedule_period=float(period))
+
     def render(self) -> bytes:
         from prometheus_client.exposition import generate_latest
 
         return generate_latest(self.registry)
+
+    def write_textfile(self, path: Path) -> None:
+        """The metrics as node_exporter's textfile collector reads them: written beside
+        ``path`` and renamed onto it, so a scrape never reads half a file."""
+        from prometheus_client.exposition import write_to_textfile
+
+        write_to_textfile(str(path), self.registry)
 
     def serve(self, address: str, port: int) -> tuple[str, int]:
         """Listen on address:port (port 0: any free port); returns the bound address."""
@@ -194,12 +223,31 @@ class _Collector:
         for severity in (*SEVERITIES, *sorted(set(snap.open_alerts) - set(SEVERITIES))):
             alerts.add_metric([severity], snap.open_alerts.get(severity, 0))
         yield alerts
-        runs = CounterMetricFamily(
-            "auditor_runs", "Audit cycles run by this daemon, by how they ended.", labels=["status"]
-        )
-        for status in ("complete", "aborted"):
-            runs.add_metric([status], snap.runs_total.get(status, 0))
-        yield runs
+        if self.exporter.daemon:
+            runs = CounterMetricFamily(
+                "auditor_runs", "Audit cycles run by this daemon, by how they ended.", labels=["status"]
+            )
+            for status in ("complete", "aborted"):
+                runs.add_metric([status], snap.runs_total.get(status, 0))
+            yield runs
+            yield GaugeMetricFamily(
+                "auditor_start_timestamp_seconds",
+                "When this daemon started (Unix time).",
+                value=self.exporter.started_at,
+            )
+        if snap.schedule_period is not None:
+            yield GaugeMetricFamily(
+                "auditor_schedule_interval_seconds",
+                "Seconds from the current scheduled cycle to the next ([schedule]: its interval, or "
+                "the cron line's current gap; jitter included).",
+                value=snap.schedule_period,
+            )
+        if snap.last_complete_finished is not None:
+            yield GaugeMetricFamily(
+                "auditor_last_complete_run_timestamp_seconds",
+                "When the last complete audit cycle ended (Unix time).",
+                value=snap.last_complete_finished,
+            )
         if snap.last_run_finished is not None:
             yield GaugeMetricFamily(
                 "auditor_last_run_timestamp_seconds",

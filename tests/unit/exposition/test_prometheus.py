@@ -15,7 +15,7 @@ import auditor
 from auditor.compare.outputs import Tolerance, compare_output
 from auditor.exposition.families import PPO_METRICS, stack_versions, summarize
 from auditor.exposition.prometheus import MetricsExporter
-from auditor.results import STATUS_ORDER, CycleResult, Latency, ProbeResult, StackReport
+from auditor.results import STATUS_ORDER, CycleResult, Finding, Latency, ProbeResult, StackReport
 
 
 def result() -> CycleResult:
@@ -194,3 +194,55 @@ def test_stack_versions_tolerates_missing_sections():
     }
     odd = StackReport("x", "train", "mindspore", "/p", "cpu", "local", {"framework": "garbled", "cann": None})
     assert stack_versions(odd)["cann"] == ""
+
+
+def test_findings_and_ppo_limits_are_exposed() -> None:
+    cycle = result()
+    cycle.findings.extend(
+        [
+            Finding("out-of-line", "warning", "infer-07", "a", "infer-07 computes ppo_policy differently"),
+            Finding("out-of-line", "warning", "infer-07", "b", "infer-07 computes sampler differently"),
+            Finding("npu-telemetry", "error", "infer-02", "c", "NPU 6 at 91 °C"),
+        ]
+    )
+    exp = MetricsExporter()
+    exp.record_cycle(summarize(cycle))
+    fams = families(exp.render().decode())
+    found = {
+        (s.labels["kind"], s.labels["severity"], s.labels["subject"]): s.value
+        for s in fams["auditor_findings"].samples
+    }
+    assert found == {("out-of-line", "warning", "infer-07"): 2.0, ("npu-telemetry", "error", "infer-02"): 1.0}
+    # the importance_ratios comparator's default limits (plugins/default_comparators.py, [ppo])
+    limits = {s.labels["metric"]: s.value for s in fams["auditor_ppo_limit"].samples}
+    assert limits == {"ppo_clip_share": 0.0, "tis_share": 0.0, "ess": 0.99}
+
+
+def test_the_daemon_says_its_start_schedule_and_last_complete_cycle() -> None:
+    exp = MetricsExporter()
+    fams = families(exp.render().decode())
+    assert (
+        "auditor_last_complete_run_timestamp_seconds" not in fams
+        and "auditor_schedule_interval_seconds" not in fams
+    )
+    assert abs(fams["auditor_start_timestamp_seconds"].samples[0].value - exp.started_at) < 1e-6
+    exp.record_schedule(600.0)
+    exp.record_cycle(summarize(result()))
+    exp.record_aborted(13, 2000.0, 2003.0)  # an aborted run is not a complete one
+    fams = families(exp.render().decode())
+    assert fams["auditor_schedule_interval_seconds"].samples[0].value == 600.0
+    assert fams["auditor_last_complete_run_timestamp_seconds"].samples[0].value == 1004.5
+    assert fams["auditor_last_run_timestamp_seconds"].samples[0].value == 2003.0
+
+
+def test_the_textfile_holds_the_cycle_without_the_daemons_counters(tmp_path) -> None:
+    exp = MetricsExporter(daemon=False)
+    exp.record_cycle(summarize(result()))
+    target = tmp_path / "auditor.prom"
+    target.write_text("old content\n")
+    exp.write_textfile(target)
+    assert [p.name for p in tmp_path.iterdir()] == ["auditor.prom"]  # renamed onto it, nothing left
+    fams = families(target.read_text())
+    assert "auditor_runs" not in fams and "auditor_start_timestamp_seconds" not in fams
+    status = {s.labels["auditor_probe_status"]: s.value for s in fams["auditor_probe_status"].samples}
+    assert status["drift"] == 1.0
