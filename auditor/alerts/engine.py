@@ -151,6 +151,32 @@ def build_sinks(config: AlertsConfig, types: Mapping[str, SinkType]) -> dict[str
     return sinks
 
 
+def alert_runs(
+    engine: Engine,
+    config: AlertsConfig,
+    sink_types: Mapping[str, SinkType],
+    run_ids: Collection[int | None],
+    auditor_id: str | None,
+    builtin_probes: Collection[str],
+    should_stop: Callable[[], bool] = lambda: False,
+) -> dict[str, int]:
+    """What stored runs do to the alerts, the same for the daemon's cycles and ``audit
+    --alerts``: each run evaluated in order, the pending events delivered to the sinks (these
+    runs' and any earlier ones still waiting), and the open alerts by severity after."""
+    alerts = AlertEngine(
+        engine,
+        config,
+        build_sinks(config, sink_types),
+        auditor_id=auditor_id,
+        builtin_probes=builtin_probes,
+    )
+    for run_id in run_ids:
+        if run_id is not None:
+            alerts.evaluate(run_id)
+    alerts.deliver(should_stop=should_stop)
+    return alerts.open_counts()
+
+
 @dataclass(frozen=True)
 class Event:
     """One notification decided by ``evaluate``: which alert, what happened."""

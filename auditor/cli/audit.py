@@ -56,6 +56,21 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
     help="Also write the result as JSON (what --json prints) to PATH, while the report prints: "
     "a person reads the text, a pipeline the file.",
 )
+@click.option(
+    "--textfile",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the cycle's Prometheus metrics (what the daemon serves) to PATH, in node_exporter's "
+    "textfile-collector format, atomically (PATH ending .prom, in the collector's directory): "
+    "metrics for an audit run from cron.",
+)
+@click.option(
+    "--alerts",
+    "with_alerts",
+    is_flag=True,
+    help="Open, update and resolve alerts on this run and deliver them to the [alerts] sinks, as "
+    "the daemon does after each cycle (without it, audit records no alert).",
+)
 @click.pass_obj
 def audit(
     obj: Context,
@@ -65,6 +80,8 @@ def audit(
     save_outputs: Path | None,
     json_file: Path | None,
     cycle_label: str | None,
+    textfile: Path | None,
+    with_alerts: bool,
     **kw: Any,
 ) -> None:
     """Run one audit cycle over every configured pair and model, or the part the selectors name.
@@ -97,8 +114,11 @@ def audit(
             save_outputs.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             fail(f"cannot write outputs to {save_outputs}: {exc}")
-    if json_file is not None and not json_file.resolve().parent.is_dir():
-        fail(f"--json-file {json_file}: no such directory {json_file.resolve().parent}")
+    for option, path in (("--json-file", json_file), ("--textfile", textfile)):
+        if path is not None and not path.resolve().parent.is_dir():
+            fail(f"{option} {path}: no such directory {path.resolve().parent}")
+    if with_alerts and no_store:
+        fail("--alerts needs the history (alerts are kept there): not with --no-store")
     if config.queue.enabled and no_store:
         click.echo(
             "auditor: --no-store: no [queue] without the history; every serving host is audited", err=True
@@ -162,6 +182,11 @@ def audit(
         doc["follow_ups"] = [json.loads(render_json(r)) for r in results[1:]]
         document = json.dumps(doc, indent=2) + "\n"
     click.echo(document if as_json else text, nl=False)
+    open_alerts = None
+    if with_alerts and store is not None:
+        open_alerts = _alerts(obj, config, store, [r.run_id for r in results])
+    if textfile is not None:
+        _write_textfile(textfile, config, result, open_alerts)
     if json_file is not None:
         try:
             json_file.write_text(document, encoding="utf-8")
@@ -169,6 +194,44 @@ def audit(
             stored = f"run {result.run_id} is stored" if result.run_id is not None else "nothing stored"
             fail(f"cannot write --json-file {json_file}: {exc.strerror or exc}; {stored}", EXIT_USAGE)
     sys.exit(max(r.exit_code for r in results))
+
+
+def _alerts(obj: Context, config: Any, store: Any, run_ids: list[int | None]) -> dict[str, int] | None:
+    """The alerts after these stored runs (auditor.alerts.engine.alert_runs, as the daemon), said
+    on stderr; None when they could not be processed (the runs stay stored)."""
+    from auditor.alerts.engine import alert_runs
+
+    plugins = obj.plugins()
+    try:
+        sinks, builtin = plugins.alert_sinks(), plugins.builtin_probes()
+        counts = alert_runs(store.engine, config.alerts, sinks, run_ids, store.auditor_id, builtin)
+    except Exception as exc:  # the runs are stored: the alerts wait for the next audit --alerts
+        why = f"{type(exc).__name__}: {exc}"
+        click.echo(f"auditor: alerts not processed ({why}); the run is stored", err=True)
+        return None
+    said = ", ".join(f"{n} {sev}" for sev, n in counts.items() if n) or "none"
+    click.echo(f"auditor: open alerts: {said}", err=True)
+    return counts
+
+
+def _write_textfile(path: Path, config: Any, result: Any, open_alerts: dict[str, int] | None) -> None:
+    """The cycle's metrics in node_exporter's textfile format (auditor.exposition); the run is
+    stored already, so a failure to write says so."""
+    from auditor.config.schedule import schedule_period, schedule_timezone
+    from auditor.exposition.families import summarize
+    from auditor.exposition.prometheus import MetricsExporter
+
+    exporter = MetricsExporter(daemon=False)
+    exporter.record_cycle(summarize(result))
+    schedule = config.schedule
+    exporter.record_schedule(schedule_period(schedule, datetime.now(schedule_timezone(schedule))))
+    if open_alerts is not None:
+        exporter.record_alerts(open_alerts)
+    try:
+        exporter.write_textfile(path)
+    except OSError as exc:
+        stored = f"run {result.run_id} is stored" if result.run_id is not None else "nothing stored"
+        fail(f"cannot write --textfile {path}: {exc.strerror or exc}; {stored}", EXIT_USAGE)
 
 
 def _complete(run: Any) -> Any:

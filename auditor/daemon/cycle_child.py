@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from auditor.alerts.engine import AlertEngine, build_sinks
+from auditor.alerts.engine import alert_runs
 from auditor.common.logs import setup_logging
 from auditor.common.memory import tune_malloc
 from auditor.cycle.audit_run import AuditRun, RunAborted, RunNotStored
@@ -107,18 +107,15 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
         stored = [result.run_id, *(r.run_id for r in _follow_ups(run, on_run))]
         open_alerts = None
         try:
-            alerts = AlertEngine(
+            open_alerts = alert_runs(
                 store.engine,
                 config.alerts,
-                build_sinks(config.alerts, plugins.alert_sinks()),
-                auditor_id=store.auditor_id,
-                builtin_probes=plugins.builtin_probes(),
+                plugins.alert_sinks(),
+                stored,
+                store.auditor_id,
+                plugins.builtin_probes(),
+                should_stop=lambda: run.aborted,
             )
-            for each in stored:
-                if each is not None:
-                    alerts.evaluate(each)
-            alerts.deliver(should_stop=lambda: run.aborted)
-            open_alerts = alerts.open_counts()
         except HISTORY_ERRORS as exc:  # the database went away after the run was stored
             log.error(
                 "alerts of run %s not processed (the history database: %s); deliveries still pending "
