@@ -71,11 +71,15 @@ class WebhookSink:
         return f"WebhookSink({self.name!r}, {_redact_url(self.url)!r})"
 
     def send(self, event: dict[str, Any]) -> None:
-        body = json.dumps(event).encode()
+        self.post(json.dumps(event).encode(), str(event.get("event", "")))
+
+    def post(self, body: bytes, event: str) -> None:
+        """POST ``body`` (JSON) with the deadline, retries and secret header above; ``event``:
+        the ``X-Auditor-Event`` header. Raises WebhookError once every attempt failed."""
         headers = {
             "Content-Type": "application/json",
             "User-Agent": f"auditor/{__version__}",
-            "X-Auditor-Event": str(event.get("event", "")),
+            "X-Auditor-Event": event,
             **self.headers,
         }
         if self.secret_header and self._secret is not None:

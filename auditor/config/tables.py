@@ -851,7 +851,8 @@ class AlertsConfig:
     """An open alert resolves after this many complete runs in a row that checked it without its
     finding."""
     sinks: dict[str, SinkConfig] = field(default_factory=dict)
-    """The sinks, by name: type = "log" | "jsonl" | "webhook" | "exec" | a plugin's, and options."""
+    """The sinks, by name: type = "log" | "jsonl" | "webhook" | "exec" | "alertmanager" | a
+    plugin's, and options."""
 
 
 @section
