@@ -1,5 +1,6 @@
 """The one way a test gives up for want of a real part (the reference stacks, an OpenSSH
-server, PostgreSQL, a private mount namespace, Python 3.7, headless Chromium, systemd-analyze):
+server, PostgreSQL, a private mount namespace, Python 3.7, headless Chromium, systemd-analyze,
+Prometheus and Alertmanager):
 ``need(part, reason)``. Without the part it skips, saying why; under the flag that requires the
 part (``AUDITOR_REQUIRE_STACKS=1``, ``AUDITOR_REQUIRE_POSTGRES=1``: `make test` and CI set both)
 it fails instead, so a test that needs a real part can never vanish from a green run.
@@ -26,6 +27,8 @@ PARTS = {
     "chromium": STACKS,
     "systemd-analyze": STACKS,
     "pyenv": STACKS,
+    "prometheus": STACKS,
+    "alertmanager": STACKS,
     "no-system-python3.7": STACKS,
     "postgres": POSTGRES,
 }
