@@ -413,7 +413,8 @@ def test_config_reports_sink_problems_with_key_paths():
         [
             "alerts.sinks.ops.timeout: must be number, not str 'soon'",
             "alerts.sinks.ops.url: must be an http:// or https:// URL, not 'ftp://x'",
-            "alerts.sinks.page.type: unknown sink type 'pager' (known: exec, jsonl, log, webhook)",
+            "alerts.sinks.page.type: unknown sink type 'pager' "
+            "(known: alertmanager, exec, jsonl, log, webhook)",
             "alerts.sinks.file.min_severity: must be one of info, warning, error, critical, not 'loud'",
             "alerts.sinks.file.path: is required",
             "alerts.sinks.notatable: must be a table with type = ... and the sink's options",
