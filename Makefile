@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   installs everything and runs one audit cycle on auditor.toml
 #   make test   installs everything and runs the whole test suite
-.PHONY: setup demo test bench-quick lint docs bench fuzz soak clean
+.PHONY: setup demo test test-long lint docs bench fuzz soak clean
 
 setup:
 	scripts/setup
@@ -16,18 +16,18 @@ demo: setup
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist, --dist loadfile: a file's tests stay
 # on one worker, so its module fixtures, often a whole cycle, run once). TEST_WORKERS=0 runs it
-# in this process. The benches' quick runs (marker `benches`, about 5 CPU-minutes) are left to
-# bench-quick, which CI (.ci/run) runs next: make test stays within 15 minutes.
+# in this process. make test stays within 15 minutes; the fault suite at its CI size
+# (tests/faults/) and each bench's quick run (marker `benches`) are test-long's, which CI
+# (.ci/run) runs after it.
 TEST_WORKERS ?= 2
 test: setup
 	.venv/bin/ruff check .
 	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 -rs \
-	  -n $(TEST_WORKERS) --dist loadfile -m "not benches"
+	  -n $(TEST_WORKERS) --dist loadfile -m "not benches" --ignore=tests/faults
 
-# Each bench/*.py with --quick still runs and prints its figures (tests/stacks/test_bench_stacks.py).
-bench-quick: setup
-	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest -rs -n $(TEST_WORKERS) -m benches \
-	  tests/stacks/test_bench_stacks.py
+test-long: setup
+	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=10 -rs \
+	  -n $(TEST_WORKERS) --dist loadfile tests/faults tests/stacks/test_bench_stacks.py
 
 lint: setup
 	.venv/bin/ruff check .

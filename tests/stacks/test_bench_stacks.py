@@ -1,7 +1,7 @@
 """The benches still run: each bench/*.py with --quick on the real reference stacks exits 0 and
 prints its figures (no timing is asserted: the machine is shared and noisy; `make bench`
 prints the real figures with their goals). The runs carry the ``benches`` marker: `make
-bench-quick` runs them and CI (.ci/run) runs it after `make test`, which leaves them out to
+test-long` runs them and CI (.ci/run) runs it after `make test`, which leaves them out to
 stay within its 15 minutes."""
 
 from __future__ import annotations
