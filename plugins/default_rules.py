@@ -576,7 +576,10 @@ def npu_firmware(ctx: RuleContext) -> Iterable[Finding]:
         other = {v: ids for v, ids in reported.items() if v != on_disk}
         if not other:
             continue
-        said = [f"{_npu_list(ids)} report {v}" for v, ids in sorted(other.items())]
+        said = [
+            f"{_npu_list(ids)} {'reports' if len(ids) == 1 else 'report'} {v}"
+            for v, ids in sorted(other.items())
+        ]
         if silent:
             said.append(f"{_npu_list(silent)} did not say (no board view)")
         yield _finding(

@@ -472,6 +472,9 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
     from auditor.report.html import ReportError, render_report
 
     f = _filters(kw, None)
+    path = Path(out_path)
+    if not path.resolve().parent.is_dir():  # said before any work; no directory is made for it
+        fail(f"--out {path}: no such directory {path.resolve().parent}")
     store = obj.store(read=True)
     limits = None  # the NPU telemetry thresholds drawn: the config's, else the built-in ones
     if obj.find_config(required=False):
@@ -486,9 +489,7 @@ def report_command(obj: Context, out_path: str, metric: str, **kw: Any) -> None:
             )
         except ReportError as exc:
             fail(str(exc))
-    path = Path(out_path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page, encoding="utf-8")
     except OSError as exc:
         fail(f"cannot write the report to {path}: {exc}")

@@ -196,6 +196,16 @@ def _num(x: Any) -> str:
     return f"{float(x):.7g}" if isinstance(x, (int, float, np.floating, np.integer)) else str(x)
 
 
+def _breaking(x: Any, inv: Invariant) -> str:
+    """A value that broke ``inv``, told apart from its bounds: 1.0000001192092896 is not "1"
+    where the bound is 1 (seven digits unless they read as a bound, then every digit)."""
+    text = _num(x)
+    bounds = {_num(b) for b in (inv.low, inv.high) if b is not None}
+    if text in bounds and isinstance(x, (int, float, np.floating, np.integer)):
+        return repr(float(x))
+    return text
+
+
 def declared(spec: Any, params: dict[str, Any]) -> Declared:
     """The probe variant's declarations (a probe that contradicts itself raises ValueError)."""
     module = importlib.import_module(spec.module)
@@ -565,8 +575,9 @@ def _invariant_finding(
     first = tally.first or {}
     n = tally.count
     layer = "layer " if inv.output in declared.layers else ""
+    value = _breaking(first["value"], inv)
     happened = (
-        f"{stack} computed {layer}{inv.output} = {_num(first['value'])} for input {first['index']} of the "
+        f"{stack} computed {layer}{inv.output} = {value} for input {first['index']} of the "
         f"{first['input_class']} inputs"
     )
     counts = f"{n} element{'s' if n > 1 else ''} broke it; by input class: {_by_class(tally)}"

@@ -203,3 +203,10 @@ def test_every_package_is_installed() -> None:
     setup = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     present = {m for m, p in MODULES.items() if p.name == "__init__.py"}
     assert set(setup["packages"]) == present
+
+
+def test_the_migration_chain_is_named_to_its_end() -> None:
+    """#54: ARCHITECTURE.md said 0001..0012 while the chain ended at 0014."""
+    last = max(p.name[:4] for p in (REPO / "migrations" / "versions").glob("0*.py"))
+    named = re.findall(r"0001\.\.(\d{4})", MAP)
+    assert named and set(named) == {last}, (named, last)

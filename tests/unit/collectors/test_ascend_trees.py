@@ -344,3 +344,19 @@ def test_an_ascend_home_path_at_the_root_is_not_a_cann(trees):
         "LD_LIBRARY_PATH",
     )
     assert choice.how.startswith(f"$ASCEND_HOME_PATH = {tree.ascend_root} holds no compiler/version.info")
+
+
+def test_one_npu_on_other_firmware_reports_it_in_the_singular():
+    """#54: "NPU 0 report 7.3..." read wrong; one card reports, several report."""
+    s = {"t": stack("t", device="ascend:0", ascend_root="/usr/local/Ascend")}
+    doc = {
+        "firmware": {"version": "7.5.0.1.129", "file": "/usr/local/Ascend/firmware/version.info"},
+        "npu_smi": {
+            "npus": {
+                "0": {"npu": 0, "board": {"firmware_version": "7.3.0.1.231"}},
+                "1": {"npu": 1, "board": {"firmware_version": "7.5.0.1.129"}},
+            }
+        },
+    }
+    (f,) = run_rules(rules("npu-firmware"), context(s, {"t": doc}))
+    assert f.message.endswith("is 7.5.0.1.129, but NPU 0 reports 7.3.0.1.231"), f.message

@@ -88,6 +88,20 @@ def test_within_and_class_limited_invariants():
         Invariant("action", "bounded")
 
 
+def test_a_value_just_past_a_bound_is_not_printed_as_the_bound():
+    """#54: a tanh at 1.0000001192092896 (float32's next after 1) broke [-1, 1] and the message
+    said "= 1"; seven digits stay for values that read apart from the bounds."""
+    inv = invariants.Declared((Invariant("action", "within", -1.0, 1.0),))
+    outputs = _ppo_outputs(4)
+    outputs[3][:] = 0.5
+    outputs[3][2] = np.nextafter(np.float32(1), np.float32(2))
+    (f,) = _check([SideRun("random", _obs(4), outputs)], inv)
+    assert "lite20 computed action = 1.0000001192092896 for input 2" in f.message, f.message
+    outputs[3][2] = 1.25
+    (f,) = _check([SideRun("random", _obs(4), outputs)], inv)
+    assert "lite20 computed action = 1.25 for input 2" in f.message, f.message
+
+
 def test_a_softmax_must_be_non_negative_and_sum_to_one_within_a_few_ulps():
     inv = Invariant("p", "softmax")
     p = np.full((3, 4), 0.25, np.float32)

@@ -149,7 +149,7 @@ def report(path, out, *args: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def page(db, tmp_path_factory):
     path, _ = db
-    out = tmp_path_factory.mktemp("out") / "sub" / "report.html"
+    out = tmp_path_factory.mktemp("out") / "report.html"
     code, stdout, stderr = report(path, out)
     assert code == 0, stderr
     return out, stdout
@@ -310,6 +310,14 @@ def test_report_errors(tmp_path, db, history_db):
     blocker = tmp_path / "file"
     blocker.write_text("")
     code, _, err = report(path, blocker / "r.html")
+    assert code == 2 and f"--out {blocker / 'r.html'}: no such directory {blocker}" in err
+    # #54: a missing directory is said before any work, and none is made for it
+    code, _, err = report(path, tmp_path / "nosuch" / "deeper" / "r.html")
+    assert code == 2 and f"no such directory {tmp_path / 'nosuch' / 'deeper'}" in err
+    assert not (tmp_path / "nosuch").exists()
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "r.html").mkdir()  # a directory where the file goes: the write fails
+    code, _, err = report(path, tmp_path / "ro" / "r.html")
     assert code == 2 and "cannot write the report" in err
 
 
