@@ -21,6 +21,8 @@ ENV = "AUDITOR_DB_URL"
 
 POSTGRES_DRIVER = "postgresql+psycopg"
 INSTALL_HINT = "pip install 'auditor[postgres]' (installs psycopg 3)"
+BACKENDS = ("sqlite", "postgresql")
+"""The databases a history lives in."""
 
 
 def parse(url: str) -> URL:
@@ -32,6 +34,12 @@ def parse(url: str) -> URL:
         raise ValueError(f"not a database URL: {redact(url)!r} ({type(exc).__name__})") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername=POSTGRES_DRIVER)
+    if parsed.get_backend_name() not in BACKENDS:  # said here, not when a cycle opens it
+        scheme = parsed.drivername.split("+")[0]
+        raise ValueError(
+            f"not a database URL the history can use: {redact(url)!r} (no database {scheme!r}; "
+            "SQLite or PostgreSQL: sqlite:///... or postgresql://...)"
+        )
     return parsed
 
 

@@ -155,11 +155,21 @@ def test_a_reference_stack_that_cannot_load_is_a_config_error(tmp_path):
     assert "models.p.reference: t runs mindspore, a train runtime that does not load a MindIR" in err
 
 
-@pytest.mark.parametrize("url", ["/var/lib/auditor/history.db", "history.db", "postgresql://a@h:port/x"])
+@pytest.mark.parametrize(
+    "url", ["/var/lib/auditor/history.db", "history.db", "postgresql://a@h:port/x", "postgress://a@h/x"]
+)
 def test_a_storage_url_that_is_not_a_url(tmp_path, url):
     code, _, err = config_check(write(tmp_path, f'[storage]\nurl = "{url}"\n'))
     assert code == 2
     assert "storage.url: not a database URL" in err and "sqlite:////absolute/path/history.db" in err
+
+
+def test_a_misspelt_database_scheme_is_named_by_config_check(tmp_path):
+    """#54: `postgress://` passed config check and failed the audit."""
+    code, _, err = config_check(write(tmp_path, '[storage]\nurl = "postgress://auditor@db/history"\n'))
+    assert code == 2
+    assert "storage.url: not a database URL the history can use: 'postgress://auditor@db/history'" in err
+    assert "no database 'postgress'" in err
 
 
 def test_a_database_that_cannot_be_created_or_opened(tmp_path):
