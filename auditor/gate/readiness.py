@@ -25,6 +25,7 @@ from typing import Any
 
 from auditor.compare.golden import GoldenError, read_golden
 from auditor.config.tables import Config, StackConfig
+from auditor.config.user_models import TrainNetwork
 from auditor.db import health as db_health
 from auditor.db import url as db_url
 from auditor.extend.manager import Plugins, one_line
@@ -194,6 +195,7 @@ def _models(config: Config, plugins: Plugins, out: Readiness) -> None:
     """Each ``[models.NAME]``: its file, its inputs against the file, its golden."""
     for name, model in config.models.items():
         where = f"models.{name}"
+        _training(where, model.train, out)
         golden = None
         if model.golden:
             try:
@@ -214,6 +216,22 @@ def _models(config: Config, plugins: Plugins, out: Readiness) -> None:
                 check_golden_inputs(model, info, golden)
             except ModelInputError as exc:
                 out.add(f"{where}.golden", f"does not fit the model: {exc}")
+
+
+def _training(where: str, train: TrainNetwork | None, out: Readiness) -> None:
+    """What a model's training network needs that can be seen before a stack starts: its
+    checkpoint file, and its package in ``train.path`` (audit would fail on either, later)."""
+    if train is None:
+        return
+    if train.checkpoint:
+        path = Path(train.checkpoint)
+        if not path.exists():
+            out.add(f"{where}.train.checkpoint", f"{path}: no such file")
+        elif not path.is_file():
+            out.add(f"{where}.train.checkpoint", f"{path}: not a file")
+    missing = train.missing()
+    if missing is not None:
+        out.add(f"{where}.train.path", missing)
 
 
 def _servable(config: Config, plugins: Plugins, out: Readiness) -> None:

@@ -164,6 +164,21 @@ def test_a_storage_url_that_is_not_a_url(tmp_path, url):
     assert "storage.url: not a database URL" in err and "sqlite:////absolute/path/history.db" in err
 
 
+def test_a_training_network_config_check_can_see_is_missing_is_a_config_error(tmp_path):
+    """#54: a missing checkpoint and a train.path without the factory's package passed config
+    check and failed the audit."""
+    (tmp_path / "model.mindir").write_bytes(minimal_mindir())
+    (tmp_path / "src").mkdir()
+    body = (
+        '[models.p]\npath = "model.mindir"\n'
+        'train = { factory = "mypolicy.nets:build", checkpoint = "actor.ckpt", stack = "t", path = "src" }\n'
+    )
+    code, _, err = config_check(write(tmp_path, body))
+    assert code == 1, err  # the config is valid; what it names is not there
+    assert f"models.p.train.checkpoint: {tmp_path / 'actor.ckpt'}: no such file" in err
+    assert f"models.p.train.path: train.path {tmp_path / 'src'} holds no package 'mypolicy'" in err
+
+
 def test_a_misspelt_database_scheme_is_named_by_config_check(tmp_path):
     """#54: `postgress://` passed config check and failed the audit."""
     code, _, err = config_check(write(tmp_path, '[storage]\nurl = "postgress://auditor@db/history"\n'))
