@@ -51,9 +51,14 @@ HISTORY_ERRORS = (SQLAlchemyError, StoreError)
 
 
 # -- the child's side -----------------------------------------------------------------------------
-def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run: None) -> CycleReply:
+def run_cycle(
+    request: CycleRequest,
+    on_run: Callable[[Any], None] = lambda run: None,
+    stopping: Callable[[], bool] = lambda: False,
+) -> CycleReply:
     """The cycle itself, in the child: what ``auditor daemon`` used to run in its own thread.
-    ``on_run`` gets the AuditRun as soon as it exists (the abort watcher needs it)."""
+    ``on_run`` gets the AuditRun as soon as it exists (the abort watcher needs it);
+    ``stopping``: the daemon received SIGTERM, so no run begins (one begun goes on)."""
     if request.kind == TELEMETRY:
         return run_telemetry(request, on_run)
     config = request.config
@@ -68,6 +73,9 @@ def run_cycle(request: CycleRequest, on_run: Callable[[Any], None] = lambda run:
     on_run(run)
     try:
         try:
+            if stopping():
+                log.info("the daemon is stopping: no cycle started")
+                return CycleReply(SKIPPED, message="the daemon is stopping", started=started)
             for earlier, note in request.unrecorded.items():  # before begin() reaps them as orphans
                 store.abort_run(earlier, note)
                 log.info("run %s marked aborted now that the history database is back", earlier)
@@ -230,17 +238,22 @@ def main() -> int:
             if reasons:  # an abort that came before the run existed
                 run.abort(reasons[0])
 
+    stopping = threading.Event()
+
     def watch() -> None:
-        # "abort <reason>" from the daemon, or the end of stdin: the daemon is gone.
+        # "abort <reason>" from the daemon, "stopping" (begin no run), or the end of stdin:
+        # the daemon is gone.
         for raw in iter(stdin.readline, b""):
             line = raw.decode("utf-8", "replace").strip()
-            if line.startswith("abort"):
+            if line == "stopping":
+                stopping.set()
+            elif line.startswith("abort"):
                 abort(line[len("abort") :].strip() or "aborted by the daemon")
         abort("the daemon is gone")
 
     threading.Thread(target=watch, name="abort-watch", daemon=True).start()
     try:
-        reply = run_cycle(request, on_run)
+        reply = run_cycle(request, on_run, stopping.is_set)
     except Exception as exc:
         log.exception("the audit cycle failed unexpectedly; the daemon carries on")
         reply = CycleReply(FAILED, message=f"{type(exc).__name__}: {exc}")

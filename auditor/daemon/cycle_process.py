@@ -122,6 +122,7 @@ class ChildCycle:
         self.proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._reason: str | None = None
+        self._stopping = False
 
     @property
     def aborted(self) -> bool:
@@ -132,6 +133,20 @@ class ChildCycle:
             if self._reason is None:
                 self._reason = reason
             self._send_abort()
+
+    def stopping(self) -> None:
+        """The daemon is stopping: a child that has not begun its run yet begins none (it
+        replies skipped); one that has goes on, until the daemon aborts it."""
+        with self._lock:
+            self._stopping = True
+            self._send_stopping()
+
+    def _send_stopping(self) -> None:
+        if self.proc is None or self.proc.stdin is None or not self._stopping:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.write(b"stopping\n")
+            self.proc.stdin.flush()
 
     def _send_abort(self) -> None:
         # Sent again on every call: the child aborts its run again each time, which catches
@@ -160,7 +175,8 @@ class ChildCycle:
             assert self.proc.stdin is not None and self.proc.stdout is not None
             with contextlib.suppress(OSError):  # it died at once: its status says why, below
                 write_frame(self.proc.stdin, self.request)
-            self._send_abort()  # an abort that came before the child existed
+            self._send_stopping()  # a stop or an abort that came before the child existed
+            self._send_abort()
         problem = ""
         try:
             reply: CycleReply | None = read_frame(self.proc.stdout)

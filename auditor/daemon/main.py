@@ -344,6 +344,8 @@ class Daemon:
         with self._state:
             self._stopping = True
             current = self._current
+        if current is not None:  # a cycle that has not begun its run begins none
+            current.stopping()
         self.notifier.stopping("stopping" + (": finishing the running cycle" if current else ""))
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)

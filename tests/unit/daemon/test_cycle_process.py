@@ -60,6 +60,17 @@ def test_an_abort_sent_before_the_run_exists_reaches_it(history):
     assert status == "aborted" and "SIGTERM" in (note or "")
 
 
+def test_a_stop_before_the_run_begins_begins_none(history):
+    """#54: a run began 0.9 s after the daemon said "SIGTERM received: stopping" (its child had
+    just been started). Told the daemon stops, a child that has not begun its run begins none."""
+    child = ChildCycle(CycleRequest(parse(minimal()), [], history))
+    child.stopping()
+    reply = child.run()
+    assert reply.kind == SKIPPED and reply.message == "the daemon is stopping"
+    assert runs(history) == []
+    assert child.proc is not None and child.proc.returncode == 0
+
+
 def test_an_unusable_history_skips_the_cycle_and_names_it(tmp_path):
     (tmp_path / "a-file").write_text("not a directory")
     url = f"sqlite:///{tmp_path / 'a-file' / 'h.db'}"
