@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -29,8 +30,15 @@ def config_group() -> None:
     "read the watched models there, and check each model against its reference and serving stacks.",
 )
 @click.option("--connect", is_flag=True, help="Also open the history database and check it.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print what was checked as JSON (stacks, models, database, not_checked, problems with their "
+    "key); a config that is not valid still exits 2 with its problems on stderr.",
+)
 @click.pass_obj
-def config_check(obj: Context, hosts: bool, connect: bool) -> None:
+def config_check(obj: Context, hosts: bool, connect: bool, as_json: bool) -> None:
     """Validate the config file, then what it asks for: interpreters, model files, watched
     globs, the database URL, the plugins. Every problem is listed with its key path.
 
@@ -45,6 +53,11 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
     config = obj.config()
     url = obj.db_url(config)
     found = check(config, obj.plugins(), url, hosts=hosts, connect=connect)
+    if as_json:
+        click.echo(json.dumps(_check_document(config, found, url), indent=2))
+        if not found.ok:
+            sys.exit(EXIT_FINDINGS)
+        return
     state = "ok" if found.ok else f"{len(found.problems)} problem{'s' if len(found.problems) > 1 else ''}"
     click.echo(f"{config.source}: {state} ({len(config.stacks)} stacks, {len(config.pairs)} pairs)")
     lines = []
@@ -85,6 +98,32 @@ def config_check(obj: Context, hosts: bool, connect: bool) -> None:
         click.echo(f"  problem: {redact_text(str(problem))}", err=True)
     if not found.ok:
         sys.exit(EXIT_FINDINGS)
+
+
+def _check_document(config: Any, found: Any, url: str) -> dict[str, Any]:
+    """``config check --json``: the same facts as the text, for a program."""
+    stacks = {}
+    for name, s in config.stacks.items():
+        stacks[name] = {
+            "role": s.role,
+            "runtime": s.runtime,
+            "python": s.python,
+            "host": s.host,
+            "group": getattr(s, "group", None),
+            "remote": config.fleet.is_remote(name),
+            "publishes": list(config.fleet.publish.get(name) or []),
+            "started": found.stacks.get(name),
+        }
+    return {
+        "config": str(config.source),
+        "ok": found.ok,
+        "stacks": stacks,
+        "pairs": [{"train": p.train, "infer": p.infer} for p in config.pairs],
+        "models": {name: str(model.path) for name, model in config.models.items()},
+        "database": found.database or redact_url(url),
+        "not_checked": [redact_text(text) for text in found.unchecked],
+        "problems": [{"key": p.path, "message": redact_text(p.message)} for p in found.problems],
+    }
 
 
 @config_group.command("generate")

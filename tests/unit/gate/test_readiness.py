@@ -5,6 +5,7 @@ tests/fleet/test_parity_stacks.py, on this machine and over ssh.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -281,3 +282,23 @@ def test_a_golden_that_does_not_fit_its_model_is_a_problem(tmp_path):
         write(tmp_path, '[models.p]\npath = "policy.mindir"\nstacks = ["i"]\ngolden = "good.npz"\n')
     )
     assert "models.p.golden" not in err, err
+
+
+def test_config_check_json_says_what_the_text_says(tmp_path):
+    """#54: config check had no --json. The same facts for a program: stacks, pairs, the
+    database, what was not checked, and each problem on its key."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    path = write(tmp_path, f'[storage]\nurl = "sqlite:///{blocker}/sub/h.db"\n')
+    code, out, err = config_check(path, "--json")
+    assert code == 1 and out.startswith("{"), err
+    doc = json.loads(out)
+    assert doc["ok"] is False and doc["config"] == str(path)
+    assert set(doc["stacks"]) == {"t", "i"} and doc["stacks"]["t"]["role"] == "train"
+    assert doc["pairs"] == [{"train": "t", "infer": "i"}] and doc["models"] == {}
+    assert [p["key"] for p in doc["problems"]] == ["storage.url"]
+    text_code, _, text_err = config_check(path)
+    assert text_code == code
+    assert [f"{p['key']}: {p['message']}" for p in doc["problems"]] == [
+        line.removeprefix("  problem: ") for line in text_err.splitlines() if line.startswith("  problem: ")
+    ]
