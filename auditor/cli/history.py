@@ -509,8 +509,9 @@ def db_group() -> None:
 
 @db_group.command("current")
 @click.option("--check", is_flag=True, help="Exit 1 when migrations are pending.")
+@click.option("--json", "as_json", is_flag=True, help="Print database, revision, latest and pending as JSON.")
 @click.pass_obj
-def db_current(obj: Context, check: bool) -> None:
+def db_current(obj: Context, check: bool, as_json: bool) -> None:
     """Show the schema revision of the database and whether it is up to date."""
     from alembic.script.revision import RevisionError
     from alembic.util import CommandError
@@ -523,9 +524,10 @@ def db_current(obj: Context, check: bool) -> None:
     except StoreError as exc:
         fail(str(exc), EXIT_FINDINGS)
     heads = store.head_revisions()
-    click.echo(f"database: {_redacted(store.url)}")
-    click.echo(f"revision: {', '.join(current) or '(none: no schema yet)'}")
-    click.echo(f"latest:   {', '.join(heads)}")
+    if not as_json:
+        click.echo(f"database: {_redacted(store.url)}")
+        click.echo(f"revision: {', '.join(current) or '(none: no schema yet)'}")
+        click.echo(f"latest:   {', '.join(heads)}")
     try:
         pending = store.pending_revisions()
     except (CommandError, RevisionError):
@@ -534,6 +536,18 @@ def db_current(obj: Context, check: bool) -> None:
             "a newer auditor migrated it; upgrade the auditor",
             EXIT_FINDINGS,
         )
+    if as_json:
+        doc = {
+            "database": _redacted(store.url),
+            "revision": list(current),
+            "latest": list(heads),
+            "pending": list(pending),
+            "up_to_date": not pending,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        if pending and check:
+            sys.exit(EXIT_FINDINGS)
+        return
     if pending:
         click.echo(f"pending:  {', '.join(pending)} (run `auditor db upgrade`)")
         if check:
@@ -543,8 +557,11 @@ def db_current(obj: Context, check: bool) -> None:
 
 
 @db_group.command("check")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print database, ok, problems, remedy and read_only as JSON."
+)
 @click.pass_obj
-def db_check(obj: Context) -> None:
+def db_check(obj: Context, as_json: bool) -> None:
     """Check the database: damaged pages or indexes (SQLite's whole integrity_check), missing
     tables, unreadable timestamps or JSON, read-only (exit 1 if anything is wrong, with the
     remedy). `auditor audit` refuses such a database."""
@@ -552,6 +569,18 @@ def db_check(obj: Context) -> None:
 
     store = obj.store(migrate=False)
     health = check(store.engine, thorough=True)
+    if as_json:
+        doc = {
+            "database": _redacted(store.url),
+            "ok": health.ok,
+            "problems": list(health.problems),
+            "remedy": health.remedy,
+            "read_only": health.read_only,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        if not health.ok:
+            sys.exit(EXIT_FINDINGS)
+        return
     click.echo(f"database: {_redacted(store.url)}")
     for problem in health.problems:
         click.echo(f"  problem: {problem}")

@@ -86,6 +86,25 @@ def test_current_on_an_old_database_then_upgrade(old_db):
     assert code == 0 and len(json.loads(out)) == 2
 
 
+def test_current_and_check_as_json(old_db, history_db):
+    """#54: db current and db check had no --json."""
+    code, out, err = run_cli("--db", str(old_db), "db", "current", "--json", "--check")
+    doc = json.loads(out)
+    assert code == 1 and doc["revision"] == ["0001"] and doc["up_to_date"] is False, err
+    assert "0005" in doc["pending"] and doc["latest"] == [doc["pending"][-1]]
+    code, out, _ = run_cli("--db", str(history_db), "db", "current", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["pending"] == [] and doc["revision"] == doc["latest"] and doc["up_to_date"]
+    code, out, _ = run_cli("--db", str(history_db), "db", "check", "--json")
+    assert code == 0 and json.loads(out) == {
+        "database": f"sqlite:///{history_db}",
+        "ok": True,
+        "problems": [],
+        "remedy": "",
+        "read_only": False,
+    }
+
+
 def test_current_on_an_empty_database(tmp_path):
     sqlite3.connect(tmp_path / "new.db").close()  # a database file without any table
     code, out, _ = run_cli("--db", str(tmp_path / "new.db"), "db", "current")
