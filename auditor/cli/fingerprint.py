@@ -186,6 +186,9 @@ def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
         ),
     )
     row("npu-smi", _npu_smi(_section(doc, "npu_smi")))
+    watched = _section(doc, "models")
+    for i, (path, entry) in enumerate(sorted((watched.get("files") or {}).items())):
+        row("models" if i == 0 else "", _watched_file(path, entry))
     env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
     if "error" in env:
         env = {}
@@ -204,6 +207,22 @@ def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
             for reason, field_names in by_reason.items():
                 lines.append(f"    {name}.{', '.join(field_names)}: {reason}")
     return "\n".join(lines) + "\n"
+
+
+def _watched_file(path: str, entry: dict[str, Any]) -> str:
+    """A served model file in one line: its path, digest, size and MindIR identity (#54: only
+    --json listed them)."""
+    size = entry.get("size")
+    what = [
+        f"sha256 {str(entry.get('sha256'))[:12]}",
+        f"{size / 1e6:.1f} MB" if isinstance(size, int) else None,
+    ]
+    if entry.get("readable"):
+        producer = " ".join(str(x) for x in (entry.get("producer_name"), entry.get("producer_version")) if x)
+        what += [f"MindIR {_v(entry.get('mind_ir_version'))}", f"by {producer}" if producer else None]
+    else:
+        what.append(f"not a readable MindIR ({entry.get('reason') or '?'})")
+    return f"{path}  " + _join(*what)
 
 
 def _section(doc: dict[str, Any], name: str) -> dict[str, Any]:

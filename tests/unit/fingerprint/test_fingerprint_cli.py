@@ -196,3 +196,40 @@ def test_an_empty_host_summary_groups_fields_with_one_reason(tmp_path: Path) -> 
     assert expected in text.splitlines()
     assert "  CANN         ?  compiler ?" in text
     assert "  npu-smi      not available" in text
+
+
+def test_the_summary_lists_the_watched_model_files() -> None:
+    """#54: the served model files a stack watches were in --json only."""
+    stack = StackConfig("lite20", "infer", "mindspore-lite", "/s/lite20/bin/python")
+    doc = {
+        "models": {
+            "patterns": ["/srv/models/*.mindir"],
+            "files": {
+                "/srv/models/actor.mindir": {
+                    "size": 2_500_000,
+                    "sha256": "ab12cd34ef56" + "0" * 52,
+                    "readable": True,
+                    "producer_name": "MindSpore",
+                    "producer_version": "2.0.0",
+                    "mind_ir_version": 1,
+                },
+                "/srv/models/broken.mindir": {
+                    "size": 12,
+                    "sha256": "ff" * 32,
+                    "readable": False,
+                    "reason": "truncated",
+                },
+            },
+            "unknown": {},
+        }
+    }
+    lines = render(stack, doc).splitlines()
+    [first] = [i for i, line in enumerate(lines) if line.startswith("  models ")]
+    assert (
+        lines[first]
+        == "  models       /srv/models/actor.mindir  sha256 ab12cd34ef56  2.5 MB  MindIR 1  by MindSpore 2.0.0"
+    )
+    assert lines[first + 1] == (
+        "               /srv/models/broken.mindir  sha256 ffffffffffff  0.0 MB  not a readable MindIR (truncated)"
+    )
+    assert not any(line.startswith("  models ") for line in render(stack, {}).splitlines())
