@@ -225,11 +225,11 @@ def test_the_summary_lists_the_watched_model_files() -> None:
     }
     lines = render(stack, doc).splitlines()
     [first] = [i for i, line in enumerate(lines) if line.startswith("  models ")]
-    assert (
-        lines[first]
-        == "  models       /srv/models/actor.mindir  sha256 ab12cd34ef56  2.5 MB  MindIR 1  by MindSpore 2.0.0"
+    assert lines[first] == (
+        "  models       /srv/models/actor.mindir  sha256 ab12cd34ef56  2.5 MB  MindIR 1  by MindSpore 2.0.0"
     )
     assert lines[first + 1] == (
-        "               /srv/models/broken.mindir  sha256 ffffffffffff  0.0 MB  not a readable MindIR (truncated)"
+        "               /srv/models/broken.mindir  sha256 ffffffffffff  0.0 MB  "
+        "not a readable MindIR (truncated)"
     )
     assert not any(line.startswith("  models ") for line in render(stack, {}).splitlines())
