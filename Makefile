@@ -16,18 +16,20 @@ demo: setup
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist, --dist loadfile: a file's tests stay
 # on one worker, so its module fixtures, often a whole cycle, run once). TEST_WORKERS=0 runs it
-# in this process. make test stays within 15 minutes; the fault suite at its CI size
-# (tests/faults/) and each bench's quick run (marker `benches`) are test-long's, which CI
-# (.ci/run) runs after it.
+# in this process. make test stays within 15 minutes; what takes minutes of its own is
+# test-long's, which CI (.ci/run) runs after it: the fault suite at its CI size (tests/faults/),
+# the docs' journeys run as written (tests/fleet/test_readme_stacks.py), three auditors sharing
+# ten cycles (tests/fleet/test_queue_stacks.py) and each bench's quick run (marker `benches`).
 TEST_WORKERS ?= 2
+LONG = tests/faults tests/fleet/test_readme_stacks.py tests/fleet/test_queue_stacks.py
 test: setup
 	.venv/bin/ruff check .
 	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 -rs \
-	  -n $(TEST_WORKERS) --dist loadfile -m "not benches" --ignore=tests/faults
+	  -n $(TEST_WORKERS) --dist loadfile -m "not benches" $(addprefix --ignore=,$(LONG))
 
 test-long: setup
 	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=10 -rs \
-	  -n $(TEST_WORKERS) --dist loadfile tests/faults tests/stacks/test_bench_stacks.py
+	  -n $(TEST_WORKERS) --dist loadfile $(LONG) tests/stacks/test_bench_stacks.py
 
 lint: setup
 	.venv/bin/ruff check .

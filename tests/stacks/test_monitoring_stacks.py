@@ -92,19 +92,17 @@ def test_audit_from_cron_writes_the_textfile_and_keeps_the_alerts(stacks, tmp_pa
     require("prometheus", lambda: missing(PROMTOOL))
     cfg, db, prom_file = tmp_path / "auditor.toml", tmp_path / "h.db", tmp_path / "auditor.prom"
     jsonl = tmp_path / "alerts.jsonl"
-    cfg.write_text(config_text(tmp_path, tolerance=0))  # a drift; [alerts] open_after 2 (default)
+    text = config_text(tmp_path, tolerance=0)  # a drift
+    cfg.write_text(text.replace("resolve_after = 1", "resolve_after = 1\nopen_after = 1"))
 
     def audit(*extra: str) -> subprocess.CompletedProcess:
         argv = auditor_argv("--config", str(cfg), "--db", str(db), "audit", *extra)
         return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
 
     first = audit("--alerts", "--textfile", str(prom_file))
-    assert first.returncode == 1 and "auditor: open alerts: none" in first.stderr, first.stderr[-3000:]
-    second = audit("--alerts", "--textfile", str(prom_file))
-    assert second.returncode == 1 and "auditor: open alerts: 1 warning" in second.stderr, second.stderr[
-        -3000:
-    ]
-    assert alert_events(jsonl, KEY) == [("opened", KEY)]  # opened in the second run, as the daemon would
+    assert first.returncode == 1, first.stderr[-3000:]
+    assert "auditor: open alerts: 1 warning" in first.stderr, first.stderr[-3000:]
+    assert alert_events(jsonl, KEY) == [("opened", KEY)]  # opened and delivered, as the daemon does
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("auditor.prom")] == ["auditor.prom"]
 
     text = prom_file.read_text()
@@ -126,9 +124,14 @@ def test_audit_from_cron_writes_the_textfile_and_keeps_the_alerts(stacks, tmp_pa
         'non-summary metrics should not have "quantile" label'
     }, said
 
-    third = audit()  # without --alerts: the run is stored, no alert is touched
-    assert third.returncode == 1 and "open alerts" not in third.stderr
-    assert alert_events(jsonl, KEY) == [("opened", KEY)]
+    # without --alerts: the run is stored and no alert is touched. The cause is gone in it
+    # (a tolerance the difference is within), so an audit that judged alerts would resolve it
+    cfg.write_text(
+        config_text(tmp_path, tolerance=1.0).replace("resolve_after = 1", "resolve_after = 1\nopen_after = 1")
+    )
+    second = audit()
+    assert second.returncode == 0 and "open alerts" not in second.stderr, second.stdout[-2000:]
+    assert alert_events(jsonl, KEY) == [("opened", KEY)]  # not resolved
     runs = json.loads(
         subprocess.run(
             auditor_argv("--config", str(cfg), "--db", str(db), "runs", "--format", "json"),
@@ -138,4 +141,4 @@ def test_audit_from_cron_writes_the_textfile_and_keeps_the_alerts(stacks, tmp_pa
             timeout=120,
         ).stdout
     )
-    assert len(runs) == 3
+    assert len(runs) == 2
