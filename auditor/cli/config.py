@@ -10,6 +10,7 @@ import click
 
 from auditor.cli.context import Context
 from auditor.cli.exits import EXIT_FINDINGS
+from auditor.cli.fingerprint import watched_file
 from auditor.common.redact import redact_text, redact_url
 from auditor.config.selection import cycle_stacks
 from auditor.fleet import window
@@ -91,6 +92,13 @@ def config_check(obj: Context, hosts: bool, connect: bool, as_json: bool) -> Non
         )
     for name, model in config.models.items():
         click.echo(f"  model {name}: {model.path}")
+    watched = [
+        f"watched by stack {stack}: {watched_file(path, entry)}"
+        for stack, files in found.watched.items()
+        for path, entry in sorted(files.items())
+    ]
+    for text, _ in fleet_view.texts_folded(watched):
+        click.echo(f"  {text}")
     click.echo(f"  history database: {found.database or redact_url(url)}")
     for text, _ in fleet_view.texts_folded(found.unchecked):
         click.echo(f"  not checked: {text}")
@@ -120,6 +128,7 @@ def _check_document(config: Any, found: Any, url: str) -> dict[str, Any]:
         "stacks": stacks,
         "pairs": [{"train": p.train, "infer": p.infer} for p in config.pairs],
         "models": {name: str(model.path) for name, model in config.models.items()},
+        "watched": found.watched,
         "database": found.database or redact_url(url),
         "not_checked": [redact_text(text) for text in found.unchecked],
         "problems": [{"key": p.path, "message": redact_text(p.message)} for p in found.problems],

@@ -188,7 +188,7 @@ def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
     row("npu-smi", _npu_smi(_section(doc, "npu_smi")))
     watched = _section(doc, "models")
     for i, (path, entry) in enumerate(sorted((watched.get("files") or {}).items())):
-        row("models" if i == 0 else "", _watched_file(path, entry))
+        row("models" if i == 0 else "", watched_file(path, entry))
     env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
     if "error" in env:
         env = {}
@@ -209,7 +209,7 @@ def render(stack: StackConfig, result: dict[str, Any] | str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _watched_file(path: str, entry: dict[str, Any]) -> str:
+def watched_file(path: str, entry: dict[str, Any]) -> str:
     """A served model file in one line: its path, digest, size and MindIR identity (#54: only
     --json listed them)."""
     size = entry.get("size")

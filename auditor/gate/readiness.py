@@ -67,6 +67,8 @@ class Readiness:
     """Stack -> what its worker said when it started (with ``hosts``)."""
     database: str = ""
     """What was found of the history database."""
+    watched: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Stack -> its watched model files as its worker (or this machine) read them: path -> entry."""
     seconds: float = 0.0
 
     @property
@@ -152,6 +154,8 @@ def _watch_problems(stack: str, section: Mapping[str, Any], out: Readiness) -> N
     if "error" in section:
         out.add(f"stacks.{stack}.models", f"could not be read: {section['error']}")
         return
+    files = section.get("files") or {}
+    out.watched[stack] = {str(path): dict(entry) for path, entry in files.items() if isinstance(entry, dict)}
     for what, why in (section.get("unknown") or {}).items():
         out.add(f"stacks.{stack}.models", f"{what}: {why}")
     for path, entry in (section.get("files") or {}).items():

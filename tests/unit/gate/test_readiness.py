@@ -5,6 +5,7 @@ tests/fleet/test_parity_stacks.py, on this machine and over ssh.)"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -302,3 +303,33 @@ def test_config_check_json_says_what_the_text_says(tmp_path):
     assert [f"{p['key']}: {p['message']}" for p in doc["problems"]] == [
         line.removeprefix("  problem: ") for line in text_err.splitlines() if line.startswith("  problem: ")
     ]
+
+
+def test_config_check_lists_the_watched_model_files(tmp_path):
+    """#54: config check (and --hosts) read the watched models but never listed them."""
+    served = tmp_path / "served.mindir"
+    served.write_bytes(minimal_mindir())
+    stacks = textwrap.dedent(
+        f"""
+        [stacks.t]
+        role = "train"
+        runtime = "mindspore"
+        python = "{PYTHON}"
+        [stacks.i]
+        role = "infer"
+        runtime = "mindspore-lite"
+        python = "{PYTHON}"
+        models = ["{tmp_path}/*.mindir"]
+        [[pairs]]
+        train = "t"
+        infer = "i"
+        probes = ["ppo_policy"]
+        """
+    )
+    path = write(tmp_path, "", stacks)
+    code, out, err = config_check(path)
+    digest = hashlib.sha256(minimal_mindir()).hexdigest()[:12]
+    [line] = [line for line in out.splitlines() if line.startswith("  watched by stack i: ")]
+    assert line.startswith(f"  watched by stack i: {served}  sha256 {digest}  0.0 MB  MindIR"), line
+    code, out, _ = config_check(path, "--json")
+    assert json.loads(out)["watched"]["i"][str(served)]["sha256"].startswith(digest)
