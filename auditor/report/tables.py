@@ -45,9 +45,25 @@ def _cells(columns: tuple[str, ...], row: tuple) -> list[str]:
             out.append(us(v))
         elif col == "value":
             out.append(num(v))
+        elif col == "message" and v is not None:
+            out.append(shorten(str(v)))
         else:
             out.append("-" if v is None else str(v))
     return out
+
+
+MESSAGE_SHOWN = 160
+"""Characters of a result's message a table row shows: a row per line of the terminal; the
+whole message is in --format json and csv, and in `auditor show RUN`."""
+
+
+def shorten(message: str, most: int = MESSAGE_SHOWN) -> str:
+    """The message's first line, cut to ``most`` characters with an ellipsis where it was cut."""
+    lines = message.splitlines() or [""]
+    first = lines[0]
+    if len(first) > most:
+        return first[: most - 1].rstrip() + "…"
+    return first + (" …" if len(lines) > 1 else "")
 
 
 HEADINGS = {
