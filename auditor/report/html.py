@@ -263,8 +263,12 @@ def side_findings(conn: Connection, since: datetime, until: datetime) -> list[di
     ).mappings()
     found = []
     for row in rows:
-        if any(newest.get(place) == row["run_id"] for place in _places(row["details"], row["subject"])):
-            found.append({k: row[k] for k in ("run_id", "kind", "severity", "subject", "message")})
+        held = [p for p in _places(row["details"], row["subject"]) if newest.get(p) == row["run_id"]]
+        if held:
+            doc = {k: row[k] for k in ("run_id", "kind", "severity", "subject", "message")}
+            # the stacks it speaks for: a cause's subject is its probe, not a stack (#54)
+            doc["stacks"] = ", ".join(dict.fromkeys(stack for stack, _, _ in held))
+            found.append(doc)
     return found
 
 
@@ -663,7 +667,7 @@ def _page(
         rows = [
             [
                 f"<td>{_status(f['severity'])}</td><td>{_e(f['kind'])}</td>",
-                f"<td>{_e(f['subject'])}</td><td>{_e(f['message'])}</td>",
+                f"<td>{_e(f['stacks'])}</td><td>{_e(f['message'])}</td>",
                 f'<td class="num">{_e(f["run_id"])}</td>',
             ]
             for f in side

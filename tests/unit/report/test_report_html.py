@@ -531,10 +531,10 @@ def test_per_side_findings_stand_per_stack_probe_and_variant(tmp_path, history_t
     with store.engine.connect() as conn:
         side = side_findings(conn, START, START + timedelta(days=1))
     store.close()
-    assert [(f["message"], f["run_id"]) for f in side] == [
-        ("NEW-MS20", narrowed),
-        ("KEPT-LITE20", full),
-        ("KEPT-MERGED", full),
+    assert [(f["message"], f["run_id"], f["stacks"]) for f in side] == [
+        ("NEW-MS20", narrowed, "ms20"),
+        ("KEPT-LITE20", full, "lite20"),
+        ("KEPT-MERGED", full, "lite20"),  # its subject is its probe; the stack it still speaks for
     ]
 
 
