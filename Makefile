@@ -11,6 +11,7 @@ setup:
 # own history (.demo/history.db), never the user's default one.
 demo: setup
 	@mkdir -p .demo; .venv/bin/auditor --config auditor.toml --db .demo/history.db audit; rc=$$?; \
+	  echo "(the run is stored in .demo/history.db: .venv/bin/auditor --db .demo/history.db runs lists it)"; \
 	  if [ $$rc -eq 1 ]; then echo "(exit status 1: the audit found drift or an incompatibility, shown above)"; \
 	  elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
