@@ -291,16 +291,28 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
     else:
         log_w = ratios.log_weights_from_params(t, i, draws)
         basis = "from the distributions' parameters in float64"
+    alike = ratios.invalid_alike(t, i)
+    if alike.any():  # the policy's own invalid output, the same on both stacks: not theirs to answer for
+        log_w = log_w[:, ~alike]
     stats = ratios.ratio_stats(log_w, eps, cap)
     kl = ratios.behaviour_kl(t, i)
+    kl = kl[~alike] if kl.shape == alike.shape else kl
     kl_mean = float(kl.mean()) if kl.size else 0.0
     # Why samples have no weight is said once, on the ESS; the others count them.
     also = f" ({stats.invalid} of {stats.n} samples have no valid weight)" if stats.invalid else ""
     states = ratios.invalid_states(t, i)
     why = f"{also[:-1]}: {states})" if also and states else also
+    own = int(alike.sum())
+    policy_own = (
+        f"; {own} of {alike.size} states have no valid distribution on either side, bit for bit "
+        "alike: the policy's own output, left out"
+        if own
+        else ""
+    )
     clip_words = (
         f"the stacks alone would clip {100 * stats.ppo_clip_share:.2f}% of PPO samples at epsilon {eps:g} "
         f"(0 expected){f', {stats.invalid} of {stats.n} without a valid weight' if stats.invalid else ''}"
+        f"{policy_own}"
     )
     clip_limit = _option(options, "max_ppo_clip_share", 0.0)
     return [

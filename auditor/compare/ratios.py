@@ -154,6 +154,29 @@ def distribution(policy: Policy, outputs: dict[str, np.ndarray]) -> Distribution
     return Distribution(policy.kind, mean, np.array(std), None, ~(bad_mean | bad_std), problems)
 
 
+def invalid_alike(train: Distribution, infer: Distribution) -> np.ndarray:
+    """(states,): the state has no valid distribution on either side, and both sides gave it
+    the same parameters bit for bit. That is the policy's own output (a std it declares
+    negative, a NaN it computes), not a difference of the stacks: a trainer on either stack
+    gets the same, and it is said as the policy's, never counted as clipped by the stacks."""
+    both = ~train.valid & ~infer.valid
+    if not both.any():
+        return both
+    pairs = (
+        [(train.log_probs, infer.log_probs)]
+        if train.kind == "categorical"
+        else [(train.mean, infer.mean), (train.std, infer.std)]
+    )
+    same = both.copy()
+    for a, b in pairs:
+        if a is None or b is None or np.shape(a) != np.shape(b):
+            return np.zeros_like(both)
+        bits_a = np.ascontiguousarray(a, dtype=np.float64).view(np.uint64).reshape(len(both), -1)
+        bits_b = np.ascontiguousarray(b, dtype=np.float64).view(np.uint64).reshape(len(both), -1)
+        same &= (bits_a == bits_b).all(axis=1)
+    return same
+
+
 def _spread_like(std: np.ndarray, mean: np.ndarray, name: str) -> np.ndarray:
     """The std shaped like the mean ``[batch, act_dim]``: per state, one value, or one per action
     dimension (a 1-D vector of act_dim values is per action, even where act_dim equals the

@@ -145,6 +145,29 @@ def test_invalid_distributions_are_clipped_truncated_and_named():
     assert not any(math.isnan(x.value) for x in c.values())
 
 
+def test_a_policys_own_invalid_output_alike_on_both_sides_is_not_the_stacks():
+    """#54: a declared std negative on 7 of 8 rows, bitwise equal on both sides, was judged a
+    drift with "the stacks alone would clip 87.50%". Those states are the policy's own, left out
+    and said; a state invalid on both sides with different bits is still the stacks'."""
+    train, infer = _gauss_outputs(0.0, 0.6, 8), _gauss_outputs(0.0, 0.6, 8)
+    train["std"][1:] = infer["std"][1:] = -0.5
+    c = _by(dc.importance_ratios(train, infer, {**GAUSS, "samples_per_state": 4}))
+    assert c["ppo_clip_share"].value == 0.0 and c["ppo_clip_share"].passed and c["ess"].passed
+    assert c["samples"].value == 4 and c["invalid_samples"].value == 0
+    assert c["ppo_clip_share"].message.endswith(
+        "7 of 8 states have no valid distribution on either side, bit for bit alike: "
+        "the policy's own output, left out"
+    )
+    infer["std"][3] = -0.25  # invalid on both sides, but not alike: the stacks differ there
+    c = _by(dc.importance_ratios(train, infer, {**GAUSS, "samples_per_state": 4}))
+    assert c["ppo_clip_share"].value == pytest.approx(4 / 8) and not c["ppo_clip_share"].passed
+    assert "6 of 8 states have no valid distribution on either side" in c["ppo_clip_share"].message
+    # every state the policy's own: nothing is left to judge the stacks by, and nothing blamed on them
+    train["std"][:] = infer["std"][:] = np.nan
+    c = _by(dc.importance_ratios(train, infer, {**GAUSS, "samples_per_state": 4}))
+    assert c["ppo_clip_share"].value == 0.0 and c["samples"].value == 0
+
+
 def test_rows_with_one_reason_are_said_together():
     train, infer = _gauss_outputs(0.0, 0.6, 300), _gauss_outputs(0.0, 0.6, 300)
     infer["std"][:256] = -6.3e-05
