@@ -20,9 +20,11 @@ demo: setup
 # in this process. make test stays within 15 minutes; what takes minutes of its own is
 # test-long's, which CI (.ci/run) runs after it: the fault suite at its CI size (tests/faults/),
 # the docs' journeys run as written (tests/fleet/test_readme_stacks.py), three auditors sharing
-# ten cycles (tests/fleet/test_queue_stacks.py) and each bench's quick run (marker `benches`).
+# ten cycles (tests/fleet/test_queue_stacks.py), the daemon's lifecycle over many cycles
+# (tests/stacks/test_daemon_stacks.py) and each bench's quick run (marker `benches`).
 TEST_WORKERS ?= 2
-LONG = tests/faults tests/fleet/test_readme_stacks.py tests/fleet/test_queue_stacks.py
+LONG = tests/faults tests/fleet/test_readme_stacks.py tests/fleet/test_queue_stacks.py \
+  tests/stacks/test_daemon_stacks.py
 test: setup
 	.venv/bin/ruff check .
 	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 -rs \
