@@ -23,24 +23,27 @@ from tests.unit.worker.test_mindir import PRIMS, model, policy_graph
 
 PYTHON = sys.executable  # an interpreter that exists: the checks here start no stack
 
+STACKS = textwrap.dedent(
+    f"""
+    [stacks.t]
+    role = "train"
+    runtime = "mindspore"
+    python = "{PYTHON}"
+    [stacks.i]
+    role = "infer"
+    runtime = "mindspore-lite"
+    python = "{PYTHON}"
+    [[pairs]]
+    train = "t"
+    infer = "i"
+    probes = ["ppo_policy"]
+    """
+)
+"""A train and an infer stack on an interpreter that exists, and their pair."""
+
 
 def write(tmp_path: Path, body: str, stacks: str | None = None) -> Path:
-    stacks = stacks or textwrap.dedent(
-        f"""
-        [stacks.t]
-        role = "train"
-        runtime = "mindspore"
-        python = "{PYTHON}"
-        [stacks.i]
-        role = "infer"
-        runtime = "mindspore-lite"
-        python = "{PYTHON}"
-        [[pairs]]
-        train = "t"
-        infer = "i"
-        probes = ["ppo_policy"]
-        """
-    )
+    stacks = stacks or STACKS
     path = tmp_path / "auditor.toml"
     path.write_text(textwrap.dedent(body) + stacks)
     return path
@@ -309,22 +312,8 @@ def test_config_check_lists_the_watched_model_files(tmp_path):
     """#54: config check (and --hosts) read the watched models but never listed them."""
     served = tmp_path / "served.mindir"
     served.write_bytes(minimal_mindir())
-    stacks = textwrap.dedent(
-        f"""
-        [stacks.t]
-        role = "train"
-        runtime = "mindspore"
-        python = "{PYTHON}"
-        [stacks.i]
-        role = "infer"
-        runtime = "mindspore-lite"
-        python = "{PYTHON}"
-        models = ["{tmp_path}/*.mindir"]
-        [[pairs]]
-        train = "t"
-        infer = "i"
-        probes = ["ppo_policy"]
-        """
+    stacks = STACKS.replace(
+        'runtime = "mindspore-lite"\n', f'runtime = "mindspore-lite"\nmodels = ["{tmp_path}/*.mindir"]\n'
     )
     path = write(tmp_path, "", stacks)
     code, out, err = config_check(path)
