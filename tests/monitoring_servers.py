@@ -60,7 +60,23 @@ class Server:
         return self.log.read_text(errors="replace")[-4000:]
 
 
-def _start(argv: list[str], url: str, log: Path, what: str, deadline: float = 60.0) -> Server:
+def _start(
+    program: str, folder: Path, config: str, storage: str, *flags: str, deadline: float = 60.0
+) -> Server:
+    """``program`` with ``config`` written to ``folder``, its data there (``storage``: the flag
+    naming that folder), listening on a free loopback port; returned once ``/-/ready`` says so."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = Path(program).name
+    (folder / f"{name}.yml").write_text(config)
+    port = free_port()
+    argv = [
+        program,
+        f"--config.file={folder / f'{name}.yml'}",
+        f"{storage}={folder / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        *flags,
+    ]
+    url, log = f"http://127.0.0.1:{port}", folder / f"{name}.log"
     out = log.open("wb")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     out.close()
@@ -68,7 +84,7 @@ def _start(argv: list[str], url: str, log: Path, what: str, deadline: float = 60
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}: {server.said()}")
+            raise RuntimeError(f"{name} exited with {proc.returncode}: {server.said()}")
         try:
             with urllib.request.urlopen(url + "/-/ready", timeout=2) as response:
                 if response.status == 200:
@@ -77,33 +93,14 @@ def _start(argv: list[str], url: str, log: Path, what: str, deadline: float = 60
             pass
         time.sleep(0.2)
     server.stop()
-    raise RuntimeError(f"{what} not ready within {deadline:g} s: {server.said()}")
+    raise RuntimeError(f"{name} not ready within {deadline:g} s: {server.said()}")
 
 
 def start_alertmanager(folder: Path, config: str) -> Server:
     """An Alertmanager with ``config`` (YAML), its data in ``folder``, no cluster."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "alertmanager.yml").write_text(config)
-    port = free_port()
-    argv = [
-        ALERTMANAGER,
-        f"--config.file={folder / 'alertmanager.yml'}",
-        f"--storage.path={folder / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--cluster.listen-address=",
-    ]
-    return _start(argv, f"http://127.0.0.1:{port}", folder / "alertmanager.log", "alertmanager")
+    return _start(ALERTMANAGER, folder, config, "--storage.path", "--cluster.listen-address=")
 
 
 def start_prometheus(folder: Path, config: str) -> Server:
-    """A Prometheus with ``config`` (YAML; rule files relative to ``folder``), its TSDB there."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "prometheus.yml").write_text(config)
-    port = free_port()
-    argv = [
-        PROMETHEUS,
-        f"--config.file={folder / 'prometheus.yml'}",
-        f"--storage.tsdb.path={folder / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-    ]
-    return _start(argv, f"http://127.0.0.1:{port}", folder / "prometheus.log", "prometheus")
+    """A Prometheus with ``config`` (YAML), its TSDB in ``folder``."""
+    return _start(PROMETHEUS, folder, config, "--storage.tsdb.path")

@@ -117,7 +117,7 @@ def _check_document(config: Any, found: Any, url: str) -> dict[str, Any]:
             "runtime": s.runtime,
             "python": s.python,
             "host": s.host,
-            "group": getattr(s, "group", None),
+            "group": s.group,
             "remote": config.fleet.is_remote(name),
             "publishes": list(config.fleet.publish.get(name) or []),
             "started": found.stacks.get(name),

@@ -109,16 +109,11 @@ def cycle_families(cycle: CycleResult) -> tuple[Family, ...]:
             served.append(((r.infer, *key, str(t.batch)), float(t.samples_per_s)))
         if r.saturation_batch is not None:
             saturation.append(((r.infer, *key), float(r.saturation_batch)))
-        ppo += [
-            ((*key, c.metric), float(c.value))
-            for c in r.checks
-            if c.metric in PPO_METRICS and c.output is None
-        ]
-        limits += [
-            ((*key, c.metric), float(c.limit))
-            for c in r.checks
-            if c.metric in PPO_METRICS and c.output is None and c.limit is not None
-        ]
+        for c in r.checks:
+            if c.metric in PPO_METRICS and c.output is None:
+                ppo.append(((*key, c.metric), float(c.value)))
+                if c.limit is not None:
+                    limits.append(((*key, c.metric), float(c.limit)))
     found = Counter((f.kind, f.severity, f.subject) for f in cycle.findings)
     stacks = [((name, s.role, s.runtime, s.host), stack_versions(s)) for name, s in cycle.stacks.items()]
     families = [

@@ -107,16 +107,9 @@ def test_model_files_globs_goldens_and_recorded_inputs(tmp_path):
     (tmp_path / "model.mindir").write_bytes(minimal_mindir())
     (tmp_path / "junk.mindir").write_text("not a model")
     (tmp_path / "served").mkdir()
-    stacks = f"""
-        [stacks.t]
-        role = "train"
-        runtime = "mindspore"
-        python = "{PYTHON}"
-        [stacks.i]
-        role = "infer"
-        runtime = "mindspore-lite"
-        python = "{PYTHON}"
-        models = ["{tmp_path}/served/*.mindir", "{tmp_path}/junk.mindir", "{tmp_path}/gone.mindir"]
+    lite = 'runtime = "mindspore-lite"\n'
+    watched = f'"{tmp_path}/served/*.mindir", "{tmp_path}/junk.mindir", "{tmp_path}/gone.mindir"'
+    stacks = STACKS.replace(lite, f"{lite}models = [{watched}]\n", 1) + textwrap.dedent(f"""
         [stacks.i2]
         role = "infer"
         runtime = "mindspore-lite"
@@ -132,8 +125,8 @@ def test_model_files_globs_goldens_and_recorded_inputs(tmp_path):
         name = "obs"
         shape = [4, 3]
         npz = "missing-observations.npz"
-        """
-    code, _, err = config_check(write(tmp_path, "", textwrap.dedent(stacks)))
+        """)
+    code, _, err = config_check(write(tmp_path, "", stacks))
     assert code == 1, err
     lines = [line.strip() for line in err.splitlines()]
     assert f"problem: stacks.i.models: {tmp_path}/served/*.mindir: no file matches" in lines
