@@ -87,6 +87,23 @@ def installed(cann: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in cann.get("packages") or [] if isinstance(p, dict)]
 
 
+def distinct(packages: list[dict[str, Any]], shown: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The packages other than ``shown``, each install once: an entry that is a link into
+    another (the collector's ``links_into``) is the install it links to."""
+
+    def install(p: dict[str, Any]) -> Any:
+        return p.get("links_into") or p.get("id") or p.get("home")
+
+    taken = {install(shown)} if shown else set()
+    out = []
+    for p in packages:
+        if p is shown or (shown and p.get("home") == shown.get("home")) or install(p) in taken:
+            continue
+        taken.add(install(p))
+        out.append(p)
+    return out
+
+
 def _by_id(packages: list[dict[str, Any]], key: Any) -> dict[str, Any] | None:
     if key is None:
         return None
@@ -164,8 +181,12 @@ def summary(document: dict[str, Any], runtime_package: str | None) -> list[tuple
             ("CANN", "  ".join(str(x) for x in parts if x)),
             ("", f"{choice.name} {choice.uses} it, by {choice.basis_words()}"),
         ]
-    shown = choice.package if choice is not None else {"home": cann.get("home")}
-    others = [describe(p) for p in installed(cann) if p is not shown and p.get("home") != shown.get("home")]
+    packages = installed(cann)
+    if choice is not None:
+        shown = choice.package
+    else:
+        shown = next((p for p in packages if p.get("home") == cann.get("home")), {"home": cann.get("home")})
+    others = [describe(p) for p in distinct(packages, shown)]
     if others:
         rows.append(("", "also installed: " + ", ".join(others)))
     return rows

@@ -203,7 +203,23 @@ def packages(context, root, environ, unknown):
         if os.path.isfile(os.path.join(directory, LIBRARY)) and containing(out, directory) is None:
             home = library_home(directory)
             add(_guess_name(home), home, None, "ascend_toolkit_install.info")
+    _mark_links(out)
     return out, env_home
+
+
+def _mark_links(packages):
+    """A home whose compiler is a link into another home found here (MindIE's ``latest/``, a
+    real directory of links into ``ascend-toolkit/<release>/``) is that install reached twice:
+    ``links_into`` names the other entry, so a person is not told it is installed beside."""
+    for entry in packages:
+        if not entry["compiler_present"]:
+            continue
+        where = os.path.realpath(os.path.dirname(entry["compiler_file"]))
+        for other in packages:
+            home = other["real"].rstrip("/") + "/"
+            if other is not entry and where.startswith(home) and not entry["real"].startswith(home):
+                entry["links_into"] = other["id"]
+                break
 
 
 def _listdir(path):

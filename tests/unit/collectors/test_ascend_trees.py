@@ -172,8 +172,22 @@ def test_the_release_comes_from_the_components_not_the_labels(trees):
     assert (latest["version"], latest["version_source"]) == ("8.2.RC2", "compiler/version.info version_dir")
     assert cann["version_cfg"]["compiler_running_version"] == ["7.6.T13.0.B094", "8.0.T63"]
     assert cann["version"] == "8.2.RC2" and cann_choice.for_framework(cann, "mindspore").release == "8.2.RC2"
-    rows = dict(cann_choice.summary(doc, "mindspore")[:1])
-    assert rows["CANN"].startswith("ascend-toolkit 8.2.RC2  compiler 8.2.0.2.220")
+    rows = cann_choice.summary(doc, "mindspore")
+    assert rows[0][1].startswith("ascend-toolkit 8.2.RC2  compiler 8.2.0.2.220")
+    # latest/ links into 8.2.RC2/: one install reached twice, not another one beside it (#54)
+    assert latest["links_into"] == "ascend-toolkit/8.2.RC2"
+    assert not [text for _, text in rows if text.startswith("also installed")], rows
+
+
+def test_releases_installed_beside_are_listed_once_each(trees):
+    name = next(n for n in TREE_NAMES if SPECS[n].beside)
+    tree = trees[name]
+    doc = fingerprint(tree, "ms210", tree.set_env())
+    (also,) = [text for _, text in cann_choice.summary(doc, "mindspore") if text.startswith("also installed")]
+    listed = also.removeprefix("also installed: ").split(", ")
+    assert sorted(x.split(" (")[0] for x in listed) == sorted(
+        f"ascend-toolkit {r.version}" for r in SPECS[name].beside
+    )
 
 
 # -- npu-smi per NPU and per chip --------------------------------------------------------------
