@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import click
 
 from auditor.cli.context import Context, fail
+from auditor.cli.exits import EXIT_FINDINGS
 
 
 @click.group("service")
@@ -118,20 +120,45 @@ def service_install(
 
 @service_group.command("check")
 @click.option("--no-hardening", is_flag=True, help="The unit is installed without the hardening drop-in.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print user, exec, config, hardening, ok and problems as JSON."
+)
 @_exec_option
 @_config_option
 @_user_option
-def service_check(no_hardening: bool, exec_path: str | None, unit_config: str, user: str) -> None:
+def service_check(
+    no_hardening: bool, as_json: bool, exec_path: str | None, unit_config: str, user: str
+) -> None:
     """Check, as the unit's user and in its environment, everything the service needs to start
     (what `service install` checks); exit 1 with the list of what is missing."""
     from auditor.daemon.install import user_exists
 
-    if os.geteuid() != 0:
-        fail("service check runs its checks as the service user: run it as root", 1)
-    if not user_exists(user):
-        fail(f"the service user {user} does not exist (`auditor service install` creates it)", 1)
     options = _unit_options(exec_path, unit_config, user)
-    _refuse_unless_ready(options, not no_hardening)
+    refusal = None
+    if os.geteuid() != 0:
+        refusal = "service check runs its checks as the service user: run it as root"
+    elif not user_exists(user):
+        refusal = f"the service user {user} does not exist (`auditor service install` creates it)"
+    elif not os.access(options.config, os.R_OK):
+        refusal = _unreadable(options)
+    problems = [refusal] if refusal else _problems(options, not no_hardening)
+    if as_json:
+        doc = {
+            "user": user,
+            "exec": options.exec_path,
+            "config": options.config,
+            "hardening": not no_hardening,
+            "ok": not problems,
+            "problems": problems,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        if problems:
+            sys.exit(EXIT_FINDINGS)
+        return
+    if refusal:
+        fail(refusal, EXIT_FINDINGS)
+    if problems:
+        _say_problems(options, problems)
     click.echo(
         f"ok: user {user} can start the service ({options.exec_path} --config {options.config} daemon)"
     )
@@ -140,20 +167,34 @@ def service_check(no_hardening: bool, exec_path: str | None, unit_config: str, u
 STATE_HOME = "/var/lib/auditor"
 
 
-def _refuse_unless_ready(options, hardening: bool) -> None:  # type: ignore[no-untyped-def]
-    """Exit 1 listing what the unit's user cannot do; return when it can do everything."""
+def _unreadable(options) -> str:  # type: ignore[no-untyped-def]
+    return f"the config {options.config} cannot be read (write it first; --config names another)"
+
+
+def _problems(options, hardening: bool) -> list[str]:  # type: ignore[no-untyped-def]
+    """What the unit's user cannot do, each with what to do; [] when it can do everything
+    (the config readable by this process)."""
     from auditor.common.paths import default_db_url
     from auditor.daemon.install import check, needs, unit_environment
 
-    if not os.access(options.config, os.R_OK):
-        fail(f"the config {options.config} cannot be read (write it first; --config names another)", 1)
     with unit_environment(options.user):  # the config as the unit will read it
         config = Context(options.config, None).config()
         need = needs(options, config, default_db=config.db_url == default_db_url())
-    problems = check(need, options.user, hardening)
+    return check(need, options.user, hardening)
+
+
+def _say_problems(options, problems: list[str]) -> None:  # type: ignore[no-untyped-def]
+    click.echo(f"auditor: the service would not start: user {options.user} cannot", err=True)
+    for problem in problems:
+        click.echo(f"  - {problem}", err=True)
+    click.echo("nothing was written; fix these and run the command again", err=True)
+    sys.exit(EXIT_FINDINGS)
+
+
+def _refuse_unless_ready(options, hardening: bool) -> None:  # type: ignore[no-untyped-def]
+    """Exit 1 listing what the unit's user cannot do; return when it can do everything."""
+    if not os.access(options.config, os.R_OK):
+        fail(_unreadable(options), EXIT_FINDINGS)
+    problems = _problems(options, hardening)
     if problems:
-        click.echo(f"auditor: the service would not start: user {options.user} cannot", err=True)
-        for problem in problems:
-            click.echo(f"  - {problem}", err=True)
-        click.echo("nothing was written; fix these and run the command again", err=True)
-        sys.exit(1)
+        _say_problems(options, problems)

@@ -4,6 +4,7 @@ and `auditor service install --root`."""
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import shutil
 import subprocess
@@ -223,3 +224,36 @@ def test_what_the_service_user_needs_and_what_the_hardening_hides(tmp_path):
     assert any(p.startswith("the history database /home/me/history.db is under /home") for p in problems)
     default = needs(UnitOptions("/opt/auditor/bin/auditor"), config, default_db=True)
     assert default.database == STATE_DIR / "history.db"
+
+
+def test_service_check_json_says_what_the_user_cannot_do(tmp_path):
+    """service check --json (#54): the user, the unit's paths and each problem, for a program;
+    exit 1 while the service could not start. The config sits in pytest's private folder, so
+    nobody, the user here, cannot read it."""
+    if os.geteuid() != 0:
+        pytest.skip("service check runs its checks as the service user: root only")
+    config = tmp_path / "auditor.toml"
+    config.write_text(
+        '[stacks.a]\nrole = "train"\nruntime = "mindspore"\npython = "/usr/bin/python3"\n'
+        '[stacks.b]\nrole = "infer"\nruntime = "mindspore-lite"\npython = "/usr/bin/python3"\n'
+        '[[pairs]]\ntrain = "a"\ninfer = "b"\nprobes = ["ppo_policy"]\n'
+    )
+    runner = CliRunner()
+    args = ["service", "check", "--json", "--exec", str(AUDITOR_EXE), "--config", str(config)]
+    result = runner.invoke(cli, [*args, "--user", "nobody"])
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["user"], doc["exec"], doc["config"], doc["ok"]) == (
+        "nobody",
+        str(AUDITOR_EXE),
+        str(config),
+        False,
+    )
+    assert any(p.startswith(f"read the config {config}") for p in doc["problems"]), doc["problems"]
+    # a refusal before any check is one problem in the same document
+    result = runner.invoke(cli, [*args, "--user", "no-such-auditor-user"])
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and doc["problems"] == [
+        "the service user no-such-auditor-user does not exist (`auditor service install` creates it)"
+    ]
