@@ -39,6 +39,21 @@ class Golden:
     def model_sha256(self) -> str | None:
         return self.meta.get("model_sha256")
 
+    def another_file(self, name: str, sha256: str) -> str | None:
+        """What a golden recorded for another file than the one served (digest ``sha256``)
+        means, with the remedy: every difference measured against it is the two files', not
+        the stacks'. None when it was recorded for this file, or does not say for which."""
+        recorded = self.model_sha256
+        if recorded is None or recorded == sha256:
+            return None
+        stack = f" --stack {self.meta['stack']}" if self.meta.get("stack") else ""
+        return (
+            f"the golden was recorded for another file (sha256 {recorded[:12]}; this one is "
+            f"{sha256[:12]}): what is measured against it is the two files' difference, not the "
+            f"stacks'; if the model was retrained on purpose, record it again: auditor golden record "
+            f"{name}{stack}"
+        )
+
 
 def write_golden(
     path: str | os.PathLike[str],

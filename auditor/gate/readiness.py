@@ -220,6 +220,9 @@ def _models(config: Config, plugins: Plugins, out: Readiness) -> None:
                 check_golden_inputs(model, info, golden)
             except ModelInputError as exc:
                 out.add(f"{where}.golden", f"does not fit the model: {exc}")
+            stale = golden.another_file(name, info.sha256)
+            if stale:
+                out.add(f"{where}.golden", stale)
 
 
 def _training(where: str, train: TrainNetwork | None, out: Readiness) -> None:

@@ -61,10 +61,14 @@ def judged(
     comparisons: Sequence[OutputComparison],
     checks: Sequence[MetricCheck],
     note: str = "",
+    unlike: str | None = None,
 ) -> ProbeResult:
     """The verdict on element-wise comparisons and checks: drift saying each failing output and
-    check, else consistent (``note`` is added to the message either way). Each limited check's
-    limit is recorded in ``base``'s thresholds, under its output ("*": the whole)."""
+    check, else consistent (``note`` is added to the message either way). ``unlike``: why the
+    reference is not the served file's to begin with (a golden recorded for another file): a
+    difference is then no evidence about the stacks, an error saying so first; a pass still
+    passes, with it said. Each limited check's limit is recorded in ``base``'s thresholds,
+    under its output ("*": the whole)."""
     thresholds = base.setdefault("thresholds", {})
     for c in checks:
         if c.limit is not None:
@@ -72,6 +76,10 @@ def judged(
     failed = [failure_text(c) for c in comparisons if not c.passed]
     failed += [check_text(c) for c in checks if not c.passed]
     status, message = (DRIFT, "; ".join(failed)) if failed else (CONSISTENT, "all outputs within tolerance")
+    if unlike and failed:
+        status, message = ERROR, f"{unlike}; measured: {message}"
+    elif unlike:
+        note += f" ({unlike})"
     return ProbeResult(
         status=status, message=message + note, outputs=tuple(comparisons), checks=tuple(checks), **base
     )
@@ -204,15 +212,11 @@ def fp16_note(subject: Subject, comparisons: Sequence[OutputComparison], dtypes:
     return text + "; judged " + "; ".join(said) + ")"
 
 
-def stale_note(subject: Subject) -> str:
-    """A golden recorded for another file than the one served."""
+def another_file(subject: Subject) -> str | None:
+    """A golden recorded for another file than the one served: the difference both sides show
+    is the files', never the stacks'."""
     golden, info = subject.golden, subject.file_info
-    if golden is None or info is None or golden.model_sha256 in (None, info.sha256):
-        return ""
-    return (
-        f" (the golden was recorded for another file, sha256 {str(golden.model_sha256)[:12]}; "
-        f"this one is {info.sha256[:12]}: re-record it if the model was retrained on purpose)"
-    )
+    return None if golden is None or info is None else golden.another_file(subject.name, info.sha256)
 
 
 def judge(
@@ -272,7 +276,7 @@ def judge(
         compare_output(n, np.asarray(r), np.asarray(s), tolerances[n], envelopes.get(n))
         for n, r, s in zip(names, reference.outputs, served.outputs, strict=True)
     )
-    note = fp16_note(subject, comparisons, dtypes) + stale_note(subject)
+    note = fp16_note(subject, comparisons, dtypes)
     by_name = (
         {n: np.asarray(x) for n, x in zip(names, reference.outputs, strict=True)},
         {n: np.asarray(x) for n, x in zip(names, served.outputs, strict=True)},
@@ -299,4 +303,4 @@ def judge(
     except CheckError as exc:
         return ProbeResult(status=ERROR, message=str(exc), outputs=comparisons, **base)
     checks += class_checks(subject, names, reference, served, words.served)
-    return judged(base, comparisons, checks, note)
+    return judged(base, comparisons, checks, note, another_file(subject))

@@ -281,6 +281,25 @@ def test_a_golden_that_does_not_fit_its_model_is_a_problem(tmp_path):
     assert "models.p.golden" not in err, err
 
 
+def test_a_golden_recorded_for_another_file_is_a_problem(tmp_path):
+    """#54: a retrained model held to its old golden passed config check, then its audit blamed
+    the stacks for the retraining. The golden's model_sha256 against the file's own."""
+    data = model(policy_graph(), PRIMS)
+    (tmp_path / "policy.mindir").write_bytes(data)
+    mine, other = hashlib.sha256(data).hexdigest(), hashlib.sha256(b"the file before retraining").hexdigest()
+    args = ([np.zeros((4, 3), np.float32)], [np.zeros((4, 2), np.float32)], ["obs"], ["a"])
+    write_golden(tmp_path / "old.npz", *args, model_sha256=other)
+    write_golden(tmp_path / "new.npz", *args, model_sha256=mine)
+    text = '[models.p]\npath = "policy.mindir"\nstacks = ["i"]\ngolden = "{}"\n'
+    code, _, err = config_check(write(tmp_path, text.format("old.npz")))
+    assert code == 1, err
+    said = f"problem: models.p.golden: the golden was recorded for another file (sha256 {other[:12]}; "
+    assert said + f"this one is {mine[:12]}): " in err, err
+    assert "record it again: auditor golden record p" in err, err
+    code, _, err = config_check(write(tmp_path, text.format("new.npz")))
+    assert "models.p.golden" not in err, err
+
+
 def test_config_check_json_says_what_the_text_says(tmp_path):
     """#54: config check had no --json. The same facts for a program: stacks, pairs, the
     database, what was not checked, and each problem on its key."""
