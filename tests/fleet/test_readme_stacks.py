@@ -20,7 +20,8 @@ docs/own-policy.md):
 - "A group of hosts": the one-machine ``fleet.toml`` (six command-transport hosts, at most four
   in flight) and its commands: config check, audit, hosts list, history --group, db size;
 - "Auditors sharing a group's hosts": that ``fleet.toml`` with the ``[queue]`` block added and
-  two auditors in one named cycle on the test PostgreSQL server, then ``hosts list``.
+  two auditors in one named cycle on the test PostgreSQL server, then ``hosts list``;
+- docs/getting-started.md: the demo, its history, a generated config checked and audited.
 """
 
 from __future__ import annotations
@@ -389,6 +390,47 @@ def test_group_as_written(stacks, home):
     assert history.returncode == 0 and history.stdout.count("ms20->lite20@infer-") == 6, history.stdout
     size = said["db size"]
     assert size.returncode == 0 and "1 complete run(s)" in size.stdout, size.stdout
+
+
+def test_getting_started_as_written(stacks, home):
+    """docs/getting-started.md from the demo on: `make demo` (its recipe as the Makefile has it;
+    `-o setup`: the checkout's .venv is the suite's own, set up by the README's test command),
+    the demo's history, a generated config checked, then audited. Each block as written."""
+    home, checkout, env = home
+    for name in ("Makefile", "auditor.toml"):
+        shutil.copy(REPO / name, checkout / name)
+    page = "docs/getting-started.md"
+    ((_, demo),) = blocks(page, "Install and run the demo")[:1]
+    assert commands(demo) == ["make demo"]
+    done = subprocess.run(
+        ["make", "-o", "setup", "demo"], cwd=checkout, env=env, capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Outcome: ERROR" in done.stdout and "(the run is stored in .demo/history.db" in done.stdout
+    said = {}
+    for section in ("Install and run the demo", "Your own config"):
+        for lang, code in blocks(page, section):
+            assert lang == "sh"
+            for line in commands(code):
+                if line != "make demo":
+                    said[line] = subprocess.run(
+                        ["bash", "-c", line],
+                        cwd=checkout,
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=1800,
+                    )
+    for line, done in said.items():
+        assert "Traceback" not in done.stderr, line + done.stderr
+        expected = (0, 1) if line.endswith(" audit") else (0,)
+        assert done.returncode in expected, line + done.stdout[-2000:] + done.stderr[-2000:]
+    runs = [done.stdout for line, done in said.items() if line.endswith(" runs")]
+    assert len(runs) == 2 and all(re.search(r"^1 .* complete ", out, re.MULTILINE) for out in runs), runs
+    assert (checkout / "demo.html").stat().st_size > 10_000
+    checked = [done.stdout for line, done in said.items() if line.endswith("config check --hosts")]
+    assert checked and "my.toml: ok (2 stacks, 1 pair)" in checked[0], checked
+    assert (home / ".local" / "state" / "auditor" / "history.db").is_file()  # the user's own, not the demo's
 
 
 def test_queue_as_written(stacks, postgres, home):

@@ -70,7 +70,7 @@ def minimal_mindir() -> bytes:
 def test_a_clean_config_exits_0(tmp_path):
     code, out, err = config_check(write(tmp_path, f'[storage]\nurl = "sqlite:///{tmp_path}/h.db"\n'))
     assert code == 0, err
-    assert ": ok (2 stacks, 1 pairs)" in out and "not there yet: the first audit creates it" in out
+    assert ": ok (2 stacks, 1 pair)" in out and "not there yet: the first audit creates it" in out
     assert not (tmp_path / "h.db").exists()
 
 
