@@ -17,7 +17,7 @@ from auditor.cycle.cycle import Cycle
 from auditor.db import schema as m
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
-from auditor.results import CONSISTENT, DRIFT, INCOMPATIBLE, UNSUPPORTED
+from auditor.results import CONSISTENT, DRIFT, ERROR, INCOMPATIBLE, UNSUPPORTED
 from auditor.stacks.worker import WorkerError
 from tests import docs
 from tests.configs import FP32_POLICY, build
@@ -94,6 +94,17 @@ def test_both_mindspore_releases_export_onnx_that_ort_runs(run):
             # one export per batch size: onnxruntime refuses any batch but the export's
             assert [lat.batch for lat in r.infer_latencies] == [1] and r.infer_latencies[0].p50_us > 0
         assert by[(train, "action_sampler", "reparam")].status == CONSISTENT
+
+
+def test_onnx_runtimes_tanh_leaves_its_range_and_the_cycle_says_error(run):
+    """docs/own-policy.md (#54: the page did not say it): ONNX Runtime's Tanh returns 1 + 1 ulp
+    for some inputs, so the probe's hidden layer fc0 leaves [-1, 1] on ort, an error finding,
+    and the cycle's outcome is not consistent though the fp32 outputs are."""
+    result, _, _, _ = run
+    found = [f for f in result.findings if f.kind == "invariant" and "layer fc0 leaves [-1, 1]" in f.message]
+    assert found and all(f.severity == "error" for f in found), [f.message for f in result.findings]
+    assert any(re.search(r" on [^(]*\bort\b", f.message) for f in found), [f.message for f in found]
+    assert result.outcome == ERROR
 
 
 @pytest.mark.faults
