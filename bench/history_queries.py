@@ -1,7 +1,7 @@
 """How fast are the history queries on a long history, and what does the auditor's query layer
 cost over plain SQL?
 
-Generates a history of a million metric rows (tests/history_fixtures.py: the
+Generates a history of a million stored metric rows, counted (tests/history_fixtures.py: the
 stacks and pairs, two probes x two variants, runs every 15 minutes, one stack upgraded
 half-way), then times the typical filtered queries two ways, each the median of several
 rounds on the same file (the two in turn in each round, so that the load of a shared machine
@@ -19,7 +19,7 @@ With --url (e.g. postgresql://user@host:5432/db), the same history is generated 
 and whether PostgreSQL's plan for the query scans one of the big tables whole ("seq:metrics")
 or reaches them through indexes ("index").
 
-Then grows the same file to ten million metric rows and measures again, printing how each
+Then grows the same file to ten million stored metric rows and measures again, printing how each
 query's time grew next to how its row count grew (an indexed query must not grow with the
 history; an export of the whole history does).
 
@@ -30,6 +30,7 @@ usage: .venv/bin/python bench/history_queries.py [--quick] [--rows N ...] [--rou
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sqlite3
 import statistics
@@ -248,27 +249,43 @@ def fmt_ms(seconds: float) -> str:
 
 
 def ensure_rows(db: Path, rows: int) -> None:
-    """Grow the history in ``db`` to at least ``rows`` metric rows (runs appended after the last)."""
+    """Grow the history in ``db`` to at least ``rows`` stored metric rows (runs appended after
+    the last). Metric sets are content-addressed, so a run stores fewer rows than it has
+    values: the rows are counted after each batch of runs and the next batch sized by what a
+    run really stored."""
     store = Store.open(f"sqlite:///{db}")
-    with store.engine.connect() as conn:
-        have = conn.exec_driver_sql("SELECT count(*) FROM metrics").scalar()
-        last = conn.exec_driver_sql("SELECT max(started_at) FROM runs").scalar()
-    if have < rows:
-        runs = runs_for(rows - have, **SHAPE)
+    made = stored_total = batch = 0
+    while True:
+        with store.engine.connect() as conn:
+            have = conn.exec_driver_sql("SELECT count(*) FROM metrics").scalar()
+            last = conn.exec_driver_sql("SELECT max(started_at) FROM runs").scalar()
+            seed = conn.exec_driver_sql("SELECT count(*) FROM runs").scalar()  # new values, not a replay
+        if have >= rows:
+            break
+        if made == 0:
+            batch = runs_for(rows - have, **SHAPE)
+        else:  # by what the runs so far stored, growing a batch at most twofold
+            batch = min(math.ceil((rows - have) * made / max(stored_total, 1)), 2 * batch)
         t0 = time.perf_counter()
         start = START if last is None else datetime.fromisoformat(last) + INTERVAL
-        gen = generate_history(store.engine, runs, start=start, interval=INTERVAL, **SHAPE)
+        gen = generate_history(
+            store.engine, max(batch, 1), start=start, interval=INTERVAL, seed=seed, **SHAPE
+        )
+        with store.engine.connect() as conn:
+            stored = conn.exec_driver_sql("SELECT count(*) FROM metrics").scalar() - have
+        made, stored_total = made + gen.counts["runs"], stored_total + stored
         print(
             f"generated {gen.counts['runs']} runs, {gen.counts['probe_results']} probe results, "
-            f"{gen.counts['metrics']} metric rows, {gen.counts['latencies']} latency rows "
+            f"{stored} metric rows, {gen.counts['latencies']} latency rows "
             f"in {time.perf_counter() - t0:.1f} s"
         )
     store.close()
 
 
-def measure(db: Path, rounds: int, url: str | None = None) -> dict[str, tuple[int, float, float]]:
-    """name -> (rows, auditor seconds, sqlite3 seconds), medians of ``rounds``, warm cache;
-    with ``url``, the same queries on that database too (printed side by side)."""
+def measure(db: Path, rounds: int, url: str | None = None) -> tuple[int, dict[str, tuple[int, float, float]]]:
+    """(metric rows stored, name -> (rows, auditor seconds, sqlite3 seconds)), medians of
+    ``rounds``, warm cache; with ``url``, the same queries on that database too (printed side
+    by side)."""
     store = Store.open(f"sqlite:///{db}")
     with store.engine.connect() as conn:
         t0 = time.perf_counter()
@@ -321,7 +338,7 @@ def measure(db: Path, rounds: int, url: str | None = None) -> dict[str, tuple[in
     store.close()
     if other is not None:
         other.close()
-    return out
+    return counts["metrics"], out
 
 
 def main() -> None:
@@ -331,7 +348,8 @@ def main() -> None:
         type=int,
         nargs="+",
         default=[1_000_000, 10_000_000],
-        help="history sizes in metric rows, measured in turn on one growing file",
+        help="history sizes in stored metric rows (counted, not estimated), measured in turn on one "
+        "growing file",
     )
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds per query (median)")
     ap.add_argument("--db", type=Path, help="SQLite file to use (and grow); default: a temporary one")
@@ -354,10 +372,10 @@ def main() -> None:
     figures: list[tuple[int, dict[str, tuple[int, float, float]]]] = []
     for i, rows in enumerate(sorted(args.rows)):
         ensure_rows(args.db, rows)
-        figures.append((rows, measure(args.db, args.rounds, args.url if i == 0 else None)))
+        figures.append(measure(args.db, args.rounds, args.url if i == 0 else None))
     if len(figures) > 1:
         (small, first), (big, last) = figures[0], figures[-1]
-        print(f"\ngrowth from {small:,} to {big:,} metric rows ({big / small:.0f}x the history):")
+        print(f"\ngrowth from {small:,} to {big:,} stored metric rows ({big / small:.1f}x the history):")
         print(f"{'query':<42} {'rows x':>7} {'auditor x':>10} {'sqlite3 x':>10}")
         for name, (n0, a0, r0) in first.items():
             n1, a1, r1 = last[name]
