@@ -60,7 +60,8 @@ def config_check(obj: Context, hosts: bool, connect: bool, as_json: bool) -> Non
             sys.exit(EXIT_FINDINGS)
         return
     state = "ok" if found.ok else f"{len(found.problems)} problem{'s' if len(found.problems) > 1 else ''}"
-    counts = f"{fleet_view.plural(len(config.stacks), 'stack')}, {fleet_view.plural(len(config.pairs), 'pair')}"
+    plural = fleet_view.plural
+    counts = f"{plural(len(config.stacks), 'stack')}, {plural(len(config.pairs), 'pair')}"
     click.echo(f"{config.source}: {state} ({counts})")
     lines = []
     for name, s in config.stacks.items():
