@@ -1,10 +1,12 @@
 """What does one full audit cycle cost, warm and cold, next to the framework work it cannot avoid?
 
-Runs one audit cycle on the default config twice in this process (what `auditor audit
---no-store` does: load the plugins and config, run the cycle, render the report): once with
-warm workers (``[worker] warm = "cycle"``, the default: each stack's interpreter imports its
-framework once, in a zygote, and every worker is forked from it) and once cold (``"off"``:
-every worker a fresh interpreter that imports its framework). For each it prints the wall
+Runs audit cycles on the default config in this process (what `auditor audit --no-store`
+does: load the plugins and config, run the cycle, render the report), in pairs (--rounds, 3 by
+default): each pair one cycle with warm workers (``[worker] warm = "cycle"``, the default:
+each stack's interpreter imports its framework once, in a zygote, and every worker is forked
+from it) and one cold (``"off"``: every worker a fresh interpreter that imports its
+framework), the order alternating from one pair to the next. For each it prints the medians
+of the wall
 time, the CPU seconds of this process and of everything it started (workers, zygotes, the
 rollout's environment process) and how many times each stack's interpreter started, counted
 by wrappers that stand in for the stacks' interpreters (``AUDITOR_STACKS_DIR``).
@@ -14,8 +16,9 @@ each, with nothing of the auditor imported: import the framework, build the same
 from the same weights, run them on the same inputs, time them with the same warm-up and
 iterations, export them, load the same MindIR files. Requests that timed out or crashed in the
 cycle are not replayed (their cost is the deadline, reported separately); fingerprint
-collection is auditor work, not replayed. Ratios: warm / cold CPU (goal: at most 0.75, a cycle
-25% cheaper warm), each / bare.
+collection is auditor work, not replayed. Ratios: warm / cold CPU, the geometric mean of the
+pairs' ratios with its interval (goal: at most 0.75, a cycle 25% cheaper warm), each / bare;
+the load average before and after is printed with them.
 
 Last, `auditor check` on two MindIR files (one exported by MindSpore 2.0, one by 2.10, which
 Lite 2.0 refuses: its worker is replaced) and `auditor golden record` run as commands, warm and
@@ -27,7 +30,7 @@ With ``--against REV`` it measures a change instead: the same cycle run by this 
 REV in turn (bench/revision.py), the medians of each side's CPU and wall seconds, their paired
 ratio, and every side's saved outputs that repeated on REV compared bitwise.
 
-usage: .venv/bin/python bench/full_cycle.py [--quick] [--config auditor.toml] [--keep DIR]
+usage: .venv/bin/python bench/full_cycle.py [--quick] [--rounds N] [--config auditor.toml] [--keep DIR]
        .venv/bin/python bench/full_cycle.py --against REV [--pairs N] [--quick]
 """
 
@@ -38,6 +41,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +56,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import revision  # noqa: E402
+from bench_stats import geomean_interval  # noqa: E402
 
 from auditor.stacks.worker import StackWorker, WorkerError  # noqa: E402
 
@@ -380,7 +385,11 @@ def main() -> None:
         "CPU and wall medians, their paired ratio, and the outputs bitwise",
     )
     ap.add_argument("--pairs", type=int, default=3, help="with --against: runs of each, in turn")
+    ap.add_argument(
+        "--rounds", type=int, help="pairs of warm and cold cycles, in turn (default 3; --quick: 1)"
+    )
     args = ap.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 3)
     os.environ.pop("AUDITOR_ZYGOTES", None)  # this process's own zygotes: their CPU is counted here
     if args.against:
         narrow = ["--pair", "ms20->lite20", "--probe", "ppo_policy"] if args.quick else []
@@ -391,18 +400,32 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     root = counting_stacks(folder)
     os.environ["AUDITOR_STACKS_DIR"] = str(root)
-    cycles = {}
+    load_before = os.getloadavg()
     recorder = Recorder(folder)
-    for warm in ("cycle", "off"):
-        if warm == "cycle":
-            recorder.install()
-        starts(root)
-        started_cpu = _cpu()
-        try:
+    recorder.install()  # a warm cycle recorded for the bare replay (not one of the pairs)
+    try:
+        recorded_wall, _ = audit_once(args.config, args.quick, "cycle")
+    finally:
+        recorder.uninstall()
+    starts(root)
+    # warm and cold in turn, the order alternating (A B, B A, ...): a load that comes and goes
+    # weighs on both alike; each figure is the median of its runs, the ratio the paired one's
+    runs: dict[str, list[tuple[float, float, str, dict[str, int]]]] = {"cycle": [], "off": []}
+    for i in range(args.rounds):
+        for warm in ("cycle", "off") if i % 2 == 0 else ("off", "cycle"):
+            started_cpu = _cpu()
             wall, outcome = audit_once(args.config, args.quick, warm)
-        finally:
-            recorder.uninstall()
-        cycles[warm] = (wall, _cpu() - started_cpu, outcome, starts(root))
+            runs[warm].append((wall, _cpu() - started_cpu, outcome, starts(root)))
+    load_after = os.getloadavg()
+    cycles = {
+        warm: (
+            statistics.median(r[0] for r in done),
+            statistics.median(r[1] for r in done),
+            "/".join(sorted({r[2] for r in done})),
+            done[-1][3],
+        )
+        for warm, done in runs.items()
+    }
     rows = bare_replay(folder, recorder)
     command_rows = commands(folder, root, args.quick)
 
@@ -410,6 +433,11 @@ def main() -> None:
     bare_cpu = sum(r[4] for r in rows)
     print(
         f"one audit cycle on {args.config}{' (--quick: ms20->lite20, ppo_policy fp32)' if args.quick else ''}"
+    )
+    print(
+        f"  {args.rounds} pair(s) of runs, warm and cold in turn (order alternating), medians; a recorded "
+        f"warm cycle before them ({recorded_wall:.1f} s) for the bare replay; load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after, on {os.cpu_count()} CPUs"
     )
     print(
         f"  {'workers':<8} {'outcome':<9} {'wall s':>7} {'CPU s':>7}  interpreter starts (framework imports)"
@@ -430,9 +458,14 @@ def main() -> None:
         if f["failed"] != f["expected"]:  # a call that worked in the cycle must work bare too
             print(f"    {f['failed'] - f['expected']} failed bare only: " + "; ".join(f["errors"][:3]))
     print(f"  {'total':<14} {'':>8} {'':>9} {'':>8} {bare_wall:>10.2f} {bare_cpu:>7.2f}")
-    (warm_wall, warm_cpu, *_), (cold_wall, cold_cpu, *_) = cycles["cycle"], cycles["off"]
+    (warm_wall, warm_cpu, *_), (_, cold_cpu, *_) = cycles["cycle"], cycles["off"]
+    paired = list(zip(runs["cycle"], runs["off"], strict=True))
+    cpu_ratio = geomean_interval([w[1] / c[1] for w, c in paired])
+    wall_ratio = geomean_interval([w[0] / c[0] for w, c in paired])
     print(
-        f"ratio warm / cold CPU: {warm_cpu / cold_cpu:.2f}  (goal <= 0.75); wall: {warm_wall / cold_wall:.2f}"
+        f"ratio warm / cold CPU: {cpu_ratio[0]:.2f} [{cpu_ratio[1]:.2f}, {cpu_ratio[2]:.2f}] over "
+        f"{len(paired)} pair(s)  (goal <= 0.75); wall: {wall_ratio[0]:.2f} [{wall_ratio[1]:.2f}, "
+        f"{wall_ratio[2]:.2f}]"
     )
     print(f"ratio cycle / bare CPU: warm {warm_cpu / bare_cpu:.2f}, cold {cold_cpu / bare_cpu:.2f}")
     print(f"ratio cycle / bare: {warm_wall / bare_wall:.2f}  (wall, warm; goal <= 1.3)")

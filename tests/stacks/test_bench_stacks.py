@@ -15,7 +15,7 @@ from tests.conftest import REPO
 
 BENCHES = {
     "latency_overhead.py": ("reported µs", "bare µs", "ratio", "95% interval", "all stacks pooled"),
-    "full_cycle.py": ("ratio cycle / bare",),
+    "full_cycle.py": ("ratio cycle / bare", "pair(s) of runs, warm and cold in turn", "load average"),
     "history_queries.py": ("trend: latest 200 points of every series", "trend: latency p50", "sqlite3 ms"),
     "daemon_memory.py": ("VmRSS MB", "idle RSS after the last cycle"),
     "check_vs_cycle.py": ("of cycle", "auditor audit (full cycle)"),
