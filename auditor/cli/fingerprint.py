@@ -75,8 +75,10 @@ def fingerprint_command(
         except Exception as exc:  # a bad plugin module name, say: report it with the stack
             return f"stack {name}: fingerprint failed: {type(exc).__name__}: {exc}"
 
-    with reach, ThreadPoolExecutor(max_workers=max(1, config.worker.parallel)) as pool:
-        results = dict(zip(names, pool.map(one, names), strict=True))
+    size, tasks = reach.parallel({n: (lambda n=n: one(n)) for n in names}, release=True)
+    with reach, ThreadPoolExecutor(max_workers=size) as pool:
+        futures = {n: pool.submit(task) for n, task in tasks.items()}
+        results = {n: futures[n].result() for n in names}
 
     complete = all(isinstance(r, dict) and not fp.errors(r) for r in results.values())
     if as_json:

@@ -90,7 +90,7 @@ def check_hosts(config: Config, names: list[str], runtimes: Mapping[str, Runtime
     tasks = {
         s: (lambda s=s: one(s)) for s, st in config.stacks.items() if st.host in hosts and hosts[st.host].ok
     }
-    size, tasks = stacks.parallel(tasks)
+    size, tasks = stacks.parallel(tasks, release=True)
     with stacks, ThreadPoolExecutor(max_workers=size) as pool:
         futures = {s: pool.submit(fn) for s, fn in tasks.items()}
         for s, f in futures.items():

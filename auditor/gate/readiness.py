@@ -186,7 +186,7 @@ def _workers(config: Config, plugins: Plugins, out: Readiness) -> None:
         except WorkerError as exc:
             out.add(f"stacks.{name}", exc.describe())
 
-    size, tasks = to_reach.parallel({n: (lambda n=n: one(n)) for n in stacks})
+    size, tasks = to_reach.parallel({n: (lambda n=n: one(n)) for n in stacks}, release=True)
     with to_reach, ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="config-check") as pool:
         for future in [pool.submit(task) for task in tasks.values()]:
             future.result()

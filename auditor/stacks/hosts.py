@@ -27,12 +27,21 @@ def per_host_limits(
     hosts: Mapping[str, HostConfig],
     parallel: int,
     max_hosts: int | None = None,
+    done: Callable[[str, list[str]], None] | None = None,
 ) -> tuple[int, dict[str, Callable[[], Any]]]:
     """Run stacks of different hosts side by side, at most ``parallel`` (or the host's own
     ``parallel``) at a time on each host, and tasks of at most ``max_hosts`` hosts at a time
     (``[worker] max_hosts``: a host is in flight from its first running task to its last):
     the pool size for ``tasks`` (by stack name) and the tasks wrapped to hold their host's
-    slot. A fleet of N hosts then takes about as long as one host, not N times as long."""
+    slot. A fleet of N hosts then takes about as long as one host, not N times as long.
+
+    ``done(host, stacks)``: called once a host's last task has ended, before its slot is given
+    to another host (a command that ends the host's warm workers and connection there keeps
+    ``max_hosts`` in what stays open, not only in what runs). A host then holds its slot from
+    its first task to its last, and the tasks come back grouped by host, in the order of their
+    first stack: run in that order by a first-in-first-out pool, a host's tasks all reach a
+    thread before the next host's, so a host in flight never waits behind hosts that wait for
+    its slot."""
     host_of = {name: getattr(stacks.get(name), "host", LOCAL) for name in tasks}
     limit = {h: (hosts[h].parallel if h in hosts else None) or parallel for h in host_of.values()}
     slots = {h: threading.BoundedSemaphore(n) for h, n in limit.items()}
@@ -43,17 +52,32 @@ def per_host_limits(
     gate = threading.BoundedSemaphore(max_hosts) if max_hosts and max_hosts < len(counts) else None
     entry = {h: threading.Lock() for h in counts}
     running = dict.fromkeys(counts, 0)
+    left = dict(counts)
+    names_of = {h: [n for n in tasks if host_of[n] == h] for h in counts}
 
     def enter(h: str) -> None:
         with entry[h]:  # one gate slot per host, however many of its tasks run
-            if running[h] == 0 and gate is not None:
+            first = running[h] == 0 and (done is None or left[h] == counts[h])
+            if first and gate is not None:
                 gate.acquire()
             running[h] += 1
 
     def leave(h: str) -> None:
         with entry[h]:
             running[h] -= 1
-            if running[h] == 0 and gate is not None:
+            left[h] -= 1
+            if done is None:
+                last = running[h] == 0
+            else:
+                last = left[h] == 0
+                if last:
+                    try:
+                        done(h, names_of[h])
+                    finally:
+                        if gate is not None:
+                            gate.release()
+                    return
+            if last and gate is not None:
                 gate.release()
 
     def held(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -68,4 +92,5 @@ def per_host_limits(
 
         return run
 
-    return size, {name: held(name, fn) for name, fn in tasks.items()}
+    order = list(tasks) if done is None else [n for h in counts for n in names_of[h]]
+    return size, {name: held(name, tasks[name]) for name in order}

@@ -156,11 +156,20 @@ class Reach:
     def session(self, name: str, register: Callable[[StackWorker], None] | None = None) -> StackSession:
         return StackSession(self, name, register or (lambda worker: None))
 
-    def parallel(self, tasks: Mapping[str, Callable[[], Any]]) -> tuple[int, dict[str, Callable[[], Any]]]:
+    def parallel(
+        self, tasks: Mapping[str, Callable[[], Any]], release: bool = False
+    ) -> tuple[int, dict[str, Callable[[], Any]]]:
         """``[worker] parallel`` (or a host's own ``parallel``) applied to per-stack tasks: the
-        pool size, and the tasks wrapped to respect each host's limit."""
+        pool size, and the tasks wrapped to respect each host's limit and ``[worker]
+        max_hosts``. ``release``: a command whose tasks are all its work with each host
+        (hosts check, fingerprint, config check --hosts) ends a host's warm workers and
+        connection as its last task ends, so ``max_hosts`` bounds what is open, not only what
+        runs (a cycle's window does this itself, auditor.fleet.window)."""
         cfg = self.config
-        return per_host_limits(dict(tasks), cfg.stacks, cfg.hosts, cfg.worker.parallel, cfg.worker.max_hosts)
+        done = (lambda host, names: self.release(names)) if release else None
+        return per_host_limits(
+            dict(tasks), cfg.stacks, cfg.hosts, cfg.worker.parallel, cfg.worker.max_hosts, done
+        )
 
 
 def reach(

@@ -7,7 +7,9 @@ import contextlib
 import io
 import shlex
 import threading
+import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -256,3 +258,50 @@ def test_max_hosts_caps_the_hosts_in_flight_not_their_stacks() -> None:
     assert sorted(done) == sorted(stacks)
     assert peak_hosts[0] == 2, peak_hosts
     assert max(peak_stacks.values()) == 2  # the barrier of four was met: two hosts, two stacks each
+
+
+def test_with_done_a_host_holds_its_slot_until_what_it_opened_is_closed() -> None:
+    """#54: hosts check, fingerprint and config check --hosts kept every host's warm worker open
+    to the end: 6 of 6 hosts at once under max_hosts = 3. With ``done`` (which ends them), a
+    host is open from its first task until done ran for it, and never more than max_hosts hosts
+    are open; a host of three stacks at parallel 2 keeps its one slot throughout (its third
+    stack waits for its own host, not for another's), and the stacks come back grouped by host
+    whatever their order in the config."""
+    stacks = {f"s{i}": StackConfig(f"s{i}", "infer", "x", "/p", host=f"h{i % 6}") for i in range(18)}
+    lock = threading.Lock()
+    opened: set[str] = set()
+    peak = [0]
+    closed: dict[str, list[str]] = {}
+    ended: dict[str, int] = {}
+
+    def task(name: str):
+        host = stacks[name].host
+
+        def run() -> str:
+            with lock:
+                assert host not in closed, f"{name} ran after its host was closed"
+                opened.add(host)  # a warm worker starts there, and stays until done
+                peak[0] = max(peak[0], len(opened))
+                ended[host] = ended.get(host, 0)
+            time.sleep(0.01)
+            with lock:
+                ended[host] += 1
+            return name
+
+        return run
+
+    def done(host: str, names: list[str]) -> None:
+        with lock:
+            assert ended[host] == 3, (host, ended)  # only once its last task has ended
+            opened.discard(host)
+            closed[host] = names
+
+    size, wrapped = per_host_limits(
+        {n: task(n) for n in stacks}, stacks, {}, parallel=2, max_hosts=3, done=done
+    )
+    assert list(wrapped) == [f"s{i + 6 * k}" for i in range(6) for k in range(3)]  # grouped by host
+    with ThreadPoolExecutor(max_workers=size) as pool:
+        results = [f.result(timeout=60) for f in [pool.submit(fn) for fn in wrapped.values()]]
+    assert sorted(results) == sorted(stacks)
+    assert peak[0] == 3, peak  # three hosts at once: the cap, reached
+    assert closed == {f"h{i}": [f"s{i}", f"s{i + 6}", f"s{i + 12}"] for i in range(6)}
