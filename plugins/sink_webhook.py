@@ -121,14 +121,16 @@ class WebhookSink:
 
 class _Deadline:
     """One attempt's overall deadline. The socket timeout bounds each read, not the answer: a
-    server that sends a byte every few seconds keeps a read going for ever. The connections the
-    attempt opens are recorded (through urllib's own handlers, so proxies work as before), and
-    at the deadline they are shut down: the read in progress ends at once."""
+    server that sends a byte every few seconds keeps a read going for ever. The sockets the
+    attempt opens are recorded as they connect (through urllib's own handlers, so proxies work
+    as before), and at the deadline they are shut down: the read in progress ends at once. The
+    socket itself, not its connection: once the headers are in, urllib takes the socket from
+    the connection (the response reads the body through its own reference)."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.expired = False
-        self._connections: list[http.client.HTTPConnection] = []
+        self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
@@ -143,12 +145,10 @@ class _Deadline:
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            connections = list(self._connections)
-        for connection in connections:
-            sock = connection.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            sockets = list(self._sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def _watched(self, base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
         deadline = self
@@ -157,7 +157,7 @@ class _Deadline:
             def connect(self) -> None:
                 super().connect()
                 with deadline._lock:
-                    deadline._connections.append(self)
+                    deadline._sockets.append(self.sock)
                     expired = deadline.expired
                 if expired:
                     deadline._expire()

@@ -45,11 +45,19 @@ def event(kind: str = "opened", severity: str = "critical") -> dict:
 class Server:
     """A loopback HTTP server: ``fail_first`` answers 500 that many times, ``hang`` never answers."""
 
-    def __init__(self, fail_first: int = 0, hang: bool = False, status: int = 200, trickle: float = 0.0):
+    def __init__(
+        self,
+        fail_first: int = 0,
+        hang: bool = False,
+        status: int = 200,
+        trickle: float = 0.0,
+        body_only: bool = False,
+    ):
         """``trickle``: answer one byte every that many seconds (each read comes in time, the
-        answer never does)."""
+        answer never does); ``body_only``: the headers at once, then the body trickles."""
         self.requests: list[tuple[dict[str, str], bytes]] = []
         self.fail_first, self.hang, self.status, self.trickle = fail_first, hang, status, trickle
+        self.body_only = body_only
         self.release = threading.Event()
         outer = self
 
@@ -61,7 +69,12 @@ class Server:
                     outer.release.wait(30)
                     return
                 if outer.trickle:
-                    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000:  # headers without end
+                    answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000  # headers without end
+                    if outer.body_only:
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                        self.wfile.flush()
+                        answer = b"a" * 100_000
+                    for byte in answer:
                         if outer.release.wait(outer.trickle):
                             return
                         try:
@@ -174,6 +187,24 @@ def test_webhook_gives_up_on_a_server_that_trickles_its_answer(server_factory):
     assert not thread.is_alive(), "the sink is still reading the trickle"
     [error] = done
     assert isinstance(error, WebhookError) and "no complete answer within 1 s" in str(error)
+    assert len(server.requests) == 2
+
+
+@pytest.mark.faults
+def test_webhook_gives_up_on_a_body_that_trickles_after_the_headers(server_factory):
+    """#54: the headers at once, then one byte of the body every 0.3 s. urllib drops its
+    reference to the socket once the headers are in, so a deadline that shut the connection's
+    socket had nothing to shut: one cycle took 75 s at a 20 s interval, and no delivery
+    failure was recorded. Each attempt ends at its deadline here too."""
+    server = server_factory(trickle=0.3, body_only=True)
+    sink = WebhookSink("ops", server.url, timeout=1.0, retries=1, backoff=0, sleep=lambda s: None)
+    done: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _catch(done, lambda: sink.send(event())), daemon=True)
+    thread.start()
+    thread.join(60)  # two deadlines of 1 s, not the body's 30,000 s
+    assert not thread.is_alive(), "the sink is still reading the trickling body"
+    [error] = done
+    assert isinstance(error, WebhookError) and "no complete answer within 1 s" in str(error), error
     assert len(server.requests) == 2
 
 
