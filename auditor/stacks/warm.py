@@ -53,6 +53,8 @@ from auditor.worker.bootstrap import ZYGOTE_SOURCE
 log = logging.getLogger("auditor.stacks.warm")
 
 MODES = ("cycle", "daemon", "off")
+STATUS_TIMEOUT = 5.0
+"""Seconds a zygote has to answer a status request before the daemon replaces it."""
 WARM_DIR_ENV = "AUDITOR_ZYGOTES"
 """A directory of zygotes this process may fork from before it starts its own: set by the
 daemon (``[worker] warm = "daemon"``) for its cycle children."""
@@ -532,6 +534,7 @@ class WarmPool:
         self._own_dirs: list[Path] = []
         self._zygotes: dict[str, Zygote] = {}
         self._failed: dict[str, str] = {}
+        self._shared_failed: set[str] = set()
         self._said: set[tuple[str, str]] = set()
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
@@ -595,11 +598,23 @@ class WarmPool:
         request = {"spec": dict(spec), "env": dict(env) if env is not None else None, "workdir": workdir}
         if self.shared:
             address = os.path.join(self.shared, f"{identity.key[:16]}.sock")
-            if os.path.exists(address):
+            with self._lock:
+                skipped = address in self._shared_failed
+            if os.path.exists(address) and not skipped:
+                started = time.monotonic()
                 try:
                     proc = fork_from(address, request, timeout, stack)
                 except WarmUnavailable as exc:
-                    log.info("stack %s: the zygote in %s cannot serve: %s", stack, self.shared, exc)
+                    # Not asked again this process: a stuck zygote would cost each worker its
+                    # whole deadline (the daemon replaces it before its next cycle).
+                    with self._lock:
+                        self._shared_failed.add(address)
+                    log.warning(
+                        "stack %s: the daemon's warm worker in %s cannot serve: %s", stack, self.shared, exc
+                    )
+                    timeout = timeout - (time.monotonic() - started)  # one deadline, not two
+                    if timeout <= 0:
+                        return None
                 else:
                     with self._lock:
                         self.warm_starts += 1
@@ -761,17 +776,30 @@ class WarmPool:
             self._drop(key, zygote)
         return [s for _, z in chosen for s in z.stacks]
 
-    def check(self) -> list[str]:
-        """Drop zygotes that died (said in the log): the next request starts a fresh one."""
+    def check(self, answer_within: float = STATUS_TIMEOUT) -> list[str]:
+        """Drop zygotes that died, and those alive that do not answer a status request within
+        ``answer_within`` seconds (stopped, or stuck: every fork from them would wait its whole
+        deadline, cycle after cycle), each said in the log: the next request starts a fresh one.
+        The stacks whose zygote was dropped."""
         with self._lock:
-            dead = [(k, z) for k, z in self._zygotes.items() if not z.alive]
+            zygotes = list(self._zygotes.items())
             self._failed.clear()
-        for key, zygote in dead:
-            log.warning(
-                "the warm worker of %s died%s; a fresh one starts", ", ".join(zygote.stacks), zygote._tail()
-            )
+        dropped = []
+        for key, zygote in zygotes:
+            if not zygote.alive:
+                why = f"died{zygote._tail()}"
+            elif zygote.remote:
+                continue  # reached through its host's connection: its cycle judges it
+            else:
+                try:
+                    zygote_status(zygote.address, answer_within)
+                    continue
+                except WarmUnavailable as exc:
+                    why = f"did not answer within {answer_within:g} s ({exc}): ended"
+            log.warning("the warm worker of %s %s; a fresh one starts", ", ".join(zygote.stacks), why)
             self._drop(key, zygote)
-        return [s for _, z in dead for s in z.stacks]
+            dropped += zygote.stacks
+        return dropped
 
     def close(self) -> None:
         with self._lock:

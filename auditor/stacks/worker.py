@@ -118,6 +118,7 @@ class StackWorker:
         self.forked = False
         """Forked from a warm zygote (auditor.stacks.warm), not started cold."""
         self._killed = threading.Event()
+        self._start_deadline: float | None = None
         self.local_dir = tempdirs.make(f"auditor-{stack.name}-")
         self.workdir: PurePath = self.local_dir
         """The worker's directory on its host (exported files go there)."""
@@ -135,6 +136,10 @@ class StackWorker:
         return self.stack.host != LOCAL
 
     def start(self) -> dict[str, Any]:
+        # One deadline for the whole start, however it goes: a warm worker's wait (its zygote
+        # starting, or a stuck one) leaves a cold start only what is left of start_timeout,
+        # never a second start_timeout.
+        self._start_deadline = time.monotonic() + self.start_timeout
         try:
             return self._start_remote() if self.is_remote else self._start_local()
         except WorkerError as exc:
@@ -162,9 +167,19 @@ class StackWorker:
         if self.warm is not None and self.runtime_class:
             identity = Identity.of(python, self.runtime_class, self.packages, env)
             self.proc = self.warm.fork(
-                self.stack.name, identity, spec, env, str(self.workdir), self.start_timeout
+                self.stack.name, identity, spec, env, str(self.workdir), self._start_left()
             )
             self.forked = self.proc is not None
+            if self.proc is None and self._start_left() <= 0:
+                # The warm worker's wait took the whole deadline (a stack that hangs): a cold
+                # start now would be a second wait, no sooner over.
+                raise WorkerError(
+                    self.stack.name,
+                    "start",
+                    "timeout",
+                    f"not started within {self.start_timeout:g} s ([worker] start_timeout): its warm "
+                    "worker did not start in that time, so no cold start was tried after it",
+                )
         if self.proc is None:
             try:
                 # Its own session (auditor.common.child_process): with the kernel's autogroup
@@ -184,8 +199,27 @@ class StackWorker:
         self._reader.start()
         return self._hello()
 
+    def _start_left(self) -> float:
+        """Seconds left of this start's deadline (``start_timeout`` from when start() began)."""
+        if self._start_deadline is None:
+            return self.start_timeout
+        return max(0.0, self._start_deadline - time.monotonic())
+
     def _hello(self) -> dict[str, Any]:
-        hello = dict(self.request("hello", timeout=self.start_timeout).result)
+        left = self._start_left()
+        try:
+            if left <= 0:
+                self.kill()
+                raise self._failure("hello", "timeout", "no time left")
+            hello = dict(self.request("hello", timeout=left).result)
+        except WorkerError as exc:
+            if exc.kind == "timeout":  # said against the one deadline, not what was left of it
+                where = exc.message.find(" (on host ")
+                exc.message = (
+                    f"not started within {self.start_timeout:g} s ([worker] start_timeout, counted once "
+                    "from the start, a warm worker's wait included); worker process group killed"
+                ) + (exc.message[where:] if where >= 0 else "")
+            raise
         # Where the worker keeps files and how it was reached change with every start:
         # they are not part of what the worker says about the stack (its fingerprint).
         workdir = hello.pop("workdir", None)
@@ -238,7 +272,7 @@ class StackWorker:
             )
             launch = remote_argv(self.host, [*prefix, REMOTE_LAUNCH, json.dumps(spec)], control)
             zygote_frames = (frames[0], REMOTE_ZYGOTE_SOURCE.encode("utf-8"), code.data)
-            address = self.warm.remote_address(name, identity, launch, zygote_frames, self.start_timeout)
+            address = self.warm.remote_address(name, identity, launch, zygote_frames, self._start_left())
         if address is not None:
             request = {k: v for k, v in spec.items() if k != "payload"}
             words = [*prefix, REMOTE_CONNECT, json.dumps({"socket": address, "spec": request})]
@@ -269,7 +303,7 @@ class StackWorker:
 
         sender = threading.Thread(target=send, name=f"payload-{name}", daemon=True)
         sender.start()
-        sender.join(self.start_timeout)
+        sender.join(self._start_left())
         if not sent.is_set():
             if sender.is_alive():
                 self.kill()

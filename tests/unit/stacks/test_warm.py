@@ -5,6 +5,7 @@ real stacks are in tests/stacks/test_warm_stacks.py."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -346,3 +347,78 @@ def test_a_remote_zygote_that_never_reads_its_frames_fails_at_its_deadline(tmp_p
     assert not thread.is_alive(), "the launch hung past its deadline"
     assert len(said) == 1 and isinstance(said[0], WarmUnavailable), said
     assert "within 1 s" in str(said[0]) and zygote.proc is not None and zygote.proc.poll() is not None
+
+
+def test_a_zygote_that_stops_answering_is_replaced(fakert, pool, caplog):
+    """#54: a zygote that dies is replaced; one that is alive and does not answer (stopped,
+    stuck) was kept, so every later cycle of warm = "daemon" waited start_timeout for it, said
+    at INFO only. The daemon's check before each cycle asks each zygote for its status."""
+    with worker(fakert, pool) as w:
+        w.start()
+    [zygote] = pool.zygotes()
+    assert pool.check(0.5) == []  # an answering zygote stays
+    os.kill(zygote.pid, signal.SIGSTOP)
+    try:
+        with caplog.at_level(logging.WARNING, "auditor.stacks.warm"):
+            assert pool.check(0.5) == ["fake"]
+        assert "the warm worker of fake did not answer within 0.5 s" in caplog.text
+        assert "a fresh one starts" in caplog.text
+        assert wait_gone(zygote.pid)  # ended, stopped or not
+        with worker(fakert, pool) as again:
+            again.start()
+            assert again.forked
+        [fresh] = pool.zygotes()
+        assert fresh.pid != zygote.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(zygote.pid, signal.SIGKILL)
+
+
+def test_a_shared_zygote_that_does_not_answer_costs_one_deadline_once(fakert, tmp_path, caplog):
+    """A cycle child forking from the daemon's zygotes (AUDITOR_ZYGOTES) whose zygote is stuck:
+    the first worker's start waits its one deadline (not the stuck zygote's, then a fresh
+    one's), and is an error that says so; the child asks that zygote no more: the next
+    worker forks from a zygote of its own at once, with a warning in the log."""
+    daemon = WarmPool("daemon", directory=tmp_path / "zygotes", shared="")
+    child = WarmPool("cycle", shared=str(tmp_path / "zygotes"))
+    try:
+        with worker(fakert, daemon) as w:
+            w.start()
+        [stuck] = daemon.zygotes()
+        os.kill(stuck.pid, signal.SIGSTOP)
+        first = StackWorker(StackConfig("fake", "infer", "fake", sys.executable), 1, 30, packages(fakert),
+                            "fakert.rt:EchoRuntime", warm=child)  # fmt: skip
+        with (
+            caplog.at_level(logging.WARNING, "auditor.stacks.warm"),
+            first,
+            pytest.raises(WorkerError) as caught,
+        ):
+            first.start()
+        assert caught.value.kind == "timeout" and "not started within 1 s" in caught.value.message
+        assert "the daemon's warm worker in" in caplog.text and "cannot serve" in caplog.text
+        with worker(fakert, child) as second:
+            second.start()
+            assert second.forked
+        [own] = child.zygotes()
+        assert own.pid != stuck.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stuck.pid, signal.SIGCONT)
+        child.close()
+        daemon.close()
+
+
+def test_a_stack_that_hangs_costs_one_start_timeout_not_two(tmp_path, pool):
+    """#54: a stack whose interpreter hangs cost twice start_timeout per command (its zygote's
+    wait, then a cold start's). Its interpreter, a wrapper that counts its starts, is started
+    once (for the zygote): no cold start follows a warm worker that took the whole deadline."""
+    starts = tmp_path / "starts"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\necho start >> {starts}\nexec sleep 600\n")
+    python.chmod(0o755)
+    w = StackWorker(StackConfig("hung", "infer", "fake", str(python)), 1, 30, worker_packages(),
+                    "fakert.rt:EchoRuntime", warm=pool)  # fmt: skip
+    with w, pytest.raises(WorkerError) as caught:
+        w.start()
+    assert caught.value.kind == "timeout" and "no cold start was tried" in caught.value.message
+    assert starts.read_text().splitlines() == ["start"]
