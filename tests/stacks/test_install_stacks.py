@@ -89,3 +89,39 @@ def test_shared_python_refuses_a_folder_other_users_cannot_reach(tmp_path):
     )
     assert proc.returncode == 1 and proc.stdout == ""
     assert f"{private / 'stacks'} cannot be reached by other users" in proc.stderr
+
+
+def test_stacks_installed_elsewhere_are_linked_not_downloaded(stacks, tmp_path):
+    """#54 point 2: a service's stacks from the ones already in the installing user's cache
+    (--from, --link): no download, the venv's own paths point at its new folder, the source is
+    left as it was, and the copy imports its runtime at the right version."""
+    source = stacks / "lite20"
+    env = {**os.environ, "HOME": str(tmp_path), "AUDITOR_STACKS_DIR": str(tmp_path / "stacks")}
+    before = (source / "pyvenv.cfg").read_text(), (source / "bin" / "pip").read_text()
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--from", str(stacks), "--link", "lite20"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / "stacks" / "lite20"
+    assert f"lite20: hard-linking {source.resolve()} to {target}" in done.stderr, done.stderr
+    assert "installing mindspore-lite" not in done.stderr
+    said = subprocess.run(
+        [
+            str(target / "bin" / "python"),
+            "-c",
+            "import mindspore_lite, sys; print(mindspore_lite.__version__, sys.prefix)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert said.stdout.split() == ["2.0.0", str(target)], said.stderr
+    assert (target / "bin" / "pip").read_text().splitlines()[0] == f"#!{target}/bin/python3.7"
+    assert ((source / "pyvenv.cfg").read_text(), (source / "bin" / "pip").read_text()) == before
+    package = next((target / "lib").glob("python3.7/site-packages/mindspore_lite/__init__.py"))
+    original = next((source / "lib").glob("python3.7/site-packages/mindspore_lite/__init__.py"))
+    assert package.stat().st_ino == original.stat().st_ino  # linked, not copied

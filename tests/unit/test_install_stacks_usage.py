@@ -33,3 +33,11 @@ def test_an_unknown_option_is_named_as_an_option(tmp_path) -> None:
     assert done.returncode == 1
     assert "unknown option '--bogus' (scripts/install-stacks --help)" in done.stderr
     assert "unknown stack" not in done.stderr and not (tmp_path / "stacks").exists()
+
+
+def test_from_a_folder_that_is_not_there_and_link_without_from_are_refused(tmp_path) -> None:
+    done = run(tmp_path, "--from", str(tmp_path / "nowhere"), "lite20")
+    assert done.returncode == 1 and f"--from {tmp_path / 'nowhere'}: no such folder" in done.stderr
+    done = run(tmp_path, "--link", "lite20")
+    assert done.returncode == 1 and "--link needs --from DIR" in done.stderr
+    assert not (tmp_path / "stacks").exists()
