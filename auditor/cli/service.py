@@ -115,7 +115,8 @@ def service_install(
         fail(f"cannot write the unit: {exc} (run as root, or use --root for a staging directory)", 1)
     if root != Path("/"):
         click.echo("not checked (staged under --root): run `auditor service check` on the target host")
-    click.echo(next_steps(options, root, written), nl=False)
+    systemd = root != Path("/") or os.path.isdir("/run/systemd/system")
+    click.echo(next_steps(options, root, written, systemd), nl=False)
 
 
 @service_group.command("check")

@@ -184,7 +184,9 @@ def install(
     return written
 
 
-def next_steps(options: UnitOptions, root: Path, written: list[Path]) -> str:
+def next_steps(options: UnitOptions, root: Path, written: list[Path], systemd: bool = True) -> str:
+    """What to do after ``service install``; ``systemd``: the machine runs systemd (else the
+    unit is proved by hand: docs/service.md "Without systemd")."""
     lines = ["Written:"] + [f"  {p}" for p in written]
     if root != Path("/"):
         lines.append(f"(under --root {root}: package these files; run the steps below on the target host)")
@@ -203,4 +205,33 @@ def next_steps(options: UnitOptions, root: Path, written: list[Path]) -> str:
         "  3. journalctl -u auditor -f; systemctl status auditor shows the last cycle's outcome",
         "     systemctl reload auditor re-reads the config",
     ]
+    if not systemd:
+        lines += [
+            "This machine does not run systemd (no /run/systemd/system): to prove the unit here, run its",
+            f'ExecStart as {options.user} in its environment (docs/service.md, "Without systemd"):',
+            *(f"  {line}" for line in by_hand(options)),
+        ]
     return "\n".join(lines) + "\n"
+
+
+def by_hand(options: UnitOptions) -> list[str]:
+    """The unit run without systemd, from its own lines: the directories systemd makes for it,
+    then ExecStart as its user, in its environment and working directory."""
+    unit: dict[str, str] = {}
+    for line in unit_text(options).splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith(("#", "[")):
+            unit.setdefault(key, value)
+    places = {"%S": "/var/lib", "%C": "/var/cache"}
+
+    def expand(text: str) -> str:
+        for key, value in places.items():
+            text = text.replace(key, value)
+        return text
+
+    user, state, cache = unit["User"], unit["StateDirectory"], unit["CacheDirectory"]
+    where, env = expand(unit["WorkingDirectory"].lstrip("-")), expand(unit["Environment"])
+    return [
+        f"install -d -o {user} -g {user} /var/lib/{state} /var/cache/{cache}",
+        f"cd {where} && sudo -u {user} env {env} {unit['ExecStart']}",
+    ]

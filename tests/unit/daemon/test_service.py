@@ -257,3 +257,35 @@ def test_service_check_json_says_what_the_user_cannot_do(tmp_path):
     assert doc["ok"] is False and doc["problems"] == [
         "the service user no-such-auditor-user does not exist (`auditor service install` creates it)"
     ]
+
+
+def test_the_docs_line_that_runs_the_unit_by_hand_is_the_units_own():
+    """docs/service.md "Without systemd" (#54): the directories systemd makes, then ExecStart
+    as the unit's user, in its environment and working directory, each from the unit itself,
+    so the page cannot drift from the unit it stands for."""
+    from tests.docs import section
+
+    unit = parsed(unit_text(UnitOptions("/opt/auditor/bin/auditor", "/etc/auditor/auditor.toml")))["Service"]
+    dirs = {"%S": "/var/lib", "%C": "/var/cache"}
+
+    def expand(text: str) -> str:
+        for key, value in dirs.items():
+            text = text.replace(key, value)
+        return text
+
+    user = unit["User"]
+    page = section("docs/service.md", "Running as a service")
+    block = page[page.index("### Without systemd") :].split("```sh\n", 1)[1].split("```", 1)[0]
+    made, run = block.strip().splitlines()
+    state, cache = unit["StateDirectory"], unit["CacheDirectory"]
+    assert made == f"sudo install -d -o {user} -g {user} /var/lib/{state} /var/cache/{cache}"
+    where, env = expand(unit["WorkingDirectory"].lstrip("-")), expand(unit["Environment"])
+    assert run == f"cd {where} && sudo -u {user} env {env} {unit['ExecStart']}"
+    # and service install says the same lines on a machine without systemd
+    from auditor.daemon.unit import by_hand, next_steps
+
+    options = UnitOptions("/opt/auditor/bin/auditor", "/etc/auditor/auditor.toml")
+    assert by_hand(options) == [made.removeprefix("sudo "), run]
+    said = next_steps(options, Path("/"), [], systemd=False)
+    assert "does not run systemd" in said and f"  {run}\n" in said
+    assert "does not run systemd" not in next_steps(options, Path("/"), [], systemd=True)
