@@ -50,6 +50,8 @@ def _argv(part: str) -> list[str] | None:
         return None
     while tokens and ("=" in tokens[0] and not tokens[0].startswith("-") or tokens[0] in WRAPPERS):
         tokens = tokens[1:]
+        if tokens[:1] == ["-u"]:  # sudo -u USER
+            tokens = tokens[2:]
     if not tokens:
         return None
     if tokens[0].rsplit("/", 1)[-1].startswith("python") and len(tokens) > 1:
@@ -119,6 +121,7 @@ def test_the_pages_show_commands_at_all():
     programs = {argv[0].rsplit("/", 1)[-1] for _, argv in COMMANDS}
     assert {"auditor", "install-stacks", "full_cycle.py"} <= programs, programs
     assert len([1 for _, argv in COMMANDS if argv[0].endswith("auditor")]) >= 60
+    assert any(argv[-1] == "daemon" and argv[0] == "/opt/auditor/bin/auditor" for _, argv in COMMANDS)
 
 
 @pytest.mark.parametrize("where,argv", COMMANDS, ids=[" ".join(a)[:60] for _, a in COMMANDS])
