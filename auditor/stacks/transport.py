@@ -42,6 +42,34 @@ class HostError(Exception):
     which host, what went wrong and what to do."""
 
 
+def options_file(host: HostConfig, control: str) -> str | None:
+    """The host's own ssh options (its identity file, ``options``: a ``SetEnv`` may carry a
+    token) written to a file beside its control socket, in the private directory (0700, the
+    file 0600), for ``ssh -F``: a process's command line is readable by every user of the
+    machine, the file is not. The user's and the system's ssh configs are included after them,
+    as ssh reads them without ``-F`` (the options first: they win, as ``-o`` does). None when
+    the control socket's directory is not there (nothing to write into)."""
+    directory = os.path.dirname(control)
+    if not os.path.isdir(directory):
+        return None
+    path = control + ".conf"
+    lines = [f"# the auditor's options for host {host.name}, kept off ssh's command line"]
+    if host.identity_file:
+        lines += [f'IdentityFile "{host.identity_file}"', "IdentitiesOnly yes"]
+    lines += list(host.options)
+    lines += ["Include ~/.ssh/config", "Include /etc/ssh/ssh_config"]
+    text = "\n".join(lines) + "\n"
+    with contextlib.suppress(OSError), open(path) as f:
+        if f.read() == text:
+            return path
+    scratch = f"{path}.{os.getpid()}.{threading.get_ident()}"  # each writer its own, renamed over
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(scratch, path)
+    return path
+
+
 def base_ssh(host: HostConfig, control: str | None) -> list[str]:
     """ssh and its options for ``host``, up to (not including) the destination."""
     argv = [
@@ -58,10 +86,13 @@ def base_ssh(host: HostConfig, control: str | None) -> list[str]:
         "-o",
         "LogLevel=ERROR",
     ]
+    config = options_file(host, control) if control else None
     if control:
         argv += ["-o", f"ControlPath={control}"]
     if host.port:
         argv += ["-p", str(host.port)]
+    if config is not None:
+        return [*argv, "-F", config]
     if host.identity_file:
         argv += ["-i", host.identity_file, "-o", "IdentitiesOnly=yes"]
     for option in host.options:

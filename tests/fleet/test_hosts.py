@@ -10,6 +10,7 @@ import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -104,23 +105,38 @@ def test_bad_hosts_are_named_with_their_key_path(hosts: dict, host: str, expecte
     assert any(e.startswith(expected) for e in err.value.errors), err.value.errors
 
 
-def test_ssh_argv_is_batch_shared_and_quotes_the_remote_command() -> None:
-    host = HostConfig("a", ssh="ops@h", port=2222, identity_file="/k", options=("Compression=yes",))
+def test_ssh_argv_is_batch_shared_and_quotes_the_remote_command(tmp_path) -> None:
+    """The host's own options (an identity file, a SetEnv that carries a token) go to a file in
+    the private control directory, not on ssh's command line, which every user of the machine
+    can read (#54: both showed in `ps`)."""
+    secret = "SetEnv=API_TOKEN=s3cr3t-value"
+    host = HostConfig("a", ssh="ops@h", port=2222, identity_file="/k", options=("Compression=yes", secret))
     words = ["env", "GLOG_v=2", "/opt/py thon", "-c", "print('x; y')", '{"a": [1]}']
-    argv = remote_argv(host, words, "/tmp/auditor-ssh-x/a")
+    private = tmp_path / "auditor-ssh-x"
+    private.mkdir(mode=0o700)
+    argv = remote_argv(host, words, str(private / "a"))
     assert argv[0] == "ssh"
     joined = " ".join(argv)
-    for part in (
-        "BatchMode=yes",
-        "ConnectTimeout=10",
-        "ControlPath=/tmp/auditor-ssh-x/a",
-        "ControlMaster=no",
-    ):
+    for part in ("BatchMode=yes", "ConnectTimeout=10", f"ControlPath={private / 'a'}", "ControlMaster=no"):
         assert part in joined
-    assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/k"
-    assert "Compression=yes" in argv
+    assert argv[argv.index("-p") + 1] == "2222"
+    assert "/k" not in argv and "s3cr3t" not in joined and "Compression=yes" not in argv
+    config = Path(argv[argv.index("-F") + 1])
+    assert config.parent == private and config.stat().st_mode & 0o777 == 0o600
+    lines = config.read_text().splitlines()
+    assert lines[1:] == [
+        'IdentityFile "/k"',
+        "IdentitiesOnly yes",
+        "Compression=yes",
+        secret,
+        "Include ~/.ssh/config",
+        "Include /etc/ssh/ssh_config",
+    ]
     assert argv[-3:-1] == ["ops@h", "--"]
     assert shlex.split(argv[-1]) == words  # the remote shell gets back exactly these words
+    # without a control directory (no master), the options stay on the command line
+    legacy = remote_argv(host, words, str(tmp_path / "nowhere" / "a"))
+    assert legacy[legacy.index("-i") + 1] == "/k" and "Compression=yes" in legacy and "-F" not in legacy
 
 
 def test_command_argv_is_the_prefix_then_the_words() -> None:
