@@ -44,6 +44,12 @@ def redact_text(text: str) -> str:
     return secrets.redact_text(_URL_PASSWORD.sub(r"\1***@", text), HIDDEN)
 
 
+def redact_argv(argv: Iterable[str], marker: str = HIDDEN) -> list[str]:
+    """A command line with its secrets as ``marker`` (auditor.worker.secrets.redact_argv): a
+    host's ``command`` prefix wherever it is shown or kept."""
+    return secrets.redact_argv(list(argv), marker)
+
+
 def _walk(value: Any, key: str, names: Iterable[str], values: Iterable[str]) -> Any:
     if isinstance(value, dict):
         return {k: _walk(v, str(k), names, values) for k, v in value.items()}

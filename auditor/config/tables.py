@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
+from auditor.common.redact import redact_argv
 from auditor.config import fleet as fleet_config
 from auditor.config.fields import (
     DAY,
@@ -336,7 +337,7 @@ class HostConfig:
         if self.ssh:
             port = f" port {self.port}" if self.port else ""
             return f"host {self.name} (ssh {self.ssh}{port})"
-        said = " ".join(self.command)
+        said = " ".join(redact_argv(self.command))  # a token in a prefix is never shown
         if len(said) > COMMAND_SHOWN:  # a wrapper script inline: its first words name it
             said = said[:COMMAND_SHOWN].rsplit(" ", 1)[0] + " …"
         return f"host {self.name} (command {said})"

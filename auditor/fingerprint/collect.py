@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from auditor.common.redact import redact_fingerprint
+from auditor.common.redact import REDACTED, redact_argv, redact_fingerprint
 from auditor.config.tables import FilesConfig, SecretsConfig, StackConfig
 from auditor.stacks.session import Reach
 from auditor.stacks.worker import StackWorker
@@ -89,7 +89,7 @@ def connection(worker: StackWorker) -> dict[str, Any]:
     if host is not None and host.ssh:
         section["destination"] = host.ssh + (f":{host.port}" if host.port else "")
     elif host is not None:
-        section["command"] = list(host.command)
+        section["command"] = redact_argv(host.command, REDACTED)  # stored: never a token it holds
     words = str((worker.remote or {}).get("ssh_connection") or "").split()
     section["address"] = f"{words[2]}:{words[3]}" if len(words) == 4 else None
     return section

@@ -70,6 +70,37 @@ def redact_text(text, marker=REDACTED, patterns=()):
     return text
 
 
+# "Authorization: Bearer x", "X-Api-Token: x": a header given as one word of a command line.
+_SECRET_HEADER = re.compile(r"(?i)^(\s*(?:proxy-)?[a-z0-9-]{0,63}" + _WORD + r"[a-z0-9-]{0,63}\s*:\s*)\S.*$")
+
+
+def redact_argv(argv, marker=REDACTED, patterns=()):
+    """A command line (a host's ``command`` prefix) with its secrets replaced by ``marker``,
+    word by word: a secret option's value whether in the same word (``--token=x``) or the next
+    (``--token x``), a secret-named assignment (``API_TOKEN=x``, as ``env`` takes), a header
+    (``Authorization: Bearer x``), and in any word what redact_text finds (a URL's password)."""
+    out = []
+    hide_next = False
+    for word in argv:
+        word = str(word)
+        if hide_next:
+            out.append(marker)
+            hide_next = False
+            continue
+        name, eq, value = word.partition("=")
+        bare = name.lstrip("-")
+        if word.startswith("-") and not eq and secret_name(bare.replace("-", "_"), patterns):
+            out.append(word)
+            hide_next = True
+        elif eq and bare and secret_name(bare.replace("-", "_"), patterns) and " " not in word:
+            out.append(name + "=" + marker)
+        elif _SECRET_HEADER.match(word):
+            out.append(_SECRET_HEADER.sub(lambda m: m.group(1) + marker, word))
+        else:
+            out.append(redact_text(word, marker))
+    return out
+
+
 def redact(name, value, names=(), values=()):
     """The value as it may be stored: secrets replaced by ``<redacted>``. ``names`` are extra
     shell patterns of secret variable names, ``values`` extra regular expressions of secrets."""

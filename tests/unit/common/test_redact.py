@@ -198,3 +198,23 @@ def test_fingerprint_context_carries_the_patterns(tmp_path: Path):
     stack = StackConfig("s", "train", "mindspore", "/x")
     context = fingerprint.context_for(stack, SecretsConfig(names=("A*",)))
     assert context["redact_names"] == ["A*"] and context["redact_values"] == []
+
+
+def test_a_command_line_keeps_its_words_and_loses_its_secrets():
+    """A host's ``command`` prefix (#54): each way a program takes a credential on its command
+    line; the words around it stay, so the line still says how the host is reached."""
+    from auditor.common.redact import redact_argv
+
+    assert redact_argv(["kubectl", "--token", "abc", "exec", "-i", "pod", "--"]) == [
+        "kubectl", "--token", "***", "exec", "-i", "pod", "--"
+    ]  # fmt: skip
+    assert redact_argv(["kubectl", "--token=abc", "exec"]) == ["kubectl", "--token=***", "exec"]
+    assert redact_argv(["env", "API_TOKEN=xyz", "H={host}", "ssh", "box"]) == [
+        "env", "API_TOKEN=***", "H={host}", "ssh", "box"
+    ]  # fmt: skip
+    assert redact_argv(["curl", "-H", "Authorization: Bearer zzz", "https://u:pw@h/x"]) == [
+        "curl", "-H", "Authorization: ***", "https://u:***@h/x"
+    ]  # fmt: skip
+    assert redact_argv(["sh", "-c", 'MY_SECRET=v exec "$@"', "sh"])[2] == 'MY_SECRET=*** exec "$@"'
+    plain = ["docker", "exec", "-i", "box", "env", "LOG=/tmp/l", "--"]
+    assert redact_argv(plain) == plain
