@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -33,15 +34,19 @@ def hosts(stacks, tmp_path_factory) -> dict[str, tuple[Sshd, object]]:
     """Two sshd "hosts", each with its own Ascend tree, system_root and machine id."""
     require("sshd", unavailable)  # CI: scripts/setup installs openssh-server
     base = tmp_path_factory.mktemp("hosts")
+    REMOTE_TMP.mkdir(exist_ok=True)
     out = {}
     for name, tree_name in (("hostA", "consistent-8.2"), ("hostB", "310p-nnrt")):
         tree = build_tree(base / "trees" / name, tree_name)
         write_machine_id(tree.system_root, name)
-        out[name] = (make_sshd(base / "sshd", name), tree)
+        # the hosts' sessions keep their files in a folder of this test process's own, so what
+        # the tests see left behind there is theirs, not another test's running beside them
+        out[name] = (make_sshd(base / "sshd", name, session_env={"TMPDIR": str(REMOTE_TMP)}), tree)
         SERVERS.add(out[name][0].proc.pid)
     yield out
     for server, _ in out.values():
         server.stop()
+    shutil.rmtree(REMOTE_TMP, ignore_errors=True)
 
 
 def _stack(name: str, runtime: str, role: str, tree, host: str = "local", **extra) -> dict:
@@ -72,8 +77,12 @@ def _config(doc: dict, stacks: dict, hosts: dict, pairs: list[dict], **worker):
     )
 
 
+REMOTE_TMP = Path(tempfile.gettempdir()) / f"auditor-test-hosts-{os.getpid()}"
+"""The sshd hosts' TMPDIR: where their workers' folders appear."""
+
+
 def _remote_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("auditor-w-*")}
+    return {p.name for p in REMOTE_TMP.glob("auditor-w-*")}
 
 
 def _ssh_clients() -> list[int]:
