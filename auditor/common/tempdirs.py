@@ -118,6 +118,23 @@ def processes_in(path: Path) -> list[int]:
     return found
 
 
+def processes_marked(name: str, value: str) -> list[int]:
+    """Pids of this user's processes whose environment holds ``name=value`` (what a worker
+    started inherits: auditor.worker.fingerprint.WORKER_MARK), wherever they run now."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
 def orphans(root: str | None = None) -> list[Path]:
     """This host's owned temporary directories whose owner process is gone."""
     base = Path(root or tempfile.gettempdir())
@@ -161,6 +178,7 @@ __all__ = [
     "owner_alive",
     "pid_alive",
     "processes_in",
+    "processes_marked",
     "reap",
     "socket_root",
 ]

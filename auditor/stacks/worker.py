@@ -33,7 +33,7 @@ from auditor.stacks.transport import CONNECTIONS, HostError, explain, remote_arg
 from auditor.stacks.warm import ForkedProcess, Identity, WarmPool
 from auditor.worker import files, protocol
 from auditor.worker.bootstrap import SOURCE
-from auditor.worker.fingerprint import WORKER_SET_ENV
+from auditor.worker.fingerprint import WORKER_MARK, WORKER_SET_ENV
 from auditor.worker.remote_boot import CONNECT as REMOTE_CONNECT
 from auditor.worker.remote_boot import LAUNCH as REMOTE_LAUNCH
 from auditor.worker.remote_boot import SOURCE as REMOTE_SOURCE
@@ -164,8 +164,10 @@ class StackWorker:
             "runtime_class": self.runtime_class,
         }
         env = local_worker_env(self.stack.env)
-        if self.warm is not None and self.runtime_class:
-            identity = Identity.of(python, self.runtime_class, self.packages, env)
+        identity = Identity.of(python, self.runtime_class, self.packages, env) if self.runtime_class else None
+        # What the worker starts inherits the mark, whatever session or directory it moves to.
+        env[WORKER_MARK] = str(self.local_dir)
+        if self.warm is not None and identity is not None:
             self.proc = self.warm.fork(
                 self.stack.name, identity, spec, env, str(self.workdir), self._start_left()
             )
@@ -390,7 +392,10 @@ class StackWorker:
         if self.proc is not None:
             close_pipes(self.proc, self._reader)
         if not self.is_remote:
-            for pid in tempdirs.processes_in(self.local_dir):
+            # what it started in a session of its own: still in its directory, or marked
+            left = tempdirs.processes_in(self.local_dir)
+            left += tempdirs.processes_marked(WORKER_MARK, str(self.local_dir))
+            for pid in dict.fromkeys(left):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.local_dir, ignore_errors=True)

@@ -18,12 +18,16 @@ import traceback
 # Variables the auditor itself set for its worker (log levels that make MindSpore Lite say why
 # a build failed) are named in WORKER_SET_ENV and are not part of the stack's environment.
 WORKER_SET_ENV = "AUDITOR_WORKER_SET_ENV"
+WORKER_MARK = "AUDITOR_WORKER"
+"""Set by the auditor in each local worker's environment (its directory): what the worker
+starts inherits it, so the auditor finds and ends it at the worker's close, even a process
+that left the worker's session and directory (auditor.common.tempdirs.processes_marked)."""
 
 
 def stack_environ(environ):
     """``environ`` without the variables the auditor added (and without the list of them)."""
     added = set(filter(None, (environ.get(WORKER_SET_ENV) or "").split(",")))
-    return {k: v for k, v in environ.items() if k not in added and k != WORKER_SET_ENV}
+    return {k: v for k, v in environ.items() if k not in added and k not in (WORKER_SET_ENV, WORKER_MARK)}
 
 
 STARTUP_ENVIRON = stack_environ(dict(os.environ))

@@ -91,6 +91,21 @@ for name in names:
 workdir = tempfile.mkdtemp(prefix="auditor-w-%d-" % os.getpid())
 os.chmod(workdir, 0o700)
 child = None
+def end_marked():
+    # what the worker started carries its mark (AUDITOR_WORKER, auditor.worker.fingerprint)
+    # wherever it went: another session, another directory
+    needle = ("AUDITOR_WORKER=" + workdir).encode()
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != os.getpid()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 def cleanup(*_):
     if child:
         try:
@@ -101,6 +116,7 @@ def cleanup(*_):
             os.waitpid(child, 0)
         except OSError:
             pass
+    end_marked()
     shutil.rmtree(workdir, ignore_errors=True)
     os._exit(1)
 for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
@@ -152,6 +168,7 @@ if child == 0:
         os._exit(1)
     for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
         signal.signal(s, signal.SIG_DFL)
+    os.environ["AUDITOR_WORKER"] = workdir
     code = 0
     try:
         register(spec["packages"])
@@ -192,6 +209,7 @@ while True:
             except OSError:
                 pass
             os.write(2, b"\nauditor worker: killed by signal %d\n" % os.WTERMSIG(status))
+        end_marked()
         shutil.rmtree(workdir, ignore_errors=True)
         if os.WIFEXITED(status):
             os._exit(os.WEXITSTATUS(status))

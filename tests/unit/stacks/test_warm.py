@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.config.tables import StackConfig
+from auditor.config.tables import HostConfig, StackConfig
 from auditor.stacks.launch import local_worker_env, worker_packages
 from auditor.stacks.payload import Packages
 from auditor.stacks.warm import Identity, WarmPool, WarmUnavailable, Zygote, fork_from, inert
@@ -422,3 +422,57 @@ def test_a_stack_that_hangs_costs_one_start_timeout_not_two(tmp_path, pool):
         w.start()
     assert caught.value.kind == "timeout" and "no cold start was tried" in caught.value.message
     assert starts.read_text().splitlines() == ["start"]
+
+
+ESCAPER = '''
+import os, subprocess
+from auditor.worker.runtimes import Runtime
+
+
+class EscapingRuntime(Runtime):
+    """Starts a helper that leaves the worker's session and directory, as a daemon does."""
+
+    package = "fakert"
+
+    def __init__(self, device):
+        Runtime.__init__(self, device)
+        self.version = "1.0"
+        helper = subprocess.Popen(["sleep", "600"], start_new_session=True, cwd="/")
+        with open(os.environ["ESCAPED_PIDS"], "a") as f:
+            f.write("%d\\n" % helper.pid)
+'''
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_what_a_worker_started_in_a_session_of_its_own_ends_with_it(fakert, pool, tmp_path, warm):
+    """#54: a child that leaves the worker's process group (setsid), and its directory, outlived
+    audit, check, fingerprint and config check --hosts. It inherits the worker's mark, and the
+    worker's close ends it, cold or forked from a zygote."""
+    (fakert / "escaping.py").write_text(ESCAPER)
+    pids = tmp_path / "pids"
+    with worker(
+        fakert, pool if warm else None, "fakert.escaping:EscapingRuntime", ESCAPED_PIDS=str(pids)
+    ) as w:
+        w.start()
+        assert w.forked == warm
+        [helper] = [int(line) for line in pids.read_text().split()]
+        assert os.getsid(helper) == helper and Path(f"/proc/{helper}/cwd").resolve() == Path("/")
+    assert wait_gone(helper), "the helper outlived its worker"
+
+
+def test_what_a_remote_worker_started_in_a_session_of_its_own_ends_with_it(fakert, tmp_path):
+    """The same on another host (here the command transport to this machine): the remote
+    supervisor ends what carries its worker's mark when the worker's connection ends."""
+    (fakert / "escaping.py").write_text(ESCAPER)
+    pids = tmp_path / "pids"
+    stack = StackConfig("fake", "infer", "fake", sys.executable, host="box", env={"ESCAPED_PIDS": str(pids)})
+    box = HostConfig("box", command=("env",))
+    shipped = packages(fakert)
+    shipped = Packages(
+        shipped, [*shipped.entries, "fakert.escaping"]
+    )  # the payload holds what entries import
+    with StackWorker(stack, 30, 30, shipped, "fakert.escaping:EscapingRuntime", host=box) as w:
+        w.start()
+        [helper] = [int(line) for line in pids.read_text().split()]
+        assert os.getsid(helper) == helper
+    assert wait_gone(helper), "the helper outlived its remote worker"
