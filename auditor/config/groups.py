@@ -318,7 +318,12 @@ def members(doc: dict[str, Any], error: Error, base: str = ".") -> dict[str, lis
                 error(f"{path}.inventory", str(exc))
                 continue
         if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) for p in patterns):
-            error(f"{path}.hosts", 'is required: the group\'s hosts, e.g. ["infer-[01:12]", "10.0.0.5"]')
+            said = (
+                "is required"
+                if patterns is None
+                else f"must be a list of host names and patterns, not {patterns!r}"
+            )
+            error(f"{path}.hosts", f'{said}: the group\'s hosts, e.g. ["infer-[01:12]", "10.0.0.5"]')
             continue
         found: list[str] = []
         for i, pattern in enumerate(patterns):
@@ -343,10 +348,13 @@ def members(doc: dict[str, Any], error: Error, base: str = ".") -> dict[str, lis
     return out
 
 
-def expand(doc: dict[str, Any], error: Error, base: str = ".") -> dict[str, Any]:
+def expand(
+    doc: dict[str, Any], error: Error, base: str = ".", origin: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The document with its groups expanded into ordinary hosts, stacks and pairs (the input
     is not changed); problems are reported through ``error(path, message)``; ``base``: the
-    config file's folder (a relative ``inventory`` is read from there)."""
+    config file's folder (a relative ``inventory`` is read from there); ``origin``: filled
+    with each member host's group."""
     groups = members(doc, error, base)
     stacks = doc.get("stacks") if isinstance(doc.get("stacks"), dict) else {}
     grouped = {
@@ -368,9 +376,17 @@ def expand(doc: dict[str, Any], error: Error, base: str = ".") -> dict[str, Any]
                 error(f"groups.{name}.hosts", f"host {host} also has a [hosts.{host}] table: name it once")
                 continue
             hosts[host] = _substitute(keys, host)
+            if origin is not None:
+                origin[host] = name
+    # a group whose table is there but made no members said why already: its stacks stay as
+    # written, so that no second, false line follows (no such table, no pairs)
+    tables = doc.get("groups") if isinstance(doc.get("groups"), dict) else {}
+    failed = {g for g in tables if not groups.get(g)}
     expanded: dict[str, list[str]] = {}
     for name, group in grouped.items():
         path = f"stacks.{name}.group"
+        if isinstance(group, str) and group in failed:
+            continue
         if not isinstance(group, str) or group not in groups:
             error(path, f"no [groups.{group}] table (groups: {', '.join(groups) or 'none'})")
             continue

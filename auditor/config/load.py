@@ -76,11 +76,35 @@ class _Parse:
         self.source = source
         self.errors: list[str] = []
         self.context = {"source": source}
+        self.host_groups: dict[str, str] = {}
+        """Host -> the [groups.NAME] it came from (auditor.config.groups.expand)."""
 
     def error(self, path: str, message: str) -> None:
         line = f"{path}: {message}"
         if line not in self.errors:
             self.errors.append(line)
+
+    def said(self) -> list[str]:
+        """The problems on the keys as written (``written``), each once."""
+        out: list[str] = []
+        for line in self.errors:
+            path, sep, message = line.partition(": ")
+            shown = f"{self.written(path)}{sep}{message}" if sep else line
+            if shown not in out:
+                out.append(shown)
+        return out
+
+    def written(self, path: str) -> str:
+        """The key as the user wrote it: a group's member host or stack (``hosts.infer-01.x``,
+        ``stacks.lite20@infer-01.x``) is its group's table (``groups.infer.x``,
+        ``stacks.lite20.x``), so a problem of the group is one line, not one per member."""
+        section, _, rest = path.partition(".")
+        name, dot, key = rest.partition(".")
+        if section == "hosts" and name in self.host_groups:
+            return f"groups.{self.host_groups[name]}{dot}{key}"
+        if section == "stacks" and groups.SEP in name:
+            return f"stacks.{name.partition(groups.SEP)[0]}{dot}{key}"
+        return path
 
     def table(self, parent: Any, key: str, path: str) -> dict:
         value = parent.get(key, {}) if isinstance(parent, dict) else {}
@@ -141,7 +165,8 @@ def parse(
     """
     p = _Parse(doc, source)
     folder = str(Path(source).resolve().parent) if source else "."
-    doc = p.doc = groups.expand(doc, p.error, folder)  # [groups.NAME]: ordinary hosts, stacks, pairs
+    # [groups.NAME]: ordinary hosts, stacks, pairs (their problems said on the group's keys)
+    doc = p.doc = groups.expand(doc, p.error, folder, p.host_groups)
     for unknown in sorted(set(doc) - set(SECTIONS)):
         if unknown == "leases":
             p.error(unknown, RETIRED_LEASES)
@@ -179,7 +204,7 @@ def parse(
     _check_secrets(p)
     alerts = _alerts(p, sink_types)
     if p.errors:
-        raise ConfigError(source, p.errors)
+        raise ConfigError(source, p.said())
     return Config(
         source=source,
         db_url=storage.url or default_db_url(),

@@ -106,7 +106,23 @@ def test_a_member_host_is_checked_like_any_host(doc: dict) -> None:
     d["groups"]["infer"] = {"hosts": ["infer-[01:02]"], "ssh": "a@{host}", "command": ["x"]}
     with pytest.raises(ConfigError) as err:
         parse(d, "/etc/auditor/auditor.toml")
-    assert "hosts.infer-01: set either ssh or command, not both" in err.value.errors
+    # said once, on the group's table the user wrote (#54: it was once per member, on hosts.*)
+    assert [e for e in err.value.errors if "ssh or command" in e] == [
+        "groups.infer: set either ssh or command, not both"
+    ]
+
+
+def test_a_problem_of_a_group_is_one_line_on_its_key(doc: dict) -> None:
+    """#54: a bad key of a group or of a grouped stack was said once per member, on keys the
+    user never wrote (hosts.infer-01.prallel, stacks.lite20@infer-01.foo)."""
+    d = fleet(doc)
+    d["groups"]["infer"]["prallel"] = 2
+    d["stacks"]["lite20"]["foo"] = 1
+    with pytest.raises(ConfigError) as err:
+        parse(d, "/etc/auditor/auditor.toml")
+    said = [e.split(":")[0] for e in err.value.errors]
+    assert said.count("groups.infer.prallel") == 1 and said.count("stacks.lite20.foo") == 1, said
+    assert not [e for e in said if e.startswith("hosts.infer-") or "@" in e], said
 
 
 def test_no_group_leaves_the_document_as_it_is(doc: dict) -> None:
@@ -219,3 +235,17 @@ def test_group_selects_its_members_everywhere_a_host_would(doc: dict) -> None:
         SelectionError, match=r"--group nosuch: no group 'nosuch' in .* \(known: infer, other\)"
     ):
         narrow(cfg, Selection(groups=("nosuch",)))
+
+
+def test_a_group_that_makes_no_members_says_why_once_and_nothing_false(doc: dict) -> None:
+    """#54: a group whose hosts could not be read also drew 'no pairs configured' (its stacks'
+    pairs were dropped with them) or 'no [groups.infer] table' (the table is there)."""
+    for hosts, said in (
+        (["infer-[01:"], "groups.infer.hosts[0]: 'infer-[01:': an unclosed or nested range"),
+        (3, "groups.infer.hosts: must be a list of host names and patterns, not 3: the group's hosts"),
+    ):
+        d = fleet(doc)
+        d["groups"]["infer"]["hosts"] = hosts
+        with pytest.raises(ConfigError) as err:
+            parse(d, "/etc/auditor/auditor.toml")
+        assert len(err.value.errors) == 1 and err.value.errors[0].startswith(said), err.value.errors
