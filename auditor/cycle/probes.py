@@ -63,8 +63,16 @@ def train_stack(
             side.error = code_error(stack, subject, subject.problem)
             continue
         try:
-            with stacks.use(stack) as worker:
-                _train(state, worker, key, job, subject, side, tmp)
+            try:
+                with stacks.use(stack) as worker:
+                    _train(state, worker, key, job, subject, side, tmp)
+            except WorkerError as exc:
+                if not exc.lost:
+                    raise
+                # lost with its warm zygote, not by what it was asked: built once more, and said
+                side = out[key] = Side(notes=[f"built again on a fresh worker: {exc.message}"])
+                with stacks.use(stack) as worker:
+                    _train(state, worker, key, job, subject, side, tmp)
         except WorkerError as exc:
             side.error = exc
         except CycleAborted:

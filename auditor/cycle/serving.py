@@ -259,8 +259,19 @@ class Serving:
             if audit.served.path is None or side.blocked is not None:
                 continue
             try:
-                with self.stacks.use(stack) as worker:
-                    self.serve_on(worker, stack, audit, side, loaded)
+                try:
+                    with self.stacks.use(stack) as worker:
+                        self.serve_on(worker, stack, audit, side, loaded)
+                except WorkerError as exc:
+                    if not exc.lost:
+                        raise
+                    # Lost with its warm zygote, not by what it was asked: served once more on
+                    # a fresh worker (its models gone with it), and said.
+                    loaded.clear()
+                    side = out[audit.key] = Side(blocked=side.blocked)
+                    side.notes.append(f"served again on a fresh worker: {exc.message}")
+                    with self.stacks.use(stack) as worker:
+                        self.serve_on(worker, stack, audit, side, loaded)
             except WorkerError as exc:
                 side.error = exc
                 if exc.kind != "error":

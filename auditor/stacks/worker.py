@@ -30,7 +30,7 @@ from auditor.stacks import payload as worker_payload
 from auditor.stacks.hosts import LOCAL
 from auditor.stacks.launch import local_worker_env, worker_packages
 from auditor.stacks.transport import CONNECTIONS, HostError, explain, remote_argv
-from auditor.stacks.warm import ForkedProcess, Identity, WarmPool
+from auditor.stacks.warm import ForkedProcess, Identity, WarmPool, stderr_note
 from auditor.worker import files, protocol
 from auditor.worker.bootstrap import SOURCE
 from auditor.worker.fingerprint import WORKER_MARK, WORKER_SET_ENV
@@ -64,6 +64,9 @@ class WorkerError(Exception):
         self.log, self.error_type, self.traceback = log, error_type, traceback
         self.host = ""
         """The stack's host when it is not this machine."""
+        self.lost = False
+        """The worker was lost with its warm zygote (killed, or dead), not by what it was asked:
+        the same work on a fresh worker is a fair second try."""
         super().__init__(f"{stack}: {op}: {message}")
 
     def describe(self) -> str:
@@ -431,7 +434,10 @@ class StackWorker:
                 return WorkerError(self.stack.name, op, kind, f"{said}\n  ({message})", log=log)
         if self.is_remote and kind == "timeout":
             message += f" (on host {self.stack.host}; its worker there ends when the connection closes)"
-        return WorkerError(self.stack.name, op, kind, message, log=log)
+        lost = kind == "crash" and getattr(self.proc, "zygote_gone", False)
+        error = WorkerError(self.stack.name, op, kind, message + stderr_note(self.proc), log=log)
+        error.lost = bool(lost)
+        return error
 
     def request(self, op: str, timeout: float | None = None, **payload: Any) -> Reply:
         try:

@@ -8,6 +8,8 @@ a stack on another host in tests/fleet/test_hosts_stacks.py."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -115,3 +117,55 @@ def test_warm_off_starts_every_worker_cold(stacks, doc):
             w.start()
             assert not w.forked
         assert stacks_reach.warm.zygotes() == []
+
+
+def _zygote_of(worker) -> int:
+    return int(Path(f"/proc/{worker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.parametrize("side", ["train", "serve"])
+def test_a_zygote_killed_while_its_worker_works_costs_no_result(stacks, doc, monkeypatch, own_zygotes, side):
+    """#54: a zygote killed while a worker forked from it served a request lost that request
+    (an error result, no retry), and the death was read as the runtime crashing on the file.
+    The worker is lost with its zygote, not by what it was asked: the work is done once more on
+    a fresh worker, said in the result's log, and judged."""
+    from auditor.cycle import probes, serving
+
+    config = build(
+        doc,
+        builtin_probes(),
+        pairs=[{"train": "ms20", "infer": "lite20", "probes": ["ppo_policy"]}],
+        variants={"ppo_policy": ["fp32"]},
+        latency={"batches": []},
+        rollout={"enabled": False},
+    )
+    killed: list[int] = []
+
+    def kill_first(worker) -> None:
+        if not killed and worker.forked:
+            killed.append(_zygote_of(worker))
+            os.kill(killed[0], signal.SIGKILL)  # the worker dies with it, mid-work
+
+    if side == "serve":
+        serve_on = serving.Serving.serve_on
+
+        def serving_once(self, worker, stack, audit, side, loaded, reference=False):
+            if stack == "lite20":
+                kill_first(worker)
+            return serve_on(self, worker, stack, audit, side, loaded, reference)
+
+        monkeypatch.setattr(serving.Serving, "serve_on", serving_once)
+    else:
+        train = probes._train
+
+        def training_once(state, worker, *args):
+            kill_first(worker)
+            return train(state, worker, *args)
+
+        monkeypatch.setattr(probes, "_train", training_once)
+    result = Cycle(config, builtin_probes()).run()
+    assert killed, "the worker was not forked from a zygote"
+    [r] = result.results
+    assert r.status == "consistent", r.message
+    again = "served again on a fresh worker" if side == "serve" else "built again on a fresh worker"
+    assert again in r.log and "zygote died" in r.log, r.log
