@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from auditor.cli.main import cli
 from tests.fault_kit import small_config
 
-pytestmark = pytest.mark.stacks
+pytestmark = [pytest.mark.stacks, pytest.mark.faults]
 
 TOKEN = "s3cr3t-7f2a9c"
 

@@ -16,7 +16,7 @@ from auditor.cli.main import cli
 from tests.fault_kit import small_config
 from tests.fleet.test_fleet_cap_stacks import in_flight
 
-pytestmark = pytest.mark.stacks
+pytestmark = [pytest.mark.stacks, pytest.mark.faults]
 
 HOSTS = [f"infer-{i}" for i in range(1, 7)]
 TRACKED = """

@@ -112,6 +112,7 @@ def test_a_member_host_is_checked_like_any_host(doc: dict) -> None:
     ]
 
 
+@pytest.mark.faults
 def test_a_problem_of_a_group_is_one_line_on_its_key(doc: dict) -> None:
     """#54: a bad key of a group or of a grouped stack was said once per member, on keys the
     user never wrote (hosts.infer-01.prallel, stacks.lite20@infer-01.foo)."""
@@ -237,6 +238,7 @@ def test_group_selects_its_members_everywhere_a_host_would(doc: dict) -> None:
         narrow(cfg, Selection(groups=("nosuch",)))
 
 
+@pytest.mark.faults
 def test_a_group_that_makes_no_members_says_why_once_and_nothing_false(doc: dict) -> None:
     """#54: a group whose hosts could not be read also drew 'no pairs configured' (its stacks'
     pairs were dropped with them) or 'no [groups.infer] table' (the table is there)."""

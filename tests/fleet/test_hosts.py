@@ -105,6 +105,7 @@ def test_bad_hosts_are_named_with_their_key_path(hosts: dict, host: str, expecte
     assert any(e.startswith(expected) for e in err.value.errors), err.value.errors
 
 
+@pytest.mark.faults
 def test_ssh_argv_is_batch_shared_and_quotes_the_remote_command(tmp_path) -> None:
     """The host's own options (an identity file, a SetEnv that carries a token) go to a file in
     the private control directory, not on ssh's command line, which every user of the machine
@@ -276,6 +277,7 @@ def test_max_hosts_caps_the_hosts_in_flight_not_their_stacks() -> None:
     assert max(peak_stacks.values()) == 2  # the barrier of four was met: two hosts, two stacks each
 
 
+@pytest.mark.faults
 def test_with_done_a_host_holds_its_slot_until_what_it_opened_is_closed() -> None:
     """#54: hosts check, fingerprint and config check --hosts kept every host's warm worker open
     to the end: 6 of 6 hosts at once under max_hosts = 3. With ``done`` (which ends them), a

@@ -123,6 +123,7 @@ def _zygote_of(worker) -> int:
     return int(Path(f"/proc/{worker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("side", ["train", "serve"])
 def test_a_zygote_killed_while_its_worker_works_costs_no_result(stacks, doc, monkeypatch, own_zygotes, side):
     """#54: a zygote killed while a worker forked from it served a request lost that request

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pytest
 
 from auditor.compare.golden import Golden
 from auditor.compare.outputs import compare_output
@@ -23,6 +24,7 @@ def comparison(served: float):
     )
 
 
+@pytest.mark.faults
 def test_a_difference_against_a_golden_of_another_file_is_an_error_not_drift():
     unlike = Golden([], [], meta={"model_sha256": OLD, "stack": "ms210-graph"}).another_file("policy", NEW)
     assert unlike == (

@@ -349,6 +349,7 @@ def test_a_remote_zygote_that_never_reads_its_frames_fails_at_its_deadline(tmp_p
     assert "within 1 s" in str(said[0]) and zygote.proc is not None and zygote.proc.poll() is not None
 
 
+@pytest.mark.faults
 def test_a_zygote_that_stops_answering_is_replaced(fakert, pool, caplog):
     """#54: a zygote that dies is replaced; one that is alive and does not answer (stopped,
     stuck) was kept, so every later cycle of warm = "daemon" waited start_timeout for it, said
@@ -374,6 +375,7 @@ def test_a_zygote_that_stops_answering_is_replaced(fakert, pool, caplog):
             os.kill(zygote.pid, signal.SIGKILL)
 
 
+@pytest.mark.faults
 def test_a_shared_zygote_that_does_not_answer_costs_one_deadline_once(fakert, tmp_path, caplog):
     """A cycle child forking from the daemon's zygotes (AUDITOR_ZYGOTES) whose zygote is stuck:
     the first worker's start waits its one deadline (not the stuck zygote's, then a fresh
@@ -408,6 +410,7 @@ def test_a_shared_zygote_that_does_not_answer_costs_one_deadline_once(fakert, tm
         daemon.close()
 
 
+@pytest.mark.faults
 def test_a_stack_that_hangs_costs_one_start_timeout_not_two(tmp_path, pool):
     """#54: a stack whose interpreter hangs cost twice start_timeout per command (its zygote's
     wait, then a cold start's). Its interpreter, a wrapper that counts its starts, is started
@@ -443,6 +446,7 @@ class EscapingRuntime(Runtime):
 '''
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_what_a_worker_started_in_a_session_of_its_own_ends_with_it(fakert, pool, tmp_path, warm):
     """#54: a child that leaves the worker's process group (setsid), and its directory, outlived
@@ -460,6 +464,7 @@ def test_what_a_worker_started_in_a_session_of_its_own_ends_with_it(fakert, pool
     assert wait_gone(helper), "the helper outlived its worker"
 
 
+@pytest.mark.faults
 def test_what_a_remote_worker_started_in_a_session_of_its_own_ends_with_it(fakert, tmp_path):
     """The same on another host (here the command transport to this machine): the remote
     supervisor ends what carries its worker's mark when the worker's connection ends."""
