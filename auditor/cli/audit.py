@@ -176,11 +176,13 @@ def audit(
         (f"\nFollow-up run {r.run_id} of cycle {r.shared['cycle']}:\n" if i else "") + render_text(r, verbose)
         for i, r in enumerate(results)
     )
-    document = render_json(result)
-    if len(results) > 1:
-        doc = json.loads(document)
-        doc["follow_ups"] = [json.loads(render_json(r)) for r in results[1:]]
-        document = json.dumps(doc, indent=2) + "\n"
+    document = ""
+    if as_json or json_file is not None:  # the whole result as JSON costs as much as the report
+        document = render_json(result)
+        if len(results) > 1:
+            doc = json.loads(document)
+            doc["follow_ups"] = [json.loads(render_json(r)) for r in results[1:]]
+            document = json.dumps(doc, indent=2) + "\n"
     click.echo(document if as_json else text, nl=False)
     open_alerts = None
     if with_alerts and store is not None:

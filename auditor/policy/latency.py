@@ -29,6 +29,7 @@ says both (its details carry the samples/s then and now): one cause, one alert.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -113,8 +114,10 @@ def series_of(result: Any, host_of: dict[str, str]) -> list[tuple[Series, Latenc
     return out
 
 
-def history(engine: Engine, series: Series, window: int) -> list[float]:
-    """p50 of the series in its last ``window`` complete runs, newest first (one per run)."""
+def history(engine: Engine | Session, series: Series, window: int) -> list[float]:
+    """p50 of the series in its last ``window`` complete runs, newest first (one per run).
+    ``engine``: the history's, or a session to read through (one for a cycle's many series:
+    a session per series cost more than its query)."""
     stack = aliased(m.Stack)
     stmt = (
         select(m.Run.id, m.LatencyRow.p50_us)
@@ -138,7 +141,7 @@ def history(engine: Engine, series: Series, window: int) -> list[float]:
             train.name == series.source
         )
     values: dict[int, float] = {}
-    with Session(engine) as s:
+    with contextlib.nullcontext(engine) if isinstance(engine, Session) else Session(engine) as s:
         for run_id, p50 in s.execute(stmt):
             if run_id not in values:
                 if len(values) == window:
@@ -244,14 +247,15 @@ def regressions(
     by several pairs are judged once)."""
     judged: list[tuple[Series, Latency, list[float]]] = []
     seen: set[Series] = set()
-    for r in results:
-        for series, lat in series_of(r, host_of):
-            if series in seen or series.side not in cfg.regression_sides:
-                continue
-            seen.add(series)
-            previous = history(engine, series, cfg.regression_window)
-            if len(previous) >= cfg.regression_min_runs and lat.p50_us > 0:
-                judged.append((series, lat, previous))
+    with Session(engine) as session:
+        for r in results:
+            for series, lat in series_of(r, host_of):
+                if series in seen or series.side not in cfg.regression_sides:
+                    continue
+                seen.add(series)
+                previous = history(session, series, cfg.regression_window)
+                if len(previous) >= cfg.regression_min_runs and lat.p50_us > 0:
+                    judged.append((series, lat, previous))
     ratios: dict[str, list[float]] = {}
     for series, lat, previous in judged:
         median = statistics.median(previous[: cfg.regression_window])
