@@ -89,6 +89,14 @@ variants = ["fp32"]
     return path
 
 
+def lite20_elsewhere(config: Path, tables: str, where: str) -> None:
+    """``config`` (a small_config) with ``tables`` first (a [hosts.X] or [groups.X]) and its
+    lite20 stack reached through them (``where``: ``host = "X"`` or ``group = "X"``)."""
+    text = config.read_text()
+    lite = text.split("[stacks.lite20]\n", 1)[1].split("[[pairs]]", 1)[0]
+    config.write_text(tables + text.replace(f"[stacks.lite20]\n{lite}", f"[stacks.lite20]\n{where}\n{lite}"))
+
+
 def private_tmp(tmp: Path) -> dict[str, str]:
     """The environment of an auditor whose temporary directories go under ``tmp/tmp``."""
     (tmp / "tmp").mkdir(exist_ok=True)

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
-from tests.fault_kit import small_config
+from tests.fault_kit import lite20_elsewhere, small_config
 
 pytestmark = [pytest.mark.stacks, pytest.mark.faults]
 
@@ -24,14 +24,9 @@ TOKEN = "s3cr3t-7f2a9c"
 def setup(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
     d = tmp_path_factory.mktemp("command-secrets")
     config = small_config(d)
-    text = config.read_text()
-    lite = text.split("[stacks.lite20]\n", 1)[1].split("[[pairs]]", 1)[0]
     # env takes the assignment; the shell ignores "--token VALUE" given to it as $1 and $2
     argv = ["env", f"API_TOKEN={TOKEN}", "sh", "-c", 'shift 2; exec "$@"', "sh", "--token", TOKEN]
-    host = f"[hosts.edge]\ncommand = {json.dumps(argv)}\n"
-    config.write_text(
-        host + text.replace(f"[stacks.lite20]\n{lite}", f'[stacks.lite20]\nhost = "edge"\n{lite}')
-    )
+    lite20_elsewhere(config, f"[hosts.edge]\ncommand = {json.dumps(argv)}\n", 'host = "edge"')
     return ["--config", str(config), "--db", str(d / "h.db")], d
 
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
-from tests.fault_kit import small_config
+from tests.fault_kit import lite20_elsewhere, small_config
 from tests.fleet.test_fleet_cap_stacks import in_flight
 
 pytestmark = [pytest.mark.stacks, pytest.mark.faults]
@@ -32,14 +32,11 @@ exit $status
 def fleet(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
     d = tmp_path_factory.mktemp("commands-cap")
     config = small_config(d)
-    text = config.read_text()
-    lite = text.split("[stacks.lite20]\n", 1)[1].split("[[pairs]]", 1)[0]
+    config.write_text(config.read_text().replace("parallel = 2\n", "parallel = 2\nmax_hosts = 3\n"))
     log = d / "hosts.log"
     argv = ["env", "H={host}", f"LOG={log}", "sh", "-c", TRACKED, "sh"]
-    group = f'[groups.infer]\nhosts = ["infer-[1:6]"]\ncommand = {json.dumps(argv)}\n'
-    text = text.replace("parallel = 2\n", "parallel = 2\nmax_hosts = 3\n")
-    config.write_text(
-        group + text.replace(f"[stacks.lite20]\n{lite}", f'[stacks.lite20]\ngroup = "infer"\n{lite}')
+    lite20_elsewhere(
+        config, f'[groups.infer]\nhosts = ["infer-[1:6]"]\ncommand = {json.dumps(argv)}\n', 'group = "infer"'
     )
     return ["--config", str(config), "--db", str(d / "h.db")], log
 
