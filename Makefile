@@ -21,10 +21,14 @@ demo: setup
 # test-long's, which CI (.ci/run) runs after it: the fault suite at its CI size (tests/faults/),
 # the docs' journeys run as written (tests/fleet/test_readme_stacks.py), three auditors sharing
 # ten cycles (tests/fleet/test_queue_stacks.py), the daemon's lifecycle over many cycles
-# (tests/stacks/test_daemon_stacks.py) and each bench's quick run (marker `benches`).
+# (tests/stacks/test_daemon_stacks.py), real Prometheus and Alertmanager servers against a
+# daemon (tests/stacks/test_monitoring_stacks.py), the same cycles over ssh and here
+# (tests/fleet/test_parity_stacks.py), the installed unit's cycle as its user
+# (tests/stacks/test_service_stacks.py) and each bench's quick run (marker `benches`).
 TEST_WORKERS ?= 2
 LONG = tests/faults tests/fleet/test_readme_stacks.py tests/fleet/test_queue_stacks.py \
-  tests/stacks/test_daemon_stacks.py
+  tests/stacks/test_daemon_stacks.py tests/stacks/test_monitoring_stacks.py \
+  tests/fleet/test_parity_stacks.py tests/stacks/test_service_stacks.py
 test: setup
 	.venv/bin/ruff check .
 	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 -rs \
