@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor.cycle import probes, serving
 from auditor.cycle.cycle import Cycle
 from auditor.extend.manager import Plugins, builtin_probes
 from auditor.stacks import worker as stack_worker
@@ -130,8 +131,6 @@ def test_a_zygote_killed_while_its_worker_works_costs_no_result(stacks, doc, mon
     (an error result, no retry), and the death was read as the runtime crashing on the file.
     The worker is lost with its zygote, not by what it was asked: the work is done once more on
     a fresh worker, said in the result's log, and judged."""
-    from auditor.cycle import probes, serving
-
     config = build(
         doc,
         builtin_probes(),

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli.main import cli
-from auditor.daemon.unit import UnitOptions, hardening_text, unit_text
+from auditor.daemon.unit import UnitOptions, by_hand, hardening_text, next_steps, unit_text
+from tests.docs import section
 from tests.requires import made_unavailable, need, probe
 
 AUDITOR_EXE = Path(sys.executable).parent / "auditor"
@@ -264,8 +265,6 @@ def test_the_docs_line_that_runs_the_unit_by_hand_is_the_units_own():
     """docs/service.md "Without systemd" (#54): the directories systemd makes, then ExecStart
     as the unit's user, in its environment and working directory, each from the unit itself,
     so the page cannot drift from the unit it stands for."""
-    from tests.docs import section
-
     unit = parsed(unit_text(UnitOptions("/opt/auditor/bin/auditor", "/etc/auditor/auditor.toml")))["Service"]
     dirs = {"%S": "/var/lib", "%C": "/var/cache"}
 
@@ -283,8 +282,6 @@ def test_the_docs_line_that_runs_the_unit_by_hand_is_the_units_own():
     where, env = expand(unit["WorkingDirectory"].lstrip("-")), expand(unit["Environment"])
     assert run == f"cd {where} && sudo -u {user} env {env} {unit['ExecStart']}"
     # and service install says the same lines on a machine without systemd
-    from auditor.daemon.unit import by_hand, next_steps
-
     options = UnitOptions("/opt/auditor/bin/auditor", "/etc/auditor/auditor.toml")
     assert by_hand(options) == [made.removeprefix("sudo "), run]
     said = next_steps(options, Path("/"), [], systemd=False)
