@@ -177,7 +177,7 @@ def audit(
         for i, r in enumerate(results)
     )
     document = ""
-    if as_json or json_file is not None:  # the whole result as JSON costs as much as the report
+    if as_json or json_file is not None:  # built only where it is printed or written
         document = render_json(result)
         if len(results) > 1:
             doc = json.loads(document)

@@ -268,8 +268,7 @@ class Serving:
                     # Lost with its warm zygote, not by what it was asked: served once more on
                     # a fresh worker (its models gone with it), and said.
                     loaded.clear()
-                    side = out[audit.key] = Side(blocked=side.blocked)
-                    side.notes.append(f"served again on a fresh worker: {exc.message}")
+                    side = out[audit.key] = Side(notes=[f"served again on a fresh worker: {exc.message}"])
                     with self.stacks.use(stack) as worker:
                         self.serve_on(worker, stack, audit, side, loaded)
             except WorkerError as exc:

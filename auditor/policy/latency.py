@@ -116,8 +116,8 @@ def series_of(result: Any, host_of: dict[str, str]) -> list[tuple[Series, Latenc
 
 def history(engine: Engine | Session, series: Series, window: int) -> list[float]:
     """p50 of the series in its last ``window`` complete runs, newest first (one per run).
-    ``engine``: the history's, or a session to read through (one for a cycle's many series:
-    a session per series cost more than its query)."""
+    ``engine``: the history's, or a session to read through (one for all of a cycle's
+    series, instead of one session each)."""
     stack = aliased(m.Stack)
     stmt = (
         select(m.Run.id, m.LatencyRow.p50_us)

@@ -167,7 +167,9 @@ class StackWorker:
             "runtime_class": self.runtime_class,
         }
         env = local_worker_env(self.stack.env)
-        identity = Identity.of(python, self.runtime_class, self.packages, env) if self.runtime_class else None
+        warm = self.warm is not None and bool(self.runtime_class)
+        # The zygote's identity is the stack's environment, without this worker's own mark
+        identity = Identity.of(python, self.runtime_class, self.packages, env) if warm else None
         # What the worker starts inherits the mark, whatever session or directory it moves to.
         env[WORKER_MARK] = str(self.local_dir)
         if self.warm is not None and identity is not None:
