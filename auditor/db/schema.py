@@ -3,7 +3,8 @@
 Metrics are stored in long format, one row per (output, metric), so any metric of any probe
 can be filtered and trended with one indexed query, and new metrics need no migration.
 Fingerprints, artifacts, metric sets and threshold tables are content-addressed: a stack
-that did not change adds no fingerprint row, a MindIR exported twice is stored once, and a
+that did not change adds no fingerprint row, a MindIR exported twice keeps its bytes once
+(auditor.db.blobs: even where the export's bytes differ in order only), and a
 result whose figures (or thresholds) are those of an earlier result refers to that one's
 rows instead of adding its own. A fleet's consistent hosts compute the same figures cycle
 after cycle and as their peers, so a cycle of a hundred hosts adds a few metric sets, not a
@@ -126,8 +127,20 @@ class RunStack(Base):
     stack: Mapped[Stack] = relationship()
 
 
+class ArtifactBlob(Base):
+    """An artifact's bytes, once per content digest: exports that differ only in what a runtime
+    writes in no fixed order share one (auditor.db.blobs)."""
+
+    __tablename__ = "artifact_blobs"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class Artifact(Base):
-    """An exported model (MindIR) by sha256, with what was read from it."""
+    """A file (an exported or served model, a golden's outputs, ...) by the sha256 of its exact
+    bytes, with what was read from it; its bytes, when stored, in the blob of their content."""
 
     __tablename__ = "artifacts"
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -135,7 +148,17 @@ class Artifact(Base):
     size: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     info: Mapped[dict] = mapped_column(JSON)
-    data: Mapped[bytes | None] = mapped_column(LargeBinary)
+    blob_digest: Mapped[str | None] = mapped_column(ForeignKey("artifact_blobs.digest"), index=True)
+    """None: metadata only (the bytes were not at hand)."""
+
+    blob: Mapped[ArtifactBlob | None] = relationship(lazy="joined")
+    """Loaded with the row: the ORM reads artifacts where their bytes are wanted (publications,
+    goldens); listings select columns."""
+
+    @property
+    def data(self) -> bytes | None:
+        """The bytes, if stored."""
+        return None if self.blob is None else bytes(self.blob.data)
 
 
 class ProbeResultRow(Base):

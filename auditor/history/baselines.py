@@ -18,7 +18,7 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
 from auditor.db import schema as m
-from auditor.db.rows import add_once
+from auditor.db.blobs import add_artifact
 from auditor.results import CONSISTENT
 
 KIND = "outputs"
@@ -146,9 +146,8 @@ def record(
                     raise ValueError(
                         f"outputs {c.outputs_sha256[:12]} of {c.stack} are not in the cycle's blobs"
                     )
-                add_once(
+                add_artifact(
                     session,
-                    m.Artifact,
                     sha256=c.outputs_sha256,
                     kind=KIND,
                     size=len(data),

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from auditor.db import fingerprints
 from auditor.db import schema as m
-from auditor.db.rows import add_once
+from auditor.db.blobs import add_artifact
 from auditor.history.baselines import decode_outputs, encode_outputs
 from auditor.results import Latency, fingerprint_digest
 
@@ -193,9 +193,8 @@ def write(session: Session, run_id: int, auditor_id: str, sets: list[Publication
             for kind, data, info in blobs:
                 sha = item.mindir_info.get("sha256") if kind == "mindir" else None
                 sha = sha or _sha(data)
-                add_once(
+                add_artifact(
                     session,
-                    m.Artifact,
                     sha256=sha,
                     kind=kind,
                     size=len(data),

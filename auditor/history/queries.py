@@ -417,7 +417,7 @@ def run_detail(conn: Connection, run_id: int) -> RunDetail:
         artifacts = [
             {"sha256": a.sha256, "kind": a.kind, "size": a.size, "info": a.info, "stored": a.stored}
             for a in conn.execute(
-                select(A.sha256, A.kind, A.size, A.info, A.data.is_not(None).label("stored"))
+                select(A.sha256, A.kind, A.size, A.info, A.blob_digest.is_not(None).label("stored"))
                 .where(
                     A.sha256.in_(select(P.artifact_sha256).where(P.run_id == run_id))
                     | A.sha256.in_(select(P.converted_sha256).where(P.run_id == run_id))

@@ -4,9 +4,9 @@ A pruned run takes its rows with it (probe results, latencies, findings, stacks'
 fingerprint links, and whatever later tables hang off runs or results with ON DELETE
 CASCADE); references declared ON DELETE SET NULL (an alert that was opened by the run) are
 cleared; a row that refers to a run or to one of its results without either (a pinned
-baseline, say) keeps that run. Content-addressed rows (fingerprints, exported models, metric
-sets with their metrics, threshold tables) that no row refers to any more are deleted too,
-if they are older than the cut-off.
+baseline, say) keeps that run. Content-addressed rows (fingerprints, exported models and
+their bytes, metric sets with their metrics, threshold tables) that no row refers to any more
+are deleted too, if they are older than the cut-off.
 
 The rules come from the foreign keys of the ORM metadata, not from a list of tables, so
 tables added later are pruned correctly without touching this module. Everything happens
@@ -40,6 +40,7 @@ CONTENT_ADDRESSED: tuple[Any, ...] = (
     m.Fingerprint,
     m.FingerprintTemplate,  # after the fingerprints that refer to it
     m.Artifact,
+    m.ArtifactBlob,  # after the artifacts that refer to it
     m.MetricSet,
     m.ThresholdSet,
 )

@@ -31,8 +31,9 @@ from auditor.db import fingerprints
 from auditor.db import health as db_health
 from auditor.db import schema as m
 from auditor.db import url as db_url
+from auditor.db.blobs import add_artifact
 from auditor.db.content import Figure, figures, metric_sets, threshold_sets
-from auditor.db.rows import add_once, stack_row
+from auditor.db.rows import stack_row
 from auditor.history import baselines, publication, series, telemetry
 from auditor.results import (
     MODES,
@@ -543,9 +544,8 @@ class Store:
             for r in result.results:
                 for artifact in (r.artifact, r.conversion):
                     if artifact is not None:
-                        add_once(
+                        add_artifact(
                             s,
-                            m.Artifact,
                             sha256=artifact.sha256,
                             kind=artifact.kind,
                             size=artifact.size,

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from auditor.cycle.audit_run import AuditRun
 from auditor.db import schema as m
+from auditor.db.blobs import artifact_data
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.report.text import render_text
@@ -104,8 +106,9 @@ def test_general_conversion_is_recorded_and_computes_what_unconverted_lite_compu
     # stored: the result points at the converted artifact, kept with its bytes and its options
     with store.engine.connect() as conn:
         row = conn.execute(
-            select(m.ProbeResultRow.converted_sha256, m.Artifact.info, m.Artifact.data)
+            select(m.ProbeResultRow.converted_sha256, m.Artifact.info, m.ArtifactBlob.data)
             .join(m.Artifact, m.Artifact.sha256 == m.ProbeResultRow.converted_sha256)
+            .join(m.ArtifactBlob, m.ArtifactBlob.digest == m.Artifact.blob_digest)
             .where(m.ProbeResultRow.run_id == result.run_id, m.ProbeResultRow.pair == "ms20->lite20-ms")
         ).one()
     assert row.converted_sha256 == ms.conversion.sha256 == hashlib.sha256(row.data).hexdigest()
@@ -172,8 +175,8 @@ def test_failing_conversions_are_results_with_the_converters_words(converted):
 def stored(db_url: str, sha256: str) -> bytes:
     store = Store.open(db_url)
     try:
-        with store.engine.connect() as conn:
-            return conn.scalar(select(m.Artifact.data).where(m.Artifact.sha256 == sha256))
+        with Session(store.engine) as s:
+            return artifact_data(s, [sha256])[sha256]
     finally:
         store.close()
 

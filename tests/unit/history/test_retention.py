@@ -214,15 +214,17 @@ def test_content_addressed_rows_go_only_when_unreferenced(store, tmp_path):
     info = generate_history(store.engine, RUNS, start=START, upgrade_at=None)
     old_results = text("SELECT id FROM probe_results WHERE run_id = :r")
     with store.engine.begin() as conn:
-        for sha, when, run in (
-            ("a" * 64, START, info.run_ids[0]),  # old, only used by a pruned run: goes
-            ("b" * 64, START, info.run_ids[-1]),  # old, used by a kept run: stays
-            ("c" * 64, NOW, info.run_ids[0]),  # used by a pruned run but newer than the cut-off: stays
-            ("d" * 64, START, None),  # old and never used: goes
+        for blob in ("ab", "c", "d"):  # old bytes: a blob goes once no artifact refers to it
+            conn.execute(insert(m.ArtifactBlob).values(digest=blob, size=1, created_at=START, data=b"x"))
+        for sha, when, run, blob in (
+            ("a" * 64, START, info.run_ids[0], "ab"),  # old, only used by a pruned run: goes
+            ("b" * 64, START, info.run_ids[-1], "ab"),  # old, used by a kept run: stays, and its bytes
+            ("c" * 64, NOW, info.run_ids[0], "c"),  # used by a pruned run but newer than the cut-off: stays
+            ("d" * 64, START, None, "d"),  # old and never used: goes, and its bytes with it
         ):
             conn.execute(
                 insert(m.Artifact).values(
-                    sha256=sha, kind="mindir", size=1, created_at=when, info={}, data=b"x"
+                    sha256=sha, kind="mindir", size=1, created_at=when, info={}, blob_digest=blob
                 )
             )
             if run is not None:
@@ -231,10 +233,12 @@ def test_content_addressed_rows_go_only_when_unreferenced(store, tmp_path):
                     update(m.ProbeResultRow).where(m.ProbeResultRow.id == rid).values(artifact_sha256=sha)
                 )
     result = prune(store.engine, 2, now=NOW)
-    assert result.deleted["artifacts"] == 2
+    assert result.deleted["artifacts"] == 2 and result.deleted["artifact_blobs"] == 1
     with store.engine.connect() as conn:
         left = set(conn.scalars(select(m.Artifact.sha256)))
+        blobs = set(conn.scalars(select(m.ArtifactBlob.digest)))
     assert left == {"b" * 64, "c" * 64}
+    assert blobs == {"ab", "c"}
 
 
 def test_a_reference_without_cascade_keeps_the_run(filled):

@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0016"  # the newest migration in migrations/versions
+HEAD = "0017"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -40,6 +40,7 @@ TABLES = {
     "mindir_limits",
     "operator_limits",
     "artifacts",
+    "artifact_blobs",
     "publications",
     "publication_items",
     "fingerprints",
@@ -388,6 +389,28 @@ def test_fingerprints_and_artifacts_are_content_addressed(store):
     store.finish_run(fifth, cycle_result(artifact=other), {other.sha256: b"abc"})
     assert {a.sha256: a.data for a in rows(store, m.Artifact)} == {MINDIR_SHA: MINDIR, other.sha256: b"abc"}
     assert [r.status for r in store.runs()] == ["complete"] * 5
+
+
+def test_exports_that_differ_only_in_primitive_order_share_their_bytes(store):
+    """MindSpore writes a MindIR's primitive definitions (top-level field 12) in another order
+    at each export: two such files are two artifacts (each file's own sha256, what results
+    name) with one stored copy of the bytes; a file with other content gets its own."""
+
+    def mindir(*primitives: bytes) -> bytes:  # field 7 (graph), then field 12 entries
+        return b"\x3a\x02ab" + b"".join(b"\x62" + bytes([len(p)]) + p for p in primitives)
+
+    first, again, other = mindir(b"xx", b"yy"), mindir(b"yy", b"xx"), mindir(b"xx", b"zz")
+    shas = [hashlib.sha256(d).hexdigest() for d in (first, again, other)]
+    assert len(set(shas)) == 3  # three files by their bytes
+    for sha, data in zip(shas, (first, again, other), strict=True):
+        run = store.begin_run("a.toml")
+        artifact = Artifact(sha, "mindir", len(data), {})
+        store.finish_run(run, cycle_result(artifact=artifact), {sha: data})
+    assert {a.sha256 for a in rows(store, m.Artifact)} == set(shas)
+    blobs = rows(store, m.ArtifactBlob)
+    assert sorted(b.data for b in blobs) == sorted([first, other])  # the first export's bytes, once
+    stored = {a.sha256: a.data for a in rows(store, m.Artifact)}
+    assert stored == {shas[0]: first, shas[1]: first, shas[2]: other}
 
 
 def test_same_stack_name_on_another_host_is_another_stack(store):
