@@ -25,13 +25,14 @@ cycle's (the first creates and migrates the history). Prints per N:
 
 With ``--auditors 1,3``: that many auditor processes share the hosts through the job queue
 ([queue]) on one throw-away PostgreSQL server, each count a fresh database: a first cycle they
-all join, then the measured one, every auditor started at once. Prints per count: wall
+all join, then ``--cycles`` measured ones (default 3: a table grows by whole pages, so one
+cycle's growth is off by a page or so per table), every auditor started at once. Prints per count: wall
 seconds and hosts per minute, the auditors' own CPU per host (all of them together; goal
 <= 0.05 s), their workers' CPU per host, the peak RSS, the history's and the queue's growth per
 host and cycle (PostgreSQL's own sizes; goal <= 3 KB), the report's lines.
 
 usage: .venv/bin/python bench/fleet.py [--hosts 1,8,32,64] [--max-hosts 8] [--keep DIR] [--quick]
-                                    [--all-variants] [--auditors 1,3]
+                                    [--all-variants] [--auditors 1,3 [--cycles 3]]
 """
 
 from __future__ import annotations
@@ -237,10 +238,13 @@ def pg_bytes(url: str) -> dict[str, int]:
     return {"history": sum(size for _, size in rows) - queue, "queue": queue}
 
 
-def shared(hosts: int, auditors: int, max_hosts: int, d: Path, served: tuple[bytes, bytes], url: str) -> dict:
+def shared(
+    hosts: int, auditors: int, max_hosts: int, d: Path, served: tuple[bytes, bytes], url: str, cycles: int
+) -> dict:
     """``auditors`` auditor processes on one PostgreSQL history sharing the hosts through the job
     queue ([queue]): a first cycle they all join (it creates the history and the queue), then
-    the measured one, each auditor a process of its own started at once."""
+    ``cycles`` measured ones, each auditor a process of its own started at once. Figures per
+    cycle: the mean over the measured cycles."""
     base_text = config_text(d, hosts, max_hosts, served) + QUEUE
     configs = []
     for i in range(auditors):
@@ -271,27 +275,30 @@ def shared(hosts: int, auditors: int, max_hosts: int, d: Path, served: tuple[byt
             out.append(json.loads(stdout.strip().splitlines()[-1]))
         return out
 
-    start = time.perf_counter()
     cycle("warm-up")
     size = pg_bytes(url)
-    start = time.perf_counter()
-    steps = cycle("measured")
-    wall = time.perf_counter() - start
+    walls, steps = [], []
+    for i in range(cycles):
+        start = time.perf_counter()
+        steps += cycle(f"measured-{i + 1}")
+        walls.append(time.perf_counter() - start)
     after = pg_bytes(url)
-    (d / "report.txt").write_text(str(steps[0]["text"]))
+    (d / "report.txt").write_text(str(steps[-1]["text"]))
+    per = hosts * cycles  # per host and cycle: a table grows by whole pages, so one cycle's
+    # growth is a page more or less per table; several cycles give the steady rate
     return {
-        "wall": wall,
-        "hosts_per_min": hosts / wall * 60,
-        "own_cpu_per_host": sum(float(s["own"]) for s in steps) / hosts,
-        "worker_cpu_per_host": sum(float(s["kids"]) for s in steps) / hosts,
+        "wall": sum(walls) / cycles,
+        "hosts_per_min": hosts / (sum(walls) / cycles) * 60,
+        "own_cpu_per_host": sum(float(s["own"]) for s in steps) / per,
+        "worker_cpu_per_host": sum(float(s["kids"]) for s in steps) / per,
         "rss_mb": max(float(s["rss"]) for s in steps),
-        "history_kb_per_host": (after["history"] - size["history"]) / 1024 / hosts,
-        "queue_kb_per_host": (after["queue"] - size["queue"]) / 1024 / hosts,
+        "history_kb_per_host": (after["history"] - size["history"]) / 1024 / per,
+        "queue_kb_per_host": (after["queue"] - size["queue"]) / 1024 / per,
         "report_lines": max(len(str(s["text"]).splitlines()) for s in steps),
     }
 
 
-def auditors_table(hosts: int, counts: list[int], max_hosts: int, keep: Path | None) -> None:
+def auditors_table(hosts: int, counts: list[int], max_hosts: int, keep: Path | None, cycles: int) -> None:
     """The shared fleet: one row per number of auditors on one PostgreSQL (the test server)."""
     sys.path.insert(0, str(REPO))
     from tests import postgres_server  # noqa: PLC0415 - the checkout's own throw-away server
@@ -304,13 +311,14 @@ def auditors_table(hosts: int, counts: list[int], max_hosts: int, keep: Path | N
                 d = (keep / f"auditors-{n}") if keep else Path(tmp) / f"auditors-{n}"
                 d.mkdir(parents=True, exist_ok=True)
                 url = server.create_database(f"bench_fleet_{n}_{os.getpid()}")
-                rows.append((n, shared(hosts, n, max_hosts, d, policies(d.parent), url)))
+                rows.append((n, shared(hosts, n, max_hosts, d, policies(d.parent), url, cycles)))
                 print(f"{n} auditor(s) done", file=sys.stderr)
     finally:
         server.stop()
     print(
         f"{hosts} hosts shared through the job queue ([queue] claim 4) on one PostgreSQL; load average "
-        f"{os.getloadavg()[0]:.2f}; [worker] max_hosts = {max_hosts}"
+        f"{os.getloadavg()[0]:.2f}; [worker] max_hosts = {max_hosts}; per cycle: the mean of {cycles} "
+        "measured cycles after a first"
     )
     print(
         "| auditors | wall s | hosts/min | auditor CPU s/host (all) | workers CPU s/host | peak RSS MB "
@@ -340,6 +348,9 @@ def main() -> None:
         help="auditors sharing the hosts through the job queue on one PostgreSQL (the test server), "
         "one row per count, at the last --hosts (default 64)",
     )
+    ap.add_argument(
+        "--cycles", type=int, default=3, help="with --auditors: measured cycles after the first (default 3)"
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--step", help=argparse.SUPPRESS)
@@ -360,7 +371,8 @@ def main() -> None:
         args.hosts, args.max_hosts = "1,4", 3
     if args.auditors:
         hosts = int(args.hosts.split(",")[-1])
-        auditors_table(hosts, [int(x) for x in args.auditors.split(",")], args.max_hosts, args.keep)
+        auditors = [int(x) for x in args.auditors.split(",")]
+        auditors_table(hosts, auditors, args.max_hosts, args.keep, args.cycles)
         return
     rows = []
     for n in [int(x) for x in args.hosts.split(",")]:

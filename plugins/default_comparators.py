@@ -315,6 +315,12 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
         f"{policy_own}"
     )
     clip_limit = _option(options, "max_ppo_clip_share", 0.0)
+    # the same weights under the names trainers use (lower tail, KL both ways, JS, chi2, NeMo's
+    # token_mult_prob_error, band retention): recorded, for the history, --json and Prometheus
+    terms = [
+        MetricCheck(name, value, True, None, None)
+        for name, value in ratios.mismatch_terms(log_w, cap).figures().items()
+    ]
     return [
         MetricCheck("ratio_mean", stats.ratio_mean, True, None, None, f"{stats.n} samples, {basis}"),
         # what the shares are of and at: the answer in PPO terms reads again from the figures
@@ -356,6 +362,7 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
             None,
             "KL(pi_infer || pi_train) too large",
         ),
+        *terms,
     ]
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -336,6 +337,168 @@ def ratio_stats(
         invalid=invalid,
         log_weight_sum=float(finite.sum()) if finite.size == good.size else -math.inf,
     )
+
+
+TINY_RATIO = 1e-4
+"""A ratio below this is an outlier token for SkyRL's geometric filter (and above 1/this)."""
+BANDS = (0.001, 0.01, 0.05)
+"""Half-widths of the ratio bands whose retention is reported: SkyRL's and verl's geometric
+filters keep ±0.1%-ish bands, ±1% and ±5% read how far the rest spread."""
+
+
+@dataclass(frozen=True)
+class MismatchTerms:
+    """The train/infer mismatch under the names RL trainers use for it, from the same log-weights
+    ``log w = logp_train - logp_infer`` on actions drawn from the infer side (q; the train side
+    is p). Sample estimates over the drawn actions (float64); every term is inf when a sample
+    has no valid weight (NaN, +inf), and the shares count such a sample as rejected.
+
+    - ``ratio_min``, ``ratio_p01``: the lower tail, where masking schemes reject;
+    - ``low_share``: w < 1/C (C the TIS cap: below verl's and TRL's lower mask bound at C = 2);
+      ``tiny_share``: w < 1e-4 (SkyRL's per-token outlier);
+    - ``kl_k1`` = mean(-log w), ``kl_k2`` = mean((log w)^2 / 2), ``kl_k3`` = mean(w - 1 - log w):
+      Schulman's estimators of KL(q || p), the ones verl's k1/k2/k3 rejection thresholds;
+    - ``kl_train_infer`` = mean(w log w - w + 1): KL(p || q), the other direction (NeMo RL
+      reports both); the added 1 - w is 0 in expectation (E_q[w] = 1) and makes every term
+      >= 0, as k3 does for the first direction;
+    - ``js`` = mean(log(2/(1+w)) + w log(2w/(1+w))) / 2: Jensen-Shannon, nats, bounded by ln 2;
+    - ``chi2`` = mean((w - 1)^2): chi-square(p || q), the variance of the weights;
+    - ``mult_prob_error`` = mean(exp|log w|): NeMo RL's ``token_mult_prob_error`` (1 = none);
+    - ``band_kept``: per half-width d in BANDS, the share with |w - 1| <= d.
+    """
+
+    ratio_min: float
+    ratio_p01: float
+    low_share: float
+    tiny_share: float
+    kl_k1: float
+    kl_k2: float
+    kl_k3: float
+    kl_train_infer: float
+    js: float
+    chi2: float
+    mult_prob_error: float
+    band_kept: tuple[float, ...]
+
+    def figures(self) -> dict[str, float]:
+        """Each term by its stored metric name."""
+        out = {k: float(getattr(self, k)) for k in FIGURES}
+        out.update({band_name(d): v for d, v in zip(BANDS, self.band_kept, strict=True)})
+        return out
+
+
+FIGURES = (
+    "ratio_min",
+    "ratio_p01",
+    "low_share",
+    "tiny_share",
+    "kl_k1",
+    "kl_k2",
+    "kl_k3",
+    "kl_train_infer",
+    "js",
+    "chi2",
+    "mult_prob_error",
+)
+
+
+def band_name(half_width: float) -> str:
+    """``band_kept_0.1pct`` for a ±0.1% band."""
+    return f"band_kept_{100 * half_width:g}pct"
+
+
+# -- the per-sample terms without cancellation ------------------------------------------------
+# Two fp32 stacks differ by |log w| ~ 1e-7: evaluated as written, w - 1 - log w loses every
+# digit to cancellation (exp(g) - 1 - g at g = 1e-7 is 5e-15 computed from numbers near 1).
+# Near 0 each term is its Taylor polynomial, its coefficients made once, exactly, from the
+# series of exp and log1p; away from 0 the formula as written is exact enough.
+
+SERIES_DEGREE = 14
+SERIES_RADIUS = 0.05
+"""|log w| below which a term is its polynomial: the first term left out is below 1e-17 of
+the term there."""
+
+
+def _series_mul(a: list[Fraction], b: list[Fraction]) -> list[Fraction]:
+    out = [Fraction(0)] * (SERIES_DEGREE + 1)
+    for i, x in enumerate(a):
+        for j, y in enumerate(b[: SERIES_DEGREE + 1 - i]):
+            out[i + j] += x * y
+    return out
+
+
+def _coefficients() -> dict[str, np.ndarray]:
+    g = [Fraction(0), Fraction(1)] + [Fraction(0)] * (SERIES_DEGREE - 1)
+    e = [Fraction(0)] + [Fraction(1, math.factorial(n)) for n in range(1, SERIES_DEGREE + 1)]  # expm1
+    half = [c / 2 for c in e]
+    log1p_half = [Fraction(0)] * (SERIES_DEGREE + 1)  # log1p(e / 2) = sum (-1)^(k+1) (e/2)^k / k
+    power = [Fraction(1)] + [Fraction(0)] * SERIES_DEGREE
+    for k in range(1, SERIES_DEGREE + 1):
+        power = _series_mul(power, half)
+        log1p_half = [a + Fraction((-1) ** (k + 1), k) * b for a, b in zip(log1p_half, power, strict=True)]
+    one_e = [Fraction(1) + e[0]] + e[1:]
+    two_e = [Fraction(2) + e[0]] + e[1:]
+    terms = {
+        "k3": [a - b for a, b in zip(e, g, strict=True)],  # w - 1 - log w
+        "reverse": [a - b for a, b in zip(_series_mul(one_e, g), e, strict=True)],  # w log w - w + 1
+        # JS per sample: (w log w - (1 + w) log((1 + w) / 2)) / 2
+        "js": [
+            (a - b) / 2 for a, b in zip(_series_mul(one_e, g), _series_mul(two_e, log1p_half), strict=True)
+        ],
+    }
+    return {k: np.array([float(c) for c in reversed(v)]) for k, v in terms.items()}
+
+
+_SERIES = _coefficients()
+
+
+def _term(name: str, g: np.ndarray, direct: np.ndarray) -> np.ndarray:
+    near = np.abs(g) < SERIES_RADIUS
+    return np.where(near, np.polyval(_SERIES[name], np.where(near, g, 0.0)), direct)
+
+
+def mismatch_terms(log_w: np.ndarray, tis_cap: float = TIS_CAP) -> MismatchTerms:
+    """The terms of MismatchTerms over every sample of ``log_w`` (any shape). A log-weight of
+    -inf is a weight of 0 (the train side gives the drawn action probability 0): valid, in the
+    lower tail, and an infinite k1, k3 and mult_prob_error."""
+    lw = np.asarray(log_w, dtype=np.float64).ravel()
+    n = lw.size
+    if n == 0:
+        return MismatchTerms(1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, tuple(1.0 for _ in BANDS))
+    ok = np.isfinite(lw) | (lw == -np.inf)
+    bad = n - int(np.count_nonzero(ok))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        w = np.exp(lw[ok])
+        all_w = np.zeros(n)  # an invalid sample sits at the bottom of the tail: rejected
+        all_w[ok] = w
+        shares = [
+            (int(np.count_nonzero(w < 1.0 / tis_cap)) + bad) / n,
+            (int(np.count_nonzero(w < TINY_RATIO)) + bad) / n,
+        ]
+        kept = tuple(int(np.count_nonzero(np.abs(w - 1.0) <= d)) / n for d in BANDS)
+        if bad:
+            inf = math.inf
+            return MismatchTerms(0.0, 0.0, *shares, inf, inf, inf, inf, inf, inf, inf, kept)
+        g = lw
+        # w log w and w log(2w/(1+w)) are 0 at w = 0 (their limit), not NaN
+        wlogw = _term("reverse", g, np.where(w > 0, w * g, 0.0) - w + 1.0)
+        half = np.where(w > 0, w * (math.log(2.0) + g - np.logaddexp(0.0, g)), 0.0)
+        js = _term("js", g, 0.5 * (math.log(2.0) - np.logaddexp(0.0, g)) + 0.5 * half)
+        k3 = _term("k3", g, np.where(w > 0, w - 1.0 - g, np.inf))
+        return MismatchTerms(
+            ratio_min=float(all_w.min()),
+            ratio_p01=float(np.quantile(all_w, 0.01, method="lower")),
+            low_share=shares[0],
+            tiny_share=shares[1],
+            kl_k1=float(np.mean(-g)),
+            kl_k2=float(np.mean(0.5 * g * g)),
+            kl_k3=float(np.mean(k3)),
+            kl_train_infer=float(np.mean(wlogw)),
+            js=float(np.mean(js)),
+            chi2=float(np.mean(np.expm1(g) ** 2)),
+            mult_prob_error=float(np.mean(np.exp(np.abs(g)))),
+            band_kept=kept,
+        )
 
 
 def behaviour_kl(train: Distribution, infer: Distribution) -> np.ndarray:

@@ -28,6 +28,21 @@ PPO_METRICS = (
     "invalid_samples",
     "clip_epsilon",
     "tis_cap",
+    # the same weights under the names trainers use (auditor.compare.ratios.MismatchTerms)
+    "ratio_min",
+    "ratio_p01",
+    "low_share",
+    "tiny_share",
+    "kl_k1",
+    "kl_k2",
+    "kl_k3",
+    "kl_train_infer",
+    "js",
+    "chi2",
+    "mult_prob_error",
+    "band_kept_0.1pct",
+    "band_kept_1pct",
+    "band_kept_5pct",
 )
 """The importance_ratios comparator's checks (auditor.compare.ratios), named here so the daemon
 needs no numpy."""
