@@ -177,7 +177,12 @@ def check(  # noqa: ANN001 - a SQLAlchemy engine
             if sqlite and not health.problems:
                 health.problems += _bad_values(conn, tables)
     except (SQLAlchemyError, UnicodeDecodeError) as exc:
-        health.problems.append(db_error(exc))
+        said = db_error(exc)
+        if sqlite and corrupt(exc):  # a page SQLite needs before it can check any (its schema's)
+            health.problems.append(f"the file is damaged (SQLite: {said})")
+            health.remedy = damaged_remedy(engine)
+        else:
+            health.problems.append(said)
         return health
     if write and sqlite:
         try:
@@ -195,6 +200,13 @@ def check(  # noqa: ANN001 - a SQLAlchemy engine
             else:
                 health.problems.append(db_error(exc))
     return health
+
+
+def corrupt(exc: BaseException) -> bool:
+    """SQLite said its file is damaged (SQLITE_CORRUPT: "database disk image is malformed")."""
+    orig = getattr(exc, "orig", exc)
+    name = getattr(orig, "sqlite_errorname", "")
+    return name.startswith("SQLITE_CORRUPT") or "malformed" in str(orig)
 
 
 def _pragma(conn, pragma: str) -> list[str]:  # noqa: ANN001
@@ -219,6 +231,11 @@ def _integrity(conn, budget: float | None) -> list[str] | None:  # noqa: ANN001
         raw.set_progress_handler(None, 0)
 
 
+def damaged_remedy(engine) -> str:  # noqa: ANN001
+    """What to do with an SQLite file that is damaged beyond its indexes."""
+    return _remedy(engine, index_only=False)
+
+
 def _remedy(engine, index_only: bool) -> str:  # noqa: ANN001
     path = engine.url.database or "FILE"
     if index_only:
@@ -230,4 +247,4 @@ def _remedy(engine, index_only: bool) -> str:  # noqa: ANN001
     )
 
 
-__all__ = ["CYCLE_BUDGET", "Health", "check", "db_error"]
+__all__ = ["CYCLE_BUDGET", "Health", "check", "corrupt", "damaged_remedy", "db_error"]

@@ -297,6 +297,13 @@ class Store:
                         conn.exec_driver_sql("PRAGMA foreign_keys=ON")
                         conn.commit()
         except (SQLAlchemyError, UnicodeDecodeError) as exc:
+            if self.engine.dialect.name == "sqlite" and db_health.corrupt(exc):
+                # damaged where SQLite reads first (its schema): said as `db check` says it
+                raise StoreError(
+                    f"the history database {self.display_url} cannot be used: the file is damaged "
+                    f"(SQLite: {db_health.db_error(exc)}); nothing was written "
+                    f"({db_health.damaged_remedy(self.engine)}; `auditor db check` lists the problems)"
+                ) from None
             raise StoreError(
                 f"cannot open or migrate the history database {self.display_url}: {db_health.db_error(exc)}",
                 reached=not _unreached(exc),

@@ -76,6 +76,14 @@ def corrupt_page(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def corrupt_schema(path: Path) -> None:
+    """The b-tree header of page 1 (after the file's 100-byte header): the schema's table, which
+    SQLite reads before it can check any page, so even quick_check stops with "malformed"."""
+    data = bytearray(path.read_bytes())
+    data[100:164] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+
+
 def corrupt_index(path: Path) -> None:
     """A key of the runs' start-time index rewritten in place: every page is sound (SQLite's
     quick_check says ok), but the index no longer matches its table."""
@@ -114,6 +122,7 @@ def _sql(path: Path, *statements: str) -> None:
 DAMAGES = {
     "not-sqlite": (not_sqlite, "file is not a database"),
     "corrupt-page": (corrupt_page, "damaged"),
+    "corrupt-schema": (corrupt_schema, "the file is damaged"),
     "corrupt-index": (corrupt_index, "an index is damaged (SQLite integrity_check: row 2 missing from index"),
     "dropped-table": (dropped_table, "table missing: findings"),
     "bad-timestamp": (bad_timestamp, "unreadable timestamp in started_at"),
@@ -161,7 +170,13 @@ def test_audit_refuses_a_damaged_database_before_any_worker_starts(base_db, tmp_
 
 
 @pytest.mark.parametrize(
-    ("damage", "remedy"), [("corrupt-index", "'REINDEX'"), ("corrupt-page", "restore"), ("bad-json", "")]
+    ("damage", "remedy"),
+    [
+        ("corrupt-index", "'REINDEX'"),
+        ("corrupt-page", "restore"),
+        ("corrupt-schema", "restore"),
+        ("bad-json", ""),
+    ],
 )
 def test_db_check_names_the_damage_and_the_remedy_and_the_audit_writes_nothing(
     base_db, tmp_path, config, damage, remedy
