@@ -632,6 +632,11 @@ class LatencyConfig:
     slowdown is divided out. A runtime whose p50 jumps between processes (MindSpore 2.10
     PyNative: 4, 8, 12 or 16 ms on a 2-core machine) or a busy box does not trip it. 0: the
     factor alone decides."""
+    regression_confirm: Int(1, 100) = 2
+    """How many runs in a row (this one included) must each be a regression against the runs
+    before them: one run's p50 on a shared machine is one sample, while a step change stays
+    (measured, bench/fleet.py: 64 members timed on one 2-core box put 11 of 128 series over the
+    limit in one cycle; with 2, at most 2 in any of 6 cycles). 1: the run alone decides."""
     regression_sides: tuple[Choice("train", "infer"), ...] = ("infer",)
     """Which sides are judged: the serving side by default (what a policy server sees); the
     train side's eager mode is noisy and is not what production runs."""

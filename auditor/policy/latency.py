@@ -21,7 +21,8 @@ batch and, on the infer side, the train stack whose export it runs) over the las
 ``regression_window`` complete runs, once ``regression_min_runs`` of them exist, and exceeds
 that median by more than ``regression_spread`` run-to-run spreads (the series' own, or that of
 every series of its host this run), after the whole host's slowdown is divided out (so a
-runtime whose p50 jumps from process to process, or a busy machine, does not trip it). Only the
+runtime whose p50 jumps from process to process, or a busy machine, does not trip it), in
+``regression_confirm`` runs in a row (2: a step change stays, one slow sample does not). Only the
 sides of ``regression_sides`` are judged: the serving side by default. On the serving side a
 regression is the same measurement as a throughput drop by the same factor, so one finding
 says both (its details carry the samples/s then and now): one cause, one alert.
@@ -208,6 +209,15 @@ def judge(
     return median if excess > cfg.regression_spread * max(own, host.spread) else None
 
 
+def confirmed(previous: Sequence[float], cfg: LatencyConfig) -> bool:
+    """Whether the ``regression_confirm`` - 1 runs before this one (``previous``, newest first)
+    were each a regression against the runs before them: only then can this run's be said."""
+    for i in range(cfg.regression_confirm - 1):
+        if i >= len(previous) or judge(previous[i], previous[i + 1 :], cfg) is None:
+            return False
+    return True
+
+
 def _cohort(series: Series) -> tuple[str, ...]:
     """A group member's series as its peers' series are keyed (() for another stack)."""
     grouped = member(series.stack)
@@ -253,8 +263,8 @@ def regressions(
                 if series in seen or series.side not in cfg.regression_sides:
                     continue
                 seen.add(series)
-                previous = history(session, series, cfg.regression_window)
-                if len(previous) >= cfg.regression_min_runs and lat.p50_us > 0:
+                previous = history(session, series, cfg.regression_window + cfg.regression_confirm - 1)
+                if len(previous) >= cfg.regression_min_runs and lat.p50_us > 0 and confirmed(previous, cfg):
                     judged.append((series, lat, previous))
     ratios: dict[str, list[float]] = {}
     for series, lat, previous in judged:
@@ -270,7 +280,7 @@ def regressions(
     found: list[Finding] = []
     for series, lat, previous in judged:
         host = noise.get(series.host, HostNoise())
-        median = judge(lat.p50_us, previous, cfg, host)
+        median = judge(lat.p50_us, previous, cfg, host)  # its window: the runs just before it
         if median is None:
             continue
         m = member(series.stack)
@@ -285,7 +295,9 @@ def regressions(
         key += (f"/{series.source}" if series.source else "") + "/latency-regression"
         message = (
             f"{series.describe()}: p50 {lat.p50_us:.0f} µs is {lat.p50_us / median:.2f}× the median "
-            f"{median:.0f} µs of the last {len(previous)} runs (limit {cfg.regression_factor:g}× "
+            f"{median:.0f} µs of the last {min(len(previous), cfg.regression_window)} runs"
+            + (f", {cfg.regression_confirm} runs in a row" if cfg.regression_confirm > 1 else "")
+            + f" (limit {cfg.regression_factor:g}× "
             f"and {cfg.regression_spread:g} run-to-run spreads; its own spread "
             f"{spread(previous[: cfg.regression_window]):.0f} µs, the host's "
             f"{math.expm1(host.spread):.0%} over {host.series} series, which moved "
@@ -299,7 +311,8 @@ def regressions(
             "source": series.source,
             "p50_us": lat.p50_us,
             "median_us": median,
-            "runs": len(previous),
+            "runs": min(len(previous), cfg.regression_window),
+            "confirm": cfg.regression_confirm,
             "factor": cfg.regression_factor,
             "host_shift": host.shift,
             "host_spread": host.spread,

@@ -48,6 +48,7 @@ def _config(doc: dict, db: str):
             "regression_factor": 1.01,
             "regression_window": 1,
             "regression_min_runs": 1,
+            "regression_confirm": 1,
         },
         # return_atol between the returns' differences seen across MindSpore versions (1e-5..1e-3),
         # so the comparison can go either way; the test computes which.

@@ -19,8 +19,10 @@ CFG = LatencyConfig(
     regression_min_runs=3,
     regression_spread=0.0,
     regression_sides=("train", "infer"),
+    regression_confirm=1,
 )
-"""The factor alone, on both sides: what the tests of the window and the history follow."""
+"""The factor alone, on both sides, one run deciding: what the tests of the window and the
+history follow."""
 
 
 def lat(p50: float, batch: int = 1) -> Latency:
@@ -180,10 +182,31 @@ def test_regressions_follow_the_numbers(store):
     assert not any(f.key.startswith("tr2/") or "/tr2/" in f.key for f in found)
 
 
+def test_one_slow_run_is_no_regression_until_the_next_confirms_it(store):
+    """[latency] regression_confirm (default 2): a p50 above the limit once, between runs at
+    the usual speed, is one sample of a shared machine; the same step in two runs in a row is a
+    regression, said with both runs' evidence."""
+    cfg = LatencyConfig()
+    assert cfg.regression_confirm == 2
+    for p in (100.0, 102.0, 98.0, 101.0):
+        _run(store, [_result(p, p)])
+    assert latency.regressions([_result(400.0, 400.0)], store.engine, cfg, {}) == []  # a spike
+    _run(store, [_result(400.0, 400.0)])
+    _run(store, [_result(100.0, 100.0)])  # back to normal: the spike confirms nothing later
+    assert latency.regressions([_result(400.0, 400.0)], store.engine, cfg, {}) == []
+    _run(store, [_result(400.0, 400.0)])  # a step: slow, and slow again
+    found = latency.regressions([_result(410.0, 410.0)], store.engine, cfg, {})
+    assert found and {f.details["side"] for f in found} == {"infer"}
+    assert all(f.details["confirm"] == 2 and "2 runs in a row" in f.message for f in found)
+    window = [400.0, 100.0, 400.0, 101.0, 98.0, 102.0, 100.0]  # newest first, the spike among them
+    assert {f.details["median_us"] for f in found if f.details["batch"] == 1} == {statistics.median(window)}
+
+
 def test_only_the_serving_side_is_judged_by_default(store):
     for p in (100.0, 100.0, 100.0):
         _run(store, [_result(p, p)])
-    found = latency.regressions([_result(1000.0, 1000.0)], store.engine, LatencyConfig(), {})
+    cfg = LatencyConfig(regression_confirm=1)
+    found = latency.regressions([_result(1000.0, 1000.0)], store.engine, cfg, {})
     assert found and {f.details["side"] for f in found} == {"infer"}
 
 
@@ -294,11 +317,12 @@ def test_a_member_is_judged_against_its_peers_this_cycle_too(store):
         stacks["tr"] = StackReport("tr", "train", "mindspore", "/py", "cpu", "local", {"runtime": "x"})
         results = [_result(p, p, infer=m) for m in members]
         store.finish_run(run_id, CycleResult(1.0, 2.0, "t.toml", stacks, results, []), {})
+    cfg = LatencyConfig(regression_confirm=1)  # this cycle's peers, not the next run, decide here
     together = [_result(100.0, 240.0 + i, infer=m) for i, m in enumerate(members)]  # all 2.4x: the box
-    assert latency.regressions(together, store.engine, LatencyConfig(), hosts) == []
+    assert latency.regressions(together, store.engine, cfg, hosts) == []
     alone = [_result(100.0, 100.0 + i, infer=m) for i, m in enumerate(members[:3])]
     alone.append(_result(100.0, 400.0, infer=members[3]))  # one member 4x its history and its peers
-    found = latency.regressions(alone, store.engine, LatencyConfig(), hosts)
+    found = latency.regressions(alone, store.engine, cfg, hosts)
     assert {f.subject for f in found} == {members[3]}
     (b1,) = [f for f in found if f.details["batch"] == 1]
     assert b1.details["peers"] == 3 and "the median 101 µs of its 3 peers this cycle" in b1.message
