@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from auditor.compare.presets import EpisodeWeights, rejected_shares
 from auditor.compare.verdicts import MetricCheck, OutputComparison
 
 CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", "error"
@@ -432,6 +433,12 @@ class Episode:
     """Sampled mode: share of its steps whose ratio PPO would clip."""
     ess: float | None = None
     """Sampled mode: effective sample size of its steps' ratios (1.0: no loss)."""
+    log_ratio_mean: float | None = None
+    """Sampled mode: the mean of its steps' log-weights, the log of its geometric-mean ratio
+    (comparable across episode lengths, unlike the sum; inf: a step without a valid weight)."""
+    log_ratio_min: float | None = None
+    log_ratio_max: float | None = None
+    """Sampled mode: its worst steps' log-weights, downwards and upwards."""
 
     @property
     def return_diff(self) -> float:
@@ -445,7 +452,18 @@ class Episode:
         """The sampled mode's figures of the episode (empty in deterministic mode)."""
         if self.log_ratio_sum is None or self.ppo_clip_share is None or self.ess is None:
             return {}
-        return {"log_ratio_sum": self.log_ratio_sum, "ppo_clip_share": self.ppo_clip_share, "ess": self.ess}
+        out = {"log_ratio_sum": self.log_ratio_sum, "ppo_clip_share": self.ppo_clip_share, "ess": self.ess}
+        for key in ("log_ratio_mean", "log_ratio_min", "log_ratio_max"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+    def weights(self) -> EpisodeWeights | None:
+        """Its log-weights in summary, for the trainers' corrections (None: not sampled, or
+        stored before they were)."""
+        if self.log_ratio_sum is None or self.log_ratio_mean is None or self.log_ratio_min is None:
+            return None
+        return EpisodeWeights(self.log_ratio_sum, self.log_ratio_mean, self.log_ratio_min)
 
 
 @dataclass(frozen=True)
@@ -502,12 +520,19 @@ class RolloutResult:
         figures = [e.ratio_figures() for e in self.episodes if e.sampled]
         if not figures:
             return {}
-        return {
+        out = {
             "max_ppo_clip_share": max(f["ppo_clip_share"] for f in figures),
             "min_ess": min(f["ess"] for f in figures),
             "min_log_ratio_sum": min(f["log_ratio_sum"] for f in figures),
             "max_log_ratio_sum": max(f["log_ratio_sum"] for f in figures),
         }
+        means = [abs(f["log_ratio_mean"]) for f in figures if "log_ratio_mean" in f]
+        if means:  # the episode furthest from 1 in geometric mean, whatever its length
+            out["max_abs_log_ratio_mean"] = max(means)
+        weights = [w for e in self.episodes if (w := e.weights()) is not None]
+        # the share of episodes each trainer's sequence correction would reject (auditor.compare.presets)
+        out.update({f"{name}_share": v for name, v in rejected_shares(weights).items()})
+        return out
 
     def episode_metrics(self) -> dict[str, dict[str, dict[str, float]]]:
         """mode -> "seed<N>" -> figures of that episode, for the history database."""

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import metrics, ratios
+from auditor.compare import metrics, presets, ratios
 from auditor.policy.env_process import EnvError, EnvProcess, RemoteEnv, Spaces, using
 from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult
 
@@ -88,11 +88,13 @@ class Sampler:
         a = np.tanh(u) if self.kind == "tanh" else u
         return np.asarray(self.scale) * a + np.asarray(self.offset), u if self.pre_squash else a
 
-    def weights(self, states: np.ndarray, actions: np.ndarray) -> ratios.RatioStats:
-        """Both models' log-probabilities of the infer side's steps, as log weights' statistics."""
+    def weights(self, states: np.ndarray, actions: np.ndarray) -> tuple[ratios.RatioStats, np.ndarray]:
+        """Both models' log-probabilities of the infer side's steps: the log weights, with
+        their statistics."""
         lt = np.asarray(self.score_train(states, actions), np.float64).reshape(-1)
         li = np.asarray(self.score_infer(states, actions), np.float64).reshape(-1)
-        return ratios.ratio_stats(metrics.logp_delta(lt, li), self.clip_epsilon)
+        log_w = metrics.logp_delta(lt, li)
+        return ratios.ratio_stats(log_w, self.clip_epsilon), log_w
 
 
 @dataclass
@@ -209,10 +211,19 @@ def _finished(
     sampled: dict[str, float] = {}
     if sampler is not None and visited:
         states = np.stack([v[0] for v in visited])
-        stats = sampler.weights(states, np.stack([np.asarray(v[1]).reshape(-1) for v in visited]))
+        stats, log_w = sampler.weights(states, np.stack([np.asarray(v[1]).reshape(-1) for v in visited]))
         # a step without a finite weight leaves the episode's weight undefined: inf, and clipped
         log_sum = stats.log_weight_sum if not stats.invalid else math.inf
-        sampled = {"log_ratio_sum": log_sum, "ppo_clip_share": stats.ppo_clip_share, "ess": stats.ess}
+        finite = not stats.invalid and bool(np.isfinite(log_w).all())
+        sampled = {
+            "log_ratio_sum": log_sum,
+            "ppo_clip_share": stats.ppo_clip_share,
+            "ess": stats.ess,
+            # the geometric-mean ratio's log and the worst steps: comparable across lengths
+            "log_ratio_mean": float(np.mean(log_w)) if finite else math.inf,
+            "log_ratio_min": float(np.min(log_w)) if finite else -math.inf,
+            "log_ratio_max": float(np.max(log_w)) if finite else math.inf,
+        }
     return Episode(
         seed=seed,
         steps=len(action_diff),
@@ -344,9 +355,12 @@ def sampled_words(episodes: Sequence[Episode], limits: SampledLimits | None) -> 
         if all(math.isfinite(x) for x in logs)
         else "an episode's weight is not finite (a step without a valid weight)"
     )
+    shares = presets.rejected_shares([w for e in sampled if (w := e.weights()) is not None])
+    said = [f"{100 * shares[p.name]:.0f}% ({p.words})" for p in presets.PRESETS if p.name in shares]
+    trainers = f"; verl would reject {' and '.join(said)} of the episodes" if said else ""
     return (
         f"the stacks alone would clip {100 * clipped / max(steps, 1):.2f}% of the sampled steps at epsilon "
-        f"{limits.clip_epsilon:g}; ESS {ess:.4f} at least; {weights}"
+        f"{limits.clip_epsilon:g}; ESS {ess:.4f} at least; {weights}{trainers}"
     )
 
 
