@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare import metrics
+from auditor.compare.ratio_names import BANDS, TERMS, band_name
 
 KINDS = ("gaussian", "tanh", "categorical")
 """Policy heads: a diagonal Gaussian, a tanh-squashed one (actions tanh(u), u Gaussian), and a
@@ -340,10 +341,8 @@ def ratio_stats(
 
 
 TINY_RATIO = 1e-4
-"""A ratio below this is an outlier token for SkyRL's geometric filter (and above 1/this)."""
-BANDS = (0.001, 0.01, 0.05)
-"""Half-widths of the ratio bands whose retention is reported: SkyRL's and verl's geometric
-filters keep ±0.1%-ish bands, ±1% and ±5% read how far the rest spread."""
+"""A ratio below this is a catastrophic step: verl vetoes the whole sequence of such a token
+(``rollout_token_veto_threshold``, typically 1e-4)."""
 
 
 @dataclass(frozen=True)
@@ -354,8 +353,8 @@ class MismatchTerms:
     has no valid weight (NaN, +inf), and the shares count such a sample as rejected.
 
     - ``ratio_min``, ``ratio_p01``: the lower tail, where masking schemes reject;
-    - ``low_share``: w < 1/C (C the TIS cap: below verl's and TRL's lower mask bound at C = 2);
-      ``tiny_share``: w < 1e-4 (SkyRL's per-token outlier);
+    - ``low_share``: w < 1/C (C the TIS cap: below the lower bound of verl's rejection at threshold 2);
+      ``tiny_share``: w < 1e-4 (verl's veto threshold);
     - ``kl_k1`` = mean(-log w), ``kl_k2`` = mean((log w)^2 / 2), ``kl_k3`` = mean(w - 1 - log w):
       Schulman's estimators of KL(q || p), the ones verl's k1/k2/k3 rejection thresholds;
     - ``kl_train_infer`` = mean(w log w - w + 1): KL(p || q), the other direction (NeMo RL
@@ -382,29 +381,9 @@ class MismatchTerms:
 
     def figures(self) -> dict[str, float]:
         """Each term by its stored metric name."""
-        out = {k: float(getattr(self, k)) for k in FIGURES}
+        out = {k: float(getattr(self, k)) for k in TERMS}
         out.update({band_name(d): v for d, v in zip(BANDS, self.band_kept, strict=True)})
         return out
-
-
-FIGURES = (
-    "ratio_min",
-    "ratio_p01",
-    "low_share",
-    "tiny_share",
-    "kl_k1",
-    "kl_k2",
-    "kl_k3",
-    "kl_train_infer",
-    "js",
-    "chi2",
-    "mult_prob_error",
-)
-
-
-def band_name(half_width: float) -> str:
-    """``band_kept_0.1pct`` for a ±0.1% band."""
-    return f"band_kept_{100 * half_width:g}pct"
 
 
 # -- the per-sample terms without cancellation ------------------------------------------------

@@ -14,38 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditor.compare import ratio_names
 from auditor.results import STATUS_ORDER, CycleResult, HostTelemetry, StackReport
 
-PPO_METRICS = (
-    "ratio_mean",
-    "ratio_p99",
-    "ratio_max",
-    "ppo_clip_share",
-    "tis_share",
-    "ess",
-    "kl_behaviour",
-    "samples",
-    "invalid_samples",
-    "clip_epsilon",
-    "tis_cap",
-    # the same weights under the names trainers use (auditor.compare.ratios.MismatchTerms)
-    "ratio_min",
-    "ratio_p01",
-    "low_share",
-    "tiny_share",
-    "kl_k1",
-    "kl_k2",
-    "kl_k3",
-    "kl_train_infer",
-    "js",
-    "chi2",
-    "mult_prob_error",
-    "band_kept_0.1pct",
-    "band_kept_1pct",
-    "band_kept_5pct",
-)
-"""The importance_ratios comparator's checks (auditor.compare.ratios), named here so the daemon
-needs no numpy."""
+PPO_METRICS = ratio_names.ALL
+"""The importance_ratios comparator's figures (auditor.compare.ratio_names: no numpy here)."""
 
 GAUGE, INFO, STATESET = "gauge", "info", "stateset"
 

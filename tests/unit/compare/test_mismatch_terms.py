@@ -10,7 +10,8 @@ from decimal import Decimal, getcontext
 import numpy as np
 import pytest
 
-from auditor.compare.ratios import BANDS, band_name, mismatch_terms
+from auditor.compare.ratio_names import BANDS, band_name
+from auditor.compare.ratios import mismatch_terms
 
 
 def oracle(log_w: list[float], cap: float) -> dict[str, float]:
