@@ -19,10 +19,8 @@ invalid distribution on either side, counts as clipped and truncated and is name
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -387,60 +385,6 @@ class MismatchTerms:
         return out
 
 
-# -- the per-sample terms without cancellation ------------------------------------------------
-# Two fp32 stacks differ by |log w| ~ 1e-7: evaluated as written, w - 1 - log w loses every
-# digit to cancellation (exp(g) - 1 - g at g = 1e-7 is 5e-15 computed from numbers near 1).
-# Near 0 each term is its Taylor polynomial, its coefficients made once, exactly, from the
-# series of exp and log1p; away from 0 the formula as written is exact enough.
-
-SERIES_DEGREE = 14
-SERIES_RADIUS = 0.05
-"""|log w| below which a term is its polynomial: the first term left out is below 1e-17 of
-the term there."""
-
-
-def _series_mul(a: list[Fraction], b: list[Fraction]) -> list[Fraction]:
-    out = [Fraction(0)] * (SERIES_DEGREE + 1)
-    for i, x in enumerate(a):
-        for j, y in enumerate(b[: SERIES_DEGREE + 1 - i]):
-            out[i + j] += x * y
-    return out
-
-
-def _coefficients() -> dict[str, np.ndarray]:
-    g = [Fraction(0), Fraction(1)] + [Fraction(0)] * (SERIES_DEGREE - 1)
-    e = [Fraction(0)] + [Fraction(1, math.factorial(n)) for n in range(1, SERIES_DEGREE + 1)]  # expm1
-    half = [c / 2 for c in e]
-    log1p_half = [Fraction(0)] * (SERIES_DEGREE + 1)  # log1p(e / 2) = sum (-1)^(k+1) (e/2)^k / k
-    power = [Fraction(1)] + [Fraction(0)] * SERIES_DEGREE
-    for k in range(1, SERIES_DEGREE + 1):
-        power = _series_mul(power, half)
-        log1p_half = [a + Fraction((-1) ** (k + 1), k) * b for a, b in zip(log1p_half, power, strict=True)]
-    one_e = [Fraction(1) + e[0]] + e[1:]
-    two_e = [Fraction(2) + e[0]] + e[1:]
-    terms = {
-        "k3": [a - b for a, b in zip(e, g, strict=True)],  # w - 1 - log w
-        "reverse": [a - b for a, b in zip(_series_mul(one_e, g), e, strict=True)],  # w log w - w + 1
-        # JS per sample: (w log w - (1 + w) log((1 + w) / 2)) / 2
-        "js": [
-            (a - b) / 2 for a, b in zip(_series_mul(one_e, g), _series_mul(two_e, log1p_half), strict=True)
-        ],
-    }
-    return {k: np.array([float(c) for c in reversed(v)]) for k, v in terms.items()}
-
-
-@functools.cache
-def _series() -> dict[str, np.ndarray]:
-    """The coefficients, made once per process when first needed (14 ms of fractions: not at
-    import, which every command pays)."""
-    return _coefficients()
-
-
-def _term(name: str, g: np.ndarray, direct: np.ndarray) -> np.ndarray:
-    near = np.abs(g) < SERIES_RADIUS
-    return np.where(near, np.polyval(_series()[name], np.where(near, g, 0.0)), direct)
-
-
 def mismatch_terms(log_w: np.ndarray, tis_cap: float = TIS_CAP) -> MismatchTerms:
     """The terms of MismatchTerms over every sample of ``log_w`` (any shape). A log-weight of
     -inf is a weight of 0 (the train side gives the drawn action probability 0): valid, in the
@@ -465,10 +409,8 @@ def mismatch_terms(log_w: np.ndarray, tis_cap: float = TIS_CAP) -> MismatchTerms
             return MismatchTerms(0.0, 0.0, *shares, inf, inf, inf, inf, inf, inf, inf, kept)
         g = lw
         # w log w and w log(2w/(1+w)) are 0 at w = 0 (their limit), not NaN
-        wlogw = _term("reverse", g, np.where(w > 0, w * g, 0.0) - w + 1.0)
-        half = np.where(w > 0, w * (math.log(2.0) + g - np.logaddexp(0.0, g)), 0.0)
-        js = _term("js", g, 0.5 * (math.log(2.0) - np.logaddexp(0.0, g)) + 0.5 * half)
-        k3 = _term("k3", g, np.where(w > 0, w - 1.0 - g, np.inf))
+        # per sample without cancellation near log w = 0 (auditor.compare.metrics)
+        k3, wlogw, js = metrics.k3_terms(g), metrics.reverse_kl_terms(g), metrics.js_terms(g)
         return MismatchTerms(
             ratio_min=float(all_w.min()),
             ratio_p01=float(np.quantile(all_w, 0.01, method="lower")),

@@ -66,16 +66,4 @@ def add_artifact(
     )
 
 
-def artifact_data(session: Session, sha256s: list[str]) -> dict[str, bytes]:
-    """The bytes of the artifacts ``sha256s`` that have them stored."""
-    if not sha256s:
-        return {}
-    rows = session.execute(
-        select(m.Artifact.sha256, m.ArtifactBlob.data)
-        .join(m.ArtifactBlob, m.ArtifactBlob.digest == m.Artifact.blob_digest)
-        .where(m.Artifact.sha256.in_(sha256s))
-    ).all()
-    return {sha: bytes(data) for sha, data in rows if data is not None}
-
-
-__all__ = ["add_artifact", "artifact_data", "content_digest"]
+__all__ = ["add_artifact", "content_digest"]

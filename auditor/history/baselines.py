@@ -141,7 +141,7 @@ def record(
             if exists is not None:
                 continue
             data = blobs.get(c.outputs_sha256)
-            if session.get(m.Artifact, c.outputs_sha256) is None:
+            if session.scalar(select(m.Artifact.sha256).where(m.Artifact.sha256 == c.outputs_sha256)) is None:
                 if data is None:
                     raise ValueError(
                         f"outputs {c.outputs_sha256[:12]} of {c.stack} are not in the cycle's blobs"

@@ -214,15 +214,15 @@ def _finished(
         stats, log_w = sampler.weights(states, np.stack([np.asarray(v[1]).reshape(-1) for v in visited]))
         # a step without a finite weight leaves the episode's weight undefined: inf, and clipped
         log_sum = stats.log_weight_sum if not stats.invalid else math.inf
-        finite = not stats.invalid and bool(np.isfinite(log_w).all())
+        valid = not stats.invalid  # a step of probability 0 on the train side (-inf) is valid
         sampled = {
             "log_ratio_sum": log_sum,
             "ppo_clip_share": stats.ppo_clip_share,
             "ess": stats.ess,
             # the geometric-mean ratio's log and the worst steps: comparable across lengths
-            "log_ratio_mean": float(np.mean(log_w)) if finite else math.inf,
-            "log_ratio_min": float(np.min(log_w)) if finite else -math.inf,
-            "log_ratio_max": float(np.max(log_w)) if finite else math.inf,
+            "log_ratio_mean": float(np.mean(log_w)) if valid else math.inf,
+            "log_ratio_min": float(np.min(log_w)) if valid else -math.inf,
+            "log_ratio_max": float(np.max(log_w)) if valid else math.inf,
         }
     return Episode(
         seed=seed,

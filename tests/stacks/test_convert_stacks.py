@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 
 from auditor.cycle.audit_run import AuditRun
 from auditor.db import schema as m
-from auditor.db.blobs import artifact_data
 from auditor.extend.manager import Plugins
 from auditor.history.store import Store
 from auditor.report.text import render_text
@@ -176,7 +175,7 @@ def stored(db_url: str, sha256: str) -> bytes:
     store = Store.open(db_url)
     try:
         with Session(store.engine) as s:
-            return artifact_data(s, [sha256])[sha256]
+            return s.get(m.Artifact, sha256).data
     finally:
         store.close()
 

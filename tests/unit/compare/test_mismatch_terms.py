@@ -10,6 +10,7 @@ from decimal import Decimal, getcontext
 import numpy as np
 import pytest
 
+from auditor.compare.metrics import logp_diff
 from auditor.compare.ratio_names import BANDS, band_name
 from auditor.compare.ratios import mismatch_terms
 
@@ -104,3 +105,14 @@ def test_equal_stacks_give_the_neutral_values():
     terms = mismatch_terms(np.zeros(64))
     assert (terms.kl_k1, terms.kl_k3, terms.js, terms.chi2, terms.kl_train_infer) == (0, 0, 0, 0, 0)
     assert terms.mult_prob_error == 1.0 and terms.band_kept == (1.0, 1.0, 1.0)
+
+
+def test_the_logp_comparators_k3_is_the_same_accurate_term():
+    """logp_diff's k3 (the served log-probabilities' own comparison) uses the same per-sample
+    term: at fp32 stacks' differences, mean(expm1(d) - d) as written is off in its 11th digit."""
+    d = np.random.RandomState(5).normal(0.0, 1e-7, 256)
+    train = np.full(256, -1.0) + d
+    got = logp_diff(train, np.full(256, -1.0)).k3_kl
+    expected = oracle((train + 1.0).tolist(), 2.0)["kl_k3"]  # the same d, as the subtraction gives it
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert mismatch_terms(train + 1.0).kl_k3 == got
