@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import resource
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -209,13 +210,22 @@ def run_telemetry(request: CycleRequest, on_run: Callable[[Any], None] = lambda 
 
 
 def main() -> int:
-    """The child: one cycle, one reply."""
+    """The child started cold (``python -m auditor.daemon.cycle_child``): one cycle, one reply."""
+    return serve(sys.stdin.buffer, os.fdopen(os.dup(1), "wb"))
+
+
+def forked(stdin: BinaryIO, out: BinaryIO) -> int:
+    """The child forked from the daemon's fork server (auditor.daemon.forks): the same."""
+    return serve(stdin, out)
+
+
+def serve(stdin: BinaryIO, out: BinaryIO) -> int:
+    """Read the request from ``stdin``, run it, write the reply on ``out``; the process ends
+    here (``os._exit``) once a request was read."""
     tune_malloc()  # before any thread (auditor.common.memory)
-    out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever a library prints goes to the log, never into the reply
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    stdin = sys.stdin.buffer
     try:
         request: CycleRequest = read_frame(stdin)
     except (EOFError, pickle.UnpicklingError) as exc:
@@ -257,6 +267,9 @@ def main() -> int:
     except Exception as exc:
         log.exception("the audit cycle failed unexpectedly; the daemon carries on")
         reply = CycleReply(FAILED, message=f"{type(exc).__name__}: {exc}")
+    me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    reply.cpu_seconds = me.ru_utime + me.ru_stime
+    reply.workers_cpu_seconds = workers.ru_utime + workers.ru_stime
     try:
         write_frame(out, reply)
         out.close()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from auditor.common.child_process import close_pipes, describe_status, kill_group, own_package_env, wait_exit
+from auditor.daemon.forks import ForkedChild, fork
 
 if TYPE_CHECKING:
     from auditor.config.tables import Config
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("auditor.daemon")
 
 MODULE = "auditor.daemon.cycle_child"
+PRELOAD = "auditor.daemon.cycle_preload"
+"""What the fork server imports once (auditor.daemon.forks)."""
 _HEAD = struct.Struct(">Q")
 
 DONE, ABORTED, SKIPPED, FAILED = "done", "aborted", "skipped", "failed"
@@ -87,6 +90,11 @@ class CycleReply:
     drifted: list[str] = field(default_factory=list)
     """The stacks whose fingerprint changed since their previous run (a version-drift finding):
     the daemon's warm workers of those stacks are replaced before the next cycle."""
+    cpu_seconds: float = 0.0
+    """The child's own CPU time (user and system), imports included where it imported anything."""
+    workers_cpu_seconds: float = 0.0
+    """The CPU time of the child's own children it reaped (its cold workers, its environment
+    process; a warm worker is its zygote's child)."""
 
 
 def write_frame(stream: BinaryIO, obj: Any) -> None:
@@ -107,19 +115,39 @@ def read_frame(stream: BinaryIO) -> Any:
 
 
 # -- the daemon's side ---------------------------------------------------------------------------
+_cold_said = False
+
+
+def forked(python: str, env: dict[str, str]) -> ForkedChild | None:
+    """A cycle child forked from the fork server (auditor.daemon.forks), or None where the
+    server cannot start: the child starts cold then, said once in the log."""
+    global _cold_said
+    try:
+        return fork(python, [PRELOAD], MODULE, "forked", env)
+    except (OSError, EOFError, ValueError, RuntimeError) as exc:
+        if not _cold_said:
+            log.warning(
+                "cycle children start cold (each imports the cycle): the fork server did not start: %s", exc
+            )
+            _cold_said = True
+        return None
+
+
 class ChildCycle:
     """One cycle in a child process; ``abort`` may be called from any thread, any number of
     times (the daemon repeats it until the cycle ends)."""
 
-    def __init__(
-        self, request: CycleRequest, python: str = sys.executable, env: dict[str, str] | None = None
-    ):
-        """``env``: variables set for the child on top of the daemon's own (``AUDITOR_ZYGOTES``:
-        where the daemon's warm workers listen)."""
+    def __init__(self, request: CycleRequest, python: str | None = None, env: dict[str, str] | None = None):
+        """``python``: start the child cold with that interpreter (``python -m``); by default
+        it is forked from the fork server of this interpreter (auditor.daemon.forks), or
+        started cold with it where the server cannot start. ``env``: variables set for the
+        child on top of the daemon's own (``AUDITOR_ZYGOTES``: where the daemon's warm workers
+        listen)."""
         self.request = request
-        self.python = python
+        self.python = python or sys.executable
+        self.fork = python is None
         self.env = dict(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedChild | None = None
         self._lock = threading.Lock()
         self._reason: str | None = None
         self._stopping = False
@@ -160,21 +188,29 @@ class ChildCycle:
     def run(self) -> CycleReply:
         """Start the child, hand it the cycle and wait for its reply (and its exit)."""
         with self._lock:
-            try:
-                # stderr is inherited: the child's log lines go where the daemon's go. Its own
-                # process group: a terminal's Ctrl-C reaches the daemon, which decides.
-                self.proc = subprocess.Popen(
-                    [self.python, "-m", MODULE],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    env={**own_package_env(), **self.env},
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                return CycleReply(FAILED, message=f"cannot start the cycle process {self.python}: {exc}")
+            if self.fork:
+                self.proc = forked(self.python, {**own_package_env(), **self.env})
+            if self.proc is None:
+                try:
+                    # stderr is inherited: the child's log lines go where the daemon's go. Its own
+                    # process group: a terminal's Ctrl-C reaches the daemon, which decides.
+                    self.proc = subprocess.Popen(
+                        [self.python, "-m", MODULE],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        env={**own_package_env(), **self.env},
+                        start_new_session=True,
+                    )
+                except OSError as exc:
+                    return CycleReply(FAILED, message=f"cannot start the cycle process {self.python}: {exc}")
             assert self.proc.stdin is not None and self.proc.stdout is not None
-            with contextlib.suppress(OSError):  # it died at once: its status says why, below
-                write_frame(self.proc.stdin, self.request)
+            try:
+                with contextlib.suppress(OSError):  # it died at once: its status says why, below
+                    write_frame(self.proc.stdin, self.request)
+            except BaseException:  # a request that does not pickle: no child left waiting for it
+                kill_group(self.proc)
+                close_pipes(self.proc, None)
+                raise
             self._send_stopping()  # a stop or an abort that came before the child existed
             self._send_abort()
         problem = ""

@@ -386,6 +386,13 @@ def test_the_daemon_keeps_its_warm_workers_between_cycles_and_renews_them_on_rel
         assert {_parent(p) for p in first.values()} == {proc.pid}  # the daemon's own
         wait_for("two complete runs", lambda: len(complete()) >= 2, 120, proc, log)
         assert zygotes() == first  # kept between the cycles
+        # the cycle processes are forked from one server that imported the cycle once
+        # (auditor.daemon.forks), a child of the daemon; none starts cold
+        [server] = [
+            p for p in _children(proc.pid) if b"cycle_preload" in Path(f"/proc/{p}/cmdline").read_bytes()
+        ]
+        wait_for("a cycle forked from the server", lambda: bool(_children(server)), 60, proc, log)
+        assert "cycle children start cold" not in log.read_text()
         text = log.read_text()
         for stack, module in (("ms20", "mindspore"), ("lite20", "mindspore_lite")):
             assert re.search(
@@ -433,6 +440,7 @@ def test_the_daemon_keeps_its_warm_workers_between_cycles_and_renews_them_on_rel
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
         assert _all_end(renewed), [p for p in renewed if _lives(p)]
+        assert _all_end([server])  # the fork server ends with the daemon
         assert not list((tmp_path / "state" / "zygotes").glob("*.sock"))
     finally:
         if proc.poll() is None:

@@ -51,8 +51,11 @@ def test_malloc_is_tuned_except_what_the_environment_sets(monkeypatch: pytest.Mo
 
 
 def test_the_entry_points_cap_them_before_anything_else() -> None:
-    """Both processes that run cycles (the command, the daemon's cycle child) call it first."""
-    for function in (entry.main, cycle_child.main):
+    """Both processes that run cycles (the command, the daemon's cycle child, started cold or
+    forked) call it first."""
+    for entry_point in (cycle_child.main, cycle_child.forked):  # both go through serve
+        assert "serve(" in ast.unparse(ast.parse(textwrap.dedent(inspect.getsource(entry_point))))
+    for function in (entry.main, cycle_child.serve):
         body = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0].body
         first = next(s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)))
         assert ast.unparse(first) == "tune_malloc()", function
