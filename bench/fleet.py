@@ -23,13 +23,16 @@ cycle's (the first creates and migrates the history). Prints per N:
 - the history's growth in the second cycle per host (goal <= 30 KB);
 - the HTML report's seconds and size (goal <= 5 s).
 
-With ``--auditors 1,3``: that many auditor processes share the hosts through the job queue
-([queue]) on one throw-away PostgreSQL server, each count a fresh database: a first cycle they
-all join, then ``--cycles`` measured ones (default 3: a table grows by whole pages, so one
-cycle's growth is off by a page or so per table), every auditor started at once. Prints per count: wall
-seconds and hosts per minute, the auditors' own CPU per host (all of them together; goal
-<= 0.05 s), their workers' CPU per host, the peak RSS, the history's and the queue's growth per
-host and cycle (PostgreSQL's own sizes; goal <= 3 KB), the report's lines.
+With ``--auditors 1,3``: that many auditors share the hosts through the job queue ([queue]) on
+one throw-away PostgreSQL server, each count a fresh database: a first cycle they all join,
+then ``--cycles`` measured ones (default 3: a table grows by whole pages, so one cycle's growth
+is off by a page or so per table), every auditor started at once. Each auditor runs its cycles
+as ``auditor daemon`` does, in a cycle child, once started cold (``[worker] warm = "cycle"``,
+the default: every cycle imports the auditor) and once forked from the fork server that
+imported it (``warm = "daemon"``), a row each. Prints per row: wall seconds and hosts per
+minute, the auditors' own CPU per host (all of them together; goal <= 0.05 s), their workers'
+CPU per host, the history's and the queue's growth per host and cycle (PostgreSQL's own sizes;
+goal <= 3 KB), the lines of the text report (one more cycle, by ``auditor audit --cycle``).
 
 usage: .venv/bin/python bench/fleet.py [--hosts 1,8,32,64] [--max-hosts 8] [--keep DIR] [--quick]
                                     [--all-variants] [--auditors 1,3 [--cycles 3]]
@@ -41,6 +44,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import os
 import resource
 import sqlite3
@@ -239,67 +243,128 @@ def pg_bytes(url: str) -> dict[str, int]:
 
 
 def shared(
-    hosts: int, auditors: int, max_hosts: int, d: Path, served: tuple[bytes, bytes], url: str, cycles: int
+    hosts: int,
+    auditors: int,
+    max_hosts: int,
+    d: Path,
+    served: tuple[bytes, bytes],
+    url: str,
+    cycles: int,
+    forked: bool,
 ) -> dict:
-    """``auditors`` auditor processes on one PostgreSQL history sharing the hosts through the job
-    queue ([queue]): a first cycle they all join (it creates the history and the queue), then
-    ``cycles`` measured ones, each auditor a process of its own started at once. Figures per
-    cycle: the mean over the measured cycles."""
+    """``auditors`` auditors on one PostgreSQL history sharing the hosts through the job queue
+    ([queue]): a first cycle they all join (it creates the history and the queue), then
+    ``cycles`` measured ones. Each auditor is a process of its own that runs its cycles as
+    ``auditor daemon`` does, each in a cycle child (auditor.daemon.cycle_process.ChildCycle):
+    started cold (``[worker] warm = "cycle"``, the default) or, ``forked``, from the fork
+    server that imported the cycle once (``warm = "daemon"``). All auditors start each cycle at
+    once. The auditor's CPU is the cycle child's own (its reply says it) and what its daemon
+    spent on it; figures per cycle: the mean over the measured cycles."""
     base_text = config_text(d, hosts, max_hosts, served) + QUEUE
-    configs = []
+    procs = []
     for i in range(auditors):
         config = d / f"auditor-{i}.toml"
         config.write_text(base_text.replace("[storage]\n", f'[storage]\nauditor_id = "auditor-{i}"\n'))
-        configs.append(config)
+        argv = [sys.executable, __file__, "--auditor", json.dumps([str(config), url, forked])]
+        procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
 
     def cycle(label: str) -> list[dict]:
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    __file__,
-                    "--step",
-                    json.dumps(["--config", str(c), "--db", url, "audit", "--cycle", label]),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for c in configs
-        ]
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(label + "\n")
+            p.stdin.flush()
         out = []
         for p in procs:
-            stdout, stderr = p.communicate()
-            if p.returncode != 0:
-                sys.exit(f"an auditor failed:\n{stderr[-3000:]}")
-            out.append(json.loads(stdout.strip().splitlines()[-1]))
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if not line:
+                sys.exit(f"auditor process {p.pid} ended ({p.wait()})")
+            found = json.loads(line)
+            if found["kind"] != "done":
+                sys.exit(f"an auditor's cycle {label} did not complete: {found['message']}")
+            out.append(found)
         return out
 
-    cycle("warm-up")
-    size = pg_bytes(url)
-    walls, steps = [], []
-    for i in range(cycles):
-        start = time.perf_counter()
-        steps += cycle(f"measured-{i + 1}")
-        walls.append(time.perf_counter() - start)
-    after = pg_bytes(url)
-    (d / "report.txt").write_text(str(steps[-1]["text"]))
+    try:
+        cycle("warm-up")
+        size = pg_bytes(url)
+        walls, steps = [], []
+        for i in range(cycles):
+            start = time.perf_counter()
+            steps += cycle(f"measured-{i + 1}")
+            walls.append(time.perf_counter() - start)
+        after = pg_bytes(url)
+    finally:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.close()
+            p.wait(60)
+    # What a person reads: one more cycle, by `auditor audit --cycle` in every auditor at once,
+    # the first one's text (its run and the follow-ups it did for the others)
+    texts = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--step",
+                json.dumps(["--config", str(c), "--db", url, "audit", "--cycle", "shown"]),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for c in sorted(d.glob("auditor-*.toml"))
+    ]
+    shown = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in texts][0]
+    (d / "report.txt").write_text(str(shown["text"]))
     per = hosts * cycles  # per host and cycle: a table grows by whole pages, so one cycle's
     # growth is a page more or less per table; several cycles give the steady rate
     return {
         "wall": sum(walls) / cycles,
         "hosts_per_min": hosts / (sum(walls) / cycles) * 60,
         "own_cpu_per_host": sum(float(s["own"]) for s in steps) / per,
-        "worker_cpu_per_host": sum(float(s["kids"]) for s in steps) / per,
-        "rss_mb": max(float(s["rss"]) for s in steps),
+        "worker_cpu_per_host": sum(float(s["workers"]) for s in steps) / per,
         "history_kb_per_host": (after["history"] - size["history"]) / 1024 / per,
         "queue_kb_per_host": (after["queue"] - size["queue"]) / 1024 / per,
-        "report_lines": max(len(str(s["text"]).splitlines()) for s in steps),
+        "report_lines": len(str(shown["text"]).splitlines()),
     }
 
 
+def auditor_process(config: str, url: str, forked: bool) -> None:
+    """One auditor as its daemon runs: a cycle child per label read on stdin (the shared
+    cycle of that name), one line of figures per cycle on stdout."""
+    from auditor.common.logs import setup_logging
+    from auditor.config.load import load
+    from auditor.daemon.cycle_process import ChildCycle, CycleRequest
+    from auditor.queue import cycles
+
+    setup_logging(logging.WARNING)
+    loaded = load(config)
+    for line in sys.stdin:
+        label = line.strip()
+        request = CycleRequest(
+            loaded, [], url, logging.WARNING, shared=cycles.named(loaded.queue.pool, label)
+        )
+        own = cpu()[0]
+        reply = ChildCycle(request, python=None if forked else sys.executable).run()
+        daemon = cpu()[0] - own  # the daemon's side: the request, the reply (a cold child's
+        # CPU is not counted here: it is in RUSAGE_CHILDREN, the reply says it)
+        print(
+            json.dumps(
+                {
+                    "kind": reply.kind,
+                    "message": reply.message,
+                    "run_id": reply.run_id,
+                    "own": reply.cpu_seconds + daemon,
+                    "workers": reply.workers_cpu_seconds,
+                }
+            ),
+            flush=True,
+        )
+
+
 def auditors_table(hosts: int, counts: list[int], max_hosts: int, keep: Path | None, cycles: int) -> None:
-    """The shared fleet: one row per number of auditors on one PostgreSQL (the test server)."""
+    """The shared fleet: one row per number of auditors and way of starting cycle children, on
+    one PostgreSQL (the test server)."""
     sys.path.insert(0, str(REPO))
     from tests import postgres_server  # noqa: PLC0415 - the checkout's own throw-away server
 
@@ -307,28 +372,34 @@ def auditors_table(hosts: int, counts: list[int], max_hosts: int, keep: Path | N
     rows = []
     try:
         for n in counts:
-            with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:
-                d = (keep / f"auditors-{n}") if keep else Path(tmp) / f"auditors-{n}"
-                d.mkdir(parents=True, exist_ok=True)
-                url = server.create_database(f"bench_fleet_{n}_{os.getpid()}")
-                rows.append((n, shared(hosts, n, max_hosts, d, policies(d.parent), url, cycles)))
-                print(f"{n} auditor(s) done", file=sys.stderr)
+            for forked in (False, True):
+                mode = "forked" if forked else "cold"
+                with tempfile.TemporaryDirectory(prefix="auditor-bench-fleet-") as tmp:
+                    d = (keep / f"auditors-{n}-{mode}") if keep else Path(tmp) / f"auditors-{n}-{mode}"
+                    d.mkdir(parents=True, exist_ok=True)
+                    url = server.create_database(f"bench_fleet_{n}_{mode}_{os.getpid()}")
+                    rows.append(
+                        (n, mode, shared(hosts, n, max_hosts, d, policies(d.parent), url, cycles, forked))
+                    )
+                    print(f"{n} auditor(s), {mode} cycle children: done", file=sys.stderr)
     finally:
         server.stop()
     print(
         f"{hosts} hosts shared through the job queue ([queue] claim 4) on one PostgreSQL; load average "
         f"{os.getloadavg()[0]:.2f}; [worker] max_hosts = {max_hosts}; per cycle: the mean of {cycles} "
-        "measured cycles after a first"
+        "measured cycles after a first. Cycle children as the daemon starts them: cold (warm = "
+        '"cycle", the default: each imports the cycle) or forked (warm = "daemon": from a fork server '
+        "that imported it once)"
     )
     print(
-        "| auditors | wall s | hosts/min | auditor CPU s/host (all) | workers CPU s/host | peak RSS MB "
+        "| auditors | cycle child | wall s | hosts/min | auditor CPU s/host (all) | workers CPU s/host "
         "| history KB/host | queue KB/host | report lines |"
     )
     print("|---" * 9 + "|")
-    for n, f in rows:
+    for n, mode, f in rows:
         print(
-            f"| {n} | {f['wall']:.1f} | {f['hosts_per_min']:.0f} | {f['own_cpu_per_host']:.3f} "
-            f"| {f['worker_cpu_per_host']:.2f} | {f['rss_mb']:.0f} | {f['history_kb_per_host']:.2f} "
+            f"| {n} | {mode} | {f['wall']:.1f} | {f['hosts_per_min']:.0f} | {f['own_cpu_per_host']:.3f} "
+            f"| {f['worker_cpu_per_host']:.2f} | {f['history_kb_per_host']:.2f} "
             f"| {f['queue_kb_per_host']:.2f} | {f['report_lines']} |"
         )
 
@@ -354,7 +425,12 @@ def main() -> None:
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--step", help=argparse.SUPPRESS)
+    ap.add_argument("--auditor", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.auditor:
+        sys.path.insert(0, str(REPO))
+        auditor_process(*json.loads(args.auditor))
+        return
     if args.step:
         sys.path.insert(0, str(REPO))
         from auditor.common.memory import tune_malloc  # noqa: PLC0415 - the checkout just put on the path
