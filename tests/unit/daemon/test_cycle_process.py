@@ -4,6 +4,11 @@ comes back with its reply; aborts, an unusable history and a child that dies."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -86,3 +91,23 @@ def test_a_child_that_dies_is_a_failed_cycle_with_its_status(history):
     missing = ChildCycle(CycleRequest(parse(minimal()), [], history), python="/no/such/python").run()
     assert missing.kind == FAILED and "cannot start the cycle process /no/such/python" in missing.message
     assert runs(history) == []  # nothing recorded, nothing lost
+
+
+def test_a_forked_child_killed_mid_cycle_is_a_failed_cycle_with_its_status(history):
+    """The child forked from the fork server (the default here) is not ours: its status comes
+    from the server, and a kill of it reads as a cold child's would."""
+    child = ChildCycle(CycleRequest(parse(minimal()), [], history))
+    assert child.fork
+    killed = threading.Event()
+
+    def kill_when_started() -> None:
+        while child.proc is None:
+            time.sleep(0.001)
+        os.kill(child.proc.pid, signal.SIGKILL)
+        killed.set()
+
+    threading.Thread(target=kill_when_started, daemon=True).start()
+    reply = child.run()
+    assert killed.is_set()
+    assert reply.kind == FAILED and "ended without a reply (killed by SIGKILL" in reply.message
+    assert child.proc is not None and child.proc.returncode == -signal.SIGKILL
