@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from auditor.compare.presets import EpisodeWeights, rejected_shares
+from auditor.compare.presets import PRESETS
 from auditor.compare.verdicts import MetricCheck, OutputComparison
 
 CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", "error"
@@ -439,6 +439,9 @@ class Episode:
     log_ratio_min: float | None = None
     log_ratio_max: float | None = None
     """Sampled mode: its worst steps' log-weights, downwards and upwards."""
+    removed: dict[str, float] = field(default_factory=dict)
+    """Sampled mode: per trainer preset (auditor.compare.presets), the share of its steps that
+    correction removes (1.0: the whole episode rejected)."""
 
     @property
     def return_diff(self) -> float:
@@ -458,12 +461,21 @@ class Episode:
                 out[key] = getattr(self, key)
         return out
 
-    def weights(self) -> EpisodeWeights | None:
-        """Its log-weights in summary, for the trainers' corrections (None: not sampled, or
-        stored before they were)."""
-        if self.log_ratio_sum is None or self.log_ratio_mean is None or self.log_ratio_min is None:
-            return None
-        return EpisodeWeights(self.log_ratio_sum, self.log_ratio_mean, self.log_ratio_min)
+
+def removed_summary(episodes: Iterable[Episode]) -> dict[str, float]:
+    """Per trainer preset over sampled episodes: ``NAME_share``, the share of episodes it
+    touches (rejects, or removes a step of), and ``NAME_step_share``, the share of all their
+    steps it removes (empty where no episode carries the presets' figures)."""
+    eps = [e for e in episodes if e.removed]
+    steps = sum(e.steps for e in eps)
+    out: dict[str, float] = {}
+    for p in PRESETS:
+        shares = [(e.removed[p.name], e.steps) for e in eps if p.name in e.removed]
+        if not shares:
+            continue
+        out[p.metric] = sum(1 for s, _ in shares if s > 0) / len(shares)
+        out[f"{p.name}_step_share"] = sum(s * n for s, n in shares) / max(steps, 1)
+    return out
 
 
 @dataclass(frozen=True)
@@ -529,9 +541,7 @@ class RolloutResult:
         means = [abs(f["log_ratio_mean"]) for f in figures if "log_ratio_mean" in f]
         if means:  # the episode furthest from 1 in geometric mean, whatever its length
             out["max_abs_log_ratio_mean"] = max(means)
-        weights = [w for e in self.episodes if (w := e.weights()) is not None]
-        # the share of episodes each trainer's sequence correction would reject (auditor.compare.presets)
-        out.update({f"{name}_share": v for name, v in rejected_shares(weights).items()})
+        out.update(removed_summary([e for e in self.episodes if e.sampled]))
         return out
 
     def episode_metrics(self) -> dict[str, dict[str, dict[str, float]]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import metrics, ratios
+from auditor.compare import corrections, metrics, presets, ratios
 from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.hookspecs import hookimpl
 
@@ -280,6 +280,11 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
         raise ValueError(f"option 'clip_epsilon' must be a number in (0, 1), not {eps!r}")
     if cap is None or not cap > 1:
         raise ValueError(f"option 'tis_cap' must be a number > 1, not {cap!r}")
+    trainer = _option(options, "trainer", presets.PPO, str)
+    if trainer not in presets.TRAINERS:
+        raise ValueError(f"option 'trainer' must be one of {', '.join(presets.TRAINERS)}, not {trainer!r}")
+    preset = presets.BY_NAME.get(trainer)
+    max_removed = _option(options, "max_removed_share", 0.0)
     t, i = ratios.distribution(policy, train), ratios.distribution(policy, infer)
     if t.valid.shape != i.valid.shape:
         raise ValueError(f"the two sides have {t.valid.size} and {i.valid.size} states")
@@ -321,7 +326,24 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
         MetricCheck(name, value, True, None, None)
         for name, value in ratios.mismatch_terms(log_w, cap).figures().items()
     ]
-    return [
+    # what each trainer's rollout correction would remove of these samples (each a sequence of
+    # one step); the one ``trainer`` names is what the verdict judges, in that trainer's words
+    removed = corrections.sample_shares(log_w)
+    trainers = [
+        MetricCheck(
+            p.metric,
+            removed[p.name],
+            removed[p.name] <= max_removed,
+            max_removed,
+            None,
+            p.say(removed[p.name], "samples") + also,
+            "<=",
+        )
+        if p is preset and max_removed is not None
+        else MetricCheck(p.metric, removed[p.name], True, None, None)
+        for p in presets.PRESETS
+    ]
+    ppo = [
         MetricCheck("ratio_mean", stats.ratio_mean, True, None, None, f"{stats.n} samples, {basis}"),
         # what the shares are of and at: the answer in PPO terms reads again from the figures
         MetricCheck("samples", float(stats.n), True, None, None),
@@ -362,8 +384,17 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
             None,
             "KL(pi_infer || pi_train) too large",
         ),
-        *terms,
     ]
+    if preset is not None:  # the trainer's correction judges: PPO's own terms are recorded
+        ppo = [
+            MetricCheck(
+                c.metric, c.value, True, None, None, c.message if c.metric == "ppo_clip_share" else ""
+            )
+            if c.metric in ("ppo_clip_share", "tis_share", "ess")
+            else c
+            for c in ppo
+        ]
+    return [*ppo, *terms, *trainers]
 
 
 COMPARATORS: tuple[tuple[str, Callable[..., list[MetricCheck]]], ...] = (

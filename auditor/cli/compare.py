@@ -26,8 +26,8 @@ from auditor.compare.golden import Golden, GoldenError, read_outputs
 from auditor.compare.outputs import Tolerance, compare_output
 from auditor.config.tables import Config
 from auditor.config.thresholds import ProbeConfig
-from auditor.policy.subject import ProbeJob, from_probe
-from auditor.policy.verdict import CheckError, comparator_checks, envelopes_of, judged
+from auditor.policy.subject import RATIOS, ProbeJob, from_probe
+from auditor.policy.verdict import CheckError, Settings, comparator_checks, envelopes_of, judged
 from auditor.report.text import jsonable_result, render_result
 from auditor.results import CONSISTENT, ERROR, ProbeResult
 
@@ -137,6 +137,8 @@ class _Judge:
         self.comparators: dict[str, Any] = {}
         self.model = config.models.get(self.probe) if config is not None and model else None
         self.cfg = config.probe(self.probe) if config is not None else ProbeConfig(self.probe)
+        # the trainer the ratios are judged by: the config's [ppo], as in a cycle
+        self.settings = Settings({RATIOS: config.ppo.options()}) if config is not None else Settings()
         self.source = ""
         if model and self.model is None and config is not None:
             fail(
@@ -203,7 +205,7 @@ class _Judge:
             if subject is not None:
                 checks = comparator_checks(
                     subject, self.comparators, dict(zip(names, a.outputs, strict=True)),
-                    dict(zip(names, b.outputs, strict=True)), envelopes,
+                    dict(zip(names, b.outputs, strict=True)), envelopes, settings=self.settings,
                 )  # fmt: skip
         except CheckError as exc:
             return ProbeResult(status=ERROR, message=str(exc), **base)

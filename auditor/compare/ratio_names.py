@@ -4,6 +4,8 @@ the math (auditor.compare.ratios)."""
 
 from __future__ import annotations
 
+from auditor.compare.presets import PRESETS
+
 CHECKS = (
     "ratio_mean",
     "ratio_p99",
@@ -44,7 +46,10 @@ def band_name(half_width: float) -> str:
     return f"band_kept_{100 * half_width:g}pct"
 
 
-ALL = CHECKS + TERMS + tuple(band_name(d) for d in BANDS)
+CORRECTIONS = tuple(p.metric for p in PRESETS)
+"""The share of samples each trainer's rollout correction would remove (auditor.compare.presets)."""
+
+ALL = CHECKS + TERMS + tuple(band_name(d) for d in BANDS) + CORRECTIONS
 """Every figure the comparator records, in its order."""
 
-__all__ = ["ALL", "BANDS", "CHECKS", "TERMS", "band_name"]
+__all__ = ["ALL", "BANDS", "CHECKS", "CORRECTIONS", "TERMS", "band_name"]

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
 from auditor.common.redact import redact_argv
+from auditor.compare.presets import TRAINERS
 from auditor.config import fleet as fleet_config
 from auditor.config.fields import (
     DAY,
@@ -414,6 +415,10 @@ class ModelPolicyTable:
     """The input holding the actions ``logp`` scores (set with logp)."""
     samples_per_state: Int(1, 1024) = 4
     """Actions drawn from the serving side's policy per state (input row)."""
+    trainer: Choice(*TRAINERS) | None = None
+    """The trainer correction this model's verdict judges by (default: ``[ppo] trainer``)."""
+    max_removed_share: Float(0.0, 1.0) | None = None
+    """The share that correction may remove (default: ``[ppo] max_removed_share``)."""
     clip_epsilon: Float(0.0, 1.0, lo_open=True) = 0.2
     """PPO's clip range: a sample with |w - 1| above it is clipped."""
     tis_cap: Float(1.0, 1e6, lo_open=True) = 2.0
@@ -579,10 +584,33 @@ class PairConfig:
     """The infer stack's name."""
     probes: tuple[Name, ...] = ()
     """The probes to run on this pair."""
+    trainer: Choice(*TRAINERS) | None = None
+    """The trainer correction this pair's importance ratios are judged by (default: ``[ppo]
+    trainer``)."""
 
     @property
     def name(self) -> str:
         return f"{self.train}->{self.infer}"
+
+
+@section
+class PpoConfig:
+    """``[ppo]``: the trainer whose terms the importance-ratio verdicts use (docs/checks.md,
+    "Trainer presets"), for every policy and sampled rollout; a pair (``[[pairs]] trainer``) or
+    a model (``[models.NAME] policy.trainer``) may choose its own."""
+
+    trainer: Choice(*TRAINERS) = "ppo"
+    """"ppo": PPO's own terms (the clip share at clip_epsilon, the truncation share at tis_cap,
+    the ESS); or a trainer's rollout correction (verl_token_tis, verl_seq_rs, verl_geo_rs,
+    verl_k3_rs, trl_seq_mask, openrlhf_icepop, skyrl_geo_mask, nemo_seq_logprob_error), judged
+    by the share of samples (episodes, for a sequence-level one) it would remove."""
+    max_removed_share: Float(0.0, 1.0) = 0.0
+    """The share the trainer's correction may remove: 0, since two stacks computing one policy
+    should leave nothing for it to correct."""
+
+    def options(self, trainer: str | None = None) -> dict[str, Any]:
+        """The importance_ratios options these settings give (``trainer``: a pair's own)."""
+        return {"trainer": trainer or self.trainer, "max_removed_share": self.max_removed_share}
 
 
 @section
@@ -983,6 +1011,8 @@ class Document(BaseModel):
     """The daemon's state."""
     queue: QueueConfig = QueueConfig()
     """Auditors sharing a fleet's hosts through a job queue in the history database."""
+    ppo: PpoConfig = PpoConfig()
+    """The trainer whose terms the importance-ratio verdicts use."""
 
 
 SECTIONS = tuple(Document.model_fields)
@@ -999,6 +1029,7 @@ SIMPLE_SECTIONS = (
     "prometheus",
     "daemon",
     "queue",
+    "ppo",
 )
 """Sections whose table is the Config attribute of the same name as it is."""
 
@@ -1020,6 +1051,7 @@ class Config:
     prometheus: PrometheusConfig = PrometheusConfig()
     daemon: DaemonConfig = DaemonConfig()
     queue: QueueConfig = QueueConfig()
+    ppo: PpoConfig = PpoConfig()
     keep_days: int = 90
     """[storage] keep_days: runs older than this many days are deleted (0: keep forever)."""
     secrets: SecretsConfig = SecretsConfig()

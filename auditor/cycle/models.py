@@ -33,8 +33,8 @@ from auditor.policy.env_process import EnvProcess
 from auditor.policy.localize import Localization
 from auditor.policy.model_file import ModelPlan, other_formats, plan_model
 from auditor.policy.side import Side
-from auditor.policy.subject import MODEL_VARIANT, Subject, from_model
-from auditor.policy.verdict import Sides
+from auditor.policy.subject import MODEL_VARIANT, RATIOS, Subject, from_model
+from auditor.policy.verdict import Settings, Sides
 from auditor.results import ERROR, UNCHECKED, Artifact, CycleAborted, Finding, ProbeResult, RolloutResult
 from auditor.rules.engine import file_rules
 from auditor.stacks.worker import WorkerError
@@ -76,6 +76,9 @@ class ModelAudit(Audit):
 
     def golden_source(self, role: str) -> str:
         return self.source
+
+    def settings(self, target: str) -> Settings:
+        return Settings({RATIOS: self.state.config.ppo.options()})
 
     def identity(self, target: str) -> dict[str, Any]:
         return model_identity(self.plan, target)
@@ -201,7 +204,7 @@ class ModelAudit(Audit):
                     plan = episodes.plan(
                         settings,
                         subject.head,
-                        subject.head_options,
+                        self.settings(t).apply(RATIOS, subject.head_options),
                         subject.inputs,
                         list(subject.input_names),
                         list(subject.names(len(self.reference.outputs or ()))),

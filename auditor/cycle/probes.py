@@ -24,8 +24,8 @@ from auditor.cycle.state import CycleState
 from auditor.policy import episodes, latency, localize
 from auditor.policy.env_process import EnvProcess
 from auditor.policy.side import Side
-from auditor.policy.subject import REFERENCE, ProbeJob, Subject
-from auditor.policy.verdict import Sides
+from auditor.policy.subject import RATIOS, REFERENCE, ProbeJob, Subject
+from auditor.policy.verdict import Settings, Sides
 from auditor.results import ERROR, UNCHECKED, UNSUPPORTED, Artifact, CycleAborted, ProbeResult, RolloutResult
 from auditor.runtime import EXPORT, OPERATOR, RuntimeSpec
 from auditor.stacks.worker import WorkerError
@@ -202,6 +202,11 @@ class ProbeAudit(Audit):
     def reference_name(self) -> str:
         return self.train  # a publication's outputs are the train stack's too
 
+    def settings(self, target: str) -> Settings:
+        ppo, pair = self.state.config.ppo, self.pairs.get(target)
+        own = {RATIOS: {"trainer": pair.trainer}} if pair is not None and pair.trainer else {}
+        return Settings({RATIOS: ppo.options()}, own)
+
     def identity(self, target: str) -> dict[str, Any]:
         spec = self.job.spec
         return dict(
@@ -321,7 +326,7 @@ class ProbeAudit(Audit):
             plan = episodes.plan(
                 settings,
                 subject.head,
-                subject.head_options,
+                self.settings(target).apply(RATIOS, subject.head_options),
                 step_inputs,
                 list(subject.input_names),
                 list(subject.output_names),

@@ -43,7 +43,7 @@ from auditor.policy.alone import Alone
 from auditor.policy.localize import Localization
 from auditor.policy.side import Behaviour, Side
 from auditor.policy.subject import REFERENCE, SERVED, Subject, same_inputs
-from auditor.policy.verdict import Sides, judge
+from auditor.policy.verdict import Settings, Sides, judge
 from auditor.results import CONSISTENT, DRIFT, ERROR, CycleAborted, Finding, ProbeResult, RolloutResult
 from auditor.rules.engine import blocked
 from auditor.stacks.failures import Diagnosis
@@ -147,6 +147,11 @@ class Audit:
         """Why ``roll_out`` gives no episodes for this policy, where it gives none."""
         return "no environment"
 
+    def settings(self, target: str) -> Settings:
+        """The comparator options from beyond the policy on ``target``: ``[ppo]`` under the
+        policy's own, a pair's ``trainer`` over them."""
+        return Settings()
+
     def judge(
         self,
         target: str,
@@ -164,6 +169,7 @@ class Audit:
             self.words(target),
             lambda err, log: diagnose(target, err, self.artifact_info(), log),
             self.reference_failure,
+            self.settings(target),
         )
 
     def save_meta(self) -> tuple[str, str, dict[str, Any]]:

@@ -20,6 +20,7 @@ holds outputs of fixed inputs and cannot act: the result says so.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -211,6 +212,12 @@ def plan(
         float(head_options.get("clip_epsilon", ratio_math.CLIP_EPSILON)),
         float(head_options.get("max_ppo_clip_share", 0.0)),
         float(head_options.get("min_ess", 0.99)),
+    )
+    # the trainer whose correction the episodes are judged by: the head's ([ppo], a pair's own)
+    limits = dataclasses.replace(
+        limits,
+        trainer=str(head_options.get("trainer", limits.trainer)),
+        max_removed_share=float(head_options.get("max_removed_share", limits.max_removed_share)),
     )
     return Plan(
         settings=settings,

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import metrics, presets, ratios
+from auditor.compare import corrections, metrics, presets, ratios
 from auditor.policy.env_process import EnvError, EnvProcess, RemoteEnv, Spaces, using
-from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult
+from auditor.results import CONSISTENT, DRIFT, ERROR, Episode, Finding, RolloutResult, removed_summary
 
 Policy = Callable[[np.ndarray], np.ndarray]
 """Observation (1-D) -> the policy's deterministic action before clipping (1-D); in sampled
@@ -224,6 +224,9 @@ def _finished(
             "log_ratio_min": float(np.min(log_w)) if valid else -math.inf,
             "log_ratio_max": float(np.max(log_w)) if valid else math.inf,
         }
+        # what each trainer's correction would remove of this episode (auditor.compare.presets)
+        removed = corrections.removed_shares(np.asarray(log_w, np.float64).reshape(1, -1))
+        sampled["removed"] = {name: r.steps for name, r in removed.items()}
     return Episode(
         seed=seed,
         steps=len(action_diff),
@@ -290,11 +293,18 @@ def _discrete_episode(
 
 @dataclass(frozen=True)
 class SampledLimits:
-    """Sampled mode's verdict: the share of an episode's steps PPO may clip, the lowest ESS."""
+    """Sampled mode's verdict: without a trainer preset, the share of an episode's steps PPO may
+    clip and the lowest ESS; with one (``[ppo] trainer``), the share of episodes (steps, for a
+    token-level correction) that trainer's correction may remove."""
 
     clip_epsilon: float = ratios.CLIP_EPSILON
     max_ppo_clip_share: float = 0.0
     min_ess: float = 0.99
+    trainer: str = presets.PPO
+    max_removed_share: float = 0.0
+
+    def preset(self) -> presets.Preset | None:
+        return presets.BY_NAME.get(self.trainer)
 
 
 def verdict(
@@ -326,11 +336,17 @@ def verdict(
         )
     ppo = sampled_words(episodes, sampled)
     if sampled is not None and ppo:
-        clipped = [e for e in episodes if not (e.ppo_clip_share or 0.0) <= sampled.max_ppo_clip_share]
-        thin = [e for e in episodes if not (e.ess if e.ess is not None else 0.0) >= sampled.min_ess]
-        if clipped or thin:
-            limit = f"limits: clip share {sampled.max_ppo_clip_share:g}, ESS {sampled.min_ess:g}"
-            problems.append(f"{ppo} ({limit})")
+        preset = sampled.preset()
+        if preset is not None:
+            share = removed_share(episodes, preset)
+            if share is None or not share <= sampled.max_removed_share:
+                problems.append(f"{ppo} (limit: {sampled.max_removed_share:g})")
+        else:
+            clipped = [e for e in episodes if not (e.ppo_clip_share or 0.0) <= sampled.max_ppo_clip_share]
+            thin = [e for e in episodes if not (e.ess if e.ess is not None else 0.0) >= sampled.min_ess]
+            if clipped or thin:
+                limit = f"limits: clip share {sampled.max_ppo_clip_share:g}, ESS {sampled.min_ess:g}"
+                problems.append(f"{ppo} ({limit})")
     if problems:
         return DRIFT, "; ".join(problems)
     return CONSISTENT, (
@@ -341,7 +357,9 @@ def verdict(
 
 def sampled_words(episodes: Sequence[Episode], limits: SampledLimits | None) -> str:
     """Sampled mode in a trainer's words: "the stacks alone would clip 0.0% of the sampled
-    steps at epsilon 0.2; ESS 1.0000 at least; a 200-step episode's weight e^-0.31 .. e^0.42"."""
+    steps at epsilon 0.2; ESS 1.0000 at least; a 200-step episode's weight e^-0.31 .. e^0.42",
+    and with a trainer preset what its correction would remove ("verl (decoupled_geo_rs)
+    would reject 33.3% of the episodes: geometric-mean ratio outside [0.999, 1.001]")."""
     sampled = [e for e in episodes if e.sampled]
     if not sampled or limits is None:
         return ""
@@ -355,13 +373,27 @@ def sampled_words(episodes: Sequence[Episode], limits: SampledLimits | None) -> 
         if all(math.isfinite(x) for x in logs)
         else "an episode's weight is not finite (a step without a valid weight)"
     )
-    shares = presets.rejected_shares([w for e in sampled if (w := e.weights()) is not None])
-    said = [f"{100 * shares[p.name]:.0f}% ({p.words})" for p in presets.PRESETS if p.name in shares]
-    trainers = f"; verl would reject {' and '.join(said)} of the episodes" if said else ""
-    return (
+    ppo = (
         f"the stacks alone would clip {100 * clipped / max(steps, 1):.2f}% of the sampled steps at epsilon "
-        f"{limits.clip_epsilon:g}; ESS {ess:.4f} at least; {weights}{trainers}"
+        f"{limits.clip_epsilon:g}; ESS {ess:.4f} at least; {weights}"
     )
+    preset = limits.preset()
+    share = removed_share(sampled, preset) if preset is not None else None
+    if preset is None:
+        return ppo
+    if share is None:
+        return f"{ppo}; {preset.trainer}'s correction cannot be judged (episodes without its figures)"
+    of = "episodes" if preset.level == presets.SEQUENCE else "sampled steps"
+    return f"{preset.say(share, of)}; {ppo}"
+
+
+def removed_share(episodes: Sequence[Episode], preset: presets.Preset) -> float | None:
+    """What ``preset`` removes of the sampled episodes, as its verdict judges it: the share of
+    episodes for a sequence-level correction, of steps for a token-level one (None: no episode
+    carries its figures)."""
+    summary = removed_summary([e for e in episodes if e.sampled])
+    key = preset.metric if preset.level == presets.SEQUENCE else f"{preset.name}_step_share"
+    return summary.get(key)
 
 
 def worker_policy(

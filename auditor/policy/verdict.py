@@ -12,7 +12,7 @@ the input classes compared per class. Drift names each failing output and check.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,18 @@ def _own(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v for k, v in outputs.items() if BEHAVIOUR not in k}
 
 
+@dataclass(frozen=True)
+class Settings:
+    """Comparator options from beyond the policy, by comparator: ``under`` what the policy's own
+    options set (``[ppo]``), and ``over`` them (a pair's own ``trainer``)."""
+
+    under: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    over: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def apply(self, name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        return {**self.under.get(name, {}), **options, **self.over.get(name, {})}
+
+
 def comparator_checks(
     subject: Subject,
     comparators: Mapping[str, Comparator],
@@ -113,11 +125,12 @@ def comparator_checks(
     served: dict[str, np.ndarray],
     envelopes: Mapping[str, np.ndarray] | None = None,
     where: str = "",
+    settings: Settings = Settings(),
 ) -> list[MetricCheck]:
     """The policy's comparators on one pair of outputs (the reference side as reference), each
-    with its options for this variant. ``envelopes``: the policy's rounding envelopes of these
-    outputs, given to every comparator as the option ``rounding``. ``where``: the config key
-    the options come from, for the error's words."""
+    with its options for this variant (with ``settings`` around them). ``envelopes``: the
+    policy's rounding envelopes of these outputs, given to every comparator as the option
+    ``rounding``. ``where``: the config key the options come from, for the error's words."""
     checks: list[MetricCheck] = []
     for name in subject.comparators:
         comparator = comparators.get(name)
@@ -126,7 +139,7 @@ def comparator_checks(
                 f"{subject.kind} {subject.name} uses comparator {name!r}, which no loaded plugin provides "
                 f"(loaded: {', '.join(sorted(comparators)) or 'none'})"
             )
-        options = subject.options(name)
+        options = settings.apply(name, subject.options(name))
         if envelopes:
             options["rounding"] = dict(envelopes)
         sides = (reference, served) if comparator.drawn else (_own(reference), _own(served))
@@ -228,6 +241,7 @@ def judge(
     words: Sides,
     diagnose: Callable[[WorkerError, str], Diagnosis],
     reference_failure: Callable[[WorkerError], tuple[str, str] | None] = lambda error: None,
+    settings: Settings = Settings(),
 ) -> ProbeResult:
     """The verdict of ``subject`` served on one stack (``served``) against its ``reference``.
     ``base``: the result's identity (pair, stacks, policy, artifact, samples). ``diagnose``: a
@@ -299,7 +313,9 @@ def judge(
             )
         checks += rerun_checks(label, names, side.outputs or [], side.rerun, side.rerun_words)
     try:
-        checks += comparator_checks(subject, comparators, *by_name, envelopes, subject.options_source)
+        checks += comparator_checks(
+            subject, comparators, *by_name, envelopes, subject.options_source, settings
+        )
     except CheckError as exc:
         return ProbeResult(status=ERROR, message=str(exc), outputs=comparisons, **base)
     checks += class_checks(subject, names, reference, served, words.served)

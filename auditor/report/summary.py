@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from auditor.compare.ratio_names import CORRECTIONS
 from auditor.compare.verdicts import MetricCheck, OutputComparison
 from auditor.config.tables import SEVERITIES
 from auditor.history.publication import summary_of
@@ -412,7 +413,12 @@ def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Fi
 def ppo_words(r: ProbeResult, compact: bool = False) -> str | None:
     """The importance-ratio checks (auditor.compare.ratios) in one sentence a trainer reads: what
     the stacks' difference alone does to a PPO update. None without them."""
-    return ppo_sentence({k.metric: k.value for k in r.checks if k.output is None}, compact)
+    words = ppo_sentence({k.metric: k.value for k in r.checks if k.output is None}, compact)
+    # the trainer correction the verdict judged by ([ppo] trainer), in that trainer's words first
+    judged = next((k for k in r.checks if k.metric in CORRECTIONS and k.limit is not None), None)
+    if words is None or judged is None or not judged.message:
+        return words
+    return f"{judged.message}; {words}"
 
 
 def ppo_sentence(figures: Mapping[str, float | None], compact: bool = False) -> str | None:

@@ -75,19 +75,33 @@ def test_sampled_episodes_weigh_the_infer_sides_steps_as_ppo_would(stacks, tmp_p
     with the same noise, and the infer side's 30 steps per episode are scored by both models in
     one batch each. Lite 2.0 computes the fp32 policy to ~1e-7, so nothing is clipped, the ESS
     is 1 to 6 decimals and each episode's weight is e^(a few 1e-6); the actions were drawn (the
-    returns are not the deterministic episode's)."""
+    returns are not the deterministic episode's). With a trainer chosen for all (``[ppo]
+    trainer``, TRL's) and another for the pair (verl's geometric rejection), the pair's judges
+    the probe's samples and the episodes, in verl's words."""
     cfg = small_config(tmp_path, probes=("ppo_policy",))
     rollout_table = f'[rollout]\nenabled = true\nvariant = "{variant}"\nseeds = [0, 1]\nsteps = 30'
     text = cfg.read_text().replace('variants = ["fp32"]', '"variants" = ["fp32", "tanh-fp32"]', 1)
     plugins = Plugins(entry_points=False)
     known = {n: p.default_params for n, p in plugins.probes().items()}
-    rolled = {}
+    rolled, judged = {}, {}
     for mode in ("deterministic", "sampled"):
-        cfg.write_text(text.replace("[rollout]\nenabled = false", f'{rollout_table}\nmode = "{mode}"'))
+        written = text.replace("[rollout]\nenabled = false", f'{rollout_table}\nmode = "{mode}"')
+        if mode == "sampled":
+            written = written.replace(
+                "[[pairs]]\n", '[ppo]\ntrainer = "trl_seq_mask"\n[[pairs]]\ntrainer = "verl_geo_rs"\n'
+            )
+        cfg.write_text(written)
         config = load(cfg, known)
         store = Store.open(f"sqlite:///{tmp_path / f'{mode}.db'}")
         result = AuditRun(config, plugins, store).run()
         (rolled[mode],) = result.rollouts
+        judged[mode] = {
+            c.metric: c
+            for r in result.results
+            if r.variant == variant
+            for c in r.checks
+            if c.limit is not None
+        }
         if mode == "sampled":
             with Session(store.engine) as s:
                 stored = dict(
@@ -105,6 +119,17 @@ def test_sampled_episodes_weigh_the_infer_sides_steps_as_ppo_would(stacks, tmp_p
     sampled, deterministic = rolled["sampled"], rolled["deterministic"]
     assert sampled.status == CONSISTENT, sampled.message
     assert "the stacks alone would clip 0.00% of the sampled steps at epsilon 0.2" in sampled.message
+    assert sampled.message.startswith(
+        "2 episodes: actions within 1e-05 at every step, returns within 0.1; verl (decoupled_geo_rs) "
+        "would reject 0.0% of the episodes: geometric-mean ratio outside [0.999, 1.001]"
+    ), sampled.message
+    # the probe's own samples: PPO's terms judge by default, the pair's trainer with it chosen
+    assert {"ppo_clip_share", "tis_share", "ess"} <= set(judged["deterministic"])
+    assert "verl_geo_rs_share" not in judged["deterministic"]
+    assert (
+        judged["sampled"]["verl_geo_rs_share"].value == 0.0 and judged["sampled"]["verl_geo_rs_share"].passed
+    )
+    assert not {"ppo_clip_share", "tis_share", "ess", "trl_seq_mask_share"} & set(judged["sampled"])
     for e, d in zip(sampled.episodes, deterministic.episodes, strict=True):
         assert e.steps == 30 and e.ppo_clip_share == 0.0 and e.ess > 0.999999
         assert 0.0 < abs(e.log_ratio_sum) < 1e-3  # fp32 rounding, measured, not a default

@@ -212,3 +212,38 @@ def test_log_std_output_is_exponentiated():
     policy = ratios.Policy.from_options({"kind": "gaussian", "log_std": "log_std"})
     d = ratios.distribution(policy, {"mean": np.zeros((2, 1)), "log_std": np.log(np.full((2, 1), 0.5))})
     assert d.std == pytest.approx(np.full((2, 1), 0.5))
+
+
+def test_a_trainer_preset_judges_in_its_own_terms():
+    """With ``trainer`` set, the share that trainer's correction removes is the verdict (PPO's
+    clip share, truncation share and ESS are still recorded), against scipy's densities."""
+    train, infer = _gauss_outputs(0.3, 0.5, 500), _gauss_outputs(0.2, 0.55, 500)
+    options = {**GAUSS, "samples_per_state": 400, "seed": 5, "trainer": "openrlhf_icepop"}
+    c = _by(dc.importance_ratios(train, infer, options))
+    rng = np.random.default_rng(2)
+    x = rng.normal(0.2, 0.55, 10**6)
+    w = np.exp(stats.norm.logpdf(x, 0.3, 0.5) - stats.norm.logpdf(x, 0.2, 0.55))
+    icepop = c["openrlhf_icepop_share"]
+    assert icepop.value == pytest.approx(np.mean((w < 0.5) | (w > 5)), abs=2e-3) and icepop.value > 0.01
+    assert not icepop.passed and icepop.limit == 0.0
+    assert icepop.message.startswith("OpenRLHF (is_correction_type icepop, threshold 0.5 5.0) would mask")
+    assert icepop.message.endswith("of the samples: steps with w outside [0.5, 5]")
+    for name in ("ppo_clip_share", "tis_share", "ess"):
+        assert c[name].passed and c[name].limit is None, name
+    # every other trainer's share is recorded, not judged: TRL masks w > 3 of one-step sequences
+    assert c["trl_seq_mask_share"].passed and c["trl_seq_mask_share"].limit is None
+    assert c["trl_seq_mask_share"].value == pytest.approx(np.mean(w > 3), abs=2e-3)
+    # a limit the share stays within passes
+    loose = _by(dc.importance_ratios(train, infer, {**options, "max_removed_share": 0.5}))
+    assert loose["openrlhf_icepop_share"].passed
+    # without a trainer, PPO's own terms judge and the presets are figures
+    ppo = _by(dc.importance_ratios(train, infer, {**GAUSS, "samples_per_state": 400, "seed": 5}))
+    assert not ppo["ppo_clip_share"].passed and ppo["openrlhf_icepop_share"].limit is None
+
+
+def test_an_unknown_trainer_is_named():
+    out = _gauss_outputs(0.2, 0.6, 8)
+    with pytest.raises(
+        ValueError, match="option 'trainer' must be one of ppo, verl_token_tis, .* not 'verl'"
+    ):
+        dc.importance_ratios(out, out, {**GAUSS, "trainer": "verl"})

@@ -574,3 +574,20 @@ def test_queue_needs_a_postgresql_history_and_three_heartbeats_per_timeout():
     assert any("three heartbeats" in e for e in info.value.errors), info.value.errors
     cfg = parse(minimal(queue={"enabled": True}, storage={"url": "postgresql://a@db/x"}), "x.toml")
     assert cfg.queue.enabled and cfg.queue.timeout >= 3 * cfg.queue.heartbeat
+
+
+def test_the_trainer_is_chosen_for_all_and_per_pair():
+    cfg = parse(minimal(), known_probes=KNOWN)
+    assert cfg.ppo.trainer == "ppo" and cfg.ppo.max_removed_share == 0.0 and cfg.pairs[0].trainer is None
+    doc = minimal(ppo={"trainer": "verl_geo_rs", "max_removed_share": 0.01})
+    doc["pairs"][0]["trainer"] = "trl_seq_mask"
+    cfg = parse(doc, known_probes=KNOWN)
+    assert cfg.ppo.options() == {"trainer": "verl_geo_rs", "max_removed_share": 0.01}
+    assert cfg.ppo.options(cfg.pairs[0].trainer)["trainer"] == "trl_seq_mask"
+    doc = minimal(ppo={"trainer": "verl"})
+    doc["pairs"][0]["trainer"] = "icepop"
+    with pytest.raises(ConfigError) as info:
+        parse(doc, known_probes=KNOWN)
+    by_path = dict(e.split(": ", 1) for e in info.value.errors)
+    assert set(by_path) == {"ppo.trainer", "pairs[0].trainer"}
+    assert by_path["ppo.trainer"].startswith("must be one of ppo, verl_token_tis, verl_seq_rs")
