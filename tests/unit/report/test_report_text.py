@@ -284,3 +284,26 @@ def test_the_others_line_stands_only_beside_failing_lines() -> None:
     ).blocks
     assert mixed.rest == "1 probe variant (1 bitwise equal) and the rollout"
     assert "  the others " in render_text(dataclasses.replace(cycle, results=[fine, bad], rollouts=[rollout]))
+
+
+def test_a_drift_judged_by_a_trainer_preset_reads_in_that_trainers_words_first() -> None:
+    """With [ppo] trainer chosen, a drifting policy's line in PPO terms starts with what that
+    trainer's correction would do; without one, PPO's own clip share leads."""
+    said = "verl (decoupled_geo_rs) would reject 12.5% of the samples: geometric-mean ratio outside [0.999, 1.001]"
+    ppo = (
+        MetricCheck("ppo_clip_share", 0.0, True),
+        MetricCheck("tis_share", 0.0, True),
+        MetricCheck("ess", 0.9999, True),
+        MetricCheck("samples", 1024.0, True),
+    )
+    judged = ProbeResult(
+        "tr->inf", "tr", "inf", "ppo_policy", "1", "fp32", DRIFT, said,
+        checks=(*ppo, MetricCheck("verl_geo_rs_share", 0.125, False, 0.0, None, said, "<=")),
+    )  # fmt: skip
+    text = " ".join(render_text(_cycle(judged)).split())  # the line wraps
+    assert f"{said}; in PPO terms, the stacks alone clip 0.00% at ε 0.2" in text, text
+    plain = dataclasses.replace(
+        judged, message="differs", checks=(*ppo, MetricCheck("verl_geo_rs_share", 0.125, True))
+    )
+    text = " ".join(render_text(_cycle(plain)).split())
+    assert "would reject" not in text and "in PPO terms, the stacks alone clip 0.00%" in text
