@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from auditor.compare.presets import PRESETS
+from auditor.compare.ratio_names import by_trainer
 from auditor.compare.verdicts import MetricCheck, OutputComparison
 
 CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", "error"
@@ -359,6 +360,10 @@ class CycleResult:
             d = asdict(r)
             d["outputs"] = [asdict(o) for o in r.outputs]
             d["checks"] = [asdict(c) for c in r.checks]
+            # the importance-ratio figures under each trainer's own logged names, where it has them
+            named = by_trainer({c.metric: c.value for c in r.checks if c.output is None})
+            if named:
+                d["in_trainer_terms"] = named
             return d
 
         return {

@@ -33,8 +33,33 @@ TERMS = (
     "js",
     "chi2",
     "mult_prob_error",
+    "policy_kl_error",
+    "js_divergence_error",
+    "chi2_token",
+    "abs_log_ratio_mean",
+    "abs_log_ratio_max",
 )
 """The same weights under the names trainers use (auditor.compare.ratios.MismatchTerms)."""
+
+TRAINER_NAMES = {
+    "verl": {
+        "rollout_corr/kl": "kl_k1",
+        "rollout_corr/k3_kl": "kl_k3",
+        "rollout_corr/chi2_token": "chi2_token",
+    },
+    "NeMo RL": {
+        "token_mult_prob_error": "mult_prob_error",
+        "gen_kl_error": "kl_k3",
+        "policy_kl_error": "policy_kl_error",
+        "js_divergence_error": "js_divergence_error",
+    },
+    "TRL": {
+        "sampling/sampling_logp_difference/mean": "abs_log_ratio_mean",
+        "sampling/sampling_logp_difference/max": "abs_log_ratio_max",
+    },
+}
+"""Per trainer, its logged metric's name -> the figure that is its value on the same samples
+(each a one-step sequence): the formula its code computes, evaluated without cancellation."""
 
 BANDS = (0.001, 0.01, 0.05)
 """Half-widths of the ratio bands whose retention is reported: ±0.1% is verl's geometric
@@ -49,7 +74,18 @@ def band_name(half_width: float) -> str:
 CORRECTIONS = tuple(p.metric for p in PRESETS)
 """The share of samples each trainer's rollout correction would remove (auditor.compare.presets)."""
 
+
+def by_trainer(figures: dict[str, float]) -> dict[str, dict[str, float]]:
+    """The figures a result recorded, under each trainer's own metric names (those it has)."""
+    out = {}
+    for trainer, names in TRAINER_NAMES.items():
+        known = {theirs: figures[ours] for theirs, ours in names.items() if ours in figures}
+        if known:
+            out[trainer] = known
+    return out
+
+
 ALL = CHECKS + TERMS + tuple(band_name(d) for d in BANDS) + CORRECTIONS
 """Every figure the comparator records, in its order."""
 
-__all__ = ["ALL", "BANDS", "CHECKS", "CORRECTIONS", "TERMS", "band_name"]
+__all__ = ["ALL", "BANDS", "CHECKS", "CORRECTIONS", "TERMS", "TRAINER_NAMES", "band_name", "by_trainer"]

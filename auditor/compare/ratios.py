@@ -362,7 +362,12 @@ class MismatchTerms:
     - ``js`` = mean(log(2/(1+w)) + w log(2w/(1+w))) / 2: Jensen-Shannon, nats, bounded by ln 2;
     - ``chi2`` = mean((w - 1)^2): chi-square(p || q), the variance of the weights;
     - ``mult_prob_error`` = mean(exp|log w|): NeMo RL's ``token_mult_prob_error`` (1 = none);
-    - ``band_kept``: per half-width d in BANDS, the share with |w - 1| <= d.
+    - ``band_kept``: per half-width d in BANDS, the share with |w - 1| <= d;
+    - as trainers log them where their formula differs from the above: NeMo RL's
+      ``policy_kl_error`` = mean(1/w - 1 + log w) (its k3 with the log ratio reversed) and
+      ``js_divergence_error`` = mean of (k3(log p - log m) + k3(log q - log m)) / 2, m = (p + q) / 2
+      (each side's k3 against the mixture); verl's ``chi2_token`` = mean(w^2) - 1 (w clamped at
+      e^±20); TRL's ``sampling_logp_difference`` mean and max of |log w|.
     """
 
     ratio_min: float
@@ -377,6 +382,11 @@ class MismatchTerms:
     chi2: float
     mult_prob_error: float
     band_kept: tuple[float, ...]
+    policy_kl_error: float = 0.0
+    js_divergence_error: float = 0.0
+    chi2_token: float = 0.0
+    abs_log_ratio_mean: float = 0.0
+    abs_log_ratio_max: float = 0.0
 
     def figures(self) -> dict[str, float]:
         """Each term by its stored metric name."""
@@ -406,7 +416,9 @@ def mismatch_terms(log_w: np.ndarray, tis_cap: float = TIS_CAP) -> MismatchTerms
         kept = tuple(int(np.count_nonzero(np.abs(w - 1.0) <= d)) / n for d in BANDS)
         if bad:
             inf = math.inf
-            return MismatchTerms(0.0, 0.0, *shares, inf, inf, inf, inf, inf, inf, inf, kept)
+            return MismatchTerms(
+                0.0, 0.0, *shares, inf, inf, inf, inf, inf, inf, inf, kept, inf, inf, inf, inf, inf
+            )
         g = lw
         # w log w and w log(2w/(1+w)) are 0 at w = 0 (their limit), not NaN
         # per sample without cancellation near log w = 0 (auditor.compare.metrics)
@@ -424,7 +436,22 @@ def mismatch_terms(log_w: np.ndarray, tis_cap: float = TIS_CAP) -> MismatchTerms
             chi2=float(np.mean(np.expm1(g) ** 2)),
             mult_prob_error=float(np.mean(np.exp(np.abs(g)))),
             band_kept=kept,
+            policy_kl_error=float(np.mean(metrics.k3_terms(-g))),
+            js_divergence_error=float(np.mean(_mixture_k3(g))),
+            chi2_token=float(np.mean(np.expm1(2.0 * np.clip(g, -20.0, 20.0)))),
+            abs_log_ratio_mean=float(np.mean(np.abs(g))),
+            abs_log_ratio_max=float(np.max(np.abs(g))),
         )
+
+
+def _mixture_k3(g: np.ndarray) -> np.ndarray:
+    """NeMo RL's per-sample Jensen-Shannon: (k3(log p - log m) + k3(log q - log m)) / 2 with
+    m = (p + q) / 2, written in log w = log p - log q alone: log p - log m = -log1p(expm1(-log
+    w) / 2), log q - log m = -log1p(expm1(log w) / 2)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        to_p = -np.log1p(0.5 * np.expm1(-g))
+        to_q = -np.log1p(0.5 * np.expm1(g))
+        return 0.5 * metrics.k3_terms(to_p) + 0.5 * metrics.k3_terms(to_q)
 
 
 def behaviour_kl(train: Distribution, infer: Distribution) -> np.ndarray:

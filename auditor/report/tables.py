@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TextIO
 
+from auditor.compare.ratio_names import by_trainer
 from auditor.history.filters import iso
 from auditor.history.queries import (
     FingerprintChange,
@@ -138,11 +139,15 @@ def jsonable(value: Any) -> Any:
 
 def with_words(d: RunDetail) -> RunDetail:
     """A run's results with what the live report said in words beside their figures: the answer
-    in PPO terms (``in_ppo_terms``, auditor.report.summary.ppo_sentence), for text and JSON alike."""
+    in PPO terms (``in_ppo_terms``, auditor.report.summary.ppo_sentence), for text and JSON alike,
+    and the ratio figures under each trainer's logged names (``in_trainer_terms``)."""
     for res in d.results:
         said = ppo_sentence(res["metrics"].get("*", {}))
         if said is not None:
             res["in_ppo_terms"] = said
+        named = by_trainer(res["metrics"].get("*", {}))
+        if named:
+            res["in_trainer_terms"] = named
     return d
 
 

@@ -40,6 +40,20 @@ def oracle(log_w: list[float], cap: float) -> dict[str, float]:
         "chi2": mean((x - one) ** 2 for x in w),
         # NeMo RL: token_mult_prob_error = mean(exp(|logp_generation - logp_train|))
         "mult_prob_error": mean(abs(g).exp() for g in gs),
+        # NeMo RL loss_functions.py: policy_kl_error = calculate_kl(prev, gen, "k3") with
+        # logr = gen - prev: exp(logr) - 1 - logr
+        "policy_kl_error": mean((-g).exp() - one + g for g in gs),
+        # NeMo RL: log_mixture = log(0.5 exp(prev) + 0.5 exp(gen)); JS = mean(0.5 k3(prev - m)
+        # + 0.5 k3(gen - m)); in units of q (gen): prev = log w, gen = 0
+        "js_divergence_error": mean(
+            ((x / mi) - (x / mi).ln() - one) / two + ((one / mi) - (one / mi).ln() - one) / two
+            for x, mi in zip(w, m, strict=True)
+        ),
+        # verl rollout_corr_helper.py: chi2_token = mean(exp(clamp(log r, -20, 20))^2) - 1
+        "chi2_token": mean(max(min(g, Decimal(20)), Decimal(-20)).exp() ** 2 - one for g in gs),
+        # TRL grpo_trainer.py: sampling_logp_difference mean and max of |old - sampling|
+        "abs_log_ratio_mean": mean(abs(g) for g in gs),
+        "abs_log_ratio_max": float(max(abs(g) for g in gs)),
     }
     ws = sorted(float(x) for x in w)
     out["ratio_min"] = ws[0]
@@ -116,3 +130,22 @@ def test_the_logp_comparators_k3_is_the_same_accurate_term():
     expected = oracle((train + 1.0).tolist(), 2.0)["kl_k3"]  # the same d, as the subtraction gives it
     assert got == pytest.approx(expected, rel=1e-12)
     assert mismatch_terms(train + 1.0).kl_k3 == got
+
+
+def test_each_trainers_logged_names_read_the_figures_that_are_their_values():
+    """verl's rollout_corr/*, NeMo RL's and TRL's logged names map to the figures computed by
+    their formulas above, in --json (``in_trainer_terms``) and ``auditor show``."""
+    from auditor.compare.ratio_names import TERMS, TRAINER_NAMES, by_trainer
+
+    log_w = np.random.RandomState(2).normal(0.0, 0.02, 512)
+    figures = mismatch_terms(log_w).figures()
+    named = by_trainer(figures)
+    assert set(named) == {"verl", "NeMo RL", "TRL"}
+    assert {ours for names in TRAINER_NAMES.values() for ours in names.values()} <= set(TERMS)
+    expected = oracle(log_w.tolist(), 2.0)
+    assert named["verl"]["rollout_corr/kl"] == pytest.approx(expected["kl_k1"], rel=1e-12)
+    assert named["verl"]["rollout_corr/k3_kl"] == pytest.approx(expected["kl_k3"], rel=1e-12)
+    assert named["NeMo RL"]["gen_kl_error"] == pytest.approx(expected["kl_k3"], rel=1e-12)
+    assert named["NeMo RL"]["token_mult_prob_error"] == pytest.approx(expected["mult_prob_error"], rel=1e-12)
+    assert named["TRL"]["sampling/sampling_logp_difference/max"] == float(np.max(np.abs(log_w)))
+    assert by_trainer({"ratio_mean": 1.0}) == {}

@@ -289,7 +289,10 @@ def test_the_others_line_stands_only_beside_failing_lines() -> None:
 def test_a_drift_judged_by_a_trainer_preset_reads_in_that_trainers_words_first() -> None:
     """With [ppo] trainer chosen, a drifting policy's line in PPO terms starts with what that
     trainer's correction would do; without one, PPO's own clip share leads."""
-    said = "verl (decoupled_geo_rs) would reject 12.5% of the samples: geometric-mean ratio outside [0.999, 1.001]"
+    said = (
+        "verl (decoupled_geo_rs) would reject 12.5% of the samples: geometric-mean ratio outside "
+        "[0.999, 1.001]"
+    )
     ppo = (
         MetricCheck("ppo_clip_share", 0.0, True),
         MetricCheck("tis_share", 0.0, True),
