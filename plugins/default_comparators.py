@@ -394,7 +394,52 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
             else c
             for c in ppo
         ]
-    return [*ppo, *terms, *trainers]
+    drawn = _train_drawn(t, i, k, seed, alike, eps, cap, clip_limit, preset, max_removed)
+    return [*ppo, *terms, *trainers, *drawn]
+
+
+def _train_drawn(
+    t: ratios.Distribution,
+    i: ratios.Distribution,
+    k: int,
+    seed: int,
+    alike: np.ndarray,
+    eps: float,
+    cap: float,
+    clip_limit: float | None,
+    preset: presets.Preset | None,
+    max_removed: float | None,
+) -> list[MetricCheck]:
+    """The same ratios under actions drawn from the training side (NeMo RL's stricter protocol:
+    what the serving side never samples is seen only there), from the distributions' parameters
+    in float64, held to the same limit as the serving side's draws: PPO's clip share, or the
+    chosen trainer's correction's share."""
+    d = ratios.train_drawn(t, i, k, seed, ~alike if alike.any() else None, eps, cap)
+    n = max(d.stats.n, 1)
+    zero = (
+        f"; the serving side gives {d.unsupported} of them probability 0 (support it never samples)"
+        if d.unsupported
+        else ""
+    )
+    checks = [
+        MetricCheck("train_drawn_tis_share", d.stats.tis_share, True, None, None),
+        MetricCheck("train_drawn_ratio_max", d.stats.ratio_max, True, None, None),
+        MetricCheck("train_drawn_kl", d.kl, True, None, None),
+        MetricCheck("train_drawn_unsupported_share", d.unsupported / n, True, None, None),
+    ]
+    clip = d.stats.ppo_clip_share
+    clip_words = (
+        f"on {d.stats.n} actions drawn from the training side, the stacks alone would clip "
+        f"{100 * clip:.2f}% at epsilon {eps:g}{zero}"
+    )
+    if preset is None:
+        checks.insert(0, _at_most("train_drawn_ppo_clip_share", clip, clip_limit, None, clip_words))
+        return checks
+    checks.insert(0, MetricCheck("train_drawn_ppo_clip_share", clip, True, None, None))
+    share = corrections.sample_shares(d.log_w)[preset.name]
+    words = f"on {d.stats.n} actions drawn from the training side, {preset.say(share, 'samples')}{zero}"
+    checks.append(_at_most("train_drawn_removed_share", share, max_removed, None, words))
+    return checks
 
 
 COMPARATORS: tuple[tuple[str, Callable[..., list[MetricCheck]]], ...] = (

@@ -71,6 +71,18 @@ def band_name(half_width: float) -> str:
     return f"band_kept_{100 * half_width:g}pct"
 
 
+TRAIN_DRAWN = (
+    "train_drawn_ppo_clip_share",
+    "train_drawn_tis_share",
+    "train_drawn_ratio_max",
+    "train_drawn_kl",
+    "train_drawn_unsupported_share",
+    "train_drawn_removed_share",
+)
+"""The ratios under actions drawn from the training side (auditor.compare.ratios.train_drawn):
+the shares PPO clips and TIS truncates, the largest ratio, KL(p || q), the share the serving side
+gives probability 0, and the chosen trainer's correction's share."""
+
 CORRECTIONS = tuple(p.metric for p in PRESETS)
 """The share of samples each trainer's rollout correction would remove (auditor.compare.presets)."""
 
@@ -85,7 +97,17 @@ def by_trainer(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     return out
 
 
-ALL = CHECKS + TERMS + tuple(band_name(d) for d in BANDS) + CORRECTIONS
+ALL = CHECKS + TERMS + tuple(band_name(d) for d in BANDS) + CORRECTIONS + TRAIN_DRAWN
 """Every figure the comparator records, in its order."""
 
-__all__ = ["ALL", "BANDS", "CHECKS", "CORRECTIONS", "TERMS", "TRAINER_NAMES", "band_name", "by_trainer"]
+__all__ = [
+    "ALL",
+    "BANDS",
+    "CHECKS",
+    "CORRECTIONS",
+    "TERMS",
+    "TRAINER_NAMES",
+    "TRAIN_DRAWN",
+    "band_name",
+    "by_trainer",
+]

@@ -454,6 +454,44 @@ def _mixture_k3(g: np.ndarray) -> np.ndarray:
         return 0.5 * metrics.k3_terms(to_p) + 0.5 * metrics.k3_terms(to_q)
 
 
+@dataclass(frozen=True)
+class TrainDrawn:
+    """The ratios under actions drawn from the **training** side's distribution (NeMo RL's
+    stricter protocol): log w = log p(a) - log q(a) with a ~ p, from both sides' distribution
+    parameters in float64. Where the serving side gives a training-side action probability 0
+    (support it never samples: a masked logit, a collapsed std) the weight is +inf."""
+
+    log_w: np.ndarray
+    stats: RatioStats
+    unsupported: int
+    """Samples the serving side gives probability (density) 0."""
+    kl: float
+    """mean(log w) over the valid samples: the k1 estimate of KL(p || q) under p (inf where a
+    sample has no finite weight)."""
+
+
+def train_drawn(
+    train: Distribution,
+    infer: Distribution,
+    k: int,
+    seed: int,
+    keep: np.ndarray | None = None,
+    clip_epsilon: float = CLIP_EPSILON,
+    tis_cap: float = TIS_CAP,
+) -> TrainDrawn:
+    """``k`` seeded draws per state from the train side, weighed by both sides' parameters;
+    ``keep`` (states,) leaves out states (the policy's own invalid output, alike on both sides)."""
+    draws = draw(train, k, seed)
+    log_w = log_weights_from_params(train, infer, draws)
+    if keep is not None:
+        log_w = log_w[:, keep]
+    unsupported = int(np.count_nonzero(log_w == np.inf))
+    stats = ratio_stats(log_w, clip_epsilon, tis_cap)
+    finite = log_w[np.isfinite(log_w)]
+    kl = float(finite.mean()) if finite.size == log_w.size and finite.size else math.inf
+    return TrainDrawn(log_w, stats, unsupported, kl if log_w.size else 0.0)
+
+
 def behaviour_kl(train: Distribution, infer: Distribution) -> np.ndarray:
     """KL(pi_infer || pi_train) per state in closed form (float64): the Gaussians' (a tanh
     squash is a bijection and leaves the KL unchanged), or sum p_i (log p_i - log p_t) over

@@ -79,7 +79,8 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "importance-ratios",
-        "PPO's ratios under the serving side's policy: clip share, TIS share, ESS, KL",
+        "PPO's ratios under the serving side's policy (and on actions drawn from the training side): "
+        "clip share, TIS share, ESS, KL, or the chosen trainer's correction's share",
         "a distribution head (a probe's importance_ratios options, a model's policy = {...})",
     ),
     Check(

@@ -247,3 +247,55 @@ def test_an_unknown_trainer_is_named():
         ValueError, match="option 'trainer' must be one of ppo, verl_token_tis, .* not 'verl'"
     ):
         dc.importance_ratios(out, out, {**GAUSS, "trainer": "verl"})
+
+
+def test_actions_drawn_from_the_training_side_see_support_the_serving_side_never_samples():
+    """The serving side masks an action the training side gives 0.1%: on its own draws every
+    weight is 0.999 (nothing clipped, ESS 1), but 0.1% of the training side's draws are actions
+    it gives probability 0, and that check fails saying so."""
+    states = 2000
+    p = np.log(np.array([0.001, 0.4995, 0.4995]))
+    q = np.array([-np.inf, math.log(0.5), math.log(0.5)])
+    train, infer = {"logits": np.tile(p, (states, 1))}, {"logits": np.tile(q, (states, 1))}
+    c = _by(dc.importance_ratios(train, infer, {"kind": "categorical", "samples_per_state": 4}))
+    assert c["ppo_clip_share"].value == 0.0 and c["ppo_clip_share"].passed
+    assert c["ess"].value == pytest.approx(1.0) and c["ess"].passed
+    unsupported = c["train_drawn_unsupported_share"].value
+    assert unsupported == pytest.approx(0.001, abs=6e-4) and unsupported > 0  # 8,000 draws: ~8
+    clip = c["train_drawn_ppo_clip_share"]
+    assert not clip.passed and clip.value == unsupported and clip.limit == 0.0
+    assert clip.message.startswith(
+        "on 8000 actions drawn from the training side, the stacks alone would clip"
+    )
+    assert (
+        "the serving side gives" in clip.message
+        and "probability 0 (support it never samples)" in clip.message
+    )
+    assert c["train_drawn_kl"].value == math.inf
+
+
+def test_training_side_draws_against_scipy():
+    """p = N(0.3, 0.5) trains, q = N(0.2, 0.55) serves: under a ~ p the ratio p/q's clip share,
+    truncation share and KL(p || q) meet an independent float64 Monte Carlo and the closed form;
+    with a trainer chosen its correction's share judges instead."""
+    train, infer = _gauss_outputs(0.3, 0.5, 500), _gauss_outputs(0.2, 0.55, 500)
+    c = _by(dc.importance_ratios(train, infer, {**GAUSS, "samples_per_state": 400, "seed": 9}))
+    rng = np.random.default_rng(4)
+    x = rng.normal(0.3, 0.5, 10**6)
+    w = np.exp(stats.norm.logpdf(x, 0.3, 0.5) - stats.norm.logpdf(x, 0.2, 0.55))
+    assert c["train_drawn_ppo_clip_share"].value == pytest.approx(np.mean(np.abs(w - 1) > 0.2), abs=3e-3)
+    assert c["train_drawn_tis_share"].value == pytest.approx(np.mean(w > 2), abs=2e-3)
+    kl_pq = math.log(0.55 / 0.5) + (0.5**2 + 0.1**2) / (2 * 0.55**2) - 0.5
+    assert c["train_drawn_kl"].value == pytest.approx(kl_pq, abs=2e-3)
+    assert not c["train_drawn_ppo_clip_share"].passed and "train_drawn_removed_share" not in c
+    options = {
+        **GAUSS,
+        "samples_per_state": 400,
+        "seed": 9,
+        "trainer": "openrlhf_icepop",
+        "max_removed_share": 0.5,
+    }
+    c = _by(dc.importance_ratios(train, infer, options))
+    assert c["train_drawn_ppo_clip_share"].limit is None
+    removed = c["train_drawn_removed_share"]
+    assert removed.value == pytest.approx(np.mean((w < 0.5) | (w > 5)), abs=2e-3) and removed.passed

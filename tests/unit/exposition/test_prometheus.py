@@ -101,7 +101,9 @@ def test_exposition_parses_and_holds_the_last_cycle():
 
     # the importance ratios, every metric of the comparator and nothing else
     ppo = {s.labels["metric"]: s.value for s in fams["auditor_ppo_ratio"].samples}
-    assert set(ppo) == set(PPO_METRICS) == {c.metric for c in result().results[0].checks}
+    assert set(ppo) == {c.metric for c in result().results[0].checks}
+    # every name but the chosen trainer's share of the training side's draws (none chosen here)
+    assert set(PPO_METRICS) - set(ppo) == {"train_drawn_removed_share"}
     assert 0.9 < ppo["ess"] < 1.0 and ppo["ppo_clip_share"] > 0 and ppo["kl_behaviour"] > 0
 
     lat = fams["auditor_latency_seconds"]
@@ -215,7 +217,7 @@ def test_findings_and_ppo_limits_are_exposed() -> None:
     assert found == {("out-of-line", "warning", "infer-07"): 2.0, ("npu-telemetry", "error", "infer-02"): 1.0}
     # the importance_ratios comparator's default limits (plugins/default_comparators.py, [ppo])
     limits = {s.labels["metric"]: s.value for s in fams["auditor_ppo_limit"].samples}
-    assert limits == {"ppo_clip_share": 0.0, "tis_share": 0.0, "ess": 0.99}
+    assert limits == {"ppo_clip_share": 0.0, "tis_share": 0.0, "ess": 0.99, "train_drawn_ppo_clip_share": 0.0}
 
 
 def test_the_daemon_says_its_start_schedule_and_last_complete_cycle() -> None:
