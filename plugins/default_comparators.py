@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.compare import corrections, metrics, presets, ratios
+from auditor.compare import corrections, floor, metrics, presets, ratios
 from auditor.compare.outputs import Comparator, MetricCheck
 from auditor.hookspecs import hookimpl
 
@@ -300,6 +300,8 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
     if alike.any():  # the policy's own invalid output, the same on both stacks: not theirs to answer for
         log_w = log_w[:, ~alike]
     stats = ratios.ratio_stats(log_w, eps, cap)
+    # the noise floor on the same states: each limit holds what exceeds it (auditor.compare.floor)
+    fl = floor.measure(policy, t, train, infer, k, seed, ~alike if alike.any() else None, eps, cap)
     kl = ratios.behaviour_kl(t, i)
     kl = kl[~alike] if kl.shape == alike.shape else kl
     kl_mean = float(kl.mean()) if kl.size else 0.0
@@ -314,12 +316,15 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
         if own
         else ""
     )
+    expected = f"the noise floor is {100 * fl.ppo_clip_share:.2f}%" if fl.ppo_clip_share else "0 expected"
     clip_words = (
         f"the stacks alone would clip {100 * stats.ppo_clip_share:.2f}% of PPO samples at epsilon {eps:g} "
-        f"(0 expected){f', {stats.invalid} of {stats.n} without a valid weight' if stats.invalid else ''}"
+        f"({expected}){f', {stats.invalid} of {stats.n} without a valid weight' if stats.invalid else ''}"
         f"{policy_own}"
     )
-    clip_limit = _option(options, "max_ppo_clip_share", 0.0)
+    clip_limit = _above(
+        _option(options, "max_ppo_clip_share", 0.0), floor.allowance(fl.ppo_clip_share, stats.n)
+    )
     # the same weights under the names trainers use (lower tail, KL both ways, JS, chi2, NeMo's
     # token_mult_prob_error, band retention): recorded, for the history, --json and Prometheus
     terms = [
@@ -329,6 +334,9 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
     # what each trainer's rollout correction would remove of these samples (each a sequence of
     # one step); the one ``trainer`` names is what the verdict judges, in that trainer's words
     removed = corrections.sample_shares(log_w)
+    if preset is not None:
+        share_floor = corrections.sample_shares(fl.log_w)[preset.name]
+        max_removed = _above(max_removed, floor.allowance(share_floor, stats.n))
     trainers = [
         MetricCheck(
             p.metric,
@@ -365,7 +373,7 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
         _at_most(
             "tis_share",
             stats.tis_share,
-            _option(options, "max_tis_share", 0.0),
+            _above(_option(options, "max_tis_share", 0.0), floor.allowance(fl.tis_share, stats.n)),
             None,
             f"truncated importance sampling would truncate {100 * stats.tis_share:.2f}% of samples "
             f"at w > {cap:g}{also}",
@@ -373,7 +381,7 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
         _at_least(
             "ess",
             stats.ess,
-            _option(options, "min_ess", 0.99),
+            _above(_option(options, "min_ess", 0.99), fl.ess - 1.0),
             None,
             f"the stacks alone cut the effective sample size to {stats.ess:.4f} of the batch{why}",
         ),
@@ -395,7 +403,20 @@ def importance_ratios(train: Outputs, infer: Outputs, options: dict[str, Any]) -
             for c in ppo
         ]
     drawn = _train_drawn(t, i, k, seed, alike, eps, cap, clip_limit, preset, max_removed)
-    return [*ppo, *terms, *trainers, *drawn]
+    floors = [
+        MetricCheck("floor_ppo_clip_share", fl.ppo_clip_share, True, None, None),
+        MetricCheck("floor_tis_share", fl.tis_share, True, None, None),
+        MetricCheck("floor_ess", fl.ess, True, None, None),
+        MetricCheck("floor_kl_k3", fl.kl_k3, True, None, None),
+        MetricCheck("floor_mult_prob_error", fl.mult_prob_error, True, None, None),
+        MetricCheck("floor_rerun", float(fl.rerun), True, None, None),
+    ]
+    return [*ppo, *terms, *trainers, *drawn, *floors]
+
+
+def _above(limit: float | None, floor_value: float) -> float | None:
+    """A limit lifted by the noise floor (None: not held)."""
+    return None if limit is None else limit + floor_value
 
 
 def _train_drawn(

@@ -83,6 +83,17 @@ TRAIN_DRAWN = (
 the shares PPO clips and TIS truncates, the largest ratio, KL(p || q), the share the serving side
 gives probability 0, and the chosen trainer's correction's share."""
 
+FLOOR = (
+    "floor_ppo_clip_share",
+    "floor_tis_share",
+    "floor_ess",
+    "floor_kl_k3",
+    "floor_mult_prob_error",
+    "floor_rerun",
+)
+"""The noise floor of the figures on the same states (auditor.compare.floor): rounding to the
+serving dtype, and the serving side's rerun where the cycle reran it (floor_rerun 1)."""
+
 CORRECTIONS = tuple(p.metric for p in PRESETS)
 """The share of samples each trainer's rollout correction would remove (auditor.compare.presets)."""
 
@@ -97,7 +108,7 @@ def by_trainer(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     return out
 
 
-ALL = CHECKS + TERMS + tuple(band_name(d) for d in BANDS) + CORRECTIONS + TRAIN_DRAWN
+ALL = CHECKS + TERMS + tuple(band_name(d) for d in BANDS) + CORRECTIONS + TRAIN_DRAWN + FLOOR
 """Every figure the comparator records, in its order."""
 
 __all__ = [

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from auditor.compare import input_classes
+from auditor.compare.floor import RERUN
 from auditor.compare.outputs import (
     Comparator,
     MetricCheck,
@@ -102,8 +103,9 @@ def rerun_checks(
 
 
 def _own(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The policy's own outputs, without those on drawn actions (``logp@behaviour``)."""
-    return {k: v for k, v in outputs.items() if BEHAVIOUR not in k}
+    """The policy's own outputs, without those on drawn actions (``logp@behaviour``) or from a
+    rerun (``std@rerun``)."""
+    return {k: v for k, v in outputs.items() if BEHAVIOUR not in k and RERUN not in k}
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,8 @@ def judge(
     drawn = served.behaviour
     if drawn is not None and drawn.train is not None:  # both models on the same drawn actions
         by_name[0][drawn.output], by_name[1][drawn.output] = drawn.train, drawn.infer
+    if isinstance(served.rerun, list) and len(served.rerun) == len(names):  # the rerun's noise floor
+        by_name[1].update({f"{n}{RERUN}": np.asarray(x) for n, x in zip(names, served.rerun, strict=True)})
     checks: list[MetricCheck] = []
     for role, side, label in ((REFERENCE, reference, "train"), (SERVED, served, "infer")):
         if role not in subject.repeat or side.rerun is None:

@@ -446,6 +446,10 @@ def ppo_sentence(figures: Mapping[str, float | None], compact: bool = False) -> 
     p99, top = figures.get("ratio_p99"), figures.get("ratio_max")
     if p99 is not None and top is not None:
         words += f"; ratio p99 {p99:.4g}, max {top:.4g}"
+    f_clip, f_ess = figures.get("floor_ppo_clip_share"), figures.get("floor_ess")
+    if f_clip is not None and f_ess is not None:  # what noise alone reads on the same states
+        rerun = " and a rerun" if figures.get("floor_rerun") else ""
+        words += f" (noise floor, rounding{rerun}: clip {100 * f_clip:.2f}%, ESS {f_ess:.4f})"
     return words
 
 
