@@ -427,8 +427,9 @@ class ModelPolicyTable:
     """The share of samples the stacks alone may make PPO clip."""
     max_tis_share: Float(0.0, 1.0) = 0.0
     """The share of samples the stacks alone may make truncated importance sampling truncate."""
-    min_ess: Float(0.0, 1.0) = 0.99
-    """The lowest effective sample size (sum w)^2 / (n sum w^2) allowed."""
+    min_ess: Float(0.0, 1.0) | None = None
+    """The lowest effective sample size (sum w)^2 / (n sum w^2) of the samples allowed (default
+    0.9995, the importance_ratios comparator's; its sampled episodes' default is 0.99)."""
 
 
 @section

@@ -20,6 +20,11 @@ BENCHES = {
     "daemon_memory.py": ("VmRSS MB", "idle RSS after the last cycle"),
     "check_vs_cycle.py": ("of cycle", "auditor audit (full cycle)"),
     "importance_ratios.py": ("ppo_clip_share", "ratio steps / cycle wall", "sampled / deterministic"),
+    "detection_power.py": (
+        "PPO clip share moves 0.1% at e",
+        "false alarms on no mismatch",
+        "goal (a 0.1% move of PPO's clip share is detected by the default checks)",
+    ),
     "model_probe.py": ("suite / plain", "classes: magnitude, nan-inf, sweep", "rollout: ", "localization: "),
     "policy_batch.py": ("auditor RSS MB", "auditor CPU s", "linear at most"),
     "fleet.py": ("auditor CPU s/host", "report lines", "history KB/host", "HTML s"),

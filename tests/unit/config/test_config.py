@@ -513,8 +513,7 @@ def test_a_declared_policy_becomes_the_importance_ratios_options():
         "tis_cap": 2.0,
         "max_ppo_clip_share": 0.0,
         "max_tis_share": 0.0,
-        "min_ess": 0.99,
-    }
+    }  # min_ess and the trainer: the comparator's and [ppo]'s defaults
     assert parse(minimal(), known_probes=KNOWN, runtimes=RUNTIMES).models == {}
 
 

@@ -217,7 +217,12 @@ def test_findings_and_ppo_limits_are_exposed() -> None:
     assert found == {("out-of-line", "warning", "infer-07"): 2.0, ("npu-telemetry", "error", "infer-02"): 1.0}
     # the importance_ratios comparator's default limits (plugins/default_comparators.py, [ppo])
     limits = {s.labels["metric"]: s.value for s in fams["auditor_ppo_limit"].samples}
-    assert limits == {"ppo_clip_share": 0.0, "tis_share": 0.0, "ess": 0.99, "train_drawn_ppo_clip_share": 0.0}
+    assert limits == {
+        "ppo_clip_share": 0.0,
+        "tis_share": 0.0,
+        "ess": 0.9995,
+        "train_drawn_ppo_clip_share": 0.0,
+    }
 
 
 def test_the_daemon_says_its_start_schedule_and_last_complete_cycle() -> None:
