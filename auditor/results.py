@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from auditor.compare.presets import PRESETS
-from auditor.compare.ratio_names import by_trainer
+from auditor.compare.ratio_names import MEAN_TERMS, by_trainer
 from auditor.compare.verdicts import MetricCheck, OutputComparison
 
 CONSISTENT, DRIFT, INCOMPATIBLE, ERROR = "consistent", "drift", "incompatible", "error"
@@ -447,6 +447,9 @@ class Episode:
     removed: dict[str, float] = field(default_factory=dict)
     """Sampled mode: per trainer preset (auditor.compare.presets), the share of its steps that
     correction removes (1.0: the whole episode rejected)."""
+    terms: dict[str, float] = field(default_factory=dict)
+    """Sampled mode: its steps' mismatch under the names trainers use (auditor.compare.ratios
+    MismatchTerms: KL both ways, JS, chi2, NeMo's and verl's forms, ...)."""
 
     @property
     def return_diff(self) -> float:
@@ -480,6 +483,25 @@ def removed_summary(episodes: Iterable[Episode]) -> dict[str, float]:
             continue
         out[p.metric] = sum(1 for s, _ in shares if s > 0) / len(shares)
         out[f"{p.name}_step_share"] = sum(s * n for s, n in shares) / max(steps, 1)
+    return out
+
+
+def terms_summary(episodes: Iterable[Episode]) -> dict[str, float]:
+    """The mismatch terms over every sampled step: each mean term weighted by the episodes'
+    steps, the lowest ratio and the largest |log w| over all (empty without them)."""
+    eps = [e for e in episodes if e.terms]
+    steps = sum(e.steps for e in eps)
+    if not eps or not steps:
+        return {}
+    out = {
+        name: sum(e.terms[name] * e.steps for e in eps) / steps
+        for name in MEAN_TERMS
+        if all(name in e.terms for e in eps)
+    }
+    if all("ratio_min" in e.terms for e in eps):
+        out["ratio_min"] = min(e.terms["ratio_min"] for e in eps)
+    if all("abs_log_ratio_max" in e.terms for e in eps):
+        out["abs_log_ratio_max"] = max(e.terms["abs_log_ratio_max"] for e in eps)
     return out
 
 
@@ -547,6 +569,7 @@ class RolloutResult:
         if means:  # the episode furthest from 1 in geometric mean, whatever its length
             out["max_abs_log_ratio_mean"] = max(means)
         out.update(removed_summary([e for e in self.episodes if e.sampled]))
+        out.update(terms_summary([e for e in self.episodes if e.sampled]))
         return out
 
     def episode_metrics(self) -> dict[str, dict[str, dict[str, float]]]:

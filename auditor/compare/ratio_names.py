@@ -41,6 +41,21 @@ TERMS = (
 )
 """The same weights under the names trainers use (auditor.compare.ratios.MismatchTerms)."""
 
+MEAN_TERMS = (
+    "kl_k1",
+    "kl_k2",
+    "kl_k3",
+    "kl_train_infer",
+    "js",
+    "chi2",
+    "mult_prob_error",
+    "policy_kl_error",
+    "js_divergence_error",
+    "chi2_token",
+    "abs_log_ratio_mean",
+)
+"""The terms that are means over the samples: over several episodes, their steps' weighted mean."""
+
 TRAINER_NAMES = {
     "verl": {
         "rollout_corr/kl": "kl_k1",

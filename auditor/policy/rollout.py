@@ -227,6 +227,7 @@ def _finished(
         # what each trainer's correction would remove of this episode (auditor.compare.presets)
         removed = corrections.removed_shares(np.asarray(log_w, np.float64).reshape(1, -1))
         sampled["removed"] = {name: r.steps for name, r in removed.items()}
+        sampled["terms"] = ratios.mismatch_terms(log_w).figures()
     return Episode(
         seed=seed,
         steps=len(action_diff),

@@ -4,6 +4,7 @@ Python (no numpy, no code of the auditor's), and worked by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from types import SimpleNamespace
@@ -191,3 +192,23 @@ def test_episodes_summary_verdict_and_line_in_the_trainers_words():
     # PPO's own terms (the default): the presets are figures, not the verdict
     assert verdict(eps, 1e-5, 0.1, SampledLimits())[0] == "consistent"
     assert "would reject" not in sampled_words(eps, SimpleNamespace(clip_epsilon=0.2, preset=lambda: None))
+
+
+def test_sampled_episodes_carry_the_mismatch_terms_over_all_their_steps():
+    """Over episodes of different lengths, each mean term is the mean over every step (as if one
+    batch), the lowest ratio and the largest |log w| the extremes: checked against the terms of
+    the steps concatenated."""
+    from auditor.compare.ratios import mismatch_terms
+    from auditor.results import terms_summary
+
+    steps = [[0.01, -0.02, 0.0], [0.3, -0.1, 0.05, 0.0, 0.2, -0.4, 0.1]]
+    eps = [
+        dataclasses.replace(episode(s, w), terms=mismatch_terms(np.array(w)).figures())
+        for s, w in enumerate(steps)
+    ]
+    whole = mismatch_terms(np.array(steps[0] + steps[1])).figures()
+    summary = terms_summary(eps)
+    for name in ("kl_k1", "kl_k3", "kl_train_infer", "js", "chi2", "policy_kl_error", "chi2_token"):
+        assert summary[name] == pytest.approx(whole[name], rel=1e-12), name
+    assert summary["ratio_min"] == whole["ratio_min"] and summary["abs_log_ratio_max"] == 0.4
+    assert terms_summary([episode(0, [0.0])]) == {}  # stored before the terms were
