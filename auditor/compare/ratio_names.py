@@ -21,26 +21,6 @@ CHECKS = (
 )
 """PPO's own terms: ratios, clip and truncation shares, ESS, KL, and what they were taken at."""
 
-TERMS = (
-    "ratio_min",
-    "ratio_p01",
-    "low_share",
-    "tiny_share",
-    "kl_k1",
-    "kl_k2",
-    "kl_k3",
-    "kl_train_infer",
-    "js",
-    "chi2",
-    "mult_prob_error",
-    "policy_kl_error",
-    "js_divergence_error",
-    "chi2_token",
-    "abs_log_ratio_mean",
-    "abs_log_ratio_max",
-)
-"""The same weights under the names trainers use (auditor.compare.ratios.MismatchTerms)."""
-
 MEAN_TERMS = (
     "kl_k1",
     "kl_k2",
@@ -55,6 +35,9 @@ MEAN_TERMS = (
     "abs_log_ratio_mean",
 )
 """The terms that are means over the samples: over several episodes, their steps' weighted mean."""
+
+TERMS = ("ratio_min", "ratio_p01", "low_share", "tiny_share", *MEAN_TERMS, "abs_log_ratio_max")
+"""The same weights under the names trainers use (auditor.compare.ratios.MismatchTerms)."""
 
 TRAINER_NAMES = {
     "verl": {
