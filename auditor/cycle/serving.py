@@ -423,7 +423,7 @@ class Serving:
         subject = audit.subject
         results: dict[str, ProbeResult] = {}
         for t in targets:
-            results[t] = audit.judge(t, sides[t], self.comparators, self.diagnose)
+            results[t] = self._judge(audit, t, sides[t])
             if self.state.save_outputs is not None and audit.reference.ran and sides[t].ran:
                 self._save(audit, t, sides[t])
         self._peers(audit, targets, sides, results)
@@ -446,6 +446,22 @@ class Serving:
             subject.key, subject, {audit.reference_name: audit.reference, **{t: sides[t] for t in targets}}
         )
         return {(audit.key, t): r for t, r in results.items()}
+
+    def _judge(self, audit: Audit, target: str, side: Side) -> ProbeResult:
+        """The verdict on ``target``'s side, judged once per cycle for every serving side that
+        computed the same bits under the same settings (a fleet's identical hosts): a consistent
+        verdict is the same for each but for whose it is."""
+        key = _judge_key(audit, target, side)
+        if key is None:
+            return audit.judge(target, side, self.comparators, self.diagnose)
+        found = self.once(
+            key,
+            lambda: audit.judge(target, side, self.comparators, self.diagnose),
+            keep=lambda r: r.status == CONSISTENT,
+        )
+        return replace(
+            found, **audit.identity(target), infer_latency=side.latency, conversion=side.conversion
+        )
 
     def _coverage(
         self, audit: Audit, target: str, side: Side, r: ProbeResult, rolled: bool | str
@@ -711,3 +727,28 @@ def draw(worker: Any, model: str, subject: Subject, inputs: list[np.ndarray], si
     side.behaviour = Behaviour(
         f"{head.logp}{ratios.BEHAVIOUR}", batches, np.stack([np.asarray(x) for x in logps])
     )
+
+
+def _judge_key(audit: Audit, target: str, side: Side) -> tuple[Any, ...] | None:
+    """What a serving side's verdict depends on, bitwise (None where it also depends on whose
+    side it is: a failure, a block, a class it could not run, a conversion of its own)."""
+    if (
+        not side.ran
+        or side.error is not None
+        or side.blocked is not None
+        or side.class_errors
+        or side.conversion is not None
+        or isinstance(side.rerun, WorkerError)
+    ):
+        return None
+    assert side.outputs is not None
+    parts = [peers.output_digest(list(side.outputs))]
+    parts += [f"{name}:{peers.output_digest(list(side.classes[name]))}" for name in sorted(side.classes)]
+    b = side.behaviour
+    if b is not None:
+        parts.append(
+            f"{b.output}:{peers.output_digest([b.infer] + ([b.train] if b.train is not None else []))}"
+        )
+    if side.rerun is not None:
+        parts.append(f"rerun {side.rerun_words}:{peers.output_digest(list(side.rerun))}")
+    return ("judged", audit.key, repr(audit.settings(target)), tuple(parts))
