@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.config.fleet import FleetConfig
-from auditor.config.tables import Config, PairConfig
+from auditor.config.tables import Config
 
 KINDS = ("stack", "pair", "probe", "model", "host", "group")
 
@@ -214,7 +214,7 @@ def narrow(config: Config, selection: Selection) -> Narrowed:
     for p in config.pairs:
         probes = tuple(x for x in p.probes if not what or x in selection.probes)
         if probes and where((p.train, p.infer), p.name):
-            pairs.append(PairConfig(p.train, p.infer, probes))
+            pairs.append(dataclasses.replace(p, probes=probes))  # its trainer too
     models = {}
     for m in config.models.values():
         if what and m.name not in selection.models:

@@ -255,3 +255,12 @@ def test_a_model_referenced_or_served_by_a_train_stack_is_refused_by_the_config(
         "name a stack that does: ms210-graph, lite20" in exc.value.errors
     )
     assert any(e.startswith("models.policy.stacks: ms210 runs mindspore") for e in exc.value.errors)
+
+
+def test_a_narrowed_pair_keeps_its_trainer() -> None:
+    """A pair judged by its own trainer's correction is judged by it in a narrowed run too
+    (`audit --pair`, `auditor fix`): narrowing once rebuilt the pair without its trainer."""
+    doc = copy.deepcopy(DOC)
+    doc["pairs"][2]["trainer"] = "verl_seq_rs"
+    narrowed = narrow(parse(doc, "/etc/auditor/auditor.toml"), Selection(pairs=("ms20->lite20",)))
+    assert [(p.name, p.trainer) for p in narrowed.config.pairs] == [("ms20->lite20", "verl_seq_rs")]
