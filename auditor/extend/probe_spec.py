@@ -51,6 +51,11 @@ class ProbeSpec:
     """Variants whose outputs are checked for repeatability in a fresh worker process."""
     param_schema: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Parameter name -> its declaration (``PARAMS``, else the type of its default)."""
+    precision: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Variant -> a per-cell precision plan (auditor.worker.precision: ``{"compute": "float16",
+    "keep": [cell path, ...]}``): that variant's network is built with float32 weights and
+    computes as the plan says (``Cell.to_float``), its export too. `auditor fix` audits its
+    candidates so; a module never declares it."""
 
     @classmethod
     def from_module(cls, module: ModuleType | str) -> ProbeSpec:

@@ -269,11 +269,13 @@ def from_probe(job: ProbeJob, cfg: ProbeConfig) -> Subject:
     inv = cfg.comparator_options(invariants.INVARIANTS, job.variant, job.dtype)
     haz = cfg.comparator_options(invariants.HAZARD, job.variant, job.dtype)
     weights = spec.make_weights(params)
-    network = Network(
-        "build",
-        {"probe": {"module": spec.module, "params": params}, "weights": weights},
-        exposes_layers=bool(declared.layers),
-    )
+    probe: dict[str, Any] = {"module": spec.module, "params": params}
+    built = weights
+    plan = spec.precision.get(job.variant)
+    if plan:  # float32 weights, each cell computing as the plan says (auditor fix's candidates)
+        probe = {**probe, "params": {**params, "dtype": "float32"}, "precision": dict(plan)}
+        built = spec.make_weights(probe["params"])
+    network = Network("build", {"probe": probe, "weights": built}, exposes_layers=bool(declared.layers))
     return Subject(
         **_probe_identity(job, cfg),
         inputs=inputs,

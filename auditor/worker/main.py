@@ -99,11 +99,19 @@ class Worker(object):
                 with open(checkpoint, "wb") as f:
                     f.write(request["checkpoint_data"])
             return train_network.build(
-                self.runtime, request["model"], request["factory"], request.get("kwargs") or {}, checkpoint
+                self.runtime,
+                request["model"],
+                request["factory"],
+                request.get("kwargs") or {},
+                checkpoint,
+                request.get("precision"),
             )
         if op == "layers":
             # A training network's leaf cells' outputs (localization of a model probe).
             return train_network.layers(self.runtime, request["model"], request["inputs"])
+        if op == "cells":
+            # A built network's cells in graph order: what `auditor fix` keeps in float32.
+            return train_network.cells(self.runtime, request["model"], request["inputs"])
         if op == "convert":
             return self.convert(request)
         if op == "signature":

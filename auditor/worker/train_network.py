@@ -11,6 +11,7 @@ import importlib
 import os
 import traceback
 
+from auditor.worker import precision as mixed_precision
 from auditor.worker.runtimes import RuntimeFailure
 
 
@@ -19,10 +20,12 @@ def _tail(limit=12):
     return "\n".join(lines[-limit:])
 
 
-def build(runtime, model_id, factory, kwargs, checkpoint):
+def build(runtime, model_id, factory, kwargs, checkpoint, precision=None):
     """Build the network with ``factory(**kwargs)``, load ``checkpoint`` (a .ckpt path on this
-    host, or "") into it, put it in inference mode and keep it as ``model_id``. Returns what was
-    loaded: the network's parameter count and the checkpoint's entries it did not use."""
+    host, or "") into it, put it in inference mode and keep it as ``model_id``; with
+    ``precision`` (a plan of auditor.worker.precision, `auditor fix`'s candidates) computing
+    per cell as the plan says. Returns what was loaded: the network's parameter count and the
+    checkpoint's entries it did not use."""
     if getattr(runtime, "package", "") != "mindspore" or getattr(runtime, "graph_mode", False):
         raise RuntimeFailure(
             "the training network is built by a MindSpore train stack (runtime mindspore, PyNative), "
@@ -77,6 +80,11 @@ def build(runtime, model_id, factory, kwargs, checkpoint):
                 % (os.path.basename(checkpoint), len(missing), factory, ", ".join(sorted(missing)[:10]))
             )
     cell.set_train(False)
+    if precision:
+        try:
+            mixed_precision.apply(ms, cell, precision)
+        except ValueError as exc:
+            raise RuntimeFailure("%s (factory %s)" % (exc, factory)) from None
     runtime.models[model_id] = cell
     return {
         "parameters": len(list(cell.get_parameters())),
@@ -114,3 +122,17 @@ def layers(runtime, model_id, inputs):
         for handle in handles:
             handle.remove()
     return {"layers": seen}
+
+
+def cells(runtime, model_id, inputs):
+    """The kept network's units (auditor.worker.precision.units) on one forward pass of
+    ``inputs``: what `auditor fix` searches over, in graph order."""
+    cell = runtime.models.get(model_id)
+    if cell is None:
+        raise RuntimeFailure("no network %s kept on this worker" % model_id)
+    ms = getattr(runtime, "ms", None)
+    if ms is None or not isinstance(cell, ms.nn.Cell):
+        raise RuntimeFailure(
+            "model %s is not a MindSpore network built here (a loaded file has no cells)" % model_id
+        )
+    return {"cells": mixed_precision.units(cell, lambda: runtime.run(model_id, inputs))}

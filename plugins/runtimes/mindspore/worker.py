@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from auditor.worker import precision
 from auditor.worker.runtimes import Runtime, RuntimeFailure, as_list, parse_device, time_calls
 
 # What MindSpore's exporter writes, by the suffix of the path it is given.
@@ -62,8 +63,13 @@ class MindSporeRuntime(Runtime):
         module = importlib.import_module(probe["module"])
         if probe.get("expose_layers"):
             # Divergence localization: the same cell, returning every layer's output as well.
-            return module.build_cell(probe["params"], weights, expose_layers=True)
-        return module.build_cell(probe["params"], weights)
+            cell = module.build_cell(probe["params"], weights, expose_layers=True)
+        else:
+            cell = module.build_cell(probe["params"], weights)
+        if probe.get("precision"):
+            # `auditor fix`'s candidates: per-cell precision (Cell.to_float), kept in the export.
+            precision.apply(self.ms, cell, probe["precision"])
+        return cell
 
     def build(self, model_id, probe, weights):
         self.models[model_id] = self._build(probe, weights)
