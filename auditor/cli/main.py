@@ -34,6 +34,7 @@ COMMANDS = {
     "publications": "auditor.cli.publications:publications_command",
     "telemetry": "auditor.cli.telemetry:telemetry_group",
     "compare": "auditor.cli.compare:compare_command",
+    "fix": "auditor.cli.fix:fix_command",
 }
 """The built-in commands, each imported when it runs (or when --help lists them all): a command
 loads only what it needs, so `auditor daemon` waits with little memory (auditor.daemon.main)."""
