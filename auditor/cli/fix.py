@@ -117,6 +117,8 @@ def _verdict(c: Candidate) -> str:
         return "not audited: the cycle produced no result for it"
     words = r.status if r.status == CONSISTENT else r.status.upper()
     text = result_line(r).text
+    if r.status == CONSISTENT and c.reload is not None:
+        return f"RELOAD: {c.reload}; its first load consistent ({text})"
     return f"{words}{': ' + text if text else ''}"
 
 
@@ -181,8 +183,9 @@ def render(found: Fix, written: str | None, out: str | None) -> str:
             )
     lines.append("")
     lines.append(f"candidates ({len(s.trials)} of at most {s.bound})")
+    width = max((len(describe(t.keep)) for t in s.trials), default=0)
     for i, trial in enumerate(s.trials, 1):
-        lines.append(f"  {i}. {describe(trial.keep):<44} {_verdict(trial.detail)}")
+        lines.append(f"  {i}. {describe(trial.keep):<{width}}  {_verdict(trial.detail)}")
     if out is not None:
         lines.append("")
         lines.append(
@@ -199,6 +202,7 @@ def _candidate_json(c: Candidate | None) -> dict[str, Any] | None:
         "plan": c.plan,
         "status": c.result.status if c.result is not None else None,
         "failed": None if c.score == float("inf") else int(c.score),
+        "reload": c.reload,
         "size": size,
         "p50_us": p50,
     }

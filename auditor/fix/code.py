@@ -34,9 +34,11 @@ def lines(units: Sequence[str], keep: Sequence[str], compute: str = "float16", n
     """The calls that make ``net`` compute in ``compute`` with the ``keep`` cells in float32."""
     kept = set(keep)
     setting = {u: ("float32" if u in kept else compute) for u in units}
-    out = [f"{attribute(net, '')}.to_float({NAMES[compute]})"]
-    given: dict[str, str] = {}
-    for path in sorted(units, key=lambda p: (p != "", p.count("."), list(units).index(p))):
+    top = setting.get("", compute)  # the network's own setting comes first, whole
+    out = [f"{attribute(net, '')}.to_float({NAMES[top]})"]
+    given: dict[str, str] = {"": top}
+    order = {p: i for i, p in enumerate(units)}
+    for path in sorted((u for u in units if u), key=lambda p: (p.count("."), order[p])):
         parent = _parent(path, units)
         inherited = compute if parent is None else given.get(parent, compute)
         given[path] = setting[path]

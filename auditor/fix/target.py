@@ -189,11 +189,11 @@ class ProbeTarget:
         return candidate
 
     def reloaded(self, data: bytes) -> str | None:
-        """Load the served bytes twice in one serving worker and run the variant's inputs on
-        each: None when both compute the same bits, else what differs. A cycle loads an
-        export once per process; a server that reloads its model does not (MindSpore Lite
-        2.0 computes a float16-cast export's failed constant fold from stale memory on the
-        second load)."""
+        """Load the served bytes in one serving worker, run the variant's inputs, free the
+        model and load and run it again, as a server replacing its model does: None when both
+        compute the same bits, else what differs. A cycle loads an export once per process
+        (MindSpore Lite 2.0 builds a float16-cast export whose constant fold of a float32 +
+        float16 Add fails from freed memory once an earlier model was freed)."""
         spec, fmt = self.spec, self.plugins.runtimes()[self.config.stacks[self.stack].runtime].loads
         inputs = spec.make_inputs(self.params)
         with tempfile.TemporaryDirectory(prefix="auditor-fix-") as tmp:
@@ -210,6 +210,7 @@ class ProbeTarget:
                 for model in ("first", "second"):
                     worker.request("load", model=model, path=str(path), mindir=sent)
                     outputs.append(worker.request("run", model=model, inputs=inputs).result["outputs"])
+                    worker.request("unload", model=model)
         differ = [
             name
             for name, a, b in zip(spec.outputs, outputs[0], outputs[1], strict=False)

@@ -8,6 +8,7 @@ Lite's real load error, for example) is returned with the answer, and the audito
 read it if the worker dies or hangs mid-request.
 """
 
+import gc
 import importlib
 import os
 import re
@@ -87,6 +88,11 @@ class Worker(object):
                 with open(path, "wb") as f:
                     f.write(request["mindir"])
             self.runtime.load(request["model"], path)
+            return {}
+        if op == "unload":
+            # A server replacing its model: the old one freed before the next is built.
+            self.runtime.models.pop(request["model"], None)
+            gc.collect()
             return {}
         if op == "network":
             # A model probe's reference: the user's training network, built by its factory.

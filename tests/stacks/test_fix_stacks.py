@@ -39,6 +39,22 @@ for path in sys.argv[2:]:
     np.savez(path + ".out.npz", *outs)
 """
 
+RELOAD_LITE = """
+import gc, sys, numpy as np, mindspore_lite as mslite
+inputs = np.load(sys.argv[1])
+outs = []
+for _ in range(2):  # a server replacing its model: the old one freed before the new is built
+    ctx = mslite.Context(); ctx.target = ["cpu"]
+    model = mslite.Model(); model.build_from_file(sys.argv[2], mslite.ModelType.MINDIR, ctx)
+    ins = model.get_inputs()
+    for t, name in zip(ins, ("obs", "actions")):
+        t.set_data_from_numpy(inputs[name].astype(np.float32))
+    outs.append([np.array(o.get_data_to_numpy(), copy=True) for o in model.predict(ins)])
+    del model, ins
+    gc.collect()
+print(all(np.array_equal(a, b) for a, b in zip(*outs)))
+"""
+
 APPLY_CHANGE = """
 import sys, json, numpy as np, mindspore
 sys.path.insert(0, sys.argv[1])
@@ -102,9 +118,14 @@ def test_fix_finds_what_makes_the_demos_fp16_policy_pass_and_says_it(fixed: tupl
     assert [c["path"] for c in doc["network_cells"]][:3] == ["hidden.0", "hidden.1", "head"]
     assert 1 <= len(doc["candidates"]) <= 2 * math.ceil(math.log2(n)) + 2 == doc["max_candidates"]
     assert doc["exports"] == 1 + len(doc["candidates"]) + 1  # as configured, candidates, float32
-    assert doc["candidates"][-1]["passed"] is True and doc["cells"] == doc["candidates"][-1]["keep"]
-    assert all(not c["passed"] for c in doc["candidates"][:-1])
-    assert doc["change"][1] == "net.to_float(mstype.float16)"
+    chosen = [c for c in doc["candidates"] if c["keep"] == doc["cells"]]
+    assert len(chosen) == 1 and chosen[0]["passed"] is True
+    # no candidate that passed kept fewer cells in float32 than the fix
+    assert all(len(c["keep"]) >= len(doc["cells"]) for c in doc["candidates"] if c["passed"])
+    assert doc["change"][0] == "from mindspore import dtype as mstype"
+    assert all(
+        re.fullmatch(r"net(\.\w+|\[\d+\])*\.to_float\(mstype\.float(16|32)\)", x) for x in doc["change"][1:]
+    )
     assert doc["result"]["status"] == "consistent" and doc["result"]["exit_code"] == 0
     ppo = {k["metric"]: k["value"] for k in doc["result"]["checks"] if k["output"] is None}
     assert ppo["ppo_clip_share"] == 0.0 and ppo["ess"] > 0.999
@@ -130,6 +151,23 @@ def test_the_written_file_computes_the_policy_on_lite(fixed: tuple[dict, Path, P
     assert np.allclose(std, want["std"], rtol=2e-3)
     assert np.allclose(mean, want["mean"], atol=5e-3, rtol=5e-3)
     assert np.allclose(logp, want["logp"], atol=0.05, rtol=5e-3)
+
+
+def test_the_written_file_computes_the_same_after_a_reload(fixed: tuple[dict, Path, Path]) -> None:
+    """A candidate that computes other values once Lite built it after freeing a model is no fix:
+    the written one computes the same bits the second time."""
+    doc, out, d = fixed
+    proc = subprocess.run(
+        [str(stack_python("lite20")), "-c", RELOAD_LITE, str(d / "inputs.npz"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "True", (
+        proc.stdout + proc.stderr[-2000:]
+    )
+    for c in doc["candidates"]:  # every candidate rejected says why: its verdict or its reload
+        assert c["passed"] == (c["status"] == "consistent" and c["reload"] is None)
 
 
 def test_the_printed_change_applied_by_hand_gives_the_same_export(fixed: tuple[dict, Path, Path]) -> None:
@@ -161,17 +199,3 @@ def test_the_printed_change_applied_by_hand_gives_the_same_export(fixed: tuple[d
     assert len(ours.files) == len(theirs.files) == 4
     for name in ours.files:
         assert np.array_equal(ours[name], theirs[name]), name
-
-
-def test_text_names_the_change_the_cost_and_every_candidate(stacks: Path) -> None:
-    proc = auditor("--config", str(DEFAULT_CONFIG), *ARGS)
-    assert proc.returncode == 0, proc.stderr
-    text = proc.stdout
-    assert "as configured      DRIFT" in text
-    assert "FOUND:" in text and "net.to_float(mstype.float16)" in text
-    assert "the fixed export on lite20: consistent" in text
-    for row in ("as configured", "all float16", "the fix", "all float32"):
-        assert any(line.strip().startswith(row) and "KB" in line for line in text.splitlines()), row
-    m = re.search(r"^candidates \((\d+) of at most (\d+)\)$", text, re.M)
-    assert m is not None and int(m.group(1)) <= int(m.group(2)) == 6
-    assert len(re.findall(r"^  \d+\. ", text[m.end() :], re.M)) == int(m.group(1))

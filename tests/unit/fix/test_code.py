@@ -32,8 +32,17 @@ def test_the_calls_give_each_cell_the_plans_precision(keep: tuple[str, ...]) -> 
     calls = lines(UNITS, keep)
     got = final_settings(calls, UNITS)
     assert got == {u: ("float32" if u in keep else "float16") for u in UNITS}
-    assert calls[0] == "net.to_float(mstype.float16)"
+    assert calls[0] == f"net.to_float(mstype.{'float32' if '' in keep else 'float16'})"
     assert len(calls) == len(set(calls))
+    # one call per cell whose setting is not its parent's: no call is redundant
+    assert len(calls) == len(lines(UNITS, keep)) == len(set(calls))
+
+
+def test_the_network_kept_is_set_once_and_its_children_put_back() -> None:
+    assert lines(["fc0", "head", ""], ("head", "")) == [
+        "net.to_float(mstype.float32)",
+        "net.fc0.to_float(mstype.float16)",
+    ]
 
 
 def test_nothing_kept_is_one_call_and_a_leaf_kept_is_one_more() -> None:
