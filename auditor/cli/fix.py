@@ -13,7 +13,7 @@ import click
 from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK
 from auditor.fix.fixer import Fix, cell_name, describe, run
-from auditor.fix.target import Candidate, FixError, ProbeTarget
+from auditor.fix.target import Candidate, FixError, ModelTarget, ProbeTarget, Target
 from auditor.report.summary import ppo_words, result_line
 from auditor.report.text import jsonable_result
 from auditor.results import CONSISTENT
@@ -30,7 +30,8 @@ from auditor.results import CONSISTENT
 @click.option(
     "--dtype",
     type=click.Choice(["float16"]),
-    help="Fix the probe's float16 variant (the same as naming it with --variant).",
+    help="Search a float16 fix even where NAME passes as configured (a model served in float32 "
+    "today); for a probe, its float16 variant.",
 )
 @click.option(
     "--train",
@@ -55,12 +56,15 @@ def fix_command(
     """Search the fewest cells of NAME's network to keep in float32 while the rest computes in
     float16, so that its export passes on stack S.
 
-    NAME is a probe of a pair serving on S. Every candidate is built on the train stack with
-    MindSpore's per-cell precision (Cell.to_float: float32 weights, float16 compute, the kept
-    cells in float32), exported, loaded and run on S and audited as a cycle audits the
-    variant: its tolerances, comparators, PPO checks and invariants from your config. The
-    search starts where the drift was localized and bisects over the cells in graph order:
-    at most 2·⌈log₂ cells⌉ + 2 candidates.
+    NAME is a probe of a pair serving on S (its float16 variant), or a [models.NAME] served on
+    S with a training network (train = { factory, checkpoint }). Every candidate is built on
+    the train stack with MindSpore's per-cell precision (Cell.to_float: float32 weights,
+    float16 compute, the kept cells in float32), exported, loaded and run on S and audited as
+    a cycle audits the policy: its tolerances, comparators, PPO checks and invariants from
+    your config (a model's against its float32 training network). A candidate that passes
+    must also compute the same once S built it again after freeing it (a server's reload).
+    The search starts where the drift was localized and bisects over the cells in graph
+    order: at most 2·⌈log₂ cells⌉ + 2 candidates.
 
     Prints the cells kept, the code that does it, the fixed export's audit, what it costs
     against all-float16 and all-float32 (file size, p50 latency on S) and every candidate
@@ -70,24 +74,28 @@ def fix_command(
     \b
     Example:
       auditor fix ppo_policy --stack lite20 --train ms20 --variant fp16 --out fixed.mindir
+      auditor fix policy --stack ms210-graph --out policy-fixed.mindir
     """
     if dtype is not None and variant is not None:
         fail("--dtype and --variant both choose the variant: give one")
     config = obj.config()
     plugins = obj.plugins()
-    if name in config.models:
-        fail(
-            f"{name} is a [models.{name}]: `auditor fix` searches probe variants in this release; "
-            "a model's training network is not searched yet"
-        )
     try:
-        target = ProbeTarget.of(config, plugins, name, stack, variant, train)
+        if name in config.models:
+            if variant is not None or train is not None:
+                fail(
+                    f"[models.{name}] has no variants and trains on its train.stack: "
+                    "drop --variant and --train"
+                )
+            target: Target = ModelTarget.of(config, plugins, name, stack)
+        else:
+            target = ProbeTarget.of(config, plugins, name, stack, variant, train)
     except FixError as exc:
         fail(str(exc))
     say = (
         (lambda m: click.echo(f"auditor fix: {m}", err=True)) if sys.stderr.isatty() or not as_json else None
     )
-    found = run(target, say or (lambda _: None))
+    found = run(target, say or (lambda _: None), asked=dtype is not None)
     written = None
     if out is not None and found.fixed is not None and found.fixed.data is not None:
         Path(out).write_bytes(found.fixed.data)
@@ -161,7 +169,8 @@ def render(found: Fix, written: str | None, out: str | None) -> str:
             )
         else:
             lines.append(f"FOUND: {describe(found.kept)}")
-        lines.append("  the change, after building the network with float32 weights:")
+        after = "loading its checkpoint" if t.kind == "model" else "building it with float32 weights"
+        lines.append(f"  the change to the network, after {after}, before exporting it:")
         lines += [f"    {x}" for x in found.change()]
         lines.append(f"  the fixed export on {t.stack}: {_verdict(fixed)}")
         if fixed.result is not None:
@@ -213,12 +222,7 @@ def to_json(found: Fix, written: str | None) -> dict[str, Any]:
     s = found.search
     fixed = found.fixed
     return {
-        "target": {
-            "probe": found.target.probe,
-            "variant": found.target.variant,
-            "train": found.target.train,
-            "stack": found.target.stack,
-        },
+        "target": found.target.describe(),
         "found": found.found,
         "already_passes": found.already_passes,
         "cells": list(found.kept) if found.kept is not None else None,

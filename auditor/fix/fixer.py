@@ -15,7 +15,7 @@ from typing import Any
 
 from auditor.fix import code
 from auditor.fix.search import Search, Trial, search
-from auditor.fix.target import FLOAT16, Candidate, ProbeTarget
+from auditor.fix.target import FLOAT16, Candidate, Target
 
 FLOAT32 = "float32"
 
@@ -45,17 +45,20 @@ def start_index(cells: Sequence[str], localization: Any) -> int:
 class Fix:
     """What `auditor fix` found for one target."""
 
-    target: ProbeTarget
+    target: Target
     as_configured: Candidate
     cells: list[dict[str, Any]] = field(default_factory=list)
     search: Search | None = None
     float32: Candidate | None = None
     """The policy computed whole in float32: what the fix costs is said against it."""
     seconds: float = 0.0
+    asked: bool = False
+    """A float16 fix was asked for (``--dtype float16``) whether or not the policy as configured
+    passes (a model served in float32 today)."""
 
     @property
     def already_passes(self) -> bool:
-        return self.as_configured.passed
+        return self.as_configured.passed and not self.asked
 
     @property
     def found(self) -> bool:
@@ -102,11 +105,12 @@ class Fix:
         return [code.IMPORT, *code.lines([c["path"] for c in self.cells], self.kept)]
 
 
-def run(target: ProbeTarget, say: Callable[[str], None] = lambda _: None) -> Fix:
-    """Search ``target``'s fix; ``say`` hears each step (the command's progress on stderr)."""
+def run(target: Target, say: Callable[[str], None] = lambda _: None, asked: bool = False) -> Fix:
+    """Search ``target``'s fix; ``say`` hears each step (the command's progress on stderr);
+    ``asked``: search a float16 fix even when the policy as configured passes."""
     t0 = time.monotonic()
     say(f"auditing {target.label} as configured")
-    out = Fix(target, target.audit(None))
+    out = Fix(target, target.audit(None), asked=asked)
     if out.already_passes:
         out.seconds = time.monotonic() - t0
         return out
@@ -131,6 +135,8 @@ def describe(keep: Sequence[str]) -> str:
     """A candidate in words: which cells stay in float32."""
     if not keep:
         return "nothing kept in float32"
+    if len(keep) > 4:  # a long run: its ends and its length
+        return f"keep {cell_name(keep[0])} … {cell_name(keep[-1])} ({len(keep)} cells) in float32"
     return "keep " + ", ".join(cell_name(p) for p in keep) + " in float32"
 
 

@@ -197,6 +197,43 @@ class PpoActor(nn.Cell):
         return mean, std, logp
 
 
+class Embed(nn.Cell):
+    """A Dense layer whose output is scaled up by its own operation (a reward or observation
+    scale folded into the first layer): activations reach about 1e5, past float16's 65,504."""
+
+    def __init__(self, scale):
+        super().__init__()
+        self.dense = nn.Dense(OBS, HIDDEN)
+        self.scale = scale
+
+    def construct(self, obs):
+        return self.dense(obs) * self.scale
+
+
+class OverflowNorm(nn.Cell):
+    """Trained in float32: the first layer's activations overflow float16 (Embed), a LayerNorm
+    brings them back, a tanh trunk, a Gaussian mean and a softplus std head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = Embed(3.0e4)
+        self.norm = nn.LayerNorm((HIDDEN,))
+        self.l2 = nn.Dense(HIDDEN, HIDDEN)
+        self.mu = nn.Dense(HIDDEN, 2)
+        self.std_head = nn.Dense(HIDDEN, 2)
+        self.tanh = nn.Tanh()
+        self.exp = ops.Exp()
+        self.log = ops.Log()
+        self.abs = ops.Abs()
+        self.relu = ops.ReLU()
+
+    def construct(self, obs):
+        h = self.tanh(self.l2(self.tanh(self.norm(self.embed(obs)))))
+        x = self.std_head(h)
+        std = self.relu(x) + self.log(1.0 + self.exp(-self.abs(x))) + 1e-3  # softplus, stable
+        return self.tanh(self.mu(h)), std
+
+
 CELLS = {
     "elu_gauss": EluGauss,
     "silu_value": SiluValue,
@@ -208,6 +245,7 @@ CELLS = {
     "pendulum_gauss": PendulumGauss,
     "cartpole_logits": CartPoleLogits,
     "ppo_actor": PpoActor,
+    "overflow_norm": OverflowNorm,
 }
 OBS_OF = {"pendulum_gauss": 3, "cartpole_logits": 4, "ppo_actor": 3}
 """Policies whose observation is not OBS values (exported only when named: not in KINDS)."""

@@ -21,8 +21,11 @@ CELLS = [
 
 
 class Target:
-    probe, variant, train, stack = "ppo_policy", "fp16", "ms20", "lite20"
+    probe, variant, train, stack, kind = "ppo_policy", "fp16", "ms20", "lite20", "probe"
     label = "ppo_policy [fp16] ms20 → lite20"
+
+    def describe(self) -> dict[str, str]:
+        return {"kind": self.kind, "probe": self.probe}
 
 
 def candidate(
