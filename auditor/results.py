@@ -200,6 +200,9 @@ class ProbeResult:
     coverage: dict[str, str] = field(default_factory=dict)
     """Each check of auditor.policy.checks: "ran", "on a drift" (armed), or why it did not run
     (in ``--json``; an all-clear rests on what ran)."""
+    fix: dict[str, Any] | None = None
+    """A drift `auditor fix` can address (auditor.cycle.fix_hints): ``command``, and
+    ``available`` (the newest fix found for this policy on this pair, from the history) or None."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from auditor.cli.context import Context, fail
 from auditor.cli.exits import EXIT_FINDINGS, EXIT_OK
 from auditor.fix.fixer import Fix, cell_name, describe, run
 from auditor.fix.target import Candidate, FixError, ModelTarget, ProbeTarget, Target
+from auditor.history import fixes
 from auditor.report.summary import ppo_words, result_line
 from auditor.report.text import jsonable_result
 from auditor.results import CONSISTENT
@@ -41,6 +42,13 @@ from auditor.results import CONSISTENT
 @click.option(
     "--out", "out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the fixed export here."
 )
+@click.option(
+    "--no-store",
+    "keep",
+    flag_value=False,
+    default=True,
+    help="Do not keep the outcome in the history (default: kept, for the gate and the next cycle).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_obj
 def fix_command(
@@ -51,6 +59,7 @@ def fix_command(
     dtype: str | None,
     train: str | None,
     out: str | None,
+    keep: bool,
     as_json: bool,
 ) -> None:
     """Search the fewest cells of NAME's network to keep in float32 while the rest computes in
@@ -95,16 +104,65 @@ def fix_command(
     say = (
         (lambda m: click.echo(f"auditor fix: {m}", err=True)) if sys.stderr.isatty() or not as_json else None
     )
+    store = obj.store() if keep else None  # before the search: a database that cannot open ends it now
     found = run(target, say or (lambda _: None), asked=dtype is not None)
     written = None
     if out is not None and found.fixed is not None and found.fixed.data is not None:
         Path(out).write_bytes(found.fixed.data)
         written = out
+    stored = None
+    if store is not None:
+        try:
+            stored = fixes.record(store.engine, stored_fix(found))
+        finally:
+            store.close()
     if as_json:
-        click.echo(json.dumps(to_json(found, written), indent=2, allow_nan=False))
+        click.echo(json.dumps({**to_json(found, written), "stored": stored}, indent=2, allow_nan=False))
     else:
         click.echo(render(found, written, out))
+        if stored is not None:
+            click.echo(f"stored as fix {stored} in the history (auditor history --fixes)")
     sys.exit(EXIT_OK if found.found else EXIT_FINDINGS)
+
+
+def stored_fix(found: Fix) -> fixes.StoredFix:
+    """What the history keeps of an outcome: the row, and --json's summary without the audit."""
+    t = found.target
+    fixed = found.fixed
+    runtime, version = "", ""
+    cycle = (fixed or found.as_configured).cycle
+    report = cycle.stacks.get(t.stack)
+    doc = (report.fingerprint or {}).get("runtime") if report is not None else None
+    if isinstance(doc, dict):
+        runtime, version = str(doc.get("runtime_package") or ""), str(doc.get("runtime_version") or "")
+    sha = (
+        fixed.result.artifact.sha256 if fixed is not None and fixed.result and fixed.result.artifact else None
+    )
+    summary = {k: v for k, v in to_json(found, None).items() if k not in ("result", "out")}
+    stack = t.config.stacks[t.stack]
+    converted = fixed is not None and fixed.result is not None and fixed.result.conversion is not None
+    summary["served"] = {
+        "host": stack.host,
+        "device": stack.device,
+        "runtime": stack.runtime,
+        "converted": converted,
+    }
+    return fixes.StoredFix(
+        0,
+        None,
+        t.kind,
+        getattr(t, "probe", "") or getattr(t, "name", ""),
+        getattr(t, "variant", "") or "",
+        t.train,
+        t.stack,
+        runtime,
+        version,
+        found.found,
+        sha if found.found else None,
+        fixed.result.status if fixed is not None and fixed.result is not None else None,
+        found.exports,
+        summary,
+    )
 
 
 def _kb(n: int | None) -> str:

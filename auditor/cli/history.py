@@ -24,6 +24,7 @@ from auditor.cli.formats import json_short
 from auditor.cli.selection import selector_options
 from auditor.common.redact import redact_url
 from auditor.config.tables import MAX_KEEP_DAYS, Config, ConfigError
+from auditor.history import fixes as stored_fixes
 from auditor.history.filters import FIELDS, STACK_FIELDS, Filters, HistoryError, iso, parse_when, parse_where
 from auditor.history.queries import (
     METRIC_COLUMNS,
@@ -224,9 +225,14 @@ def _reject_unknown(conn: Any, f: Filters) -> None:
     show_default=True,
     help="Output format.",
 )
+@click.option(
+    "--fixes",
+    is_flag=True,
+    help="List what `auditor fix` found instead (newest first; --probe/--model narrow it).",
+)
 @json_short
 @click.pass_obj
-def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
+def history_command(obj: Context, limit: int, fmt: str, fixes: bool, **kw: Any) -> None:
     """List probe results from the history, newest first.
 
     One row per probe result (status and p50 latency of each side); with --metric, one row
@@ -238,10 +244,24 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
       auditor history --pair 'ms20->lite20' --metric max_abs --since 7d
       auditor history --probe ppo_policy --status drift --status error
       auditor history --stack lite20 --limit 0 --format csv > lite20.csv
+      auditor history --fixes
     """
     f = _filters(kw, limit)
     store = obj.store(read=True)
     out = sys.stdout
+    if fixes:
+        names = f.probes or (None,)
+        with store.engine.connect() as conn:
+            rows = [x for n in names for x in stored_fixes.listing(conn, limit or MAX_LIMIT, n)]
+        rows.sort(key=lambda x: x.id, reverse=True)
+        rows = rows[: limit or None]
+        if fmt == "json":  # every field, the whole digest and the change
+            click.echo(json.dumps([x.to_json() for x in rows], indent=2))
+            return
+        n = WRITERS[fmt](out, FIX_COLUMNS, (_fix_row(x) for x in rows))
+        if n == 0 and fmt == "table":
+            click.echo("(no fixes stored: auditor fix NAME --stack S)", err=True)
+        return
     with store.engine.connect() as conn:
         refresh_statistics(conn)
         _reject_unknown(conn, f)
@@ -252,6 +272,27 @@ def history_command(obj: Context, limit: int, fmt: str, **kw: Any) -> None:
         n = WRITERS[fmt](out, columns, rows)
         if n == 0 and fmt == "table":
             click.echo("(no matching rows)", err=True)
+
+
+FIX_COLUMNS = ("fix", "at", "policy", "pair", "runtime", "found", "kept_in_float32", "sha256", "exports")
+"""``history --fixes``: one row per `auditor fix` run."""
+
+
+def _fix_row(x: stored_fixes.StoredFix) -> tuple:
+    policy = f"{x.name} [{x.variant}]" if x.variant else f"models.{x.name}"
+    cells = x.cells
+    kept = "-" if cells is None else (", ".join(c or "(own ops)" for c in cells) or "none")
+    return (
+        x.id,
+        x.created_at,
+        policy,
+        f"{x.train}->{x.stack}",
+        f"{x.runtime} {x.runtime_version}".strip(),
+        "yes" if x.found else "no",
+        kept,
+        (x.sha256 or "")[:12],
+        x.exports,
+    )
 
 
 # -- show -------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from auditor.compare.outputs import Comparator
 from auditor.config.groups import generalized, member
 from auditor.config.selection import cycle_stacks
 from auditor.config.tables import Config, PairConfig, StackConfig
-from auditor.cycle import probes, unchecked
+from auditor.cycle import fix_hints, probes, unchecked
 from auditor.cycle.compatibility import Compatibility
 from auditor.cycle.held import Stacks
 from auditor.cycle.models import Models
@@ -302,6 +302,7 @@ class Cycle:
             if (m := member(r.infer)) is not None and r.status != ERROR:
                 served.setdefault((m[0], r.probe, r.variant), set()).add(r.infer)
         findings = peers.host_not_runtime(findings, served)
+        results = fix_hints.hint(results, self.config, self.probes, self.state.history)
         return CycleResult(
             started,
             time.time(),

@@ -451,6 +451,29 @@ class OperatorLimit(Base):
     message: Mapped[str] = mapped_column(Text)
 
 
+class FixRow(Base):
+    """What `auditor fix` found for a policy on one serving stack (auditor.fix): the cells kept
+    in float32, the change, the fixed file's digest and its audit's verdict, with the serving
+    runtime's release it was proved on. The gate reads it by the file's digest; a cycle by the
+    policy, variant and stacks, to say that a fixed export exists."""
+
+    __tablename__ = "fixes"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    name: Mapped[str] = mapped_column(String(128))
+    variant: Mapped[str] = mapped_column(String(64))
+    train: Mapped[str] = mapped_column(String(255))
+    stack: Mapped[str] = mapped_column(String(255))
+    runtime: Mapped[str] = mapped_column(String(64))
+    runtime_version: Mapped[str] = mapped_column(String(64))
+    found: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    status: Mapped[str | None] = mapped_column(String(32))
+    exports: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[dict] = mapped_column(JSON)
+
+
 class CycleHost(Base):
     """A serving host of one shared cycle, stored once (auditor.queue): the run that holds its
     results and its auditor. Written in the run's own transaction, after the auditor proved it

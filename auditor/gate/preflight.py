@@ -43,6 +43,7 @@ import numpy as np
 from auditor.common import tempdirs
 from auditor.config.tables import Config, FilesConfig, PairConfig, SecretsConfig, StackConfig
 from auditor.fingerprint import collect as fingerprint
+from auditor.history import fixes
 from auditor.history.queries import ServedResult, latest_fingerprints, served_results
 from auditor.history.store import Store
 from auditor.policy import convert as conversion
@@ -201,6 +202,9 @@ def _read_history(store: Store | None, sha256: str) -> _History:
         out.operators = store.operator_limits()
         with store.engine.connect() as conn:
             out.served = served_results(conn, sha256)
+            # what `auditor fix` proved of this very file counts as an audit of it
+            proved = [r for r in map(fixes.as_served, fixes.for_file(conn, sha256)) if r is not None]
+            out.served = sorted([*out.served, *proved], key=lambda r: r.started_at, reverse=True)
             out.last = {r["name"]: r for r in latest_fingerprints(conn)}
     except Exception as exc:  # an old or foreign database: the check goes on without it
         out.note = (
@@ -629,6 +633,8 @@ class _Worst:
 
 
 def _when(r: ServedResult) -> str:
+    if r.fix is not None:
+        return f"auditor fix {r.fix} on {r.started_at:%Y-%m-%d %H:%M}, pair {r.pair}"
     return f"run {r.run_id} on {r.started_at:%Y-%m-%d %H:%M}, pair {r.pair}"
 
 
@@ -765,7 +771,16 @@ def _history_and_table(
         if not tried:
             verdict.unknown.append(cov.why_no_table)
         return
-    if cov.wrong and (loaded or not tried):
+    audited = bool(ran) and ran[0].status == CONSISTENT and not failed
+    if cov.wrong and (loaded or not tried) and audited:
+        # the remedy was done: this very file's outputs were audited on this release and agreed
+        verdict.evidence.append(
+            f"{runtime} is measured to compute "
+            + ", ".join(sorted(cov.wrong))
+            + " differently in minimal graphs; this file's outputs agreed with their reference "
+            + f"({_when(ran[0])})"
+        )
+    elif cov.wrong and (loaded or not tried):
         worst.add(
             WARNING,
             f"{runtime} is measured to compute "

@@ -777,6 +777,8 @@ class ServedResult:
     message: str
     converted: bool = False
     """The stack served the file as its deployment's conversion made it ([stacks.X.convert])."""
+    fix: int | None = None
+    """The `auditor fix` run (auditor.history.fixes) whose audit this is, not a cycle's run."""
 
 
 def served_results(conn: Connection, sha256: str, limit: int = 50) -> list[ServedResult]:

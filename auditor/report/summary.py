@@ -407,7 +407,21 @@ def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Fi
     if moved and not moved[0].startswith("    baseline: "):
         line.notes += [m.strip() for m in moved]
     line.notes += conversion_words(r)  # what the serving stack really ran
+    line.notes += fix_words(r)
     return line
+
+
+def fix_words(r: ProbeResult) -> list[str]:
+    """What `auditor fix` offers for a drift it can address: the fixed export already found
+    (auditor.cycle.fix_hints), else the command that searches it."""
+    if r.fix is None or r.status != DRIFT:
+        return []
+    found = r.fix.get("available")
+    if not found:
+        return [f"to fix: {r.fix['command']}"]
+    cells = found.get("cells") or []
+    kept = ", ".join(c or "own ops" for c in cells) or "no cell"
+    return [f"fixed export: fix {found['id']} keeps {kept} in float32 (auditor history --fixes)"]
 
 
 def ppo_words(r: ProbeResult, compact: bool = False) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 
 from tests.cli import auditor
 from tests.conftest import DEFAULT_CONFIG, REPO, stack_python
+from tests.docs import blocks
 
 pytestmark = pytest.mark.stacks
 
@@ -98,11 +100,25 @@ def float64_policy(params: dict, obs: np.ndarray, actions: np.ndarray) -> dict[s
     return {"mean": h, "std": std, "logp": logp}
 
 
+def documented() -> list[list[str]]:
+    """The commands of docs/fix.md's walk-through, as written (after the program's name)."""
+    out = []
+    for lang, code in blocks("docs/fix.md", "The demo's drift, fixed"):
+        if lang == "sh":
+            out += [
+                shlex.split(line)[1:] for line in code.splitlines() if line.startswith(".venv/bin/auditor ")
+            ]
+    return out
+
+
 @pytest.fixture(scope="module")
 def fixed(stacks: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]:
+    """docs/fix.md's fix command as written, in a folder of the test's own, with --json."""
     d = tmp_path_factory.mktemp("fix")
     out = d / "fixed.mindir"
-    proc = auditor("--config", str(DEFAULT_CONFIG), *ARGS, "--json", "--out", str(out))
+    fix = documented()[0]
+    assert tuple(fix[: len(ARGS)]) == ARGS and fix[len(ARGS) :] == ["--out", "fixed.mindir"]
+    proc = auditor("--config", str(DEFAULT_CONFIG), "--db", str(d / "history.db"), *fix, "--json", cwd=d)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     params, inputs = probe_inputs()
     np.savez(d / "inputs.npz", **inputs)
@@ -199,3 +215,52 @@ def test_the_printed_change_applied_by_hand_gives_the_same_export(fixed: tuple[d
     assert len(ours.files) == len(theirs.files) == 4
     for name in ours.files:
         assert np.array_equal(ours[name], theirs[name]), name
+
+
+def test_the_gate_judges_the_fixed_file_on_the_fix_stored(fixed: tuple[dict, Path, Path]) -> None:
+    """docs/fix.md's gate on the written file, as written: lite20 loads and runs it, and the
+    fix's audit of this very file (stored in the history) answers the measured table's
+    warning that Lite 2.0 computes Cast differently; without that history, the warning stays."""
+    doc, _, d = fixed
+    check = documented()[1]
+    assert check[:3] == ["check", "--model", "fixed.mindir"]
+    assert isinstance(doc["stored"], int)
+    got = {}
+    for db in ("history.db", "empty.db"):
+        proc = auditor("--config", str(DEFAULT_CONFIG), "--db", str(d / db), *check, "--json", cwd=d)
+        (verdict,) = json.loads(proc.stdout)["verdicts"]
+        assert verdict["stack"] == "lite20" and verdict["load"]["ok"] is True, proc.stdout[-2000:]
+        got[db] = (proc.returncode, verdict)
+    code, verdict = got["history.db"]
+    assert code == 0 and verdict["status"] == "ok"
+    assert any(f"auditor fix {doc['stored']} on " in e and "consistent" in e for e in verdict["evidence"])
+    code, verdict = got["empty.db"]
+    assert code == 1 and verdict["status"] == "warning" and "Cast" in verdict["reason"]
+
+
+def test_the_next_cycle_says_a_fixed_export_exists(fixed: tuple[dict, Path, Path]) -> None:
+    _, _, d = fixed
+    proc = auditor(
+        "--config",
+        str(DEFAULT_CONFIG),
+        "--db",
+        str(d / "history.db"),
+        "audit",
+        "--pair",
+        "ms20->lite20",
+        cwd=d,
+    )
+    assert "fixed export: fix 1 keeps" in proc.stdout, proc.stdout[-3000:]
+    assert (
+        "to fix: auditor fix ppo_policy --stack lite20 --train ms20 --variant tanh-fp16" in proc.stdout
+        or (
+            "ppo_policy [tanh-fp16]          DRIFT        the same outputs as ppo_policy [fp16]"
+            in proc.stdout
+        )
+    )
+    listed = auditor(
+        "--config", str(DEFAULT_CONFIG), "--db", str(d / "history.db"), "history", "--fixes", "--json"
+    )
+    (row,) = json.loads(listed.stdout)
+    assert row["name"] == "ppo_policy" and row["variant"] == "fp16" and row["found"] is True
+    assert row["sha256"] and row["change"][0] == "from mindspore import dtype as mstype"

@@ -31,7 +31,7 @@ from auditor.results import (
     fingerprint_digest,
 )
 
-HEAD = "0017"  # the newest migration in migrations/versions
+HEAD = "0018"  # the newest migration in migrations/versions
 TABLES = {
     "alembic_version",
     "alert_deliveries",
@@ -40,6 +40,7 @@ TABLES = {
     "mindir_limits",
     "operator_limits",
     "artifacts",
+    "fixes",
     "artifact_blobs",
     "publications",
     "publication_items",
