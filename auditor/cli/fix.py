@@ -173,7 +173,8 @@ def _cost(c: Candidate | None) -> tuple[int | None, float | None]:
     r = c.result if c is not None else None
     if r is None:
         return None, None
-    size = r.artifact.size if r.artifact is not None else None
+    served = r.conversion if r.conversion is not None else r.artifact  # a converting stack serves its output
+    size = served.size if served is not None else None
     return size, (r.infer_latency.p50_us if r.infer_latency is not None else None)
 
 
@@ -230,6 +231,9 @@ def render(found: Fix, written: str | None, out: str | None) -> str:
         after = "loading its checkpoint" if t.kind == "model" else "building it with float32 weights"
         lines.append(f"  the change to the network, after {after}, before exporting it:")
         lines += [f"    {x}" for x in found.change()]
+        if found.config_change():
+            lines.append("  and the change to the config (the serving stack's conversion):")
+            lines += [f"    {x}" for x in found.config_change()]
         lines.append(f"  the fixed export on {t.stack}: {_verdict(fixed)}")
         if fixed.result is not None:
             lines.append(f"    max abs error: {_errors(fixed)}")
@@ -249,16 +253,45 @@ def render(found: Fix, written: str | None, out: str | None) -> str:
                 f"    {label}      {_kb(size):>9}  {f'{p50:.0f} µs' if p50 is not None else '-':>10}"
             )
     lines.append("")
+    lines += _converter_lines(found)
     lines.append(f"candidates ({len(s.trials)} of at most {s.bound})")
-    width = max((len(describe(t.keep)) for t in s.trials), default=0)
-    for i, trial in enumerate(s.trials, 1):
-        lines.append(f"  {i}. {describe(trial.keep):<{width}}  {_verdict(trial.detail)}")
+    lines += _trial_lines(s.trials)
     if out is not None:
         lines.append("")
         lines.append(
             f"wrote the fixed export to {written}" if written else f"--out {out}: nothing written (no fix)"
         )
     return "\n".join(lines)
+
+
+def _converter_lines(found: Fix) -> list[str]:
+    """What the serving stack's converter could change, and what it did (none: no conversion)."""
+    table = found.target.conversion()
+    if table is None or found.converter is None:
+        return []
+    settings = found.converter_settings()
+    offered = (
+        f"its precision settings are {', '.join(settings)}: none is per layer"
+        if settings is not None
+        else "it does not say which precision settings it has"
+    )
+    tried = "false" if table.weight_fp16 else "true"
+    keep = found.converter.plan["keep"] if found.converter.plan else []
+    out = [f"converter on {found.target.stack} ({table.describe()}): {offered}"]
+    again = found.converter_search
+    if again is None:
+        out.append(f"  weight_fp16 = {tried}, {describe(keep)}: {_verdict(found.converter)}")
+    else:
+        out.append(
+            f"  the search again with weight_fp16 = {tried} ({len(again.trials)} of at most {again.bound}):"
+        )
+        out += _trial_lines(again.trials)
+    return [*out, ""]
+
+
+def _trial_lines(trials: list[Any]) -> list[str]:
+    width = max((len(describe(t.keep)) for t in trials), default=0)
+    return [f"  {i}. {describe(t.keep):<{width}}  {_verdict(t.detail)}" for i, t in enumerate(trials, 1)]
 
 
 def _candidate_json(c: Candidate | None) -> dict[str, Any] | None:
@@ -275,6 +308,26 @@ def _candidate_json(c: Candidate | None) -> dict[str, Any] | None:
     }
 
 
+def _converter_json(found: Fix) -> dict[str, Any] | None:
+    table = found.target.conversion()
+    if table is None:
+        return None
+    tried = _candidate_json(found.converter)
+    again = found.converter_search
+    return {
+        "options": table.options(),
+        "precision_settings": found.converter_settings(),
+        "tried": None if tried is None else {"weight_fp16": not table.weight_fp16, **tried},
+        "candidates": None
+        if again is None
+        else [
+            {"keep": list(t.keep), "passed": t.passed, **(_candidate_json(t.detail) or {})}
+            for t in again.trials
+        ],
+        "needed": found.weight_fp16 is not None,
+    }
+
+
 def to_json(found: Fix, written: str | None) -> dict[str, Any]:
     """``--json``: found, the cells kept, exports, every candidate and the fixed export's audit."""
     s = found.search
@@ -286,6 +339,8 @@ def to_json(found: Fix, written: str | None) -> dict[str, Any]:
         "cells": list(found.kept) if found.kept is not None else None,
         "network_cells": found.cells,
         "change": found.change(),
+        "config_change": found.config_change(),
+        "converter": _converter_json(found),
         "exports": found.exports,
         "max_candidates": s.bound if s is not None else None,
         "as_configured": _candidate_json(found.as_configured),

@@ -534,7 +534,8 @@ def behaviour_inputs(
     batches = []
     for actions in draws.actions:
         x = list(inputs)
-        x[at] = np.asarray(actions).astype(template.dtype).reshape(template.shape)
+        with np.errstate(over="ignore"):  # a draw past the dtype's range is ±inf, scored as such
+            x[at] = np.asarray(actions).astype(template.dtype).reshape(template.shape)
         batches.append(x)
     return batches
 

@@ -51,6 +51,11 @@ class Fix:
     search: Search | None = None
     float32: Candidate | None = None
     """The policy computed whole in float32: what the fix costs is said against it."""
+    converter: Candidate | None = None
+    """Where the serving stack converts: the fix's plan with the converter's weight_fp16 set the
+    other way (its only float16 setting in Lite 2.0); when no plan passed, the best of the
+    search run again with that setting (``converter_search``)."""
+    converter_search: Search | None = None
     seconds: float = 0.0
     asked: bool = False
     """A float16 fix was asked for (``--dtype float16``) whether or not the policy as configured
@@ -61,15 +66,36 @@ class Fix:
         return self.as_configured.passed and not self.asked
 
     @property
+    def by_converter(self) -> bool:
+        """No precision plan passed with the conversion as configured, but one did with the
+        converter's weight_fp16 set the other way: the fix is that plan and that setting."""
+        searched = self.search is not None and self.search.found is not None
+        return (
+            not self.already_passes and not searched and self.converter is not None and self.converter.passed
+        )
+
+    @property
     def found(self) -> bool:
-        return self.already_passes or (self.search is not None and self.search.found is not None)
+        searched = self.search is not None and self.search.found is not None
+        return self.already_passes or searched or self.by_converter
 
     @property
     def kept(self) -> tuple[str, ...] | None:
         """The cells the fix keeps in float32 (empty: none; None: nothing passed)."""
         if self.already_passes:
             return ()
+        if self.by_converter:
+            assert self.converter is not None and self.converter.plan is not None
+            return tuple(self.converter.plan["keep"])
         return self.search.found if self.search is not None else None
+
+    @property
+    def weight_fp16(self) -> bool | None:
+        """The converter setting the fix needs (None: the conversion as configured, or none)."""
+        if not self.by_converter:
+            return None
+        table = self.target.conversion()
+        return None if table is None else not table.weight_fp16
 
     def candidate(self, keep: Sequence[str] | None) -> Candidate | None:
         """The audited candidate that kept ``keep`` (None: the closest one)."""
@@ -87,6 +113,8 @@ class Fix:
         """The passing candidate (the configured policy itself when it passes already)."""
         if self.already_passes:
             return self.as_configured
+        if self.by_converter:
+            return self.converter
         return self.candidate(self.kept) if self.kept is not None else None
 
     @property
@@ -95,14 +123,42 @@ class Fix:
 
     @property
     def exports(self) -> int:
-        """Exports audited: the policy as configured, each candidate, the float32 one."""
-        return 1 + (len(self.search.trials) if self.search else 0) + (self.float32 is not None)
+        """Exports audited: the policy as configured, each candidate (with the converter's other
+        setting too), the float32 one."""
+        searched = len(self.search.trials) if self.search else 0
+        if self.converter_search is not None:
+            searched += len(self.converter_search.trials)
+        else:
+            searched += self.converter is not None
+        return 1 + searched + (self.float32 is not None)
 
     def change(self) -> list[str]:
         """The code that gives the network the fix's precision (empty when nothing to change)."""
         if self.already_passes or self.kept is None:
             return []
         return [code.IMPORT, *code.lines([c["path"] for c in self.cells], self.kept)]
+
+    def config_change(self) -> list[str]:
+        """The conversion setting the fix needs, as the config's line (empty: none)."""
+        if self.weight_fp16 is None:
+            return []
+        t = self.target
+        model = getattr(t, "model", None)
+        table = (
+            f"models.{t.name}.convert"
+            if model is not None and model.convert is not None
+            else f"stacks.{t.stack}.convert"
+        )
+        return [f"[{table}] weight_fp16 = {'true' if self.weight_fp16 else 'false'}"]
+
+    def converter_settings(self) -> list[str] | None:
+        """The converter's own precision settings, as its worker read them (None: no conversion
+        ran, or a converter that does not say)."""
+        for c in (self.converter, self.fixed, self.as_configured):
+            conv = c.result.conversion if c is not None and c.result is not None else None
+            if conv is not None and isinstance(conv.info.get("precision_settings"), list):
+                return list(conv.info["precision_settings"])
+        return None
 
 
 def run(target: Target, say: Callable[[str], None] = lambda _: None, asked: bool = False) -> Fix:
@@ -124,7 +180,27 @@ def run(target: Target, say: Callable[[str], None] = lambda _: None, asked: bool
         return Trial(keep, candidate.passed, candidate.score, candidate)
 
     out.search = search(paths, start, judge)
-    if out.search.found is not None:
+    table = target.conversion()
+    if table is not None:
+        # the converter's own float16 setting, set the other way (Lite 2.0 has no per-layer
+        # precision to search: converter_settings says what it has): the fix's plan with it,
+        # else the whole search again with it
+        flipped = not table.weight_fp16
+        words = f"converter weight_fp16 = {'true' if flipped else 'false'}"
+        if out.search.found is not None:
+            say(f"{words}, {describe(out.search.found)}")
+            out.converter = target.audit(plan(out.search.found), weight_fp16=flipped)
+        else:
+
+            def judge_flipped(keep: tuple[str, ...]) -> Trial:
+                say(f"{words}, candidate {describe(keep)}")
+                candidate = target.audit(plan(keep), weight_fp16=flipped)
+                return Trial(keep, candidate.passed, candidate.score, candidate)
+
+            out.converter_search = search(paths, start, judge_flipped)
+            best = out.converter_search.closest
+            out.converter = best.detail if best is not None else None
+    if out.found:
         say("the policy whole in float32, for the cost")
         out.float32 = target.audit(plan((), FLOAT32))
     out.seconds = time.monotonic() - t0

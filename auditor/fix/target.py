@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from auditor.config.selection import Selection, narrow
-from auditor.config.tables import Config
+from auditor.config.tables import Config, ConvertTable
 from auditor.config.thresholds import ProbeConfig
 from auditor.config.user_models import ModelConfig
 from auditor.cycle.cycle import Cycle
@@ -100,10 +100,25 @@ class Target:
         """What --json says the target is."""
         return {"kind": self.kind, "train": self.train, "stack": self.stack}
 
-    def audit(self, plan: dict[str, Any] | None) -> Candidate:
-        """Export, serve and audit with ``plan`` (None: as configured): one cycle."""
+    def conversion(self) -> ConvertTable | None:
+        """The MindSpore Lite conversion the serving stack runs before it serves (None: none)."""
+        return self.config.stacks[self.stack].convert
+
+    def converting(self, cfg: Config, weight_fp16: bool) -> Config:
+        """``cfg`` with the serving stack's conversion storing weights in float16 or not."""
+        stack = cfg.stacks[self.stack]
+        table = dataclasses.replace(stack.convert, weight_fp16=weight_fp16)
+        return dataclasses.replace(
+            cfg, stacks={**cfg.stacks, self.stack: dataclasses.replace(stack, convert=table)}
+        )
+
+    def audit(self, plan: dict[str, Any] | None, weight_fp16: bool | None = None) -> Candidate:
+        """Export, serve and audit with ``plan`` (None: as configured): one cycle;
+        ``weight_fp16``: the serving stack's conversion with that setting instead of its own."""
         with tempfile.TemporaryDirectory(prefix="auditor-fix-") as tmp:
             cfg, specs = self._cycle(plan, Path(tmp))
+            if weight_fp16 is not None and self.conversion() is not None:
+                cfg = self.converting(cfg, weight_fp16)
             cycle = Cycle(
                 cfg, specs, self.plugins.runtimes(), self.plugins.comparators(), plugins=self.plugins
             )
@@ -328,6 +343,19 @@ class ModelTarget(Target):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.name}
+
+    def conversion(self) -> ConvertTable | None:
+        assert self.model is not None
+        return self.model.convert or super().conversion()
+
+    def converting(self, cfg: Config, weight_fp16: bool) -> Config:
+        model = cfg.models[self.name]
+        if model.convert is None:
+            return super().converting(cfg, weight_fp16)
+        table = dataclasses.replace(model.convert, weight_fp16=weight_fp16)
+        return dataclasses.replace(
+            cfg, models={**cfg.models, self.name: dataclasses.replace(model, convert=table)}
+        )
 
     def narrowed(self) -> Config:
         """The user's config with this model on this stack only, no telemetry."""

@@ -148,6 +148,8 @@ def describe(
         "converter": reply.get("converter") or {},
         "source_sha256": source_sha256,
     }
+    if reply.get("precision_settings") is not None:  # what the converter offers (auditor fix)
+        info["precision_settings"] = list(reply["precision_settings"])
     # what the converter accepts without a word and then ignores: said with the artifact
     names = {t.name for t in (read_info(source).inputs or ())} if source is not None else set()
     ignored = sorted(k for k in table.input_shape if names and k not in names)

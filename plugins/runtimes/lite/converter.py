@@ -91,7 +91,18 @@ def convert(mslite, source, output_base, options, config_path=None):
         "format": "ms" if is_flatbuffer(data[:8]) else "mindir",
         "converter": converter_identity(mslite),
         "path": written,
+        "precision_settings": precision_settings(conv),
     }
+
+
+PRECISION_WORDS = ("fp16", "bf16", "data_type", "precision", "quant", "mixed")
+
+
+def precision_settings(conv):
+    """The converter's own settings that touch numeric precision, as its Python object has them
+    (Lite 2.0: weight_fp16, input_data_type, output_data_type; no per-layer precision):
+    `auditor fix` says what it could search."""
+    return sorted(a for a in dir(conv) if not a.startswith("_") and any(w in a for w in PRECISION_WORDS))
 
 
 def sha256_file(path):

@@ -27,6 +27,9 @@ class Target:
     def describe(self) -> dict[str, str]:
         return {"kind": self.kind, "probe": self.probe}
 
+    def conversion(self) -> None:
+        return None
+
 
 def candidate(
     status: str, keep: tuple[str, ...] | None, size: int, p50: float, reload: str | None = None
@@ -55,8 +58,8 @@ def outcome(found: bool) -> Fix:
         candidate("drift", None, 17_800, 83.0),
         CELLS,
         search,
-        candidate("consistent", None, 27_600, 76.0) if found else None,
-        12.5,
+        float32=candidate("consistent", None, 27_600, 76.0) if found else None,
+        seconds=12.5,
     )
 
 
