@@ -288,6 +288,7 @@ class Cycle:
         stacks.update({n: self._remote_report(n) for n in self._publications})
         read = {n: p.summary() if p is not None else None for n, p in self._publications.items()}
         serving = self.serving
+        results = fix_hints.hint(results, self.config, self.probes, self.state.history)
         findings = self.compat.with_rule_findings(
             list(self._findings(results, stacks))
             + self._suite_findings(results, rollouts)
@@ -302,7 +303,6 @@ class Cycle:
             if (m := member(r.infer)) is not None and r.status != ERROR:
                 served.setdefault((m[0], r.probe, r.variant), set()).add(r.infer)
         findings = peers.host_not_runtime(findings, served)
-        results = fix_hints.hint(results, self.config, self.probes, self.state.history)
         return CycleResult(
             started,
             time.time(),
@@ -540,7 +540,7 @@ class Cycle:
                 r.pair,
                 f"{r.pair}/{r.probe}/{r.variant}/{r.status}",
                 r.message,
-                {"probe": r.probe, "variant": r.variant},
+                {"probe": r.probe, "variant": r.variant, **fix_hints.action(r)},
                 **(drift_cause(r) if r.status == DRIFT else {}),
             )
 

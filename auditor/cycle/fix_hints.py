@@ -65,3 +65,14 @@ def hint(
 
 def _variant(r: ProbeResult, config: Config) -> str:
     return "" if r.probe in config.models else r.variant
+
+
+def action(r: ProbeResult) -> dict[str, str]:
+    """A drift finding's ``action`` (what to do) where fix can address it: the fixed export
+    already found, else the command; nothing otherwise."""
+    if r.fix is None:
+        return {}
+    found = r.fix.get("available")
+    if found:
+        return {"action": f"serve the fixed export of auditor fix {found['id']} (auditor history --fixes)"}
+    return {"action": f"search the cells to keep in float32: {r.fix['command']}"}

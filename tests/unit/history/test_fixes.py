@@ -95,6 +95,13 @@ def test_the_cycle_names_the_command_or_the_fix_found(history_db: Path) -> None:
     }
     assert got[2].fix is None  # a float32 variant's drift is not float16 rounding
     assert got[3].fix is None  # nothing to fix
+    # the drift finding's what-to-do says it too
+    assert fix_hints.action(got[0]) == {
+        "action": "serve the fixed export of auditor fix 1 (auditor history --fixes)"
+    }
+    assert (
+        fix_hints.action(got[1])["action"].endswith("--variant tanh-fp16") and fix_hints.action(got[2]) == {}
+    )
 
 
 def test_history_lists_the_fixes(history_db: Path) -> None:
