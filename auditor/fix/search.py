@@ -86,33 +86,40 @@ def search(cells: Sequence[str], start: int, judge: Callable[[tuple[str, ...]], 
     lo = start
     if not passes(start, n):
         # the run starts before the localized cell: the largest b in [0, start) with [b, n) passing
-        ok = None
-        left, right = 0, start - 1
-        while left <= right:
-            mid = (left + right + 1) // 2
-            if passes(mid, n):
-                ok, left = mid, mid + 1
-            else:
-                right = mid - 1
-        if ok is None:
+        found = _largest(0, start - 1, lambda b: passes(b, n))
+        if found is None:
             return out  # every cell kept from 0 failed too: no subset passes
-        lo = ok  # the largest such start: no later one can pass with a shorter end either
+        lo = found  # the largest such start: no later one can pass with a shorter end either
     # the smallest end e in (lo, n] with [lo, e) passing ([lo, n) does)
-    left, right, hi = lo + 1, n - 1, n
-    while left <= right:
-        mid = (left + right) // 2
-        if passes(lo, mid):
-            hi, right = mid, mid - 1
-        else:
-            left = mid + 1
+    hi = _smallest(lo + 1, n - 1, lambda e: passes(lo, e))
+    hi = n if hi is None else hi
     # the largest start b in [lo, hi) with [b, hi) passing ([lo, hi) does); known already
     # when lo was searched for
-    left, right, best = lo + 1, (hi - 1 if lo == start else lo), lo
-    while left <= right:
-        mid = (left + right + 1) // 2
-        if passes(mid, hi):
-            best, left = mid, mid + 1
-        else:
-            right = mid - 1
+    best = _largest(lo + 1, hi - 1 if lo == start else lo, lambda b: passes(b, hi))
+    best = lo if best is None else best
     out.found = cells[best:hi]
     return out
+
+
+def _largest(left: int, right: int, ok: Callable[[int], bool]) -> int | None:
+    """The largest x in [left, right] with ok(x), ok holding up to some x and not after it."""
+    found = None
+    while left <= right:
+        mid = (left + right + 1) // 2
+        if ok(mid):
+            found, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return found
+
+
+def _smallest(left: int, right: int, ok: Callable[[int], bool]) -> int | None:
+    """The smallest x in [left, right] with ok(x), ok failing up to some x and holding after."""
+    found = None
+    while left <= right:
+        mid = (left + right) // 2
+        if ok(mid):
+            found, right = mid, mid - 1
+        else:
+            left = mid + 1
+    return found
