@@ -136,7 +136,8 @@ class Line:
         same localization, is one cause said twice (the numbers are in --verbose)."""
         outputs = tuple((o.output, o.shape_mismatch is not None) for o in self.outputs)
         checks = tuple((k.metric, k.output) for k in self.checks) if not outputs else ()
-        notes = tuple(n.split(",")[0] for n in self.notes)
+        # what `auditor fix` offers names the variant: not part of how it fails
+        notes = tuple(n.split(",")[0] for n in self.notes if not n.startswith(FIX_NOTES))
         return (self.status, self.cause, outputs, checks, notes)
 
 
@@ -411,6 +412,10 @@ def _line(r: ProbeResult, causes: Mapping[str, int], blockers: Sequence[tuple[Fi
     return line
 
 
+FIX_NOTES = ("to fix: ", "fixed export: ")
+"""How fix_words' notes begin."""
+
+
 def fix_words(r: ProbeResult) -> list[str]:
     """What `auditor fix` offers for a drift it can address: the fixed export already found
     (auditor.cycle.fix_hints), else the command that searches it."""
@@ -418,10 +423,10 @@ def fix_words(r: ProbeResult) -> list[str]:
         return []
     found = r.fix.get("available")
     if not found:
-        return [f"to fix: {r.fix['command']}"]
+        return [f"{FIX_NOTES[0]}{r.fix['command']}"]
     cells = found.get("cells") or []
     kept = ", ".join(c or "own ops" for c in cells) or "no cell"
-    return [f"fixed export: fix {found['id']} keeps {kept} in float32 (auditor history --fixes)"]
+    return [f"{FIX_NOTES[1]}fix {found['id']} keeps {kept} in float32 (auditor history --fixes)"]
 
 
 def ppo_words(r: ProbeResult, compact: bool = False) -> str | None:
