@@ -72,13 +72,6 @@ def rounded(
     return out
 
 
-def _figures(log_w: np.ndarray, eps: float, cap: float) -> tuple[ratios.RatioStats, ratios.MismatchTerms]:
-    """The figures of a floor's finite weights only: a state without a valid distribution is
-    the check's to fail, and must never lift the floor that excuses it (an inf floor would)."""
-    finite = log_w[np.isfinite(log_w)]
-    return ratios.ratio_stats(finite, eps, cap), ratios.mismatch_terms(finite, cap)
-
-
 def measure(
     policy: ratios.Policy,
     train: ratios.Distribution,
@@ -107,16 +100,18 @@ def measure(
         floors.append(ratios.log_weights_from_params(again, first, ratios.draw(first, k, seed)))
     if keep is not None:
         floors = [f[:, keep] for f in floors]
-    measured = [_figures(f, eps, cap) for f in floors]
-    worst = max(range(len(floors)), key=lambda j: measured[j][1].kl_k3)
-    finite_worst = floors[worst][np.isfinite(floors[worst])]
+    # a floor's finite weights only: a state without a valid distribution is the check's to
+    # fail, and must never lift the floor that excuses it (an inf floor would)
+    finite = [f[np.isfinite(f)] for f in floors]
+    measured = [(ratios.ratio_stats(f, eps, cap), ratios.mismatch_terms(f, cap)) for f in finite]
+    worst = max(range(len(finite)), key=lambda j: measured[j][1].kl_k3)
     return Floor(
         ppo_clip_share=max(s.ppo_clip_share for s, _ in measured),
         tis_share=max(s.tis_share for s, _ in measured),
         ess=min(s.ess for s, _ in measured),
         kl_k3=max(t.kl_k3 for _, t in measured),
         mult_prob_error=max(t.mult_prob_error for _, t in measured),
-        log_w=finite_worst,
+        log_w=finite[worst],
         rerun=rerun,
     )
 

@@ -148,8 +148,8 @@ class Audit:
         return "no environment"
 
     def settings(self, target: str) -> Settings:
-        """The comparator options from beyond the policy on ``target``: ``[ppo]`` under the
-        policy's own, a pair's ``trainer`` over them."""
+        """The comparator options from beyond the policy on ``target`` (a kind says which:
+        ``[ppo]`` under the policy's own, a pair's ``trainer`` over them); none here."""
         return Settings()
 
     def judge(
