@@ -29,7 +29,7 @@ TEST_WORKERS ?= 2
 LONG = tests/faults tests/fleet/test_readme_stacks.py tests/fleet/test_queue_stacks.py \
   tests/stacks/test_daemon_stacks.py tests/stacks/test_monitoring_stacks.py \
   tests/fleet/test_parity_stacks.py tests/stacks/test_service_stacks.py \
-  tests/stacks/test_fix_model_stacks.py tests/stacks/test_fix_converter_stacks.py
+  tests/stacks/test_fix_stacks.py tests/stacks/test_fix_model_stacks.py tests/stacks/test_fix_converter_stacks.py
 test: setup
 	.venv/bin/ruff check .
 	AUDITOR_REQUIRE_STACKS=1 AUDITOR_REQUIRE_POSTGRES=1 .venv/bin/python -m pytest --durations=25 -rs \

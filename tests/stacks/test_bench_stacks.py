@@ -28,6 +28,7 @@ BENCHES = {
     "model_probe.py": ("suite / plain", "classes: magnitude, nan-inf, sweep", "rollout: ", "localization: "),
     "policy_batch.py": ("auditor RSS MB", "auditor CPU s", "linear at most"),
     "fleet.py": ("auditor CPU s/host", "report lines", "history KB/host", "HTML s"),
+    "false_alarms.py": ("false alarms", "clean cycles in the history", "goal (>= 1000 clean cycles"),
     "fix.py": ("wall time", "exports audited", "goal (under 120 s wall)"),
     "gate_matrix.py": ("runtime did", "OK given by `check` to a file the runtime cannot run:"),
     "remote_hosts.py": ("Remote overhead", "over loopback ssh", "Fleet scaling"),
