@@ -73,7 +73,10 @@ def fix_command(
     your config (a model's against its float32 training network). A candidate that passes
     must also compute the same once S built it again after freeing it (a server's reload).
     The search starts where the drift was localized and bisects over the cells in graph
-    order: at most 2·⌈log₂ cells⌉ + 2 candidates.
+    order: at most 2·⌈log₂ cells⌉ + 2 candidates. Where S converts what it serves
+    ([stacks.S.convert]), candidates are audited as converted, and when none passes the search
+    runs again with the converter's weight_fp16 set the other way (the fix then says the
+    config change too).
 
     Prints the cells kept, the code that does it, the fixed export's audit, what it costs
     against all-float16 and all-float32 (file size, p50 latency on S) and every candidate
@@ -83,7 +86,7 @@ def fix_command(
     \b
     Example:
       auditor fix ppo_policy --stack lite20 --train ms20 --variant fp16 --out fixed.mindir
-      auditor fix policy --stack ms210-graph --out policy-fixed.mindir
+      auditor fix policy --stack ms210-graph --dtype float16 --out policy-fp16.mindir
     """
     if dtype is not None and variant is not None:
         fail("--dtype and --variant both choose the variant: give one")
