@@ -202,13 +202,20 @@ def _read_history(store: Store | None, sha256: str) -> _History:
         out.operators = store.operator_limits()
         with store.engine.connect() as conn:
             out.served = served_results(conn, sha256)
-            # what `auditor fix` proved of this very file counts as an audit of it
-            proved = [r for r in map(fixes.as_served, fixes.for_file(conn, sha256)) if r is not None]
-            out.served = sorted([*out.served, *proved], key=lambda r: r.started_at, reverse=True)
             out.last = {r["name"]: r for r in latest_fingerprints(conn)}
     except Exception as exc:  # an old or foreign database: the check goes on without it
         out.note = (
             f"history not read ({type(exc).__name__}: {exc}); earlier results and learned limits unused"
+        )
+        return out
+    try:
+        with store.engine.connect() as conn:
+            # what `auditor fix` proved of this very file counts as an audit of it
+            proved = [r for r in map(fixes.as_served, fixes.for_file(conn, sha256)) if r is not None]
+        out.served = sorted([*out.served, *proved], key=lambda r: r.started_at, reverse=True)
+    except Exception as exc:  # a database from before fixes were kept: the rest still counts
+        out.note = (
+            f"fixes not read ({type(exc).__name__}: {exc}); earlier audits of the file by auditor fix unused"
         )
     return out
 

@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from sqlalchemy import text
 
 from auditor.cli.main import cli
 from auditor.config.load import parse
 from auditor.cycle import fix_hints
 from auditor.extend.manager import Plugins
+from auditor.gate.preflight import _read_history
 from auditor.history import fixes
 from auditor.history.store import Store
 from auditor.results import Artifact, ProbeResult
@@ -119,3 +121,20 @@ def test_history_lists_the_fixes(history_db: Path) -> None:
     assert doc[0]["sha256"] == "ab" * 32 and doc[0]["cells"] == ["head", ""]
     empty = runner.invoke(cli, ["--db", str(history_db), "history", "--fixes", "--probe", "obs_normalizer"])
     assert empty.exit_code == 0 and "no fixes stored" in empty.output
+
+
+def test_the_gate_reads_the_rest_of_a_history_without_the_fixes_table(history_db: Path) -> None:
+    """A database the check cannot migrate (read-only, from before fixes were kept): earlier
+    results and learned limits still count, and the note says what was not read."""
+    store = Store.open(f"sqlite:///{history_db}")
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(text("DROP TABLE fixes"))
+        got = _read_history(store, "ab" * 32)
+    finally:
+        store.close()
+    assert (
+        got.note.startswith("fixes not read (")
+        and "earlier audits of the file by auditor fix unused" in got.note
+    )
+    assert got.served == [] and isinstance(got.maxima, dict)
