@@ -57,20 +57,25 @@ def statuses(doc: dict) -> dict[str, str]:
     return out
 
 
-def alarms(db: Path, settle: int) -> tuple[int, int, int, int, list[str]]:
-    """(runs, alerts opened while settling, opened after, resolved, what the false ones say)."""
+def alarms(db: Path, settle: int) -> tuple[int, int, int, int, int, list[str]]:
+    """(runs, alerts opened while settling, opened after, resolved, pending that never opened
+    (a finding seen once, not paged: near misses), what the false and near ones say)."""
     with sqlite3.connect(db) as conn:
         runs = [r[0] for r in conn.execute("select id from runs where status = 'complete' order by id")]
         rows = conn.execute(
-            "select opened_run_id, resolved_run_id, kind, subject, message from alerts order by id"
+            "select opened_run_id, resolved_run_id, kind, subject, message, notifications, state "
+            "from alerts order by id"
         ).fetchall()
     settled = set(runs[:settle])
-    early = [r for r in rows if r[0] in settled or r[0] is None]
-    late = [r for r in rows if r[0] is not None and r[0] not in settled]
-    resolved = [r for r in rows if r[1] is not None]
+    paged = [r for r in rows if r[6] != "pending" or r[5]]  # an alert that opened (was sent)
+    near = [r for r in rows if r not in paged]
+    early = [r for r in paged if r[0] in settled or r[0] is None]
+    late = [r for r in paged if r[0] is not None and r[0] not in settled]
+    resolved = [r for r in paged if r[1] is not None]
     said = [f"opened in run {r[0]}: {r[2]} {r[3]}: {r[4][:100]}" for r in late]
     said += [f"resolved in run {r[1]}: {r[2]} {r[3]}: {r[4][:100]}" for r in resolved]
-    return len(runs), len(early), len(late), len(resolved), said
+    said += [f"pending from run {r[0]}, never opened: {r[2]} {r[3]}: {r[4][:100]}" for r in near]
+    return len(runs), len(early), len(late), len(resolved), len(near), said
 
 
 def main() -> None:
@@ -105,13 +110,15 @@ def main() -> None:
                 + (f"; statuses moved: {', '.join(moved[:4])}" if moved else ""),
                 flush=True,
             )
-        runs, early, late, resolved, said = alarms(db, args.settle)
+        runs, early, late, resolved, near, said = alarms(db, args.settle)
     load = os.getloadavg()[0]
     print()
     print(f"the default config, {runs} clean cycles in the history (load average {load:.1f})")
-    print(f"  cycle wall time        median {sorted(walls)[len(walls) // 2]:.1f} s")
+    if walls:
+        print(f"  cycle wall time        median {sorted(walls)[len(walls) // 2]:.1f} s")
     print(f"  alerts opened settling {early} (the known state, within the first {args.settle} cycles)")
     print(f"  false alarms           {late + resolved} (opened later: {late}, resolved: {resolved})")
+    print(f"  near misses            {near} (a finding seen in one run, pending, never opened)")
     print(f"  cycles with statuses other than the first's: {changed} of {cycles} run now")
     for line in said[:20]:
         print(f"    {line}")
