@@ -102,6 +102,21 @@ def rerun_checks(
     return checks
 
 
+def rerun_floor(
+    names: list[str], first: list[np.ndarray], again: Any, tolerances: dict[str, Tolerance]
+) -> dict[str, np.ndarray]:
+    """The serving side's rerun as the comparators' noise floor (``std@rerun``, auditor.compare.
+    floor), where it repeats itself within the policy's tolerances; nothing where it does not:
+    a runtime that computes other values in another process (Lite 2.0 reading freed memory) is
+    not noisy but wrong, its rerun check says so, and its rerun must not excuse the drift."""
+    if not isinstance(again, list) or len(again) != len(names) or len(first) != len(names):
+        return {}
+    for n, a, b in zip(names, first, again, strict=True):
+        if not compare_output(n, np.asarray(a), np.asarray(b), tolerances[n]).passed:
+            return {}
+    return {f"{n}{RERUN}": np.asarray(x) for n, x in zip(names, again, strict=True)}
+
+
 def _own(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The policy's own outputs, without those on drawn actions (``logp@behaviour``) or from a
     rerun (``std@rerun``)."""
@@ -300,8 +315,7 @@ def judge(
     drawn = served.behaviour
     if drawn is not None and drawn.train is not None:  # both models on the same drawn actions
         by_name[0][drawn.output], by_name[1][drawn.output] = drawn.train, drawn.infer
-    if isinstance(served.rerun, list) and len(served.rerun) == len(names):  # the rerun's noise floor
-        by_name[1].update({f"{n}{RERUN}": np.asarray(x) for n, x in zip(names, served.rerun, strict=True)})
+    by_name[1].update(rerun_floor(names, served.outputs or [], served.rerun, tolerances))
     checks: list[MetricCheck] = []
     for role, side, label in ((REFERENCE, reference, "train"), (SERVED, served, "infer")):
         if role not in subject.repeat or side.rerun is None:
