@@ -15,6 +15,7 @@ it freed it, as a server replacing its model does (`reloaded`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -362,7 +363,9 @@ class ModelTarget(Target):
         cfg = narrow(self.config, Selection(models=(self.name,), stacks=(self.stack,))).config
         return dataclasses.replace(cfg, telemetry=dataclasses.replace(cfg.telemetry, enabled=False))
 
+    @functools.cached_property
     def plan(self) -> ModelPlan:
+        """The model's file, inputs and golden, read once for every candidate."""
         assert self.model is not None
         out = plan_model(self.model, self.config.files.limits)
         if out.error is not None:
@@ -370,7 +373,7 @@ class ModelTarget(Target):
         return out
 
     def inputs(self) -> list[np.ndarray]:
-        return list(self.plan().inputs)
+        return list(self.plan.inputs)
 
     def _network(self, worker: Any, plan: dict[str, Any]) -> None:
         assert self.model is not None and self.model.train is not None
